@@ -1,0 +1,238 @@
+//! Timeouts per protocol and state, with Open vSwitch's defaults, and timeout
+//! policies per zone.
+//!
+//! A connection's expiry is recomputed from the policy of its zone each time
+//! a packet moves it, so a changed policy applies to existing connections
+//! from their next packet on.
+
+use crate::key::Zone;
+use crate::time::Millis;
+
+/// The timeout classes the protocol trackers ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum Timeout {
+    /// TCP: only the opening packet seen (SYN_SENT).
+    TcpFirstPacket,
+    /// TCP: opening, not yet established both ways (SYN_RECV).
+    TcpOpening,
+    /// TCP: established.
+    TcpEstablished,
+    /// TCP: one side closing (FIN_WAIT in conntrack terms).
+    TcpClosing,
+    /// TCP: both sides sent FIN (TIME_WAIT in conntrack terms).
+    TcpFinWait,
+    /// TCP: closed (both FINs acknowledged, or reset).
+    TcpClosed,
+    /// Other protocols (UDP, SCTP, ...): first packet.
+    OtherFirst,
+    /// Other protocols: several packets, one direction.
+    OtherMultiple,
+    /// Other protocols: packets seen both ways.
+    OtherBidir,
+    /// ICMP: the query seen.
+    IcmpFirst,
+    /// ICMP: the reply seen.
+    IcmpReply,
+}
+
+/// Timeout values in seconds. Field names follow the `ct_timeout_policy`
+/// attributes of Open vSwitch (and Linux's `nf_ct_timeout`): note that the
+/// "other" protocols (UDP included) use the `udp_*` values, and that the
+/// state of several packets one way is `udp_single` while packets both ways
+/// is `udp_multiple`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
+pub struct TimeoutPolicy {
+    /// TCP SYN_SENT.
+    pub tcp_syn_sent: u32,
+    /// TCP SYN_RECV.
+    pub tcp_syn_recv: u32,
+    /// TCP ESTABLISHED.
+    pub tcp_established: u32,
+    /// TCP FIN_WAIT (one side closing).
+    pub tcp_fin_wait: u32,
+    /// TCP TIME_WAIT (both sides closing).
+    pub tcp_time_wait: u32,
+    /// TCP CLOSE.
+    pub tcp_close: u32,
+    /// Other protocols, first packet.
+    pub udp_first: u32,
+    /// Other protocols, several packets one way.
+    pub udp_single: u32,
+    /// Other protocols, both ways.
+    pub udp_multiple: u32,
+    /// ICMP query.
+    pub icmp_first: u32,
+    /// ICMP reply.
+    pub icmp_reply: u32,
+}
+
+impl Default for TimeoutPolicy {
+    /// Open vSwitch's userspace defaults (`ct_dpif_netdev_tp_def`).
+    fn default() -> Self {
+        TimeoutPolicy {
+            tcp_syn_sent: 30,
+            tcp_syn_recv: 30,
+            tcp_established: 24 * 60 * 60,
+            tcp_fin_wait: 15 * 60,
+            tcp_time_wait: 45,
+            tcp_close: 30,
+            udp_first: 60,
+            udp_single: 60,
+            udp_multiple: 30,
+            icmp_first: 60,
+            icmp_reply: 30,
+        }
+    }
+}
+
+impl TimeoutPolicy {
+    /// The timeout of `class`, in seconds.
+    pub fn seconds(&self, class: Timeout) -> u32 {
+        match class {
+            Timeout::TcpFirstPacket => self.tcp_syn_sent,
+            Timeout::TcpOpening => self.tcp_syn_recv,
+            Timeout::TcpEstablished => self.tcp_established,
+            Timeout::TcpClosing => self.tcp_fin_wait,
+            Timeout::TcpFinWait => self.tcp_time_wait,
+            Timeout::TcpClosed => self.tcp_close,
+            Timeout::OtherFirst => self.udp_first,
+            Timeout::OtherMultiple => self.udp_single,
+            Timeout::OtherBidir => self.udp_multiple,
+            Timeout::IcmpFirst => self.icmp_first,
+            Timeout::IcmpReply => self.icmp_reply,
+        }
+    }
+
+    /// The timeout of `class`.
+    pub fn duration(&self, class: Timeout) -> Millis {
+        Millis::from_secs(self.seconds(class))
+    }
+
+    /// The longest timeout of the policy.
+    pub fn max_seconds(&self) -> u32 {
+        [
+            self.tcp_syn_sent,
+            self.tcp_syn_recv,
+            self.tcp_established,
+            self.tcp_fin_wait,
+            self.tcp_time_wait,
+            self.tcp_close,
+            self.udp_first,
+            self.udp_single,
+            self.udp_multiple,
+            self.icmp_first,
+            self.icmp_reply,
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
+    }
+}
+
+/// The default policy and the zones that have their own.
+#[derive(Debug, Clone, Default)]
+pub struct ZonePolicies {
+    default: TimeoutPolicy,
+    // Sorted by zone; few zones have their own policy, so a sorted vector
+    // beats a map in both size and lookup time.
+    zones: Vec<(Zone, TimeoutPolicy)>,
+}
+
+impl ZonePolicies {
+    /// Policies with `default` for every zone.
+    pub fn new(default: TimeoutPolicy) -> Self {
+        ZonePolicies {
+            default,
+            zones: Vec::new(),
+        }
+    }
+
+    /// The policy that applies in `zone`.
+    #[inline]
+    pub fn get(&self, zone: Zone) -> &TimeoutPolicy {
+        if self.zones.is_empty() {
+            return &self.default;
+        }
+        match self.zones.binary_search_by_key(&zone, |(z, _)| *z) {
+            Ok(i) => &self.zones[i].1,
+            Err(_) => &self.default,
+        }
+    }
+
+    /// The default policy.
+    pub fn default_policy(&self) -> &TimeoutPolicy {
+        &self.default
+    }
+
+    /// Replaces the default policy.
+    pub fn set_default(&mut self, policy: TimeoutPolicy) {
+        self.default = policy;
+    }
+
+    /// Gives `zone` its own policy.
+    pub fn set_zone(&mut self, zone: Zone, policy: TimeoutPolicy) {
+        match self.zones.binary_search_by_key(&zone, |(z, _)| *z) {
+            Ok(i) => self.zones[i].1 = policy,
+            Err(i) => self.zones.insert(i, (zone, policy)),
+        }
+    }
+
+    /// Returns `zone` to the default policy.
+    pub fn clear_zone(&mut self, zone: Zone) {
+        if let Ok(i) = self.zones.binary_search_by_key(&zone, |(z, _)| *z) {
+            self.zones.remove(i);
+        }
+    }
+
+    /// The zones with a policy of their own.
+    pub fn zones(&self) -> impl Iterator<Item = (Zone, &TimeoutPolicy)> {
+        self.zones.iter().map(|(z, p)| (*z, p))
+    }
+
+    /// The longest timeout of any policy.
+    pub fn max_seconds(&self) -> u32 {
+        self.zones
+            .iter()
+            .map(|(_, p)| p.max_seconds())
+            .fold(self.default.max_seconds(), u32::max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ovs_defaults() {
+        let p = TimeoutPolicy::default();
+        assert_eq!(p.seconds(Timeout::TcpFirstPacket), 30);
+        assert_eq!(p.seconds(Timeout::TcpEstablished), 86400);
+        assert_eq!(p.seconds(Timeout::TcpClosing), 900);
+        assert_eq!(p.seconds(Timeout::TcpFinWait), 45);
+        assert_eq!(p.seconds(Timeout::OtherFirst), 60);
+        assert_eq!(p.seconds(Timeout::OtherMultiple), 60);
+        assert_eq!(p.seconds(Timeout::OtherBidir), 30);
+        assert_eq!(p.seconds(Timeout::IcmpReply), 30);
+        assert_eq!(p.max_seconds(), 86400);
+    }
+
+    #[test]
+    fn per_zone() {
+        let mut z = ZonePolicies::default();
+        let short = TimeoutPolicy {
+            udp_first: 5,
+            ..TimeoutPolicy::default()
+        };
+        z.set_zone(7, short);
+        z.set_zone(2, TimeoutPolicy::default());
+        assert_eq!(z.get(7).udp_first, 5);
+        assert_eq!(z.get(8).udp_first, 60);
+        assert_eq!(z.zones().map(|(z, _)| z).collect::<Vec<_>>(), vec![2, 7]);
+        z.clear_zone(7);
+        assert_eq!(z.get(7).udp_first, 60);
+    }
+}

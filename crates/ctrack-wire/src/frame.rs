@@ -1,0 +1,374 @@
+//! One pass over a frame that finds its layers: link header, VLAN tags, the
+//! IP header and where the upper layer starts and the datagram ends.
+//!
+//! The pass follows the rules Open vSwitch's flow extraction applies before
+//! its conntrack sees a packet, so that ctrack classifies the same frames as
+//! IP (with an upper layer) and the same ones as not: an IPv4 header is taken
+//! if its length fields are consistent with the frame, an IPv6 header if its
+//! payload fits and its extension headers walk cleanly. Bytes past the IP
+//! datagram's length are link-layer padding and are never part of it.
+
+use crate::ethernet::{self, VlanTags, ethertype};
+use crate::ipv6::{self, Fragment};
+use crate::{Error, ipv4};
+
+/// How the captured bytes begin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkType {
+    /// Ethernet II (pcap link type 1).
+    Ethernet,
+    /// A bare IPv4 or IPv6 packet (pcap link types 101, 228, 229).
+    RawIp,
+    /// Linux "cooked" capture v1 (pcap link type 113), 16-byte header.
+    LinuxSll,
+    /// Linux "cooked" capture v2 (pcap link type 276), 20-byte header.
+    LinuxSll2,
+}
+
+/// IP version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IpVersion {
+    /// IPv4.
+    V4,
+    /// IPv6.
+    V6,
+}
+
+/// Where the IP layer of a frame lies. All offsets are from the start of the
+/// frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpLayer {
+    /// IPv4 or IPv6.
+    pub version: IpVersion,
+    /// Offset of the IP header.
+    pub l3: usize,
+    /// Offset of the upper-layer header (after IPv4 options or IPv6
+    /// extension headers).
+    pub l4: usize,
+    /// End of the IP datagram, per its length field; what follows is padding.
+    pub end: usize,
+    /// Upper-layer protocol. For an IPv6 later fragment this is 44
+    /// (fragment), as the payload's protocol cannot be seen.
+    pub proto: u8,
+    /// Fragmentation status.
+    pub frag: Fragment,
+    /// For IPv6, the offset of the fragment header if there is one.
+    pub frag_header: Option<usize>,
+}
+
+impl IpLayer {
+    /// Bytes from the IP header to the end of the datagram.
+    pub fn l3_len(&self) -> usize {
+        self.end - self.l3
+    }
+
+    /// Bytes from the upper-layer header to the end of the datagram.
+    pub fn l4_len(&self) -> usize {
+        self.end - self.l4
+    }
+}
+
+/// Why a frame has no usable IP layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotIp {
+    /// The link-layer header itself is cut short.
+    LinkTruncated,
+    /// The frame carries something other than IP (ARP, MPLS, LLDP, an
+    /// 802.3 frame without SNAP, a third VLAN tag...).
+    OtherProtocol(Option<u16>),
+    /// An IPv4 EtherType, but the header is cut short or its lengths are
+    /// inconsistent.
+    BadIpv4(Error),
+    /// An IPv6 EtherType, but the header is cut short, the payload length
+    /// runs past the frame, or an extension header is malformed.
+    BadIpv6(Error),
+}
+
+/// The layers of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame {
+    /// VLAN tags, outermost first.
+    pub vlans: VlanTags,
+    /// The EtherType after VLAN tags and LLC/SNAP, if one was found.
+    pub ethertype: Option<u16>,
+    /// Offset of the network header, if the link header is complete.
+    pub l3: Option<usize>,
+    /// The IP layer, or why there is none.
+    pub ip: Result<IpLayer, NotIp>,
+}
+
+/// Finds the layers of `data`, captured with link type `link`. Never panics
+/// and never reads outside `data`.
+pub fn parse_frame(data: &[u8], link: LinkType) -> Frame {
+    let (vlans, ty, l3) = match link {
+        LinkType::Ethernet => {
+            if data.len() < ethernet::HEADER_LEN {
+                return Frame::no_link();
+            }
+            ethernet::parse_l2_tail(data, 12)
+        }
+        LinkType::LinuxSll | LinkType::LinuxSll2 => {
+            // SLL keeps the protocol at byte 14 of 16; SLL2 at byte 0 of 20.
+            let (proto_at, hdr_len) = if link == LinkType::LinuxSll {
+                (14, 16)
+            } else {
+                (0, 20)
+            };
+            if data.len() < hdr_len {
+                return Frame::no_link();
+            }
+            let ty = crate::be16(data, proto_at);
+            (VlanTags::default(), Some(ty), hdr_len)
+        }
+        LinkType::RawIp => {
+            let ty = match data.first().map(|b| b >> 4) {
+                Some(4) => Some(ethertype::IPV4),
+                Some(6) => Some(ethertype::IPV6),
+                Some(_) => None,
+                None => return Frame::no_link(),
+            };
+            (VlanTags::default(), ty, 0)
+        }
+    };
+    let ip = match ty {
+        Some(ethertype::IPV4) => parse_ipv4(data, l3).map_err(NotIp::BadIpv4),
+        Some(ethertype::IPV6) => parse_ipv6(data, l3).map_err(NotIp::BadIpv6),
+        other => Err(NotIp::OtherProtocol(other)),
+    };
+    Frame {
+        vlans,
+        ethertype: ty,
+        l3: Some(l3),
+        ip,
+    }
+}
+
+impl Frame {
+    fn no_link() -> Frame {
+        Frame {
+            vlans: VlanTags::default(),
+            ethertype: None,
+            l3: None,
+            ip: Err(NotIp::LinkTruncated),
+        }
+    }
+}
+
+fn parse_ipv4(data: &[u8], l3: usize) -> Result<IpLayer, Error> {
+    let area = data.get(l3..).ok_or(Error::Truncated)?;
+    let ip = ipv4::Ipv4Packet::new_checked(area)?;
+    let hl = ip.header_len();
+    let total = usize::from(ip.total_len());
+    if total > area.len() {
+        return Err(Error::Truncated);
+    }
+    if total < hl {
+        return Err(Error::Malformed);
+    }
+    // Open vSwitch refuses more than 64 KiB of trailing padding.
+    if area.len() - total > usize::from(u16::MAX) {
+        return Err(Error::Malformed);
+    }
+    let frag = if ip.is_later_fragment() {
+        Fragment::Later
+    } else if ip.is_fragment() {
+        Fragment::First
+    } else {
+        Fragment::No
+    };
+    Ok(IpLayer {
+        version: IpVersion::V4,
+        l3,
+        l4: l3 + hl,
+        end: l3 + total,
+        proto: ip.protocol(),
+        frag,
+        frag_header: None,
+    })
+}
+
+fn parse_ipv6(data: &[u8], l3: usize) -> Result<IpLayer, Error> {
+    let area = data.get(l3..).ok_or(Error::Truncated)?;
+    let ip = ipv6::Ipv6Packet::new_checked(area)?;
+    let end = ipv6::HEADER_LEN + usize::from(ip.payload_len());
+    if end > area.len() {
+        return Err(Error::Truncated);
+    }
+    if area.len() - end > usize::from(u16::MAX) {
+        return Err(Error::Malformed);
+    }
+    let chain = ipv6::walk_extensions(&area[ipv6::HEADER_LEN..end], ip.next_header())?;
+    let base = l3 + ipv6::HEADER_LEN;
+    Ok(IpLayer {
+        version: IpVersion::V6,
+        l3,
+        l4: base + chain.l4_offset,
+        end: l3 + end,
+        proto: chain.proto,
+        frag: chain.frag,
+        frag_header: chain.frag_header.map(|o| base + o),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ip_proto;
+
+    const ETH_V4: [u8; 14] = [0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 2, 0x08, 0x00];
+
+    fn v4_udp(total: u16, extra: usize) -> Vec<u8> {
+        let mut f = ETH_V4.to_vec();
+        f.extend_from_slice(&[
+            0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ]);
+        f[16..18].copy_from_slice(&total.to_be_bytes());
+        f.extend_from_slice(&[0, 1, 0, 2, 0, 8, 0, 0]);
+        f.extend(std::iter::repeat_n(0xee, extra));
+        f
+    }
+
+    #[test]
+    fn ipv4_with_padding() {
+        let f = v4_udp(28, 18); // 60-byte minimum frame: 18 bytes padding
+        let fr = parse_frame(&f, LinkType::Ethernet);
+        let ip = fr.ip.unwrap();
+        assert_eq!(ip.version, IpVersion::V4);
+        assert_eq!((ip.l3, ip.l4, ip.end), (14, 34, 42));
+        assert_eq!(ip.proto, ip_proto::UDP);
+        assert_eq!(ip.l4_len(), 8);
+        assert_eq!(ip.frag, Fragment::No);
+    }
+
+    #[test]
+    fn ipv4_length_errors() {
+        let f = v4_udp(29, 0); // total length past the frame
+        assert_eq!(
+            parse_frame(&f, LinkType::Ethernet).ip,
+            Err(NotIp::BadIpv4(Error::Truncated))
+        );
+        let f = v4_udp(19, 0); // total length below the header length
+        assert_eq!(
+            parse_frame(&f, LinkType::Ethernet).ip,
+            Err(NotIp::BadIpv4(Error::Malformed))
+        );
+        let f = v4_udp(28, 0);
+        assert!(matches!(
+            parse_frame(&f[..30], LinkType::Ethernet).ip,
+            Err(NotIp::BadIpv4(Error::Truncated))
+        ));
+    }
+
+    #[test]
+    fn link_errors_and_other_protocols() {
+        assert_eq!(
+            parse_frame(&[0; 13], LinkType::Ethernet).ip,
+            Err(NotIp::LinkTruncated)
+        );
+        let mut arp = ETH_V4.to_vec();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        arp.extend_from_slice(&[0; 28]);
+        assert_eq!(
+            parse_frame(&arp, LinkType::Ethernet).ip,
+            Err(NotIp::OtherProtocol(Some(ethertype::ARP)))
+        );
+        assert_eq!(
+            parse_frame(&[], LinkType::RawIp).ip,
+            Err(NotIp::LinkTruncated)
+        );
+        assert_eq!(
+            parse_frame(&[0x50], LinkType::RawIp).ip,
+            Err(NotIp::OtherProtocol(None))
+        );
+    }
+
+    #[test]
+    fn vlan_and_raw_and_sll() {
+        let plain = v4_udp(28, 0);
+        let mut tagged = plain[..12].to_vec();
+        tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x64]);
+        tagged.extend_from_slice(&plain[12..]);
+        let fr = parse_frame(&tagged, LinkType::Ethernet);
+        assert_eq!(fr.vlans.len(), 1);
+        assert_eq!(fr.ip.unwrap().l3, 18);
+
+        let raw = &plain[14..];
+        let ip = parse_frame(raw, LinkType::RawIp).ip.unwrap();
+        assert_eq!((ip.l3, ip.l4, ip.end), (0, 20, 28));
+
+        let mut sll = vec![0, 0, 0, 1, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x00];
+        sll.extend_from_slice(raw);
+        assert_eq!(parse_frame(&sll, LinkType::LinuxSll).ip.unwrap().l3, 16);
+        let mut sll2 = vec![
+            0x08, 0x00, 0, 0, 0, 0, 0, 1, 0, 1, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0,
+        ];
+        sll2.extend_from_slice(raw);
+        assert_eq!(parse_frame(&sll2, LinkType::LinuxSll2).ip.unwrap().l3, 20);
+    }
+
+    fn v6(next: u8, ext: &[u8], l4: &[u8]) -> Vec<u8> {
+        let mut f = ETH_V4.to_vec();
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        let plen = (ext.len() + l4.len()) as u16;
+        f.extend_from_slice(&[0x60, 0, 0, 0]);
+        f.extend_from_slice(&plen.to_be_bytes());
+        f.extend_from_slice(&[next, 64]);
+        f.extend_from_slice(&[0; 32]);
+        f.extend_from_slice(ext);
+        f.extend_from_slice(l4);
+        f
+    }
+
+    #[test]
+    fn ipv6_layers() {
+        let f = v6(ip_proto::UDP, &[], &[0, 1, 0, 2, 0, 8, 0, 0]);
+        let ip = parse_frame(&f, LinkType::Ethernet).ip.unwrap();
+        assert_eq!(
+            (ip.l3, ip.l4, ip.end, ip.proto),
+            (14, 54, 62, ip_proto::UDP)
+        );
+
+        let hbh = [ip_proto::TCP, 0, 0, 0, 0, 0, 0, 0];
+        let f = v6(ip_proto::HOPOPTS, &hbh, &[0; 20]);
+        let ip = parse_frame(&f, LinkType::Ethernet).ip.unwrap();
+        assert_eq!((ip.l4, ip.proto), (62, ip_proto::TCP));
+
+        let later = [ip_proto::UDP, 0, 0x00, 0x10, 0, 0, 0, 1];
+        let f = v6(ip_proto::FRAGMENT, &later, &[0; 8]);
+        let ip = parse_frame(&f, LinkType::Ethernet).ip.unwrap();
+        assert_eq!(ip.frag, Fragment::Later);
+        assert_eq!(ip.frag_header, Some(54));
+
+        // Payload length past the end of the frame.
+        let mut f = v6(ip_proto::UDP, &[], &[0; 8]);
+        f.truncate(f.len() - 1);
+        assert_eq!(
+            parse_frame(&f, LinkType::Ethernet).ip,
+            Err(NotIp::BadIpv6(Error::Truncated))
+        );
+        // Extension header running past the payload length.
+        let f = v6(
+            ip_proto::HOPOPTS,
+            &[ip_proto::TCP, 1, 0, 0, 0, 0, 0, 0],
+            &[],
+        );
+        assert_eq!(
+            parse_frame(&f, LinkType::Ethernet).ip,
+            Err(NotIp::BadIpv6(Error::Truncated))
+        );
+    }
+
+    #[test]
+    fn every_prefix_of_a_frame_is_safe() {
+        let f = v6(
+            ip_proto::HOPOPTS,
+            &[ip_proto::TCP, 0, 0, 0, 0, 0, 0, 0],
+            &[0; 20],
+        );
+        for n in 0..=f.len() {
+            let _ = parse_frame(&f[..n], LinkType::Ethernet);
+            let _ = parse_frame(&f[..n], LinkType::RawIp);
+            let _ = parse_frame(&f[..n], LinkType::LinuxSll);
+        }
+    }
+}
