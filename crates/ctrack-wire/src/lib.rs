@@ -16,6 +16,7 @@
 //! `etherparse` on the same frames.
 #![forbid(unsafe_code)]
 
+pub mod build;
 pub mod checksum;
 pub mod ethernet;
 pub mod frame;

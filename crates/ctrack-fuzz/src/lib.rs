@@ -1,0 +1,536 @@
+//! Fuzz bodies for ctrack.
+//!
+//! Each function takes arbitrary bytes and panics if an invariant breaks.
+//! They are driven two ways: by libFuzzer through the cargo-fuzz targets in
+//! `fuzz/` (coverage-guided, for as long as one likes), and by
+//! `tests/smoke.rs` with a bounded number of seeded random and mutated
+//! inputs, so that CI exercises them on every change.
+//!
+//! - [`parse`]: every view and the frame walk on raw bytes, under every link
+//!   type; offsets must stay in bounds, nothing may panic.
+//! - [`tracker`]: a structure-aware sequence of operations (packets built
+//!   from a small pool of addresses, ports and sequence numbers so that they
+//!   hit the same connections; raw packets; time steps; sweeps; flushes) run
+//!   through a tracker with a small table. Checks the verdicts' coherence,
+//!   the table bound, and that everything is freed once time moves past all
+//!   timeouts (no leak).
+//! - [`capture`]: the pcap/pcapng reader on arbitrary files: it must end with
+//!   a packet stream or an error, never a panic or unbounded memory.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use arbitrary::{Arbitrary, Unstructured};
+use ctrack_core::extract::{ExtractOptions, extract};
+use ctrack_core::{Config, ConnTable, CtAction, CtState, LinkType, Masked, Time, Tracker};
+use ctrack_wire::build::{self, Ext, Frame, L4};
+use ctrack_wire::ethernet::ethertype;
+use ctrack_wire::icmp::IcmpPacket;
+use ctrack_wire::ipv4::Ipv4Packet;
+use ctrack_wire::ipv6::{self, Ipv6Packet};
+use ctrack_wire::sctp::SctpPacket;
+use ctrack_wire::tcp::{SynOptions, TcpOptions, TcpPacket, ovs_wscale};
+use ctrack_wire::udp::UdpPacket;
+use ctrack_wire::{IpVersion, checksum, parse_frame};
+
+const LINKS: [LinkType; 4] = [
+    LinkType::Ethernet,
+    LinkType::RawIp,
+    LinkType::LinuxSll,
+    LinkType::LinuxSll2,
+];
+
+/// Parses `data` as a frame of every link type and reads every header the
+/// walk found through its view.
+pub fn parse(data: &[u8]) {
+    for link in LINKS {
+        let f = parse_frame(data, link);
+        if let Some(l3) = f.l3 {
+            assert!(l3 <= data.len());
+        }
+        if let Ok(ip) = f.ip {
+            assert!(
+                ip.l3 <= ip.l4 && ip.l4 <= ip.end && ip.end <= data.len(),
+                "{ip:?}"
+            );
+            let datagram = &data[ip.l3..ip.end];
+            let l4 = &data[ip.l4..ip.end];
+            match ip.version {
+                IpVersion::V4 => {
+                    let h = Ipv4Packet::new_checked(datagram).expect("walk checked it");
+                    let _ = (
+                        h.verify_checksum(),
+                        h.options(),
+                        h.payload(),
+                        h.frag_offset(),
+                    );
+                }
+                IpVersion::V6 => {
+                    let h = Ipv6Packet::new_checked(datagram).expect("walk checked it");
+                    let _ = (h.flow_label(), h.payload());
+                    if let Some(fh) = ip.frag_header {
+                        assert!(ipv6::FragHeader::parse(&data[fh..]).is_ok());
+                    }
+                }
+            }
+            if let Ok(t) = TcpPacket::new_checked(l4) {
+                let _ = TcpOptions::new(t.options()).count();
+                let _ = (SynOptions::parse(t.options()), t.wscale(), t.payload());
+            }
+            if let Ok(u) = UdpPacket::new_checked(l4) {
+                let _ = (u.len_field(), u.payload());
+            }
+            if let Ok(s) = SctpPacket::new_checked(l4) {
+                let _ = (
+                    s.chunks_well_formed(),
+                    s.verify_checksum(),
+                    s.first_chunk_type(),
+                );
+            }
+            if let Ok(m) = IcmpPacket::new_checked(l4) {
+                let _ = (m.ident(), m.quoted());
+            }
+            let _ = checksum::checksum(l4);
+        }
+        for checksums in [true, false] {
+            let _ = extract(data, &f, 3, ExtractOptions { checksums });
+        }
+    }
+    let _ = ovs_wscale(data);
+    let _ = TcpOptions::new(data).count();
+    let _ = ipv6::walk_extensions(data, data.first().copied().unwrap_or(0));
+}
+
+/// A small pool of values, so that generated packets meet each other.
+#[derive(Debug, Clone, Copy, Arbitrary)]
+struct Pick(u8);
+
+impl Pick {
+    fn of<T: Copy>(self, pool: &[T]) -> T {
+        pool[usize::from(self.0) % pool.len()]
+    }
+}
+
+/// A sequence number near one of a few bases, so that segments often fall
+/// inside or just outside windows.
+#[derive(Debug, Clone, Copy, Arbitrary)]
+struct Seq {
+    base: Pick,
+    delta: i16,
+    wild: Option<u32>,
+}
+
+impl Seq {
+    fn value(self) -> u32 {
+        if let Some(w) = self.wild {
+            return w;
+        }
+        let base = self.base.of(&[0u32, 1000, 100_000, u32::MAX - 500]);
+        base.wrapping_add(i32::from(self.delta) as u32)
+    }
+}
+
+#[derive(Debug, Clone, Arbitrary)]
+enum L4Spec {
+    Tcp {
+        sport: Pick,
+        dport: Pick,
+        flags: Pick,
+        raw_flags: Option<u16>,
+        seq: Seq,
+        ack: Seq,
+        window: u16,
+        len: u8,
+        wscale: Option<u8>,
+    },
+    Udp {
+        sport: Pick,
+        dport: Pick,
+        len: u8,
+    },
+    UdpLite {
+        sport: Pick,
+        coverage: u16,
+    },
+    Sctp {
+        sport: Pick,
+        chunk_len: u16,
+    },
+    IcmpQuery {
+        ty: Pick,
+        code: u8,
+        id: Pick,
+    },
+    IcmpError {
+        ty: Pick,
+        code: u8,
+        inner: Box<PacketSpec>,
+        quote: u8,
+    },
+    Other {
+        proto: u8,
+        len: u8,
+    },
+}
+
+#[derive(Debug, Clone, Arbitrary)]
+struct PacketSpec {
+    v6: bool,
+    src: Pick,
+    dst: Pick,
+    l4: L4Spec,
+    vlans: u8,
+    ext: Option<u8>,
+    more_frags: bool,
+    frag_offset: u8,
+    ip_options: u8,
+    padding: u8,
+    /// Flip one byte at this offset (modulo the frame's length).
+    flip: Option<(u16, u8)>,
+    /// Cut the frame to this length (modulo the frame's length + 1).
+    cut: Option<u16>,
+}
+
+const TCP_FLAGS: [u16; 12] = [
+    0x002, 0x012, 0x010, 0x018, 0x011, 0x004, 0x014, 0x001, 0x003, 0x000, 0x006, 0x019,
+];
+
+impl PacketSpec {
+    fn addr(&self, p: Pick) -> IpAddr {
+        if self.v6 {
+            IpAddr::V6(p.of(&[
+                Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1),
+                Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2),
+                Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 3),
+            ]))
+        } else {
+            IpAddr::V4(p.of(&[
+                Ipv4Addr::new(10, 0, 0, 1),
+                Ipv4Addr::new(10, 0, 0, 2),
+                Ipv4Addr::new(10, 0, 0, 3),
+            ]))
+        }
+    }
+
+    fn frame(&self, depth: u8) -> Frame {
+        let ports = [80u16, 443, 40000, 40001, 0];
+        let l4 = match &self.l4 {
+            L4Spec::Tcp {
+                sport,
+                dport,
+                flags,
+                raw_flags,
+                seq,
+                ack,
+                window,
+                len,
+                wscale,
+            } => L4::Tcp {
+                sport: sport.of(&ports),
+                dport: dport.of(&ports),
+                seq: seq.value(),
+                ack: ack.value(),
+                flags: raw_flags.unwrap_or_else(|| flags.of(&TCP_FLAGS)),
+                window: *window,
+                options: wscale.map_or_else(Vec::new, |w| vec![1, 3, 3, w]),
+                payload: vec![0x61; usize::from(*len)],
+            },
+            L4Spec::Udp { sport, dport, len } => L4::udp(
+                sport.of(&ports),
+                dport.of(&ports),
+                &vec![0; usize::from(*len)],
+            ),
+            L4Spec::UdpLite { sport, coverage } => L4::UdpLite {
+                sport: sport.of(&ports),
+                dport: 53,
+                coverage: *coverage % 24,
+                payload: vec![1; 8],
+            },
+            L4Spec::Sctp { sport, chunk_len } => L4::Sctp {
+                sport: sport.of(&ports),
+                dport: 5000,
+                vtag: 0,
+                chunks: {
+                    let mut c = vec![1, 0, 0, 0, 0, 0, 0, 0];
+                    c[2..4].copy_from_slice(&(chunk_len % 16).to_be_bytes());
+                    c
+                },
+            },
+            L4Spec::IcmpQuery { ty, code, id } => {
+                let ty = if self.v6 {
+                    ty.of(&[128u8, 129, 135, 1])
+                } else {
+                    ty.of(&[8u8, 0, 13, 14, 15, 16, 9, 3])
+                };
+                let mut l4 = L4::icmp_query(ty, id.of(&[1u16, 2]), 1);
+                if let L4::Icmp { code: c, .. } = &mut l4 {
+                    *c = code % 2;
+                }
+                l4
+            }
+            L4Spec::IcmpError {
+                ty,
+                code,
+                inner,
+                quote,
+            } => {
+                let ty = if self.v6 {
+                    ty.of(&[1u8, 2, 3, 4])
+                } else {
+                    ty.of(&[3u8, 4, 5, 11, 12])
+                };
+                let mut inner = (**inner).clone();
+                inner.v6 = self.v6;
+                inner.flip = None;
+                inner.cut = None;
+                let quoted = if depth < 2 {
+                    build::quote(
+                        &inner.frame(depth + 1).ip_packet(),
+                        usize::from(*quote % 40),
+                    )
+                } else {
+                    Vec::new()
+                };
+                L4::icmp_error(ty, *code, &quoted)
+            }
+            L4Spec::Other { proto, len } => L4::Raw {
+                proto: *proto,
+                payload: vec![0; usize::from(*len)],
+            },
+        };
+        let mut f = Frame::new(self.addr(self.src), self.addr(self.dst), l4);
+        for i in 0..self.vlans % 4 {
+            f = f.vlan(
+                if i == 0 {
+                    ethertype::QINQ
+                } else {
+                    ethertype::VLAN
+                },
+                u16::from(i),
+            );
+        }
+        if self.v6 {
+            if let Some(e) = self.ext {
+                f.ext = match e % 5 {
+                    0 => vec![Ext::HopByHop(0)],
+                    1 => vec![Ext::Routing, Ext::DestOpts(1)],
+                    2 => vec![Ext::Fragment {
+                        offset: u16::from(self.frag_offset) * 8,
+                        more: self.more_frags,
+                        ident: 1,
+                    }],
+                    3 => vec![Ext::DestOpts(0), Ext::HopByHop(1)],
+                    _ => vec![],
+                };
+            }
+        } else {
+            f.more_frags = self.more_frags && self.frag_offset % 4 == 0;
+            f.frag_offset = if self.frag_offset % 8 == 0 {
+                u16::from(self.frag_offset)
+            } else {
+                0
+            };
+            f.ip_options = vec![1; usize::from(self.ip_options % 12)];
+        }
+        f.padding = usize::from(self.padding % 24);
+        f
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        let mut b = self.frame(0).build();
+        if let Some((at, x)) = self.flip {
+            if !b.is_empty() {
+                let at = usize::from(at) % b.len();
+                b[at] ^= x;
+            }
+        }
+        if let Some(c) = self.cut {
+            b.truncate(usize::from(c) % (b.len() + 1));
+        }
+        b
+    }
+}
+
+#[derive(Debug, Arbitrary)]
+enum Op {
+    Packet {
+        spec: PacketSpec,
+        zone: u8,
+        commit: bool,
+        force: bool,
+        mark: Option<u8>,
+    },
+    Raw {
+        bytes: Vec<u8>,
+        link: Pick,
+    },
+    Advance {
+        ms: u32,
+    },
+    Sweep {
+        budget: u8,
+    },
+    FlushZone {
+        zone: u8,
+    },
+    FlushAll,
+}
+
+/// Longest time any connection can live with the default timeouts.
+const MAX_LIFETIME_MS: u64 = 24 * 60 * 60 * 1000 + 1000;
+/// Connection limit of the fuzzed tracker: small, so that refusals happen.
+const MAX_CONNS: usize = 48;
+
+/// Runs a sequence of operations decoded from `data` through a tracker.
+pub fn tracker(data: &[u8]) {
+    let mut u = Unstructured::new(data);
+    let loose = bool::arbitrary(&mut u).unwrap_or(true);
+    let seq_check = bool::arbitrary(&mut u).unwrap_or(true);
+    let checksums = bool::arbitrary(&mut u).unwrap_or(true);
+    let mut t = Tracker::new(Config {
+        tcp_loose: loose,
+        tcp_seq_check: seq_check,
+        checksums,
+        max_conns: MAX_CONNS,
+        ..Config::default()
+    });
+    let mut now = Time::from_secs(1_000_000);
+    let mut packets = 0u64;
+    // `arbitrary` keeps producing defaults from exhausted input: stop when
+    // the input is used up (and after a bounded number of operations).
+    for _ in 0..4096 {
+        if u.is_empty() {
+            break;
+        }
+        let Ok(op) = Op::arbitrary(&mut u) else {
+            break;
+        };
+        match op {
+            Op::Packet {
+                spec,
+                zone,
+                commit,
+                force,
+                mark,
+            } => {
+                let action = CtAction {
+                    zone: u16::from(zone % 3),
+                    commit,
+                    force,
+                    mark: mark.map(|m| Masked::new(u32::from(m), 0xff)),
+                    label: None,
+                };
+                let bytes = spec.bytes();
+                let v = t.process(&bytes, LinkType::Ethernet, &action, now);
+                packets += 1;
+                check_verdict(&t, &v, &action, now);
+            }
+            Op::Raw { bytes, link } => {
+                let link = link.of(&LINKS);
+                let v = t.process(&bytes, link, &CtAction::commit(0), now);
+                packets += 1;
+                check_verdict(&t, &v, &CtAction::commit(0), now);
+            }
+            Op::Advance { ms } => now = now + ctrack_core::Millis(u64::from(ms) * 16),
+            Op::Sweep { budget } => {
+                let s = t.sweep(now, usize::from(budget));
+                assert!(s.examined <= usize::from(budget));
+                if let Some(next) = s.next {
+                    assert!(next >= now || s.examined == usize::from(budget));
+                }
+            }
+            Op::FlushZone { zone } => {
+                let z = u16::from(zone % 3);
+                t.flush_zone(z);
+                assert_eq!(t.table().zone_len(z), 0);
+            }
+            Op::FlushAll => {
+                t.flush_all();
+                assert_eq!(t.table_len(), 0);
+            }
+        }
+        assert!(t.table_len() <= MAX_CONNS, "table over its limit");
+    }
+    let s = t.stats();
+    assert_eq!(s.packets, packets);
+    let reasons: u64 = ctrack_core::InvalidReason::ALL
+        .iter()
+        .map(|r| s.invalid_count(*r))
+        .sum();
+    assert_eq!(reasons, s.invalid);
+    // Past every timeout, a sweep frees everything: nothing leaks.
+    let end = now + ctrack_core::Millis(MAX_LIFETIME_MS);
+    let s = t.sweep(end, usize::MAX);
+    assert_eq!(
+        t.table_len(),
+        0,
+        "connections left after all timeouts: {s:?}"
+    );
+    assert_eq!(s.next, None);
+}
+
+/// Runs raw frames (captured Ethernet frames, mutated) through a tracker,
+/// one millisecond apart, with the same checks as [`tracker`].
+pub fn tracker_frames(frames: &[Vec<u8>]) {
+    let mut t = Tracker::new(Config {
+        max_conns: MAX_CONNS,
+        ..Config::default()
+    });
+    let mut now = Time::from_secs(1_000_000);
+    for (i, f) in frames.iter().enumerate() {
+        let action = CtAction::commit((i % 2) as u16);
+        let v = t.process(f, LinkType::Ethernet, &action, now);
+        check_verdict(&t, &v, &action, now);
+        assert!(t.table_len() <= MAX_CONNS);
+        now = now + ctrack_core::Millis(1);
+        if i % 16 == 0 {
+            t.sweep(now, 8);
+        }
+    }
+    assert_eq!(t.stats().packets, frames.len() as u64);
+    t.sweep(now + ctrack_core::Millis(MAX_LIFETIME_MS), usize::MAX);
+    assert_eq!(t.table_len(), 0);
+}
+
+fn check_verdict(t: &Tracker, v: &ctrack_core::Verdict, action: &CtAction, now: Time) {
+    assert!(v.state.contains(CtState::TRK));
+    assert_eq!(v.zone, action.zone);
+    if v.state.contains(CtState::INV) {
+        assert!(v.invalid.is_some());
+        assert!(
+            !v.state
+                .intersects(CtState::NEW | CtState::EST | CtState::REL)
+        );
+    } else {
+        assert!(v.invalid.is_none());
+        let kinds = [CtState::NEW, CtState::EST, CtState::REL]
+            .iter()
+            .filter(|k| v.state.contains(**k))
+            .count();
+        assert_eq!(kinds, 1, "exactly one of new, est, rel: {}", v.state);
+    }
+    if let Some(id) = v.conn {
+        let c = t.conn(id).expect("a verdict names a live connection");
+        assert!(!c.is_expired(now));
+        assert_eq!(c.keys[0].zone, action.zone);
+        assert_eq!(v.mark, c.mark);
+    } else {
+        assert_eq!((v.mark, v.label), (0, 0));
+    }
+    if v.refused.is_some() {
+        assert!(v.state.contains(CtState::NEW) && v.conn.is_none());
+    }
+}
+
+/// Reads `data` as a capture file to the end or the first error.
+pub fn capture(data: &[u8]) {
+    let Ok(mut r) = ctrack::capture::CaptureReader::new(data) else {
+        return;
+    };
+    let mut n = 0usize;
+    while let Ok(Some(p)) = r.next_packet() {
+        assert!(p.data.len() <= ctrack::capture::MAX_RECORD);
+        let _ = parse_frame(p.data, p.link);
+        n += 1;
+        assert!(n <= data.len(), "more packets than bytes");
+    }
+}

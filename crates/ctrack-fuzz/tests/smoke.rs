@@ -1,0 +1,185 @@
+//! Bounded runs of the fuzz bodies, for CI: seeded random inputs and
+//! mutations of the packets and files in `examples/`.
+//!
+//! `CTRACK_FUZZ_ITERS` scales every run (default 1; e.g. 100 for a long run
+//! by hand); `CTRACK_FUZZ_SEED` changes the seed. For coverage-guided
+//! fuzzing use the cargo-fuzz targets in `fuzz/` (see the README).
+
+use std::path::Path;
+
+use ctrack::capture::CaptureReader;
+
+/// splitmix64: a tiny, well-mixed PRNG, so the runs are reproducible from
+/// their seed without another dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| self.next() as u8).collect()
+    }
+
+    /// A copy of `input` with a few random edits: byte flips, byte
+    /// overwrites with interesting values, truncation, insertion, removal.
+    fn mutate(&mut self, input: &[u8]) -> Vec<u8> {
+        let mut v = input.to_vec();
+        for _ in 0..1 + self.below(4) {
+            match self.below(6) {
+                0 if !v.is_empty() => {
+                    let i = self.below(v.len());
+                    v[i] ^= 1 << self.below(8);
+                }
+                1 if !v.is_empty() => {
+                    let i = self.below(v.len());
+                    v[i] = [0, 1, 0x7f, 0x80, 0xff, 0x40, 0x05, 0x45][self.below(8)];
+                }
+                2 => v.truncate(self.below(v.len() + 1)),
+                3 => {
+                    let i = self.below(v.len() + 1);
+                    let n = 1 + self.below(8);
+                    let b = self.bytes(n);
+                    v.splice(i..i, b);
+                }
+                4 if !v.is_empty() => {
+                    let i = self.below(v.len());
+                    let n = 1 + self.below(8).min(v.len() - i - 1);
+                    v.drain(i..i + n);
+                }
+                _ => {
+                    if v.len() >= 2 {
+                        let i = self.below(v.len() - 1);
+                        v[i..i + 2].copy_from_slice(&[0xff, 0xff]);
+                    }
+                }
+            }
+        }
+        v
+    }
+}
+
+fn iters() -> usize {
+    std::env::var("CTRACK_FUZZ_ITERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
+}
+
+fn rng(salt: u64) -> Rng {
+    let seed = std::env::var("CTRACK_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed);
+    Rng(seed ^ salt)
+}
+
+fn examples() -> Vec<(String, Vec<u8>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("examples/")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pcap" || x == "pcapng"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+        .collect()
+}
+
+/// Every packet of every bundled capture.
+fn seed_packets() -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for (name, bytes) in examples() {
+        let mut r = CaptureReader::new(&bytes[..]).unwrap_or_else(|e| panic!("{name}: {e}"));
+        while let Some(p) = r.next_packet().unwrap_or_else(|e| panic!("{name}: {e}")) {
+            out.push(p.data.to_vec());
+        }
+    }
+    assert!(out.len() > 300, "the bundled captures are the seed corpus");
+    out
+}
+
+#[test]
+fn parse_seeds_and_mutations() {
+    let seeds = seed_packets();
+    let mut r = rng(1);
+    for s in &seeds {
+        ctrack_fuzz::parse(s);
+    }
+    for _ in 0..iters() * 60_000 {
+        let s = &seeds[r.below(seeds.len())];
+        let m = r.mutate(s);
+        ctrack_fuzz::parse(&m);
+    }
+    for _ in 0..iters() * 5_000 {
+        let len = r.below(200);
+        ctrack_fuzz::parse(&r.bytes(len));
+    }
+}
+
+#[test]
+fn tracker_operation_sequences() {
+    let mut r = rng(2);
+    for _ in 0..iters() * 1_500 {
+        let len = r.below(6_000);
+        ctrack_fuzz::tracker(&r.bytes(len));
+    }
+}
+
+#[test]
+fn tracker_on_mutated_real_traffic() {
+    let seeds = seed_packets();
+    let mut r = rng(3);
+    // The real traffic in order, then mutated copies in random order.
+    ctrack_fuzz::tracker_frames(&seeds);
+    for _ in 0..iters() * 60 {
+        let frames: Vec<Vec<u8>> = (0..128)
+            .map(|_| {
+                let s = &seeds[r.below(seeds.len())];
+                if r.below(3) == 0 {
+                    s.clone()
+                } else {
+                    r.mutate(s)
+                }
+            })
+            .collect();
+        ctrack_fuzz::tracker_frames(&frames);
+    }
+}
+
+#[test]
+fn capture_files_mutated() {
+    let files = examples();
+    let mut r = rng(4);
+    for (_, bytes) in &files {
+        ctrack_fuzz::capture(bytes);
+        for _ in 0..iters() * 300 {
+            ctrack_fuzz::capture(&r.mutate(bytes));
+        }
+        for _ in 0..iters() * 50 {
+            let cut = r.below(bytes.len());
+            ctrack_fuzz::capture(&bytes[..cut]);
+        }
+    }
+    for _ in 0..iters() * 2_000 {
+        let len = r.below(512);
+        let mut b = r.bytes(len);
+        // Give some a valid magic so that record parsing is reached.
+        if r.below(2) == 0 && b.len() >= 4 {
+            b[..4].copy_from_slice(&[0xd4, 0xc3, 0xb2, 0xa1]);
+        }
+        ctrack_fuzz::capture(&b);
+    }
+}
