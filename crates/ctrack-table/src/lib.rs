@@ -1,0 +1,128 @@
+//! ctrack's concurrent connection table: the only crate of ctrack with
+//! `unsafe` code, each block justified where it stands.
+//!
+//! A [`Table`] holds records in [`MAX_SHARDS`] shards chosen by the top bits
+//! of a record's hash. Each shard has:
+//!
+//! - an index of 32-bit entries in cache-line buckets ([`index`]), read with
+//!   plain atomic loads: a lookup takes no lock and writes nothing shared;
+//! - slots that never move ([`slab`]), so a reference found in the index
+//!   stays valid while the reader's epoch is pinned ([`epoch`]); removed
+//!   slots are reused only after every reader that could have seen them
+//!   has unpinned (crossbeam-epoch), in batches;
+//! - a lock, taken by writers only: inserting or removing a record takes the
+//!   locks of the one or two shards its entries live in, in increasing
+//!   shard order, so both entries of a translated connection appear and
+//!   disappear together for anyone who locks;
+//! - per zone instance, a list of its records, so that flushing or dumping
+//!   a zone walks that zone alone; and a lazy timer wheel, so that a packet
+//!   refreshing a record touches nothing but the record and expiry never
+//!   scans the table.
+//!
+//! Every record embeds a [`Header`] with its liveness, a one-byte entry
+//! lock and its list links. The table is generic: the caller computes hashes
+//! and compares keys ([`Context`]), so symmetric hashing, zones and timeout
+//! policies stay in `ctrack-core`.
+//!
+//! Counts are per shard (`len` sums them); there is no global lock and no
+//! shared counter on any path.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod epoch;
+mod header;
+pub mod index;
+mod shard;
+pub mod slab;
+mod sync;
+mod table;
+
+pub use epoch::{EpochBox, Guard, pin};
+pub use header::Header;
+pub use table::{
+    EntryLock, EntryRef, InsertError, MAX_SHARDS, MemoryStats, RecordId, SweepStats, Table,
+    TableConfig, Writer,
+};
+
+/// The index positions of a record: every record has a primary hash, and a
+/// record reachable by a second key (a translated reply) a secondary one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hashes {
+    /// Hash of the key the record lives under.
+    pub primary: u64,
+    /// Hash of its second key, if it has one.
+    pub secondary: Option<u64>,
+}
+
+/// Why a record left the table (passed to [`Context::removed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Removal {
+    /// Its time ran out and a sweep reclaimed it.
+    Expired,
+    /// Its zone instance was flushed.
+    Flushed,
+    /// Removed to make room for a new record (early drop).
+    Evicted,
+    /// Replaced by a new record with the same key.
+    Replaced,
+    /// Removed on request.
+    Deleted,
+}
+
+/// A type the table can hold.
+///
+/// A slot is reused for later records, so `Default` builds the vacant
+/// value of fresh slots and [`Writer::insert`]'s `init` overwrites every
+/// field.
+pub trait Record: Default + Send + Sync + 'static {
+    /// The table's bookkeeping inside the record.
+    fn header(&self) -> &Header;
+
+    /// Called once when the record leaves the table, under its shard lock:
+    /// heap data it owns through an [`EpochBox`] should be retired here.
+    fn retire(&self, guard: &Guard) {
+        let _ = guard;
+    }
+}
+
+/// What the table asks of its user about records.
+pub trait Context<R> {
+    /// The record's hashes; must not change while it is in the table.
+    fn hashes(&self, r: &R) -> Hashes;
+    /// The zone instance the record belongs to (its zone list).
+    fn instance(&self, r: &R) -> u64;
+    /// When the record expires, in milliseconds of the caller's clock. May
+    /// grow while the record lives (a packet refreshed it) and the timer
+    /// wheel catches up lazily.
+    fn expiry(&self, r: &R) -> u64;
+    /// Called under the record's shard lock when it is removed.
+    fn removed(&self, r: &R, why: Removal) {
+        let _ = (r, why);
+    }
+    /// Called when `shard` gets its first record of `instance`
+    /// (`occupied`) or loses its last.
+    fn occupancy(&self, instance: u64, shard: usize, occupied: bool) {
+        let _ = (instance, shard, occupied);
+    }
+}
+
+/// Hints the processor to load the cache line at `p` (no effect elsewhere).
+#[inline(always)]
+pub fn prefetch(p: *const u8) {
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    {
+        if !p.is_null() {
+            // SAFETY: a prefetch is a hint that never faults, whatever the
+            // address; SSE is part of the x86-64 baseline.
+            unsafe {
+                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+            };
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+    {
+        let _ = p;
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;

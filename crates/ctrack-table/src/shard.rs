@@ -1,0 +1,392 @@
+//! One shard: its index, its record and alias slots, and, under its lock,
+//! the free lists, the zone lists and the timer wheel.
+//!
+//! Everything in [`Inner`] is touched only with the shard lock held. The
+//! link fields it manipulates live in the records' [`Header`]s as relaxed
+//! atomics: readers never follow them.
+
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
+use hashbrown::HashMap;
+
+use crate::Record;
+use crate::epoch::{EpochBox, Guard, defer};
+use crate::header::{Header, NO_WHEEL};
+use crate::index::Index;
+use crate::slab::{MAX_SLOTS, Slab};
+use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
+
+/// Timer-wheel slots per shard. A record expiring further ahead than the
+/// wheel spans is filed in the last slot and filed again when it comes due.
+pub(crate) const WHEEL_SLOTS: usize = 256;
+/// Width of a wheel slot, in milliseconds.
+pub(crate) const TICK_MS: u64 = 1000;
+/// Freed slots handed to the epoch in batches of this many.
+const LIMBO_BATCH: usize = 64;
+
+/// A doubly linked list of slots (through a pair of header links).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct List {
+    pub(crate) head: u32,
+    pub(crate) tail: u32,
+    pub(crate) len: u32,
+}
+
+/// Which pair of header links a list uses.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Links {
+    Zone,
+    Wheel,
+}
+
+impl Links {
+    #[inline]
+    fn of(self, h: &Header) -> (&AtomicU32, &AtomicU32) {
+        match self {
+            Links::Zone => (&h.zone_prev, &h.zone_next),
+            Links::Wheel => (&h.wheel_prev, &h.wheel_next),
+        }
+    }
+}
+
+/// Slots whose grace period has passed, ready for reuse.
+#[derive(Debug, Default)]
+pub(crate) struct Mailbox {
+    ready: Mutex<Vec<(Vec<u32>, Vec<u32>)>>,
+}
+
+/// The part of a shard that needs the lock.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    next_fresh: u32,
+    free: u32,
+    free_len: u32,
+    limbo: Vec<u32>,
+    alias_next_fresh: u32,
+    alias_free: Vec<u32>,
+    alias_limbo: Vec<u32>,
+    /// Aliases in use.
+    pub(crate) alias_live: usize,
+    /// Zone lists by instance.
+    pub(crate) zones: HashMap<u64, List, foldhash::fast::RandomState>,
+    wheel: Vec<List>,
+    /// The next wheel tick to process; every earlier one is done.
+    pub(crate) cursor: u64,
+    /// Live records.
+    pub(crate) live: usize,
+}
+
+impl Inner {
+    /// Returns an alias number no reader has seen.
+    pub(crate) fn alias_free_unseen(&mut self, a: u32) {
+        self.alias_free.push(a);
+        self.alias_live -= 1;
+    }
+
+    /// One more than the largest alias number handed out.
+    pub(crate) fn alias_next_fresh(&self) -> u32 {
+        self.alias_next_fresh
+    }
+
+    /// Bytes of the wheel.
+    pub(crate) fn wheel_bytes(&self) -> usize {
+        self.wheel.capacity() * core::mem::size_of::<List>()
+    }
+
+    fn new() -> Inner {
+        Inner {
+            next_fresh: 1,
+            free: 0,
+            free_len: 0,
+            limbo: Vec::new(),
+            alias_next_fresh: 1,
+            alias_free: Vec::new(),
+            alias_limbo: Vec::new(),
+            alias_live: 0,
+            zones: HashMap::default(),
+            wheel: Vec::new(),
+            cursor: 0,
+            live: 0,
+        }
+    }
+}
+
+/// A shard.
+#[derive(Debug)]
+pub(crate) struct Shard<R> {
+    // Read by lookups; written rarely.
+    pub(crate) index: EpochBox<Index>,
+    pub(crate) slab: Slab<R>,
+    /// Alias number to the [`RecordId`](crate::RecordId) it names (0 once
+    /// freed).
+    pub(crate) aliases: Slab<AtomicU32>,
+    // Written by writers.
+    pub(crate) inner: CachePadded<Mutex<Inner>>,
+    /// Mirror of `Inner::live`, readable without the lock.
+    pub(crate) live: CachePadded<AtomicU64>,
+    /// When this shard's wheel next has something due (ms), `u64::MAX` if
+    /// nothing.
+    pub(crate) next_due: AtomicU64,
+    mailbox: Arc<Mailbox>,
+}
+
+#[inline]
+pub(crate) fn rec<R: Record>(slab: &Slab<R>, slot: u32) -> &R {
+    slab.get(slot)
+        .expect("a linked slot lies in an allocated chunk")
+}
+
+impl<R: Record> Shard<R> {
+    pub(crate) fn new(index_buckets: usize) -> Shard<R> {
+        Shard {
+            index: EpochBox::new(Some(Box::new(Index::new(index_buckets)))),
+            slab: Slab::new(),
+            aliases: Slab::new(),
+            inner: CachePadded::new(Mutex::new(Inner::new())),
+            live: CachePadded::new(AtomicU64::new(0)),
+            next_due: AtomicU64::new(u64::MAX),
+            mailbox: Arc::new(Mailbox::default()),
+        }
+    }
+
+    // ----- lists -----
+
+    pub(crate) fn push_front(&self, list: &mut List, slot: u32, links: Links) {
+        let (prev, next) = links.of(rec(&self.slab, slot).header());
+        prev.store(0, Ordering::Relaxed);
+        next.store(list.head, Ordering::Relaxed);
+        if list.head != 0 {
+            links
+                .of(rec(&self.slab, list.head).header())
+                .0
+                .store(slot, Ordering::Relaxed);
+        } else {
+            list.tail = slot;
+        }
+        list.head = slot;
+        list.len += 1;
+    }
+
+    pub(crate) fn unlink(&self, list: &mut List, slot: u32, links: Links) {
+        let (p, n) = links.of(rec(&self.slab, slot).header());
+        let prev = p.load(Ordering::Relaxed);
+        let next = n.load(Ordering::Relaxed);
+        if prev != 0 {
+            links
+                .of(rec(&self.slab, prev).header())
+                .1
+                .store(next, Ordering::Relaxed);
+        } else {
+            list.head = next;
+        }
+        if next != 0 {
+            links
+                .of(rec(&self.slab, next).header())
+                .0
+                .store(prev, Ordering::Relaxed);
+        } else {
+            list.tail = prev;
+        }
+        p.store(0, Ordering::Relaxed);
+        n.store(0, Ordering::Relaxed);
+        list.len -= 1;
+    }
+
+    /// The slot before `slot` in its zone list (towards the head).
+    pub(crate) fn zone_prev(&self, slot: u32) -> u32 {
+        rec(&self.slab, slot)
+            .header()
+            .zone_prev
+            .load(Ordering::Relaxed)
+    }
+
+    /// The slot after `slot` in its zone list.
+    pub(crate) fn zone_next(&self, slot: u32) -> u32 {
+        rec(&self.slab, slot)
+            .header()
+            .zone_next
+            .load(Ordering::Relaxed)
+    }
+
+    // ----- the wheel -----
+
+    fn tick_of(ms: u64) -> u64 {
+        ms / TICK_MS
+    }
+
+    /// Files `slot`, expiring at `expiry` (ms), in the wheel; never in a
+    /// tick before `min_tick`.
+    pub(crate) fn file(&self, inner: &mut Inner, slot: u32, expiry: u64, min_tick: u64) {
+        if inner.wheel.is_empty() {
+            inner.wheel = vec![List::default(); WHEEL_SLOTS];
+        }
+        let lo = min_tick.max(inner.cursor);
+        let t = Self::tick_of(expiry).clamp(lo, inner.cursor + WHEEL_SLOTS as u64 - 1);
+        let s = (t % WHEEL_SLOTS as u64) as usize;
+        rec(&self.slab, slot)
+            .header()
+            .wheel_slot
+            .store(s as u16, Ordering::Relaxed);
+        let mut list = inner.wheel[s];
+        self.push_front(&mut list, slot, Links::Wheel);
+        inner.wheel[s] = list;
+        let due = (t + 1) * TICK_MS;
+        if due < self.next_due.load(Ordering::Relaxed) {
+            self.next_due.store(due, Ordering::Relaxed);
+        }
+    }
+
+    /// Takes `slot` out of the wheel, if it is in it.
+    pub(crate) fn unfile(&self, inner: &mut Inner, slot: u32) {
+        let h = rec(&self.slab, slot).header();
+        let s = h.wheel_slot.load(Ordering::Relaxed);
+        if s == NO_WHEEL {
+            return;
+        }
+        let mut list = inner.wheel[s as usize];
+        self.unlink(&mut list, slot, Links::Wheel);
+        inner.wheel[s as usize] = list;
+        h.wheel_slot.store(NO_WHEEL, Ordering::Relaxed);
+    }
+
+    /// Starts the wheel's clock at `now` if nothing was ever filed.
+    pub(crate) fn start_clock(&self, inner: &mut Inner, now: u64) {
+        if inner.wheel.is_empty() && inner.live == 0 {
+            inner.cursor = Self::tick_of(now);
+        }
+    }
+
+    /// The first slot due at `now`, and the tick it belongs to; moves the
+    /// cursor past empty ticks. `None` when nothing is due.
+    pub(crate) fn due(&self, inner: &mut Inner, now: u64) -> Option<(u32, u64)> {
+        if inner.wheel.is_empty() {
+            return None;
+        }
+        let now_tick = Self::tick_of(now);
+        if now_tick > inner.cursor + WHEEL_SLOTS as u64 {
+            // More than a lap behind: everything filed lies in the last lap.
+            inner.cursor = now_tick - WHEEL_SLOTS as u64;
+        }
+        while inner.cursor < now_tick {
+            let s = (inner.cursor % WHEEL_SLOTS as u64) as usize;
+            let slot = inner.wheel[s].head;
+            if slot != 0 {
+                return Some((slot, inner.cursor));
+            }
+            inner.cursor += 1;
+        }
+        None
+    }
+
+    /// Recomputes when the wheel next has something due.
+    pub(crate) fn update_next_due(&self, inner: &Inner) {
+        let next = if inner.wheel.is_empty() {
+            u64::MAX
+        } else {
+            (0..WHEEL_SLOTS as u64)
+                .map(|i| inner.cursor + i)
+                .find(|t| inner.wheel[(t % WHEEL_SLOTS as u64) as usize].len > 0)
+                .map_or(u64::MAX, |t| (t + 1) * TICK_MS)
+        };
+        self.next_due.store(next, Ordering::Relaxed);
+    }
+
+    // ----- slots -----
+
+    /// A vacant slot whose grace period has passed, or `None` if the shard
+    /// is at its slot limit.
+    pub(crate) fn alloc(&self, inner: &mut Inner) -> Option<u32> {
+        if inner.free == 0 {
+            self.drain_mailbox(inner);
+        }
+        if inner.free != 0 {
+            let s = inner.free;
+            inner.free = self.zone_next(s);
+            inner.free_len -= 1;
+            return Some(s);
+        }
+        let s = inner.next_fresh;
+        if s >= MAX_SLOTS || !self.slab.ensure(s) {
+            return None;
+        }
+        inner.next_fresh += 1;
+        Some(s)
+    }
+
+    /// Returns a slot that no reader can have seen straight to the free
+    /// list.
+    pub(crate) fn free_unseen(&self, inner: &mut Inner, slot: u32) {
+        rec(&self.slab, slot)
+            .header()
+            .zone_next
+            .store(inner.free, Ordering::Relaxed);
+        inner.free = slot;
+        inner.free_len += 1;
+    }
+
+    /// A fresh alias number.
+    pub(crate) fn alloc_alias(&self, inner: &mut Inner) -> Option<u32> {
+        if inner.alias_free.is_empty() {
+            self.drain_mailbox(inner);
+        }
+        if let Some(a) = inner.alias_free.pop() {
+            inner.alias_live += 1;
+            return Some(a);
+        }
+        let a = inner.alias_next_fresh;
+        if a >= MAX_SLOTS || !self.aliases.ensure(a) {
+            return None;
+        }
+        inner.alias_next_fresh += 1;
+        inner.alias_live += 1;
+        Some(a)
+    }
+
+    /// Hands a removed slot (and alias) to the epoch.
+    pub(crate) fn retire_slot(&self, inner: &mut Inner, guard: &Guard, slot: u32) {
+        inner.limbo.push(slot);
+        if inner.limbo.len() >= LIMBO_BATCH {
+            self.seal(inner, guard);
+        }
+    }
+
+    pub(crate) fn retire_alias(&self, inner: &mut Inner, guard: &Guard, alias: u32) {
+        inner.alias_live -= 1;
+        inner.alias_limbo.push(alias);
+        if inner.alias_limbo.len() >= LIMBO_BATCH {
+            self.seal(inner, guard);
+        }
+    }
+
+    /// Sends the limbo lists to the epoch: once every current reader is
+    /// gone, they land in the mailbox for reuse.
+    pub(crate) fn seal(&self, inner: &mut Inner, guard: &Guard) {
+        if inner.limbo.is_empty() && inner.alias_limbo.is_empty() {
+            return;
+        }
+        let batch = (
+            core::mem::take(&mut inner.limbo),
+            core::mem::take(&mut inner.alias_limbo),
+        );
+        let mailbox = Arc::clone(&self.mailbox);
+        defer(guard, move || mailbox.ready.lock().push(batch));
+    }
+
+    fn drain_mailbox(&self, inner: &mut Inner) {
+        let ready = core::mem::take(&mut *self.mailbox.ready.lock());
+        for (slots, aliases) in ready {
+            for s in slots {
+                self.free_unseen(inner, s);
+            }
+            inner.alias_free.extend(aliases);
+        }
+    }
+
+    /// Number of slots handed out and not vacant (live, or removed and
+    /// still in their grace period), and slots ever handed out.
+    pub(crate) fn slot_counts(&self, inner: &Inner) -> (usize, usize) {
+        let ever = inner.next_fresh as usize - 1;
+        (ever - inner.free_len as usize, ever)
+    }
+}
