@@ -5,7 +5,9 @@ use core::fmt;
 
 use ctrack_wire::ip_proto;
 
-use crate::conn::{Conn, Counters};
+use ctrack_table::Guard;
+
+use crate::conn::{Addr, Conn, Counters, Dir};
 use crate::key::{ConnKey, Zone};
 use crate::time::Time;
 
@@ -30,8 +32,6 @@ pub struct Entry {
     pub state: &'static str,
     /// Seconds until expiry (0 if expired).
     pub timeout: u64,
-    /// Commit time.
-    pub created: Time,
 }
 
 /// One direction of an [`Entry`].
@@ -81,19 +81,20 @@ impl Tuple {
 }
 
 impl Entry {
-    /// The entry for `conn` as of `now`.
-    pub fn new(conn: &Conn, now: Time) -> Entry {
-        let k = &conn.keys[0];
+    /// The entry for `conn`, expiring at `expires` (ms), as of `now`.
+    pub(crate) fn of<A: Addr>(conn: &Conn<A>, expires: u64, now: Time, guard: &Guard) -> Entry {
+        let (zone, proto) = (conn.zone(), conn.proto());
+        let orig = conn.orig().to_key(zone, proto);
+        let reply = conn.reply(guard).to_key(zone, proto);
         Entry {
-            proto: k.proto,
-            orig: Tuple::new(&conn.keys[0], conn.counters[0]),
-            reply: Tuple::new(&conn.keys[1], conn.counters[1]),
-            zone: k.zone,
-            mark: conn.mark,
-            label: conn.label,
-            state: conn.proto.state_name(),
-            timeout: conn.expiration.millis_since(now) / 1000,
-            created: conn.created,
+            proto,
+            orig: Tuple::new(&orig, conn.counters(Dir::Orig)),
+            reply: Tuple::new(&reply, conn.counters(Dir::Reply)),
+            zone,
+            mark: conn.mark(),
+            label: conn.label(guard),
+            state: conn.proto_state().state_name(),
+            timeout: Time::from_millis(expires).millis_since(now) / 1000,
         }
     }
 }

@@ -8,6 +8,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ctrack_wire::{IpVersion, ip_proto};
 
+use crate::conn::{Addr, Tuple, V6};
+
 /// The zone a connection lives in. Zones are separate tables: the same
 /// addresses and ports in two zones are two connections.
 pub type Zone = u16;
@@ -89,12 +91,6 @@ impl Endpoint {
     /// The address from its wire bytes.
     pub fn addr_from_v6(bytes: [u8; 16]) -> u128 {
         u128::from_be_bytes(bytes)
-    }
-
-    /// The endpoint packed into one number, for ordering and hashing.
-    #[inline]
-    fn l4_word(&self) -> u32 {
-        (u32::from(self.port) << 16) | (u32::from(self.icmp_type) << 8) | u32::from(self.icmp_code)
     }
 }
 
@@ -198,21 +194,30 @@ impl KeyHasher {
         }
     }
 
-    /// The hash of `key`, equal to the hash of `key.reverse()`.
+    /// The hash of a tuple in a zone instance, equal to the hash of its
+    /// reverse.
     #[inline]
-    pub fn hash(&self, key: &ConnKey) -> u64 {
-        let (a, b) = (&key.src, &key.dst);
-        let (lo, hi) = if (a.addr, a.l4_word()) <= (b.addr, b.l4_word()) {
-            (a, b)
-        } else {
-            (b, a)
-        };
+    pub fn hash_tuple<A: Addr>(&self, zone: Zone, generation: u32, proto: u8, t: &Tuple<A>) -> u64 {
+        let ((a, al4), (b, bl4)) = t.canonical();
         let mut h = self.state.build_hasher();
-        h.write_u128(lo.addr);
-        h.write_u128(hi.addr);
-        h.write_u64((u64::from(lo.l4_word()) << 32) | u64::from(hi.l4_word()));
-        h.write_u32((u32::from(key.zone) << 16) | (u32::from(key.proto) << 8) | key.family as u32);
+        a.hash_with(al4, &mut h);
+        b.hash_with(bl4, &mut h);
+        h.write_u64(
+            (u64::from(generation) << 32)
+                | (u64::from(zone) << 16)
+                | (u64::from(proto) << 8)
+                | A::FAMILY as u64,
+        );
         h.finish()
+    }
+
+    /// The hash of `key` in generation 0 of its zone, equal to the hash of
+    /// `key.reverse()`.
+    pub fn hash(&self, key: &ConnKey) -> u64 {
+        match key.family {
+            Family::V4 => self.hash_tuple(key.zone, 0, key.proto, &Tuple::<u32>::of(key)),
+            Family::V6 => self.hash_tuple(key.zone, 0, key.proto, &Tuple::<V6>::of(key)),
+        }
     }
 }
 

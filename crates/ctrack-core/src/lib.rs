@@ -4,13 +4,15 @@
 //! returns a [`Verdict`] per packet: its `ct_state` ([`CtState`], with Open
 //! vSwitch's meaning), zone, mark, label and connection. It never reads a
 //! clock, opens a file or starts a thread: the caller supplies time and
-//! calls [`Tracker::sweep`] when the previous sweep said to.
+//! calls [`Tracker::sweep`] when the previous sweep said to. One tracker
+//! serves any number of threads (`&self` throughout).
 //!
 //! Layers, bottom up: [`extract`] turns a parsed frame into a [`ConnKey`] or
 //! an [`InvalidReason`]; [`proto`] holds the per-protocol state machines
-//! (TCP with sequence tracking, ICMP queries, three-state "other"); a
-//! [`ConnTable`] stores [`Conn`]s (the [`LocalTable`] here is
-//! single-threaded); [`tracker`] ties them together.
+//! (TCP with sequence tracking, ICMP queries, three-state "other"); the
+//! `ctrack-table` crate stores [`Conn`]s, one table per address family,
+//! sharded, read without locks; [`zone`](crate::Tracker::flush_zone)
+//! state makes a zone flush O(1); [`tracker`] ties them together.
 #![forbid(unsafe_code)]
 
 pub mod conn;
@@ -19,19 +21,22 @@ pub mod extract;
 pub mod key;
 pub mod proto;
 pub mod state;
-pub mod table;
+mod stats;
 pub mod time;
 pub mod timeout;
 pub mod tracker;
+mod zone;
 
-pub use conn::{Conn, Counters, Dir};
+pub use conn::{Conn, ConnId, Counters, Dir};
 pub use dump::Entry;
 pub use extract::InvalidReason;
 pub use key::{ConnKey, Endpoint, Family, KeyHasher, Zone};
 pub use state::CtState;
-pub use table::{ConnId, ConnTable, LocalTable, Sweep};
+pub use stats::Stats;
 pub use time::{Millis, Time};
 pub use timeout::{Timeout, TimeoutPolicy, ZonePolicies};
-pub use tracker::{Config, CtAction, Masked, Refusal, Stats, Tracker, Verdict};
+pub use tracker::{
+    Config, ConnInfo, CtAction, EARLY_DROP_SCAN, Masked, Refusal, Sweep, Tracker, Verdict,
+};
 
 pub use ctrack_wire::LinkType;

@@ -12,6 +12,7 @@ use crate::time::Millis;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[repr(u8)]
 pub enum Timeout {
     /// TCP: only the opening packet seen (SYN_SENT).
     TcpFirstPacket,
@@ -35,6 +36,30 @@ pub enum Timeout {
     IcmpFirst,
     /// ICMP: the reply seen.
     IcmpReply,
+}
+
+impl Timeout {
+    /// Every class, in discriminant order.
+    pub const ALL: [Timeout; 11] = [
+        Timeout::TcpFirstPacket,
+        Timeout::TcpOpening,
+        Timeout::TcpEstablished,
+        Timeout::TcpClosing,
+        Timeout::TcpFinWait,
+        Timeout::TcpClosed,
+        Timeout::OtherFirst,
+        Timeout::OtherMultiple,
+        Timeout::OtherBidir,
+        Timeout::IcmpFirst,
+        Timeout::IcmpReply,
+    ];
+
+    /// The class with discriminant `i` (the last class for anything out of
+    /// range).
+    #[inline]
+    pub fn from_index(i: u8) -> Timeout {
+        Timeout::ALL[usize::from(i).min(Timeout::ALL.len() - 1)]
+    }
 }
 
 /// Timeout values in seconds. Field names follow the `ct_timeout_policy`
@@ -105,6 +130,12 @@ impl TimeoutPolicy {
             Timeout::IcmpFirst => self.icmp_first,
             Timeout::IcmpReply => self.icmp_reply,
         }
+    }
+
+    /// The timeout of `class`, in milliseconds.
+    #[inline]
+    pub fn millis(&self, class: Timeout) -> u64 {
+        u64::from(self.seconds(class)) * 1000
     }
 
     /// The timeout of `class`.

@@ -1,25 +1,46 @@
-//! The tracker: one call per packet with the `ct` action to apply and the
-//! current time, one [`Verdict`] back.
+//! The tracker: one call per packet (or per batch) with the `ct` action to
+//! apply and the current time, a [`Verdict`] back. Shared by any number of
+//! threads (`&self` everywhere).
 //!
 //! The decision procedure is Open vSwitch's `process_one`: look the packet's
 //! key up from both directions; if a connection is found, let its protocol
 //! tracker judge the packet (or, for an ICMP error, report it related); if
 //! not, decide whether the packet may open a connection and, with `commit`,
 //! store one. Per-packet results use the same `ct_state` bits.
+//!
+//! Concurrency: a lookup takes no lock; judging a packet takes its
+//! connection's entry lock; creating or removing a connection takes the
+//! lock of the table shard it lives in (see `ctrack-table`). A packet that
+//! loses a race (its connection removed under it, its zone flushed) is
+//! looked up again.
 
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::Relaxed};
+
+use ctrack_table::{
+    APPROX_STEP, Context, EntryRef, Guard, Hashes, Record, Removal, Table, TableConfig, pin,
+};
 use ctrack_wire::{Frame, LinkType, parse_frame};
 
-use crate::conn::{Conn, Counters, Dir};
+use crate::conn::{Addr, Conn, ConnId, Dir, Ext, LookupKey, Tuple, V6, instance};
+use crate::dump::Entry;
 use crate::extract::{ExtractOptions, Extracted, InvalidReason, L4Info, extract};
-use crate::key::{ConnKey, KeyHasher, Zone};
+use crate::key::{ConnKey, Family, KeyHasher, Zone};
 use crate::proto::{IcmpState, OtherState, ProtoState, Update, tcp};
 use crate::state::CtState;
-use crate::table::{ConnId, ConnTable, LocalTable, Sweep};
+use crate::stats::{C, Local, Stats, Striped};
 use crate::time::Time;
-use crate::timeout::{Timeout, TimeoutPolicy, ZonePolicies};
+use crate::timeout::TimeoutPolicy;
+use crate::zone::{LIMIT_DEFAULT, ZoneMeta, Zones};
 
 /// Open vSwitch's default limit on tracked connections.
 pub const DEFAULT_MAX_CONNS: usize = 3_000_000;
+
+/// How many of a zone's oldest connections in a shard a commit looks at
+/// for one to evict when a limit is reached (Linux's early drop looks at
+/// eight).
+pub const EARLY_DROP_SCAN: usize = 8;
 
 /// Tracker settings.
 #[derive(Debug, Clone)]
@@ -34,11 +55,19 @@ pub struct Config {
     pub tcp_loose: bool,
     /// Verify IPv4 header and transport checksums.
     pub checksums: bool,
-    /// Most connections the table may hold; a commit beyond it is refused
-    /// (the packet is still `new`, as in Open vSwitch).
+    /// Most connections the table may hold. When it holds them, a commit
+    /// first evicts an unestablished connection of its zone (early drop),
+    /// else is refused (the packet is still `new`, as in Open vSwitch).
+    /// The table's index is sized for this many.
     pub max_conns: usize,
     /// Timeout policy for zones without their own.
     pub timeouts: TimeoutPolicy,
+    /// Limit for zones without their own (0: none), as Open vSwitch's
+    /// `ct-set-limits default=`.
+    pub default_zone_limit: u32,
+    /// Table shards per address family: a power of two up to 64. More
+    /// shards, less contention between threads creating connections.
+    pub shards: usize,
 }
 
 impl Default for Config {
@@ -49,6 +78,8 @@ impl Default for Config {
             checksums: true,
             max_conns: DEFAULT_MAX_CONNS,
             timeouts: TimeoutPolicy::default(),
+            default_zone_limit: 0,
+            shards: ctrack_table::MAX_SHARDS,
         }
     }
 }
@@ -109,12 +140,14 @@ impl CtAction {
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Refusal {
-    /// The table holds `max_conns` connections.
+    /// The table holds `max_conns` connections and none could be evicted.
     TableFull,
+    /// The zone holds its limit and none could be evicted.
+    ZoneLimit,
 }
 
 /// The tracker's answer for one packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Verdict {
     /// `ct_state`.
     pub state: CtState,
@@ -132,172 +165,359 @@ pub struct Verdict {
     pub invalid: Option<InvalidReason>,
     /// Why a commit stored nothing, when it did not.
     pub refused: Option<Refusal>,
-    /// The key looked up (the quoted packet's, reversed, for an ICMP
-    /// error); absent if the packet was refused before lookup.
-    pub key: Option<ConnKey>,
+    /// True if this packet committed `conn`.
+    pub committed: bool,
 }
 
 impl Verdict {
+    fn new(zone: Zone) -> Verdict {
+        Verdict {
+            zone,
+            ..Verdict::default()
+        }
+    }
+
     fn invalid(zone: Zone, reason: InvalidReason) -> Verdict {
         Verdict {
             state: CtState::INV | CtState::TRK,
-            zone,
-            mark: 0,
-            label: 0,
-            conn: None,
-            dir: Dir::Orig,
             invalid: Some(reason),
-            refused: None,
-            key: None,
+            ..Verdict::new(zone)
         }
     }
 }
 
-/// Counters of everything the tracker decided. Every invalid packet and
-/// every refused commit is counted by reason.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-pub struct Stats {
-    /// Packets processed.
-    pub packets: u64,
-    /// Packets reported `new`.
-    pub new: u64,
-    /// Packets reported `est`.
-    pub established: u64,
-    /// Packets reported `rel`.
-    pub related: u64,
-    /// Packets reported `inv`.
-    pub invalid: u64,
-    /// `inv` packets by reason, in [`InvalidReason::ALL`] order.
-    pub invalid_by_reason: [u64; InvalidReason::ALL.len()],
-    /// Connections committed.
-    pub committed: u64,
-    /// Commits refused because the table was full.
-    pub refused_table_full: u64,
-    /// Connections ended by a packet that starts a new one in their place
-    /// (TCP reuse after close, `force`).
-    pub replaced: u64,
-    /// Connections freed by sweeps after expiring.
-    pub expired: u64,
-    /// Connections removed by flushes.
-    pub flushed: u64,
+/// What a sweep did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Sweep {
+    /// Connections freed because they had expired.
+    pub expired: usize,
+    /// Connections of flushed zones freed.
+    pub flushed: usize,
+    /// Connections looked at.
+    pub examined: usize,
+    /// When to sweep next: `Some(now)` if the budget ran out with work
+    /// left, the end of the next occupied second otherwise, `None` if
+    /// nothing is tracked.
+    pub next: Option<Time>,
 }
 
-impl Stats {
-    /// The count of `inv` packets for `reason`.
-    pub fn invalid_count(&self, reason: InvalidReason) -> u64 {
-        self.invalid_by_reason[reason as usize]
-    }
-
-    fn count(&mut self, v: &Verdict) {
-        self.packets += 1;
-        if v.state.contains(CtState::NEW) {
-            self.new += 1;
-        }
-        if v.state.contains(CtState::EST) {
-            self.established += 1;
-        }
-        if v.state.contains(CtState::REL) {
-            self.related += 1;
-        }
-        if let Some(r) = v.invalid {
-            self.invalid += 1;
-            self.invalid_by_reason[r as usize] += 1;
-        }
-        if v.refused == Some(Refusal::TableFull) {
-            self.refused_table_full += 1;
-        }
-    }
+/// A snapshot of one connection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnInfo {
+    /// The connection as a dump shows it.
+    pub entry: Entry,
+    /// Its protocol state.
+    pub proto: ProtoState,
+    /// When it expires.
+    pub expires: Time,
 }
 
-/// A connection tracker over a table `T`.
+/// A zone instance whose connections are still to be freed.
 #[derive(Debug)]
-pub struct Tracker<T: ConnTable = LocalTable> {
-    config: Config,
-    policies: ZonePolicies,
-    table: T,
-    stats: Stats,
+struct Dead {
+    zone: Zone,
+    generation: u32,
+    family: usize,
+    shard: usize,
 }
 
-impl Tracker<LocalTable> {
-    /// A tracker with a single-threaded table and a random hash seed.
-    pub fn new(config: Config) -> Self {
-        Self::with_table(config, LocalTable::new(KeyHasher::new()))
+/// What the table asks of the tracker, and what packets share: the hash
+/// seed, zones, timeout policies, counters.
+#[derive(Debug)]
+struct Shared {
+    hasher: KeyHasher,
+    zones: Zones,
+    default_policy: ctrack_table::EpochBox<TimeoutPolicy>,
+    default_zone_limit: AtomicU32,
+    /// Set when an exact count found the table at its maximum; cleared by
+    /// any removal but an eviction.
+    full: AtomicBool,
+    stats: Striped,
+}
+
+impl Shared {
+    #[inline]
+    fn policy<'g>(&self, zone: Zone, guard: &'g Guard) -> &'g TimeoutPolicy {
+        if let Some(p) = self.zones.get(zone).and_then(|m| m.policy(guard)) {
+            return p;
+        }
+        self.default_policy
+            .get(guard)
+            .expect("the default policy is always set")
+    }
+
+    #[inline]
+    fn expiry<A: Addr>(&self, c: &Conn<A>, guard: &Guard) -> u64 {
+        c.last_seen()
+            .saturating_add(self.policy(c.zone(), guard).millis(c.class()))
+    }
+
+    fn limit_of(&self, meta: &ZoneMeta) -> u32 {
+        match meta.limit_setting() {
+            LIMIT_DEFAULT => self.default_zone_limit.load(Relaxed),
+            l => l,
+        }
     }
 }
 
-impl Default for Tracker<LocalTable> {
+fn family_index(f: Family) -> usize {
+    match f {
+        Family::V4 => 0,
+        Family::V6 => 1,
+    }
+}
+
+impl<A: Addr> Context<Conn<A>> for Shared {
+    #[inline]
+    fn hashes(&self, c: &Conn<A>, guard: &Guard) -> Hashes {
+        let primary = self
+            .hasher
+            .hash_tuple(c.zone(), c.generation(), c.proto(), c.orig());
+        let secondary = c.ext(guard).and_then(|e: &Ext<A>| e.reply).map(|r| {
+            self.hasher
+                .hash_tuple(c.zone(), c.generation(), c.proto(), &r)
+        });
+        Hashes { primary, secondary }
+    }
+
+    #[inline]
+    fn instance(&self, c: &Conn<A>) -> u64 {
+        c.instance()
+    }
+
+    #[inline]
+    fn expiry(&self, c: &Conn<A>, guard: &Guard) -> u64 {
+        Shared::expiry(self, c, guard)
+    }
+
+    fn removed(&self, c: &Conn<A>, why: Removal) {
+        if c.counted()
+            && let Some(m) = self.zones.get(c.zone())
+        {
+            m.uncount(c.generation());
+        }
+        if why != Removal::Evicted && self.full.load(Relaxed) {
+            self.full.store(false, Relaxed);
+        }
+        let counter = match why {
+            Removal::Expired => C::Expired,
+            Removal::Flushed | Removal::Deleted => C::Flushed,
+            Removal::Evicted => C::Evicted,
+            Removal::Replaced => C::Replaced,
+        };
+        self.stats.bump(counter, 1);
+    }
+
+    fn occupancy(&self, inst: u64, shard: usize, occupied: bool) {
+        if let Some(m) = self.zones.get((inst >> 32) as Zone) {
+            m.set_occupied(family_index(A::FAMILY), inst as u32, shard, occupied);
+        }
+    }
+}
+
+/// The tables by address family.
+trait Fam: Addr {
+    fn table(t: &Tracker) -> &Table<Conn<Self>>;
+}
+
+impl Fam for u32 {
+    #[inline]
+    fn table(t: &Tracker) -> &Table<Conn<u32>> {
+        &t.v4
+    }
+}
+
+impl Fam for V6 {
+    #[inline]
+    fn table(t: &Tracker) -> &Table<Conn<V6>> {
+        &t.v6
+    }
+}
+
+/// A connection tracker. See the module documentation.
+#[derive(Debug)]
+pub struct Tracker {
+    tcp_seq_check: AtomicBool,
+    tcp_loose: AtomicBool,
+    checksums: AtomicBool,
+    max_conns: AtomicUsize,
+    shared: Shared,
+    v4: Table<Conn<u32>>,
+    v6: Table<Conn<V6>>,
+    dead: Mutex<VecDeque<Dead>>,
+}
+
+impl Default for Tracker {
     fn default() -> Self {
         Self::new(Config::default())
     }
 }
 
-impl<T: ConnTable> Tracker<T> {
-    /// A tracker over `table`.
-    pub fn with_table(config: Config, table: T) -> Self {
+/// How often a packet retries after losing a race before giving up.
+const RETRIES: usize = 4;
+
+/// Flushed connections a commit frees when it finds the table full.
+const RECLAIM_ON_FULL: usize = 64;
+
+impl Tracker {
+    /// A tracker with a random hash seed.
+    pub fn new(config: Config) -> Tracker {
+        Self::with_hasher(config, KeyHasher::new())
+    }
+
+    /// A tracker with the given hasher (a fixed seed makes runs
+    /// reproducible; use a random one in production).
+    pub fn with_hasher(config: Config, hasher: KeyHasher) -> Tracker {
+        let table = TableConfig {
+            shards: config.shards,
+            capacity: config.max_conns,
+        };
         Tracker {
-            policies: ZonePolicies::new(config.timeouts),
-            config,
-            table,
-            stats: Stats::default(),
+            tcp_seq_check: AtomicBool::new(config.tcp_seq_check),
+            tcp_loose: AtomicBool::new(config.tcp_loose),
+            checksums: AtomicBool::new(config.checksums),
+            max_conns: AtomicUsize::new(config.max_conns),
+            shared: Shared {
+                hasher,
+                zones: Zones::default(),
+                default_policy: ctrack_table::EpochBox::new(Some(Box::new(config.timeouts))),
+                default_zone_limit: AtomicU32::new(config.default_zone_limit),
+                full: AtomicBool::new(false),
+                stats: Striped::default(),
+            },
+            v4: Table::new(table),
+            v6: Table::new(table),
+            dead: Mutex::new(VecDeque::new()),
         }
     }
 
-    /// The settings.
-    pub fn config(&self) -> &Config {
-        &self.config
+    /// The counters, summed over threads.
+    pub fn stats(&self) -> Stats {
+        self.shared.stats.sum()
     }
 
-    /// The counters.
-    pub fn stats(&self) -> &Stats {
-        &self.stats
-    }
-
-    /// The table.
-    pub fn table(&self) -> &T {
-        &self.table
-    }
-
-    /// Connections held (expired ones not yet swept included).
+    /// Connections held (expired ones not yet swept, and flushed ones not
+    /// yet reclaimed, included).
     pub fn table_len(&self) -> usize {
-        self.table.len()
+        self.v4.len() + self.v6.len()
     }
 
-    /// The timeout policies.
-    pub fn policies(&self) -> &ZonePolicies {
-        &self.policies
+    /// Connections of `zone`'s current generation, summed over shards.
+    pub fn zone_len(&self, zone: Zone) -> usize {
+        let Some(m) = self.shared.zones.get(zone) else {
+            return 0;
+        };
+        let inst = instance(zone, m.generation());
+        (0..self.v4.shard_count())
+            .map(|s| self.v4.instance_len(s, inst))
+            .sum::<usize>()
+            + (0..self.v6.shard_count())
+                .map(|s| self.v6.instance_len(s, inst))
+                .sum::<usize>()
     }
 
-    /// Gives `zone` its own timeout policy. Existing connections of the zone
-    /// get the new timeouts at their next packet.
-    pub fn set_zone_timeouts(&mut self, zone: Zone, policy: TimeoutPolicy) {
-        self.policies.set_zone(zone, policy);
+    /// The hash seed in use.
+    pub fn hasher(&self) -> &KeyHasher {
+        &self.shared.hasher
+    }
+
+    /// The most connections the table may hold.
+    pub fn max_conns(&self) -> usize {
+        self.max_conns.load(Relaxed)
+    }
+
+    /// Changes the connection limit (existing connections stay). Raising it
+    /// grows the index, shard by shard.
+    pub fn set_max_conns(&self, max: usize) {
+        self.max_conns.store(max, Relaxed);
+        self.shared.full.store(false, Relaxed);
+        let guard = pin();
+        self.v4.reserve(&self.shared, &guard, max);
+        self.v6.reserve(&self.shared, &guard, max);
+    }
+
+    /// Checks TCP sequence numbers and windows, or not.
+    pub fn set_tcp_seq_check(&self, on: bool) {
+        self.tcp_seq_check.store(on, Relaxed);
+    }
+
+    /// Lets any TCP segment but a SYN-ACK open a connection, or only a SYN.
+    pub fn set_tcp_loose(&self, on: bool) {
+        self.tcp_loose.store(on, Relaxed);
+    }
+
+    /// Verifies checksums, or not.
+    pub fn set_checksums(&self, on: bool) {
+        self.checksums.store(on, Relaxed);
+    }
+
+    /// Gives `zone` its own timeout policy. It applies at once to the
+    /// zone's existing connections: expiry is computed from the time a
+    /// connection was last refreshed and the policy in force.
+    pub fn set_zone_timeouts(&self, zone: Zone, policy: TimeoutPolicy) {
+        let guard = pin();
+        self.shared
+            .zones
+            .get_or_create(zone)
+            .policy
+            .replace(Some(Box::new(policy)), &guard);
     }
 
     /// Returns `zone` to the default timeout policy.
-    pub fn clear_zone_timeouts(&mut self, zone: Zone) {
-        self.policies.clear_zone(zone);
+    pub fn clear_zone_timeouts(&self, zone: Zone) {
+        if let Some(m) = self.shared.zones.get(zone) {
+            m.policy.replace(None, &pin());
+        }
     }
 
-    /// Replaces the default timeout policy.
-    pub fn set_default_timeouts(&mut self, policy: TimeoutPolicy) {
-        self.config.timeouts = policy;
-        self.policies.set_default(policy);
+    /// Replaces the default timeout policy (applies at once to every
+    /// connection of a zone without its own).
+    pub fn set_default_timeouts(&self, policy: TimeoutPolicy) {
+        self.shared
+            .default_policy
+            .replace(Some(Box::new(policy)), &pin());
     }
 
-    /// Changes the connection limit (existing connections stay).
-    pub fn set_max_conns(&mut self, max: usize) {
-        self.config.max_conns = max;
+    /// The timeout policy in force in `zone`.
+    pub fn zone_timeouts(&self, zone: Zone) -> TimeoutPolicy {
+        *self.shared.policy(zone, &pin())
+    }
+
+    /// Limits `zone` to `limit` connections (0: no limit). Connections
+    /// committed from now on count; a zone over its new limit keeps its
+    /// connections but commits nothing new until it is under.
+    pub fn set_zone_limit(&self, zone: Zone, limit: u32) {
+        self.shared
+            .zones
+            .get_or_create(zone)
+            .set_limit_setting(limit.min(LIMIT_DEFAULT - 1));
+    }
+
+    /// Returns `zone` to the default zone limit.
+    pub fn clear_zone_limit(&self, zone: Zone) {
+        if let Some(m) = self.shared.zones.get(zone) {
+            m.set_limit_setting(LIMIT_DEFAULT);
+        }
+    }
+
+    /// Sets the limit of zones without their own (0: none).
+    pub fn set_default_zone_limit(&self, limit: u32) {
+        self.shared
+            .default_zone_limit
+            .store(limit.min(LIMIT_DEFAULT - 1), Relaxed);
+    }
+
+    /// The limit in force in `zone` (0: none) and the connections counted
+    /// against it.
+    pub fn zone_limit(&self, zone: Zone) -> (u32, u32) {
+        match self.shared.zones.get(zone) {
+            Some(m) => (self.shared.limit_of(m), m.count()),
+            None => (self.shared.default_zone_limit.load(Relaxed), 0),
+        }
     }
 
     /// Tracks one frame captured with link type `link`.
-    pub fn process(
-        &mut self,
-        frame: &[u8],
-        link: LinkType,
-        action: &CtAction,
-        now: Time,
-    ) -> Verdict {
+    pub fn process(&self, frame: &[u8], link: LinkType, action: &CtAction, now: Time) -> Verdict {
         let layers = parse_frame(frame, link);
         self.process_layers(frame, &layers, action, now)
     }
@@ -305,254 +525,708 @@ impl<T: ConnTable> Tracker<T> {
     /// Tracks one frame whose layers the caller already found with
     /// [`parse_frame`].
     pub fn process_layers(
-        &mut self,
+        &self,
         frame: &[u8],
         layers: &Frame,
         action: &CtAction,
         now: Time,
     ) -> Verdict {
-        let opts = ExtractOptions {
-            checksums: self.config.checksums,
-        };
-        let v = match extract(frame, layers, action.zone, opts) {
-            Ok(ex) => self.process_extracted(&ex, action, now),
-            Err(reason) => Verdict::invalid(action.zone, reason),
-        };
-        self.stats.count(&v);
+        let guard = pin();
+        let mut local = Local::default();
+        let v = self.process_one(&guard, frame, layers, action, now, &mut local);
+        self.shared.stats.flush(&mut local);
         v
     }
 
-    fn process_extracted(&mut self, ex: &Extracted, action: &CtAction, now: Time) -> Verdict {
+    /// Tracks a burst of frames with one action (as a datapath delivers
+    /// them, up to 32 at a time), appending a verdict per frame to `out`.
+    /// Cheaper per packet than [`Tracker::process`]: one epoch pin and one
+    /// counter update per burst.
+    pub fn process_batch(
+        &self,
+        frames: &[&[u8]],
+        link: LinkType,
+        action: &CtAction,
+        now: Time,
+        out: &mut Vec<Verdict>,
+    ) {
+        let guard = pin();
+        let mut local = Local::default();
+        out.reserve(frames.len());
+        for f in frames {
+            let layers = parse_frame(f, link);
+            out.push(self.process_one(&guard, f, &layers, action, now, &mut local));
+        }
+        self.shared.stats.flush(&mut local);
+    }
+
+    fn process_one(
+        &self,
+        guard: &Guard,
+        frame: &[u8],
+        layers: &Frame,
+        action: &CtAction,
+        now: Time,
+        local: &mut Local,
+    ) -> Verdict {
+        let opts = ExtractOptions {
+            checksums: self.checksums.load(Relaxed),
+        };
+        let v = match extract(frame, layers, action.zone, opts) {
+            Ok(ex) => match ex.key.family {
+                Family::V4 => self.track::<u32>(guard, &ex, action, now, local),
+                Family::V6 => self.track::<V6>(guard, &ex, action, now, local),
+            },
+            Err(reason) => Verdict::invalid(action.zone, reason),
+        };
+        count(local, &v);
+        v
+    }
+
+    fn track<A: Fam>(
+        &self,
+        guard: &Guard,
+        ex: &Extracted,
+        action: &CtAction,
+        now: Time,
+        local: &mut Local,
+    ) -> Verdict {
         let zone = action.zone;
-        let mut found = self.table.lookup(&ex.key, now);
-        if action.force && action.commit {
-            if let Some((id, Dir::Reply)) = found {
-                self.table.remove(id);
-                self.stats.replaced += 1;
-                found = None;
+        let tuple = Tuple::<A>::of(&ex.key);
+        for _ in 0..RETRIES {
+            let generation = self.shared.zones.get(zone).map_or(0, ZoneMeta::generation);
+            let key = LookupKey {
+                tuple,
+                zone,
+                proto: ex.key.proto,
+                generation,
+            };
+            let hash = self
+                .shared
+                .hasher
+                .hash_tuple(zone, generation, key.proto, &tuple);
+            if let Some(v) =
+                self.track_key::<A>(guard, ex, action, now.as_millis(), &key, hash, local)
+            {
+                return v;
             }
         }
-
-        let mut state = CtState::empty();
-        let mut invalid = None;
-        let mut conn = None;
-        let mut dir = Dir::Orig;
-        let mut create = false;
-        match found {
-            Some((id, d)) if ex.related => {
-                state = CtState::REL;
-                if d.is_reply() {
-                    state |= CtState::RPL;
-                }
-                conn = Some(id);
-                dir = d;
-            }
-            Some((id, d)) => {
-                conn = Some(id);
-                dir = d;
-                match self.update_conn(id, ex, d, now) {
-                    Update::Valid => {
-                        state = CtState::EST;
-                        if d.is_reply() {
-                            state |= CtState::RPL;
-                        }
-                    }
-                    Update::ValidNew => state = CtState::NEW,
-                    Update::Invalid => {
-                        state = CtState::INV;
-                        invalid = Some(match ex.l4 {
-                            L4Info::Tcp(seg) if tcp::invalid_flags(seg.flags) => {
-                                InvalidReason::TcpBadFlags
-                            }
-                            _ => InvalidReason::TcpOutOfWindow,
-                        });
-                    }
-                    Update::New => {
-                        self.table.remove(id);
-                        self.stats.replaced += 1;
-                        conn = None;
-                        dir = Dir::Orig;
-                        create = true;
-                    }
-                }
-            }
-            None if ex.related => {
-                state = CtState::INV;
-                invalid = Some(InvalidReason::RelatedNotFound);
-            }
-            None => create = true,
-        }
-
-        let mut refused = None;
-        if create {
-            match self.open(ex, action, now) {
-                Ok(id) => {
-                    state = CtState::NEW;
-                    conn = id;
-                }
-                Err(Opening::Invalid(r)) => {
-                    state = CtState::INV;
-                    invalid = Some(r);
-                }
-                Err(Opening::Refused(r)) => {
-                    state = CtState::NEW;
-                    refused = Some(r);
-                }
-            }
-        }
-
-        let (mut mark, mut label) = (0, 0);
-        if let Some(c) = conn.and_then(|id| self.table.get_mut(id)) {
-            if let Some(m) = action.mark {
-                c.mark = (c.mark & !m.mask) | (m.value & m.mask);
-            }
-            if let Some(l) = action.label {
-                c.label = (c.label & !l.mask) | (l.value & l.mask);
-            }
-            mark = c.mark;
-            label = c.label;
-        }
-
+        // Lost a race every time (a connection flapping under a flood of
+        // flushes): judge the packet without storing anything.
         Verdict {
-            state: state | CtState::TRK,
-            zone,
-            mark,
-            label,
-            conn,
-            dir,
-            invalid,
-            refused,
-            key: Some(ex.key),
+            state: CtState::NEW | CtState::TRK,
+            ..Verdict::new(zone)
         }
     }
 
-    /// Runs the protocol tracker of connection `id` for the packet, refreshes
-    /// its expiry and counts it.
-    fn update_conn(&mut self, id: ConnId, ex: &Extracted, dir: Dir, now: Time) -> Update {
-        let seq_check = self.config.tcp_seq_check;
-        let Some(c) = self.table.get_mut(id) else {
-            return Update::Invalid;
-        };
+    /// One attempt at tracking a packet; `None` if it lost a race and must
+    /// look again.
+    #[allow(clippy::too_many_arguments)]
+    fn track_key<A: Fam>(
+        &self,
+        guard: &Guard,
+        ex: &Extracted,
+        action: &CtAction,
+        now: u64,
+        key: &LookupKey<A>,
+        hash: u64,
+        local: &mut Local,
+    ) -> Option<Verdict> {
+        let table = A::table(self);
+        let shared = &self.shared;
+        let mut found = table.find(guard, hash, |c| {
+            c.direction_of(key, guard).is_some() && shared.expiry(c, guard) > now
+        });
+        if action.force
+            && action.commit
+            && let Some(e) = found
+            && e.record().direction_of(key, guard) == Some(Dir::Reply)
+        {
+            self.remove_entry(table, guard, e, Removal::Replaced);
+            found = None;
+        }
+
+        let mut v = Verdict::new(action.zone);
+        match found {
+            Some(e) => {
+                let c = e.record();
+                let dir = c.direction_of(key, guard)?;
+                v.conn = Some(ConnId::new(A::FAMILY, e.id()));
+                v.dir = dir;
+                let lock = e.lock()?;
+                if ex.related {
+                    v.state = CtState::REL;
+                    if dir.is_reply() {
+                        v.state |= CtState::RPL;
+                    }
+                } else {
+                    match self.update(c, ex, dir, now) {
+                        Update::Valid => {
+                            v.state = CtState::EST;
+                            if dir.is_reply() {
+                                v.state |= CtState::RPL;
+                            }
+                        }
+                        Update::ValidNew => v.state = CtState::NEW,
+                        Update::Invalid => {
+                            v.state = CtState::INV;
+                            v.invalid = Some(match ex.l4 {
+                                L4Info::Tcp(seg) if tcp::invalid_flags(seg.flags) => {
+                                    InvalidReason::TcpBadFlags
+                                }
+                                _ => InvalidReason::TcpOutOfWindow,
+                            });
+                        }
+                        Update::New => {
+                            drop(lock);
+                            self.remove_entry(table, guard, e, Removal::Replaced);
+                            return self.open::<A>(guard, ex, action, now, key, hash, local);
+                        }
+                    }
+                }
+                apply_marks(c, action, guard);
+                v.mark = c.mark();
+                v.label = c.label(guard);
+                drop(lock);
+            }
+            None if ex.related => {
+                v.state = CtState::INV;
+                v.invalid = Some(InvalidReason::RelatedNotFound);
+            }
+            None => return self.open::<A>(guard, ex, action, now, key, hash, local),
+        }
+        v.state |= CtState::TRK;
+        Some(v)
+    }
+
+    /// Runs the protocol tracker of a connection for the packet, refreshes
+    /// its timeout and counts it. The connection's entry lock is held.
+    fn update<A: Addr>(&self, c: &Conn<A>, ex: &Extracted, dir: Dir, now: u64) -> Update {
         let reply = dir.is_reply();
-        let (verdict, timeout) = match (&mut c.proto, &ex.l4) {
-            (ProtoState::Tcp(t), L4Info::Tcp(seg)) => tcp::update(t, seg, reply, seq_check),
+        let mut ps = c.proto_state();
+        let (verdict, timeout) = match (&mut ps, &ex.l4) {
+            (ProtoState::Tcp(t), L4Info::Tcp(seg)) => {
+                tcp::update(t, seg, reply, self.tcp_seq_check.load(Relaxed))
+            }
             (ProtoState::Icmp(s), _) => s.update(reply),
             (ProtoState::Other(s), _) => s.update(reply),
             // A key match implies the same protocol, so the transport
             // details agree with the state.
             (ProtoState::Tcp(_), _) => (Update::Invalid, None),
         };
+        c.set_proto_state(&ps);
         if let Some(t) = timeout {
-            let zone = c.keys[0].zone;
-            c.expiration = now + self.policies.get(zone).duration(t);
+            c.refresh(now, t);
         }
         if matches!(verdict, Update::Valid | Update::ValidNew) {
-            c.counters[dir.index()].add(ex.ip_len);
+            c.count(dir, ex.ip_len);
         }
         verdict
     }
 
+    /// Removes a connection found by a lookup (if it is still there).
+    fn remove_entry<A: Fam>(
+        &self,
+        table: &Table<Conn<A>>,
+        guard: &Guard,
+        e: EntryRef<'_, Conn<A>>,
+        why: Removal,
+    ) -> bool {
+        let hashes = self.shared.hashes(e.record(), guard);
+        let mut w = table.write(guard, &hashes);
+        w.remove(&self.shared, e, why)
+    }
+
     /// Decides whether the packet may open a connection and, with `commit`,
-    /// stores it.
-    fn open(
-        &mut self,
+    /// stores it. `None` if it lost a race and must look again.
+    #[allow(clippy::too_many_arguments)]
+    fn open<A: Fam>(
+        &self,
+        guard: &Guard,
         ex: &Extracted,
         action: &CtAction,
-        now: Time,
-    ) -> Result<Option<ConnId>, Opening> {
+        now: u64,
+        key: &LookupKey<A>,
+        hash: u64,
+        local: &mut Local,
+    ) -> Option<Verdict> {
+        let mut v = Verdict::new(action.zone);
         let proto = match ex.l4 {
             L4Info::Tcp(seg) => {
                 if tcp::invalid_flags(seg.flags) {
-                    return Err(Opening::Invalid(InvalidReason::TcpBadFlags));
+                    return Some(Verdict::invalid(action.zone, InvalidReason::TcpBadFlags));
                 }
-                if !tcp::valid_new(seg.flags, self.config.tcp_loose) {
-                    return Err(Opening::Invalid(InvalidReason::CannotOpen));
+                if !tcp::valid_new(seg.flags, self.tcp_loose.load(Relaxed)) {
+                    return Some(Verdict::invalid(action.zone, InvalidReason::CannotOpen));
                 }
                 ProtoState::Tcp(tcp::new_conn(&seg))
             }
             L4Info::IcmpQuery { msg_type } => {
                 let request = match ex.key.family {
-                    crate::key::Family::V4 => ctrack_wire::icmp::v4::is_request(msg_type),
-                    crate::key::Family::V6 => msg_type == ctrack_wire::icmp::v6::ECHO_REQUEST,
+                    Family::V4 => ctrack_wire::icmp::v4::is_request(msg_type),
+                    Family::V6 => msg_type == ctrack_wire::icmp::v6::ECHO_REQUEST,
                 };
                 if !request {
-                    return Err(Opening::Invalid(InvalidReason::CannotOpen));
+                    return Some(Verdict::invalid(action.zone, InvalidReason::CannotOpen));
                 }
                 ProtoState::Icmp(IcmpState::First)
             }
             L4Info::Other => ProtoState::Other(OtherState::First),
         };
+        v.state = CtState::NEW | CtState::TRK;
         if !action.commit {
-            return Ok(None);
+            return Some(v);
         }
-        if self.table.len() >= self.config.max_conns {
-            return Err(Opening::Refused(Refusal::TableFull));
+
+        let table = A::table(self);
+        let shared = &self.shared;
+        let meta = shared.zones.get_or_create(action.zone);
+        if self.table_full() && self.reclaim_pending() {
+            // The table is full but holds flushed connections: free some
+            // before judging (with no shard lock held).
+            self.reclaim_dead(guard, RECLAIM_ON_FULL);
         }
-        let timeout: Timeout = proto.initial_timeout();
-        let expiration = now + self.policies.get(action.zone).duration(timeout);
-        let mut conn = Conn::new(ex.key, proto, now, expiration);
-        conn.counters[0] = Counters {
-            packets: 1,
-            bytes: u64::from(ex.ip_len),
+        let hashes = Hashes {
+            primary: hash,
+            secondary: None,
         };
-        let id = self.table.insert(conn);
-        self.stats.committed += 1;
-        Ok(Some(id))
+        let mut w = table.write(guard, &hashes);
+        if meta.generation() != key.generation {
+            // Flushed since the lookup: look again in the new generation.
+            return None;
+        }
+        if let Some(e) = w.find(hash, |c| c.direction_of(key, guard).is_some()) {
+            if shared.expiry(e.record(), guard) > now {
+                // Another thread committed it meanwhile: judge the packet
+                // against it.
+                return None;
+            }
+            w.remove_if(shared, e, Removal::Expired, |c| {
+                shared.expiry(c, guard) <= now
+            });
+        }
+
+        let limit = shared.limit_of(meta);
+        let inst = instance(action.zone, key.generation);
+        let mut counted = false;
+        let mut refusal = None;
+        // After an eviction the table has room for this one connection
+        // (the eviction left the remembered "full" state alone on purpose).
+        let mut evicted = false;
+        for round in 0..2 {
+            let zone_ok = limit == 0 || meta.try_count(key.generation, limit);
+            counted = limit != 0 && zone_ok;
+            let table_ok = evicted || !self.table_full();
+            if zone_ok && table_ok {
+                refusal = None;
+                break;
+            }
+            if counted {
+                meta.uncount(key.generation);
+                counted = false;
+            }
+            refusal = Some(if table_ok {
+                Refusal::ZoneLimit
+            } else {
+                Refusal::TableFull
+            });
+            // Early drop: evict one of the zone's oldest unestablished (or
+            // expired) connections in this shard, then try once more.
+            if round == 1
+                || !w.evict(shared, hash, inst, EARLY_DROP_SCAN, |c| {
+                    !c.proto_state().is_established() || shared.expiry(c, guard) <= now
+                })
+            {
+                break;
+            }
+            evicted = true;
+        }
+        if let Some(r) = refusal {
+            v.refused = Some(r);
+            local.add(
+                match r {
+                    Refusal::TableFull => C::RefusedTableFull,
+                    Refusal::ZoneLimit => C::RefusedZoneLimit,
+                },
+                1,
+            );
+            return Some(v);
+        }
+
+        let class = proto.initial_timeout();
+        let res = w.insert(shared, &hashes, now, |c| {
+            c.init(key, &proto, class, counted, now, ex.ip_len);
+            if let Some(m) = action.mark {
+                c.set_mark(m.value, m.mask);
+            }
+            if let Some(l) = action.label
+                && l.value & l.mask != 0
+            {
+                c.set_label(l.value, l.mask, guard);
+            }
+        });
+        match res {
+            Ok(e) => {
+                local.add(C::Committed, 1);
+                let c = e.record();
+                v.conn = Some(ConnId::new(A::FAMILY, e.id()));
+                v.committed = true;
+                v.mark = c.mark();
+                v.label = c.label(guard);
+            }
+            Err(_) => {
+                if counted {
+                    meta.uncount(key.generation);
+                }
+                v.refused = Some(Refusal::TableFull);
+                local.add(C::RefusedTableFull, 1);
+            }
+        }
+        Some(v)
     }
 
-    /// The connection behind `id`.
-    pub fn conn(&self, id: ConnId) -> Option<&Conn> {
-        self.table.get(id)
+    /// True if the table holds `max_conns` connections. Reads one shared
+    /// approximate count; only within a few thousand of the limit does it
+    /// sum the shards' exact counts (and then remembers a full table until
+    /// something is removed).
+    fn table_full(&self) -> bool {
+        let max = self.max_conns.load(Relaxed);
+        let slack = (self.v4.shard_count() + self.v6.shard_count()) * APPROX_STEP as usize;
+        if self.v4.approx_len() + self.v6.approx_len() + slack < max {
+            return false;
+        }
+        if self.shared.full.load(Relaxed) {
+            return true;
+        }
+        if self.table_len() >= max {
+            self.shared.full.store(true, Relaxed);
+            return true;
+        }
+        false
     }
 
-    /// Finds the live connection with `key` in either direction.
-    pub fn lookup(&self, key: &ConnKey, now: Time) -> Option<(ConnId, &Conn, Dir)> {
-        let (id, dir) = self.table.lookup(key, now)?;
-        Some((id, self.table.get(id)?, dir))
+    /// Frees expired connections and connections of flushed zones, looking
+    /// at no more than `budget`, and says when to call again.
+    pub fn sweep(&self, now: Time, budget: usize) -> Sweep {
+        let guard = pin();
+        let now_ms = now.as_millis();
+        let mut out = Sweep::default();
+        let (flushed, dead_left) = self.reclaim_dead(&guard, budget);
+        out.flushed = flushed;
+        out.examined = flushed;
+        let left = budget - flushed;
+        let s4 = self.v4.sweep(&self.shared, &guard, now_ms, left);
+        let s6 = self
+            .v6
+            .sweep(&self.shared, &guard, now_ms, left - s4.examined);
+        out.expired = s4.removed + s6.removed;
+        out.examined += s4.examined + s6.examined;
+        out.next = if dead_left || s4.more || s6.more {
+            Some(now)
+        } else {
+            match (self.v4.next_due(), self.v6.next_due()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+            .map(Time::from_millis)
+        };
+        out
     }
 
-    /// Frees expired connections, looking at no more than `budget`, and says
-    /// when to call again.
-    pub fn sweep(&mut self, now: Time, budget: usize) -> Sweep {
-        let s = self.table.sweep(now, budget);
-        self.stats.expired += s.expired as u64;
-        s
+    /// True if flushed zone instances still hold connections.
+    fn reclaim_pending(&self) -> bool {
+        !self
+            .dead
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
     }
 
-    /// Removes every connection of `zone`.
-    pub fn flush_zone(&mut self, zone: Zone) -> usize {
-        let n = self.table.flush_zone(zone);
-        self.stats.flushed += n as u64;
-        n
+    /// Frees connections of flushed zone instances, at most `budget`.
+    /// Returns how many, and whether some are left.
+    fn reclaim_dead(&self, guard: &Guard, budget: usize) -> (usize, bool) {
+        let mut dead = self.dead.lock().unwrap_or_else(|e| e.into_inner());
+        let mut removed = 0;
+        while let Some(d) = dead.front_mut() {
+            let inst = instance(d.zone, d.generation);
+            while d.family < 2 {
+                let shards = if d.family == 0 {
+                    self.v4.shard_count()
+                } else {
+                    self.v6.shard_count()
+                };
+                while d.shard < shards {
+                    if removed >= budget {
+                        return (removed, true);
+                    }
+                    let (n, more) = if d.family == 0 {
+                        self.v4.reclaim_instance(
+                            &self.shared,
+                            guard,
+                            d.shard,
+                            inst,
+                            budget - removed,
+                        )
+                    } else {
+                        self.v6.reclaim_instance(
+                            &self.shared,
+                            guard,
+                            d.shard,
+                            inst,
+                            budget - removed,
+                        )
+                    };
+                    removed += n;
+                    if more {
+                        return (removed, true);
+                    }
+                    d.shard += 1;
+                }
+                d.family += 1;
+                d.shard = 0;
+            }
+            dead.pop_front();
+        }
+        (removed, false)
     }
 
-    /// Removes every connection.
-    pub fn flush_all(&mut self) -> usize {
-        let n = self.table.clear();
-        self.stats.flushed += n as u64;
+    /// Flushes `zone` in constant time: from now on no packet finds its
+    /// connections and its limit count restarts; their memory is freed by
+    /// later sweeps (each shard walking its list of the zone alone), or at
+    /// once by [`Tracker::flush_zone_now`]. Returns false if the zone had
+    /// no connection (then nothing changes).
+    pub fn flush_zone(&self, zone: Zone) -> bool {
+        let Some(m) = self.shared.zones.get(zone) else {
+            return false;
+        };
+        if m.is_empty() {
+            return false;
+        }
+        let generation = m.next_generation();
+        self.dead
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(Dead {
+                zone,
+                generation,
+                family: 0,
+                shard: 0,
+            });
+        true
+    }
+
+    /// Flushes `zone` and frees its connections now. Returns how many
+    /// connections were freed (those of earlier flushes still pending
+    /// included).
+    pub fn flush_zone_now(&self, zone: Zone) -> usize {
+        self.flush_zone(zone);
+        self.reclaim_dead(&pin(), usize::MAX).0
+    }
+
+    /// Removes every connection now; returns how many.
+    pub fn flush_all(&self) -> usize {
+        let zones: Vec<Zone> = self
+            .shared
+            .zones
+            .used()
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(z, _)| z)
+            .collect();
+        for z in zones {
+            self.flush_zone(z);
+        }
+        let guard = pin();
+        let mut n = self.reclaim_dead(&guard, usize::MAX).0;
+        // Connections of zone instances a racing flush left behind.
+        n += self.v4.clear(&self.shared, &guard) + self.v6.clear(&self.shared, &guard);
         n
     }
 
     /// Removes the connection with `key` (either direction), if live.
-    pub fn flush_key(&mut self, key: &ConnKey, now: Time) -> bool {
-        match self.table.lookup(key, now) {
-            Some((id, _)) => {
-                self.table.remove(id);
-                self.stats.flushed += 1;
-                true
-            }
-            None => false,
+    pub fn flush_key(&self, key: &ConnKey, now: Time) -> bool {
+        let guard = pin();
+        match key.family {
+            Family::V4 => self.flush_key_in::<u32>(&guard, key, now),
+            Family::V6 => self.flush_key_in::<V6>(&guard, key, now),
         }
     }
 
-    /// Calls `f` for each connection (of `zone`, if given), expired ones not
-    /// yet swept included.
-    pub fn for_each(&self, zone: Option<Zone>, mut f: impl FnMut(ConnId, &Conn)) {
-        self.table.for_each(zone, &mut f);
+    fn flush_key_in<A: Fam>(&self, guard: &Guard, key: &ConnKey, now: Time) -> bool {
+        let Some(e) = self.find::<A>(guard, key, now) else {
+            return false;
+        };
+        self.remove_entry(A::table(self), guard, e.0, Removal::Deleted)
+    }
+
+    fn find<'g, A: Fam>(
+        &'g self,
+        guard: &'g Guard,
+        key: &ConnKey,
+        now: Time,
+    ) -> Option<(EntryRef<'g, Conn<A>>, Dir)> {
+        let generation = self
+            .shared
+            .zones
+            .get(key.zone)
+            .map_or(0, ZoneMeta::generation);
+        let k = LookupKey {
+            tuple: Tuple::<A>::of(key),
+            zone: key.zone,
+            proto: key.proto,
+            generation,
+        };
+        let hash = self
+            .shared
+            .hasher
+            .hash_tuple(key.zone, generation, key.proto, &k.tuple);
+        let shared = &self.shared;
+        let e = A::table(self).find(guard, hash, |c| {
+            c.direction_of(&k, guard).is_some() && shared.expiry(c, guard) > now.as_millis()
+        })?;
+        let dir = e.record().direction_of(&k, guard)?;
+        Some((e, dir))
+    }
+
+    /// Finds the live connection with `key` in either direction.
+    pub fn lookup(&self, key: &ConnKey, now: Time) -> Option<(ConnId, ConnInfo, Dir)> {
+        let guard = pin();
+        match key.family {
+            Family::V4 => self.lookup_in::<u32>(&guard, key, now),
+            Family::V6 => self.lookup_in::<V6>(&guard, key, now),
+        }
+    }
+
+    fn lookup_in<A: Fam>(
+        &self,
+        guard: &Guard,
+        key: &ConnKey,
+        now: Time,
+    ) -> Option<(ConnId, ConnInfo, Dir)> {
+        let (e, dir) = self.find::<A>(guard, key, now)?;
+        let info = self.info(e.record(), now, guard)?;
+        Some((ConnId::new(A::FAMILY, e.id()), info, dir))
+    }
+
+    /// A snapshot of connection `id`, if it is live.
+    pub fn conn(&self, id: ConnId, now: Time) -> Option<ConnInfo> {
+        let guard = pin();
+        match id.family() {
+            Family::V4 => {
+                let e = self.v4.get(&guard, id.record())?;
+                self.info(e.record(), now, &guard)
+            }
+            Family::V6 => {
+                let e = self.v6.get(&guard, id.record())?;
+                self.info(e.record(), now, &guard)
+            }
+        }
+    }
+
+    fn info<A: Addr>(&self, c: &Conn<A>, now: Time, guard: &Guard) -> Option<ConnInfo> {
+        // Lock for a consistent snapshot of the fields packets change.
+        c.header().is_live().then_some(())?;
+        let expires = self.shared.expiry(c, guard);
+        Some(ConnInfo {
+            entry: Entry::of(c, expires, now, guard),
+            proto: c.proto_state(),
+            expires: Time::from_millis(expires),
+        })
+    }
+
+    /// Calls `f` for each live connection (of `zone`, if given) that has
+    /// not expired at `now`. Each shard is visited in turn; connections
+    /// created or removed meanwhile may or may not be seen.
+    pub fn for_each(&self, zone: Option<Zone>, now: Time, mut f: impl FnMut(ConnId, &ConnInfo)) {
+        let guard = pin();
+        self.for_each_in::<u32>(&guard, zone, now, &mut f);
+        self.for_each_in::<V6>(&guard, zone, now, &mut f);
+    }
+
+    fn for_each_in<A: Fam>(
+        &self,
+        guard: &Guard,
+        zone: Option<Zone>,
+        now: Time,
+        f: &mut impl FnMut(ConnId, &ConnInfo),
+    ) {
+        let table = A::table(self);
+        let zones = &self.shared.zones;
+        for shard in 0..table.shard_count() {
+            let insts: Vec<u64> = match zone {
+                Some(z) => {
+                    let Some(m) = zones.get(z) else { return };
+                    if m.occupied(family_index(A::FAMILY)) & (1 << (shard & 63)) == 0 {
+                        continue;
+                    }
+                    vec![instance(z, m.generation())]
+                }
+                None => table
+                    .shard_instances(shard)
+                    .into_iter()
+                    .map(|(i, _)| i)
+                    .filter(|&i| {
+                        zones
+                            .get((i >> 32) as Zone)
+                            .is_some_and(|m| m.generation() == i as u32)
+                    })
+                    .collect(),
+            };
+            for inst in insts {
+                for id in table.instance_records(shard, inst) {
+                    let Some(e) = table.get(guard, id) else {
+                        continue;
+                    };
+                    let Some(lock) = e.lock() else { continue };
+                    let info = self.info(&*lock, now, guard);
+                    drop(lock);
+                    if let Some(info) = info
+                        && info.expires > now
+                    {
+                        f(ConnId::new(A::FAMILY, id), &info);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Memory held by the connection tables and zone state, from their own
+    /// accounting.
+    pub fn memory(&self) -> ctrack_table::MemoryStats {
+        let guard = pin();
+        let a = self.v4.memory(&guard);
+        let b = self.v6.memory(&guard);
+        ctrack_table::MemoryStats {
+            index_bytes: a.index_bytes + b.index_bytes,
+            record_bytes: a.record_bytes + b.record_bytes,
+            alias_bytes: a.alias_bytes + b.alias_bytes,
+            other_bytes: a.other_bytes + b.other_bytes + self.shared.zones.bytes(),
+            slots_in_use: a.slots_in_use + b.slots_in_use,
+        }
     }
 }
 
-enum Opening {
-    Invalid(InvalidReason),
-    Refused(Refusal),
+fn apply_marks<A: Addr>(c: &Conn<A>, action: &CtAction, guard: &Guard) {
+    if let Some(m) = action.mark {
+        c.set_mark(m.value, m.mask);
+    }
+    if let Some(l) = action.label {
+        c.set_label(l.value, l.mask, guard);
+    }
+}
+
+fn count(local: &mut Local, v: &Verdict) {
+    local.add(C::Packets, 1);
+    if v.state.contains(CtState::NEW) {
+        local.add(C::New, 1);
+    }
+    if v.state.contains(CtState::EST) {
+        local.add(C::Established, 1);
+    }
+    if v.state.contains(CtState::REL) {
+        local.add(C::Related, 1);
+    }
+    if let Some(r) = v.invalid {
+        local.add(C::Invalid, 1);
+        local.invalid(r);
+    }
 }

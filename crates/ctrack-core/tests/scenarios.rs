@@ -68,11 +68,7 @@ impl Sim {
     fn entries(&self) -> Vec<Entry> {
         let mut v = Vec::new();
         let now = self.now;
-        self.t.for_each(None, |_, c| {
-            if !c.is_expired(now) {
-                v.push(Entry::new(c, now))
-            }
-        });
+        self.t.for_each(None, now, |_, c| v.push(c.entry.clone()));
         v
     }
 }
@@ -577,8 +573,8 @@ fn zones_are_separate() {
     assert_eq!((v.state.to_string(), v.zone), ("new|trk".into(), 2));
     sim.action = CtAction::commit(1);
     assert_eq!(sim.state(&udp(false)), "est|rpl|trk");
-    assert_eq!(sim.t.flush_zone(1), 1);
-    assert_eq!(sim.t.flush_zone(1), 0);
+    assert_eq!(sim.t.flush_zone_now(1), 1);
+    assert_eq!(sim.t.flush_zone_now(1), 0);
     sim.action = CtAction::commit(2);
     assert_eq!(sim.state(&udp(false)), "est|rpl|trk", "zone 2 is untouched");
 }
@@ -675,21 +671,71 @@ fn mark_label_and_counters() {
 }
 
 #[test]
-fn full_table_refuses_and_counts() {
+fn full_table_evicts_an_unestablished_connection_first() {
+    // One shard, so that the early-drop search sees every connection.
     let mut sim = Sim::with(Config {
         max_conns: 1,
+        shards: 1,
+        ..Config::default()
+    });
+    let first = sim.send(&udp(true)).conn;
+    let v = sim.send(&tcp(true, SYN, 1, 0, b""));
+    assert_eq!(v.state.to_string(), "new|trk");
+    assert!(v.committed && v.conn.is_some() && v.refused.is_none());
+    assert_ne!(v.conn, first);
+    let s = sim.t.stats();
+    assert_eq!((s.evicted, s.refused_table_full), (1, 0));
+    assert_eq!(sim.t.table_len(), 1);
+    // The evicted connection is gone: its reply opens nothing (a UDP
+    // packet may open a connection, but the table is full of an opening
+    // TCP connection, which is evicted in turn).
+    assert_eq!(sim.state(&udp(false)), "new|trk");
+    assert_eq!(sim.t.stats().evicted, 2);
+}
+
+#[test]
+fn full_table_refuses_when_nothing_can_be_evicted() {
+    let mut sim = Sim::with(Config {
+        max_conns: 1,
+        shards: 1,
         ..Config::default()
     });
     sim.send(&udp(true));
+    assert_eq!(sim.state(&udp(false)), "est|rpl|trk");
     let v = sim.send(&tcp(true, SYN, 1, 0, b""));
     assert_eq!(v.state.to_string(), "new|trk");
     assert_eq!((v.conn, v.refused), (None, Some(Refusal::TableFull)));
-    assert_eq!(sim.t.stats().refused_table_full, 1);
+    let s = sim.t.stats();
+    assert_eq!((s.evicted, s.refused_table_full), (0, 1));
     assert_eq!(
-        sim.state(&udp(false)),
-        "est|rpl|trk",
-        "existing connections go on"
+        sim.state(&udp(true)),
+        "est|trk",
+        "established connections survive"
     );
+}
+
+#[test]
+fn zone_limit_refuses_in_its_zone_only() {
+    let mut sim = Sim::with(Config {
+        shards: 1,
+        ..Config::default()
+    });
+    sim.t.set_zone_limit(3, 1);
+    sim.action = CtAction::commit(3);
+    sim.send(&udp(true));
+    assert_eq!(sim.state(&udp(false)), "est|rpl|trk");
+    let v = sim.send(&tcp(true, SYN, 1, 0, b""));
+    assert_eq!(v.refused, Some(Refusal::ZoneLimit));
+    assert_eq!(sim.t.zone_limit(3), (1, 1));
+    // Another zone is not limited.
+    sim.action = CtAction::commit(4);
+    assert!(sim.send(&tcp(true, SYN, 1, 0, b"")).committed);
+    // A flush restarts the count.
+    assert!(sim.t.flush_zone(3));
+    assert_eq!(sim.t.zone_limit(3), (1, 0));
+    sim.action = CtAction::commit(3);
+    assert!(sim.send(&tcp(true, SYN, 1, 0, b"")).committed);
+    assert_eq!(sim.t.stats().refused_zone_limit, 1);
 }
 
 #[test]
@@ -821,7 +867,7 @@ fn sweep_frees_expired_connections_and_says_when_next() {
     }
     let tcp_conn = sim.send(&tcp(true, SYN, 1, 0, b"")).conn.unwrap();
     assert!(matches!(
-        sim.t.conn(tcp_conn).map(|c| &c.proto),
+        sim.t.conn(tcp_conn, sim.now).map(|c| c.proto),
         Some(ProtoState::Tcp(_))
     ));
     let s = sim.t.sweep(sim.now, usize::MAX);

@@ -98,13 +98,43 @@ impl<T: Send + Sync + 'static> EpochBox<T> {
     pub fn get<'g>(&self, guard: &'g Guard) -> Option<&'g T> {
         let _ = guard;
         let p = self.ptr.load(Ordering::Acquire);
-        // SAFETY: a non-null pointer here came from `Box::into_raw` in `new`,
-        // `set` or `replace`, and is freed only by `Drop` (no reader can
-        // exist then) or by a destructor deferred through the epoch after
-        // the pointer was swapped out; `guard` was pinned before that swap
-        // could be observed as complete by the collector, so the value
-        // outlives 'g.
+        // SAFETY: a non-null pointer here came from `Box::into_raw` (in
+        // `new`, `set`, `replace` or `get_or_init`) and is freed only by
+        // `Drop` (no reader can exist then), by `set` (exclusive access), or
+        // by a destructor that `replace` deferred through the epoch after
+        // swapping the pointer out. The collector runs that destructor only
+        // once every guard pinned before the swap is dropped, and `guard`,
+        // which loaded the pointer, is one of them; so the value outlives
+        // 'g.
         unsafe { p.as_ref() }
+    }
+
+    /// The value, installing the one `make` builds if none is set. If
+    /// another thread installs one first, that one is returned and ours is
+    /// dropped.
+    pub fn get_or_init<'g>(&self, guard: &'g Guard, make: impl FnOnce() -> Box<T>) -> &'g T {
+        if let Some(v) = self.get(guard) {
+            return v;
+        }
+        let new = Box::into_raw(make());
+        match self.ptr.compare_exchange(
+            core::ptr::null_mut(),
+            new,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            // SAFETY: `new` is now the installed value; it is freed only as
+            // described in `get`, after 'g.
+            Ok(_) => unsafe { &*new },
+            Err(current) => {
+                // SAFETY: `new` came from `Box::into_raw` just above and was
+                // never published.
+                drop(unsafe { Box::from_raw(new) });
+                // SAFETY: `current` is the installed value, freed only as
+                // described in `get`.
+                unsafe { &*current }
+            }
+        }
     }
 
     /// True if a value is set.

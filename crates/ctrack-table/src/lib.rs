@@ -39,8 +39,8 @@ mod table;
 pub use epoch::{EpochBox, Guard, pin};
 pub use header::Header;
 pub use table::{
-    EntryLock, EntryRef, InsertError, MAX_SHARDS, MemoryStats, RecordId, SweepStats, Table,
-    TableConfig, Writer,
+    APPROX_STEP, EntryLock, EntryRef, InsertError, MAX_SHARDS, MemoryStats, RecordId, SweepStats,
+    Table, TableConfig, Writer,
 };
 
 /// The index positions of a record: every record has a primary hash, and a
@@ -87,13 +87,13 @@ pub trait Record: Default + Send + Sync + 'static {
 /// What the table asks of its user about records.
 pub trait Context<R> {
     /// The record's hashes; must not change while it is in the table.
-    fn hashes(&self, r: &R) -> Hashes;
+    fn hashes(&self, r: &R, guard: &Guard) -> Hashes;
     /// The zone instance the record belongs to (its zone list).
     fn instance(&self, r: &R) -> u64;
     /// When the record expires, in milliseconds of the caller's clock. May
     /// grow while the record lives (a packet refreshed it) and the timer
     /// wheel catches up lazily.
-    fn expiry(&self, r: &R) -> u64;
+    fn expiry(&self, r: &R, guard: &Guard) -> u64;
     /// Called under the record's shard lock when it is removed.
     fn removed(&self, r: &R, why: Removal) {
         let _ = (r, why);

@@ -75,6 +75,8 @@ pub(crate) struct Inner {
     pub(crate) cursor: u64,
     /// Live records.
     pub(crate) live: usize,
+    /// Change of `live` not yet added to the table's approximate count.
+    pub(crate) pending: i64,
 }
 
 impl Inner {
@@ -108,6 +110,7 @@ impl Inner {
             wheel: Vec::new(),
             cursor: 0,
             live: 0,
+            pending: 0,
         }
     }
 }
@@ -221,8 +224,11 @@ impl<R: Record> Shard<R> {
         if inner.wheel.is_empty() {
             inner.wheel = vec![List::default(); WHEEL_SLOTS];
         }
+        // Within the lap ahead of the cursor; a wheel that has not been
+        // swept for a lap files in its last slot, and sweeping refiles.
         let lo = min_tick.max(inner.cursor);
-        let t = Self::tick_of(expiry).clamp(lo, inner.cursor + WHEEL_SLOTS as u64 - 1);
+        let hi = inner.cursor + WHEEL_SLOTS as u64 - 1;
+        let t = Self::tick_of(expiry).max(lo).min(hi);
         let s = (t % WHEEL_SLOTS as u64) as usize;
         rec(&self.slab, slot)
             .header()

@@ -7,12 +7,12 @@
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{
-    AtomicPtr, AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering,
+    AtomicI64, AtomicPtr, AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering,
 };
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{
-    AtomicPtr, AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering,
+    AtomicI64, AtomicPtr, AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering,
 };
 
 /// A mutex whose `lock` cannot fail (no poisoning): parking_lot's, or

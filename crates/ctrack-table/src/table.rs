@@ -7,7 +7,9 @@ use core::ops::Deref;
 use crate::epoch::Guard;
 use crate::index::{ALIAS_BIT, BUCKET_ENTRIES, Index};
 use crate::shard::{Inner, Links, List, Shard, TICK_MS, rec};
-use crate::sync::{AtomicU64, MutexGuard, Ordering};
+use crossbeam_utils::CachePadded;
+
+use crate::sync::{AtomicI64, AtomicU64, MutexGuard, Ordering};
 use crate::{Context, Hashes, Record, Removal};
 
 /// Most shards a table may have (a record id holds six bits of shard).
@@ -120,7 +122,15 @@ pub struct Table<R: Record> {
     shards: Box<[Shard<R>]>,
     mask: usize,
     sweep_start: AtomicU64,
+    /// Sum of the shards' counts, each shard adding its changes in steps of
+    /// [`APPROX_STEP`]: within `shards * APPROX_STEP` of the truth.
+    approx: CachePadded<AtomicI64>,
 }
+
+/// How far a shard's count may drift before it updates the table's
+/// approximate count: the shared line is written once per this many
+/// inserts or removals of a shard, not on every one.
+pub const APPROX_STEP: i64 = 32;
 
 impl<R: Record> fmt::Debug for Table<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -211,6 +221,7 @@ impl<R: Record> Table<R> {
             shards: (0..n).map(|_| Shard::new(buckets)).collect(),
             mask: n - 1,
             sweep_start: AtomicU64::new(0),
+            approx: CachePadded::new(AtomicI64::new(0)),
         }
     }
 
@@ -329,7 +340,7 @@ impl<R: Record> Table<R> {
         alias: Option<&mut Inner>,
         why: Removal,
     ) {
-        let hashes = ctx.hashes(r);
+        let hashes = ctx.hashes(r, guard);
         let shard = id.shard();
         let hs = &self.shards[shard];
         self.index(shard, guard).remove(hashes.primary, id.slot());
@@ -356,6 +367,7 @@ impl<R: Record> Table<R> {
         r.retire(guard);
         home.live -= 1;
         hs.live.store(home.live as u64, Ordering::Relaxed);
+        self.count_change(home, -1);
         hs.retire_slot(home, guard, id.slot());
     }
 
@@ -434,12 +446,12 @@ impl<R: Record> Table<R> {
                 examined += 1;
                 let r = rec(&sh.slab, slot);
                 let id = RecordId::new(shard, slot);
-                if ctx.expiry(r) > now {
+                if ctx.expiry(r, guard) > now {
                     sh.unfile(&mut inner, slot);
-                    sh.file(&mut inner, slot, ctx.expiry(r), tick + 1);
+                    sh.file(&mut inner, slot, ctx.expiry(r, guard), tick + 1);
                     continue;
                 }
-                let alias_shard = ctx.hashes(r).secondary.map(|h| self.shard_of(h));
+                let alias_shard = ctx.hashes(r, guard).secondary.map(|h| self.shard_of(h));
                 match alias_shard {
                     Some(a) if a != shard => {
                         // Its alias lives in another shard: lock that one
@@ -463,7 +475,7 @@ impl<R: Record> Table<R> {
                                     out.removed += 1;
                                 } else {
                                     sh.unfile(&mut inner, slot);
-                                    sh.file(&mut inner, slot, ctx.expiry(r), tick + 1);
+                                    sh.file(&mut inner, slot, ctx.expiry(r, guard), tick + 1);
                                 }
                             }
                             None => {
@@ -477,7 +489,7 @@ impl<R: Record> Table<R> {
                             out.removed += 1;
                         } else {
                             sh.unfile(&mut inner, slot);
-                            sh.file(&mut inner, slot, ctx.expiry(r), tick + 1);
+                            sh.file(&mut inner, slot, ctx.expiry(r, guard), tick + 1);
                         }
                     }
                 }
@@ -492,7 +504,7 @@ impl<R: Record> Table<R> {
                 continue;
             };
             let r = e.rec;
-            let hashes = ctx.hashes(r);
+            let hashes = ctx.hashes(r, guard);
             let mut w = self.write(guard, &hashes);
             let (home, alias) = w.pair(shard, hashes.secondary.map(|h| self.shard_of(h)));
             let Some(home) = home else { continue };
@@ -500,7 +512,7 @@ impl<R: Record> Table<R> {
                 out.removed += 1;
             } else if r.header().is_live() {
                 let home = w.inner_mut(shard).expect("home shard is held");
-                sh.file(home, id.slot(), ctx.expiry(r), 0);
+                sh.file(home, id.slot(), ctx.expiry(r, guard), 0);
             }
         }
     }
@@ -521,7 +533,7 @@ impl<R: Record> Table<R> {
         if r.header().lock().is_none() {
             return false;
         }
-        if ctx.expiry(r) > now {
+        if ctx.expiry(r, guard) > now {
             r.header().unlock();
             return false;
         }
@@ -567,7 +579,7 @@ impl<R: Record> Table<R> {
                 let next = sh.zone_next(s);
                 let r = rec(&sh.slab, s);
                 let id = RecordId::new(shard, s);
-                let alias_shard = ctx.hashes(r).secondary.map(|h| self.shard_of(h));
+                let alias_shard = ctx.hashes(r, guard).secondary.map(|h| self.shard_of(h));
                 let done = match alias_shard {
                     Some(a) if a != shard => {
                         let other = if a > shard {
@@ -614,7 +626,7 @@ impl<R: Record> Table<R> {
             if ctx.instance(r) != instance {
                 continue;
             }
-            let hashes = ctx.hashes(r);
+            let hashes = ctx.hashes(r, guard);
             let mut w = self.write(guard, &hashes);
             let (home, alias) = w.pair(shard, hashes.secondary.map(|h| self.shard_of(h)));
             let Some(home) = home else { continue };
@@ -675,6 +687,20 @@ impl<R: Record> Table<R> {
     pub fn instance_len(&self, shard: usize, instance: u64) -> usize {
         let inner = self.shards[shard].inner.lock();
         inner.zones.get(&instance).map_or(0, |l| l.len as usize)
+    }
+
+    fn count_change(&self, inner: &mut Inner, delta: i64) {
+        inner.pending += delta;
+        if inner.pending.abs() >= APPROX_STEP {
+            self.approx.fetch_add(inner.pending, Ordering::Relaxed);
+            inner.pending = 0;
+        }
+    }
+
+    /// The number of live records to within `shard_count() * APPROX_STEP`,
+    /// from one shared load.
+    pub fn approx_len(&self) -> usize {
+        self.approx.load(Ordering::Relaxed).max(0) as usize
     }
 
     /// Live records (expired ones not yet swept included), summed over the
@@ -755,7 +781,7 @@ impl<R: Record> Table<R> {
             let r = rec(&sh.slab, slot);
             if r.header().is_live() {
                 // Cannot fail: the new index is larger than the old.
-                let _ = ix.insert(ctx.hashes(r).primary, slot);
+                let _ = ix.insert(ctx.hashes(r, guard).primary, slot);
             }
         }
         for a in 1..inner.alias_next_fresh() {
@@ -768,7 +794,7 @@ impl<R: Record> Table<R> {
                 .shards
                 .get(RecordId(owner).shard())
                 .and_then(|s| s.slab.get(RecordId(owner).slot()));
-            if let Some(sec) = r.and_then(|r| ctx.hashes(r).secondary) {
+            if let Some(sec) = r.and_then(|r| ctx.hashes(r, guard).secondary) {
                 let _ = ix.insert(sec, a | ALIAS_BIT);
             }
         }
@@ -946,9 +972,10 @@ impl<'g, R: Record> Writer<'g, R> {
             ctx.occupancy(inst, shard, true);
         }
         sh.start_clock(home, now);
-        sh.file(home, slot, ctx.expiry(r), now / TICK_MS);
+        sh.file(home, slot, ctx.expiry(r, guard), now / TICK_MS);
         home.live += 1;
         sh.live.store(home.live as u64, Ordering::Relaxed);
+        table.count_change(home, 1);
         Ok(EntryRef { id, rec: r })
     }
 
@@ -970,7 +997,10 @@ impl<'g, R: Record> Writer<'g, R> {
         let table = self.table;
         let guard = self.guard;
         let home = entry.id.shard();
-        let a_shard = ctx.hashes(entry.rec).secondary.map(|h| table.shard_of(h));
+        let a_shard = ctx
+            .hashes(entry.rec, guard)
+            .secondary
+            .map(|h| table.shard_of(h));
         // Shards not held are taken only if free: waiting could deadlock.
         let mut extra_home = None;
         let mut extra_alias = None;

@@ -31,7 +31,7 @@ fn mix(k: u64) -> u64 {
 }
 
 impl Context<Rec> for Ctx {
-    fn hashes(&self, r: &Rec) -> Hashes {
+    fn hashes(&self, r: &Rec, _: &Guard) -> Hashes {
         Hashes {
             primary: mix(r.key),
             secondary: (r.alt != 0).then(|| mix(r.alt)),
@@ -40,7 +40,7 @@ impl Context<Rec> for Ctx {
     fn instance(&self, r: &Rec) -> u64 {
         r.inst
     }
-    fn expiry(&self, r: &Rec) -> u64 {
+    fn expiry(&self, r: &Rec, _: &Guard) -> u64 {
         r.exp.load(Ordering::Relaxed)
     }
 }
@@ -85,7 +85,7 @@ fn insert_find_remove() {
     assert_eq!(t.len(), 1);
     let g = pin();
     let e = t.get(&g, id).unwrap();
-    let h = Ctx.hashes(e.record());
+    let h = Ctx.hashes(e.record(), &g);
     let mut w = t.write(&g, &h);
     assert!(w.remove(&Ctx, e, Removal::Deleted));
     assert!(!w.remove(&Ctx, e, Removal::Deleted));
@@ -112,7 +112,7 @@ fn secondary_key_finds_and_goes_with_the_record() {
     let g = pin();
     for i in 1..200u64 {
         let e = t.find(&g, mix(i), |r| r.key == i).unwrap();
-        let h = Ctx.hashes(e.record());
+        let h = Ctx.hashes(e.record(), &g);
         let mut w = t.write(&g, &h);
         assert!(w.remove(&Ctx, e, Removal::Deleted));
     }
@@ -296,7 +296,7 @@ fn entry_lock_excludes_removal_and_reports_death() {
         let l = e.lock().unwrap();
         l.val.store(5, Ordering::Relaxed);
     }
-    let h = Ctx.hashes(e.record());
+    let h = Ctx.hashes(e.record(), &g);
     let mut w = t.write(&g, &h);
     assert!(w.remove(&Ctx, e, Removal::Deleted));
     drop(w);

@@ -408,7 +408,7 @@ impl Frame {
     fn ipv4(&self, src: [u8; 4], dst: [u8; 4]) -> Vec<u8> {
         let proto = self.l4.proto(false);
         let mut opts = self.ip_options.clone();
-        while opts.len() % 4 != 0 {
+        while !opts.len().is_multiple_of(4) {
             opts.push(0);
         }
         let hl = 20 + opts.len();

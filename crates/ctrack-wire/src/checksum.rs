@@ -119,7 +119,7 @@ pub fn update_u32(check: u16, old: u32, new: u32) -> u16 {
 /// Incremental update when a 16-byte field (an IPv6 address) changes.
 pub fn update_bytes(check: u16, old: &[u8], new: &[u8]) -> u16 {
     debug_assert_eq!(old.len(), new.len());
-    debug_assert!(old.len() % 2 == 0);
+    debug_assert!(old.len().is_multiple_of(2));
     // ~(~HC + sum(~m) + sum(m')) in one pass.
     let mut acc = u64::from(!check);
     for (o, n) in old.chunks_exact(2).zip(new.chunks_exact(2)) {

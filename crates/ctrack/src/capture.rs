@@ -276,7 +276,7 @@ impl<R: Read> CaptureReader<R> {
                 } else {
                     self.read_u32(b)
                 } as usize;
-                if !(12..=MAX_BLOCK).contains(&total) || total % 4 != 0 {
+                if !(12..=MAX_BLOCK).contains(&total) || !total.is_multiple_of(4) {
                     return Err(CaptureError::Corrupt {
                         offset,
                         what: format!("block length {total}"),

@@ -108,16 +108,33 @@ struct StatsJson<'a> {
     connections: usize,
 }
 
-/// Numbers connections in the order they first appear.
+/// Numbers connections in the order they are first seen. A connection id
+/// is reused once its connection is gone, so a commit always takes a new
+/// number.
 #[derive(Default)]
 struct Numbering {
     ids: HashMap<ConnId, u64>,
+    next: u64,
 }
 
 impl Numbering {
     fn number(&mut self, id: ConnId) -> u64 {
-        let next = self.ids.len() as u64 + 1;
-        *self.ids.entry(id).or_insert(next)
+        match self.ids.get(&id) {
+            Some(n) => *n,
+            None => self.renumber(id),
+        }
+    }
+
+    fn renumber(&mut self, id: ConnId) -> u64 {
+        self.next += 1;
+        self.ids.insert(id, self.next);
+        self.next
+    }
+
+    fn see(&mut self, v: &Verdict) {
+        if let (Some(id), true) = (v.conn, v.committed) {
+            self.renumber(id);
+        }
     }
 }
 
@@ -134,7 +151,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
         max_conns: args.max_conns,
         ..Config::default()
     };
-    let mut tracker = Tracker::new(config);
+    let tracker = Tracker::new(config);
     let action = CtAction {
         zone: args.zone,
         commit: !args.no_commit,
@@ -173,6 +190,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
         }
         let layers = parse_frame(pkt.data, pkt.link);
         let v = tracker.process_layers(pkt.data, &layers, &action, now);
+        numbering.see(&v);
         let rel = pkt.ts_nanos.saturating_sub(first) as f64 / 1e9;
         match args.format {
             Format::Ovs => writeln!(out, "{n}: {}", v.state)?,
@@ -207,7 +225,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
         Format::Human => write_table(out, &tracker, now, &mut numbering, n, last_ns, first_ns)?,
         Format::Json => {
             let mut conns = Vec::new();
-            tracker.for_each(None, |id, c| conns.push((id, Entry::new(c, now))));
+            tracker.for_each(None, now, |id, c| conns.push((id, c.entry.clone())));
             for (id, e) in &conns {
                 let j = ConnJson {
                     conn: numbering.number(*id),
@@ -220,7 +238,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
             serde_json::to_writer(
                 &mut *out,
                 &StatsJson {
-                    stats: tracker.stats(),
+                    stats: &tracker.stats(),
                     connections: tracker.table_len(),
                 },
             )?;
@@ -274,11 +292,7 @@ fn write_table(
     first_ns: Option<u64>,
 ) -> io::Result<()> {
     let mut conns = Vec::new();
-    tracker.for_each(None, |id, c| {
-        if !c.is_expired(now) {
-            conns.push((id, Entry::new(c, now)));
-        }
-    });
+    tracker.for_each(None, now, |id, c| conns.push((id, c.entry.clone())));
     let mut numbered: Vec<(u64, Entry)> = conns
         .into_iter()
         .map(|(id, e)| (numbering.number(id), e))

@@ -47,6 +47,24 @@ pub enum TcpState {
 }
 
 impl TcpState {
+    /// The state numbered `i` (`TimeWait` for anything past it).
+    pub fn from_index(i: u8) -> TcpState {
+        use TcpState::*;
+        [
+            Closed,
+            Listen,
+            SynSent,
+            SynRecv,
+            Established,
+            CloseWait,
+            FinWait1,
+            Closing,
+            LastAck,
+            FinWait2,
+            TimeWait,
+        ][usize::from(i).min(10)]
+    }
+
     /// The name `conntrack` tools print.
     pub fn name(self) -> &'static str {
         match self {
