@@ -188,7 +188,7 @@ impl<A: Addr> Tuple<A> {
 }
 
 /// What a lookup compares: a tuple in a zone instance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LookupKey<A> {
     /// The packet's tuple.
     pub tuple: Tuple<A>,
@@ -262,6 +262,7 @@ pub(crate) enum Kind {
     Other,
 }
 
+#[inline]
 pub(crate) fn kind_of(family: Family, proto: u8) -> Kind {
     match (family, proto) {
         (_, ip_proto::TCP) => Kind::Tcp,
@@ -322,6 +323,7 @@ impl<A: Addr> Conn<A> {
         self.proto
     }
 
+    #[inline]
     pub(crate) fn kind(&self) -> Kind {
         kind_of(A::FAMILY, self.proto)
     }
@@ -364,6 +366,12 @@ impl<A: Addr> Conn<A> {
     #[inline]
     pub fn last_seen(&self) -> u64 {
         self.last_seen.load(Relaxed)
+    }
+
+    /// Its timeout class number (the low nibble of its flags).
+    #[inline]
+    pub(crate) fn class_bits(&self) -> u8 {
+        self.flags.load(Relaxed)
     }
 
     /// Its timeout class.
@@ -430,6 +438,51 @@ impl<A: Addr> Conn<A> {
             packets: self.counters[i].load(Relaxed),
             bytes: self.counters[i + 1].load(Relaxed),
         }
+    }
+
+    /// The TCP state (of a TCP connection). Entry lock held for a
+    /// consistent read.
+    #[inline]
+    pub(crate) fn tcp_state(&self) -> TcpConn {
+        let w = |i: usize| self.state[i].load(Relaxed);
+        let peer = |b: usize| {
+            let misc = w(b + 2);
+            Peer {
+                seqlo: w(b),
+                seqhi: w(b + 1),
+                max_win: misc as u16,
+                wscale: (misc >> 16) as u8,
+                state: TcpState::from_index((misc >> 24) as u8),
+            }
+        };
+        TcpConn {
+            peers: [peer(0), peer(3)],
+        }
+    }
+
+    /// Stores the TCP state. Entry lock held.
+    #[inline]
+    pub(crate) fn set_tcp_state(&self, t: &TcpConn) {
+        for (b, p) in [(0, &t.peers[0]), (3, &t.peers[1])] {
+            self.state[b].store(p.seqlo, Relaxed);
+            self.state[b + 1].store(p.seqhi, Relaxed);
+            self.state[b + 2].store(
+                u32::from(p.max_win) | (u32::from(p.wscale) << 16) | ((p.state as u32) << 24),
+                Relaxed,
+            );
+        }
+    }
+
+    /// The one-byte state of an ICMP or other connection.
+    #[inline]
+    pub(crate) fn small_state(&self) -> u8 {
+        self.state[2].load(Relaxed) as u8
+    }
+
+    /// Stores the one-byte state. Entry lock held.
+    #[inline]
+    pub(crate) fn set_small_state(&self, v: u8) {
+        self.state[2].store(u32::from(v), Relaxed);
     }
 
     /// The protocol state.

@@ -18,6 +18,7 @@
 pub mod conn;
 pub mod dump;
 pub mod extract;
+pub mod fast;
 pub mod key;
 pub mod proto;
 pub mod state;

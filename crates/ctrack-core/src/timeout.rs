@@ -164,6 +164,33 @@ impl TimeoutPolicy {
     }
 }
 
+/// A policy as the packet path reads it: the timeout of each class in
+/// milliseconds, indexed by the class number (a 4-bit field of the
+/// connection, hence sixteen entries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compiled {
+    /// The policy as configured.
+    pub policy: TimeoutPolicy,
+    ms: [u64; 16],
+}
+
+impl Compiled {
+    /// Compiles `policy`.
+    pub fn new(policy: TimeoutPolicy) -> Compiled {
+        let mut ms = [policy.millis(Timeout::IcmpReply); 16];
+        for c in Timeout::ALL {
+            ms[c as usize] = policy.millis(c);
+        }
+        Compiled { policy, ms }
+    }
+
+    /// The timeout of the class numbered `class & 0xf`, in milliseconds.
+    #[inline(always)]
+    pub fn millis_of(&self, class: u8) -> u64 {
+        self.ms[usize::from(class & 0x0f)]
+    }
+}
+
 /// The default policy and the zones that have their own.
 #[derive(Debug, Clone, Default)]
 pub struct ZonePolicies {

@@ -19,11 +19,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::Relaxed};
 
 use ctrack_table::{
-    APPROX_STEP, Context, EntryRef, Guard, Hashes, Record, Removal, Table, TableConfig, pin,
+    APPROX_STEP, Context, EntryRef, Guard, Hashes, Hint, Record, Removal, Table, TableConfig, pin,
 };
 use ctrack_wire::{Frame, LinkType, parse_frame};
 
-use crate::conn::{Addr, Conn, ConnId, Dir, Ext, LookupKey, Tuple, V6, instance};
+use crate::conn::{Addr, Conn, ConnId, Dir, Ext, Kind, LookupKey, Tuple, V6, instance};
 use crate::dump::Entry;
 use crate::extract::{ExtractOptions, Extracted, InvalidReason, L4Info, extract};
 use crate::key::{ConnKey, Family, KeyHasher, Zone};
@@ -31,7 +31,7 @@ use crate::proto::{IcmpState, OtherState, ProtoState, Update, tcp};
 use crate::state::CtState;
 use crate::stats::{C, Local, Stats, Striped};
 use crate::time::Time;
-use crate::timeout::TimeoutPolicy;
+use crate::timeout::{Compiled, TimeoutPolicy};
 use crate::zone::{LIMIT_DEFAULT, ZoneMeta, Zones};
 
 /// Open vSwitch's default limit on tracked connections.
@@ -227,7 +227,7 @@ struct Dead {
 struct Shared {
     hasher: KeyHasher,
     zones: Zones,
-    default_policy: ctrack_table::EpochBox<TimeoutPolicy>,
+    default_policy: ctrack_table::EpochBox<Compiled>,
     default_zone_limit: AtomicU32,
     /// Set when an exact count found the table at its maximum; cleared by
     /// any removal but an eviction.
@@ -237,8 +237,13 @@ struct Shared {
 
 impl Shared {
     #[inline]
-    fn policy<'g>(&self, zone: Zone, guard: &'g Guard) -> &'g TimeoutPolicy {
-        if let Some(p) = self.zones.get(zone).and_then(|m| m.policy(guard)) {
+    fn policy<'g>(&self, zone: Zone, guard: &'g Guard) -> &'g Compiled {
+        self.policy_of(self.zones.get(zone), guard)
+    }
+
+    #[inline]
+    fn policy_of<'g>(&self, meta: Option<&ZoneMeta>, guard: &'g Guard) -> &'g Compiled {
+        if let Some(p) = meta.and_then(|m| m.policy(guard)) {
             return p;
         }
         self.default_policy
@@ -248,8 +253,7 @@ impl Shared {
 
     #[inline]
     fn expiry<A: Addr>(&self, c: &Conn<A>, guard: &Guard) -> u64 {
-        c.last_seen()
-            .saturating_add(self.policy(c.zone(), guard).millis(c.class()))
+        expiry(c, self.policy(c.zone(), guard))
     }
 
     fn limit_of(&self, meta: &ZoneMeta) -> u32 {
@@ -315,6 +319,69 @@ impl<A: Addr> Context<Conn<A>> for Shared {
     }
 }
 
+/// A packet ready for lookup in the table of family `A`.
+#[derive(Debug, Clone, Copy)]
+struct Pkt<A> {
+    tuple: Tuple<A>,
+    proto: u8,
+    /// An ICMP error: `tuple` is the quoted packet's, reversed.
+    related: bool,
+    l4: L4Info,
+    ip_len: u32,
+}
+
+impl<A: Addr> Pkt<A> {
+    fn of(ex: &Extracted) -> Pkt<A> {
+        Pkt {
+            tuple: Tuple::of(&ex.key),
+            proto: ex.key.proto,
+            related: ex.related,
+            l4: ex.l4,
+            ip_len: ex.ip_len,
+        }
+    }
+}
+
+/// What a burst worked out for a packet before judging it.
+#[derive(Debug, Clone, Copy)]
+struct Pre<'g> {
+    generation: u32,
+    hash: u64,
+    hint: Hint,
+    policy: &'g Compiled,
+}
+
+/// What judging a packet against its connection came to.
+enum Judged {
+    /// The verdict is written.
+    Done,
+    /// The connection was removed (or expired) meanwhile: look again.
+    Lost,
+    /// The packet ends the connection and opens a new one in its place.
+    Reopen,
+}
+
+/// The connection of the previous packet of a burst.
+struct Hit<'g, A: Addr> {
+    key: LookupKey<A>,
+    entry: EntryRef<'g, Conn<A>>,
+    dir: Dir,
+}
+
+/// A burst's cache of its last connection, per family.
+#[derive(Default)]
+struct Cache<'g> {
+    v4: Option<Hit<'g, u32>>,
+    v6: Option<Hit<'g, V6>>,
+}
+
+/// When a connection expires under `policy` (ms).
+#[inline(always)]
+fn expiry<A: Addr>(c: &Conn<A>, policy: &Compiled) -> u64 {
+    c.last_seen()
+        .saturating_add(policy.millis_of(c.class_bits()))
+}
+
 /// The tables by address family.
 trait Fam: Addr {
     fn table(t: &Tracker) -> &Table<Conn<Self>>;
@@ -353,8 +420,12 @@ impl Default for Tracker {
     }
 }
 
-/// How often a packet retries after losing a race before giving up.
-const RETRIES: usize = 4;
+/// How often a packet tries again after losing a race before giving up.
+const RETRIES: usize = 3;
+
+/// Packets judged together by [`Tracker::process_batch`] (a datapath's
+/// burst).
+const BURST: usize = 32;
 
 /// Flushed connections a commit frees when it finds the table full.
 const RECLAIM_ON_FULL: usize = 64;
@@ -380,7 +451,9 @@ impl Tracker {
             shared: Shared {
                 hasher,
                 zones: Zones::default(),
-                default_policy: ctrack_table::EpochBox::new(Some(Box::new(config.timeouts))),
+                default_policy: ctrack_table::EpochBox::new(Some(Box::new(Compiled::new(
+                    config.timeouts,
+                )))),
                 default_zone_limit: AtomicU32::new(config.default_zone_limit),
                 full: AtomicBool::new(false),
                 stats: Striped::default(),
@@ -460,7 +533,7 @@ impl Tracker {
             .zones
             .get_or_create(zone)
             .policy
-            .replace(Some(Box::new(policy)), &guard);
+            .replace(Some(Box::new(Compiled::new(policy))), &guard);
     }
 
     /// Returns `zone` to the default timeout policy.
@@ -475,12 +548,12 @@ impl Tracker {
     pub fn set_default_timeouts(&self, policy: TimeoutPolicy) {
         self.shared
             .default_policy
-            .replace(Some(Box::new(policy)), &pin());
+            .replace(Some(Box::new(Compiled::new(policy))), &pin());
     }
 
     /// The timeout policy in force in `zone`.
     pub fn zone_timeouts(&self, zone: Zone) -> TimeoutPolicy {
-        *self.shared.policy(zone, &pin())
+        self.shared.policy(zone, &pin()).policy
     }
 
     /// Limits `zone` to `limit` connections (0: no limit). Connections
@@ -518,8 +591,15 @@ impl Tracker {
 
     /// Tracks one frame captured with link type `link`.
     pub fn process(&self, frame: &[u8], link: LinkType, action: &CtAction, now: Time) -> Verdict {
-        let layers = parse_frame(frame, link);
-        self.process_layers(frame, &layers, action, now)
+        let guard = pin();
+        let mut local = Local::default();
+        let mut cache = Cache::default();
+        let mut v = Verdict::default();
+        self.process_one(
+            &guard, frame, link, None, action, now, &mut local, &mut cache, &mut v,
+        );
+        self.shared.stats.flush(&mut local);
+        v
     }
 
     /// Tracks one frame whose layers the caller already found with
@@ -533,15 +613,32 @@ impl Tracker {
     ) -> Verdict {
         let guard = pin();
         let mut local = Local::default();
-        let v = self.process_one(&guard, frame, layers, action, now, &mut local);
+        let mut cache = Cache::default();
+        let mut v = Verdict::default();
+        self.process_one(
+            &guard,
+            frame,
+            LinkType::Ethernet,
+            Some(layers),
+            action,
+            now,
+            &mut local,
+            &mut cache,
+            &mut v,
+        );
         self.shared.stats.flush(&mut local);
         v
     }
 
     /// Tracks a burst of frames with one action (as a datapath delivers
     /// them, up to 32 at a time), appending a verdict per frame to `out`.
+    ///
     /// Cheaper per packet than [`Tracker::process`]: one epoch pin and one
-    /// counter update per burst.
+    /// counter update per burst; the zone's state is read once; the table's
+    /// memory for every packet of the burst is prefetched before the first
+    /// is judged, so that the cache misses of a large table overlap instead
+    /// of adding up; and a packet of the same connection as the one before
+    /// it skips the lookup.
     pub fn process_batch(
         &self,
         frames: &[&[u8]],
@@ -552,174 +649,514 @@ impl Tracker {
     ) {
         let guard = pin();
         let mut local = Local::default();
-        out.reserve(frames.len());
-        for f in frames {
-            let layers = parse_frame(f, link);
-            out.push(self.process_one(&guard, f, &layers, action, now, &mut local));
+        let mut cache = Cache::default();
+        let first = out.len();
+        out.resize(first + frames.len(), Verdict::default());
+        let checksums = self.checksums.load(Relaxed);
+        let zone = action.zone;
+        for (burst, outs) in frames.chunks(BURST).zip(out[first..].chunks_mut(BURST)) {
+            // The zone's state, once per burst.
+            let meta = self.shared.zones.get(zone);
+            let generation = meta.map_or(0, ZoneMeta::generation);
+            let policy = self.shared.policy_of(meta, &guard);
+            // Pass 1: the common case's key and hash; fetch index buckets.
+            let mut fast: [Option<(Pkt<u32>, u64)>; BURST] = [None; BURST];
+            let mut hints = [Hint::default(); BURST];
+            if link == LinkType::Ethernet {
+                let mut prev: Option<(Tuple<u32>, u8, u64)> = None;
+                for (slot, f) in fast.iter_mut().zip(burst) {
+                    let Some(x) = crate::fast::fast_ipv4(f, checksums) else {
+                        continue;
+                    };
+                    let hash = match prev {
+                        Some((t, proto, h)) if t == x.tuple && proto == x.proto => h,
+                        _ => {
+                            let h = self
+                                .shared
+                                .hasher
+                                .hash_tuple(zone, generation, x.proto, &x.tuple);
+                            self.v4.prefetch(&guard, h);
+                            prev = Some((x.tuple, x.proto, h));
+                            h
+                        }
+                    };
+                    *slot = Some((
+                        Pkt {
+                            tuple: x.tuple,
+                            proto: x.proto,
+                            related: false,
+                            l4: x.l4,
+                            ip_len: x.ip_len,
+                        },
+                        hash,
+                    ));
+                }
+                // Pass 2: guess each packet's record from its bucket and
+                // fetch it.
+                let mut last = None;
+                for (hint, pre) in hints.iter_mut().zip(&fast) {
+                    if let Some((_, h)) = pre
+                        && last != Some(*h)
+                    {
+                        *hint = self.v4.probe(&guard, *h);
+                        last = Some(*h);
+                    }
+                }
+            }
+            // Pass 3: judge, in order. A run of packets of one connection
+            // (a flow's burst) is judged under one hold of its entry lock.
+            let n = burst.len();
+            let mut i = 0;
+            while i < n {
+                let Some((p, hash)) = &fast[i] else {
+                    self.process_one(
+                        &guard,
+                        burst[i],
+                        link,
+                        None,
+                        action,
+                        now,
+                        &mut local,
+                        &mut cache,
+                        &mut outs[i],
+                    );
+                    i += 1;
+                    continue;
+                };
+                let pre = Pre {
+                    generation,
+                    hash: *hash,
+                    hint: hints[i],
+                    policy,
+                };
+                self.track::<u32>(
+                    &guard,
+                    p,
+                    action,
+                    now,
+                    &mut local,
+                    &mut cache.v4,
+                    Some(pre),
+                    &mut outs[i],
+                );
+                count(&mut local, &outs[i]);
+                i += 1;
+                // The same connection next? Judge its packets while holding
+                // the lock once.
+                let Some(hit) = cache.v4.as_ref() else {
+                    continue;
+                };
+                let (entry, dir, key) = (hit.entry, hit.dir, hit.key);
+                let same = |lane: &Option<(Pkt<u32>, u64)>| {
+                    lane.as_ref()
+                        .is_some_and(|(q, _)| q.tuple == key.tuple && q.proto == key.proto)
+                };
+                if i >= n || !same(&fast[i]) || (action.force && action.commit && dir.is_reply()) {
+                    continue;
+                }
+                let Some(lock) = entry.lock() else {
+                    continue;
+                };
+                let now_ms = now.as_millis();
+                while i < n && same(&fast[i]) {
+                    let (q, _) = fast[i].as_ref().expect("checked by `same`");
+                    match self.judge_locked(
+                        &guard,
+                        q,
+                        action,
+                        now_ms,
+                        policy,
+                        entry,
+                        dir,
+                        &mut outs[i],
+                    ) {
+                        Judged::Done => {
+                            count(&mut local, &outs[i]);
+                            i += 1;
+                        }
+                        // Expired, or the packet starts a new connection:
+                        // the general path takes it from here.
+                        Judged::Lost | Judged::Reopen => break,
+                    }
+                }
+                drop(lock);
+            }
         }
         self.shared.stats.flush(&mut local);
     }
 
-    fn process_one(
-        &self,
-        guard: &Guard,
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn process_one<'g>(
+        &'g self,
+        guard: &'g Guard,
         frame: &[u8],
-        layers: &Frame,
+        link: LinkType,
+        layers: Option<&Frame>,
         action: &CtAction,
         now: Time,
         local: &mut Local,
-    ) -> Verdict {
-        let opts = ExtractOptions {
-            checksums: self.checksums.load(Relaxed),
+        cache: &mut Cache<'g>,
+        v: &mut Verdict,
+    ) {
+        let checksums = self.checksums.load(Relaxed);
+        let fast = if link == LinkType::Ethernet {
+            crate::fast::fast_ipv4(frame, checksums)
+        } else {
+            None
         };
-        let v = match extract(frame, layers, action.zone, opts) {
-            Ok(ex) => match ex.key.family {
-                Family::V4 => self.track::<u32>(guard, &ex, action, now, local),
-                Family::V6 => self.track::<V6>(guard, &ex, action, now, local),
-            },
-            Err(reason) => Verdict::invalid(action.zone, reason),
-        };
-        count(local, &v);
-        v
+        match fast {
+            Some(f) => {
+                let p = Pkt {
+                    tuple: f.tuple,
+                    proto: f.proto,
+                    related: false,
+                    l4: f.l4,
+                    ip_len: f.ip_len,
+                };
+                self.track::<u32>(guard, &p, action, now, local, &mut cache.v4, None, v);
+            }
+            None => {
+                let parsed;
+                let layers = match layers {
+                    Some(l) => l,
+                    None => {
+                        parsed = parse_frame(frame, link);
+                        &parsed
+                    }
+                };
+                let opts = ExtractOptions { checksums };
+                match extract(frame, layers, action.zone, opts) {
+                    Ok(ex) => match ex.key.family {
+                        Family::V4 => {
+                            let p = Pkt::<u32>::of(&ex);
+                            self.track::<u32>(
+                                guard,
+                                &p,
+                                action,
+                                now,
+                                local,
+                                &mut cache.v4,
+                                None,
+                                v,
+                            );
+                        }
+                        Family::V6 => {
+                            let p = Pkt::<V6>::of(&ex);
+                            self.track::<V6>(guard, &p, action, now, local, &mut cache.v6, None, v);
+                        }
+                    },
+                    Err(reason) => *v = Verdict::invalid(action.zone, reason),
+                }
+            }
+        }
+        count(local, v);
     }
 
-    fn track<A: Fam>(
-        &self,
-        guard: &Guard,
-        ex: &Extracted,
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn track<'g, A: Fam>(
+        &'g self,
+        guard: &'g Guard,
+        p: &Pkt<A>,
         action: &CtAction,
         now: Time,
         local: &mut Local,
-    ) -> Verdict {
+        cache: &mut Option<Hit<'g, A>>,
+        pre: Option<Pre<'g>>,
+        v: &mut Verdict,
+    ) {
         let zone = action.zone;
-        let tuple = Tuple::<A>::of(&ex.key);
+        let now = now.as_millis();
+        // First with what the burst computed; after a lost race, afresh.
+        if let Some(pre) = pre
+            && self.attempt(guard, p, action, now, local, cache, pre, v)
+        {
+            return;
+        }
         for _ in 0..RETRIES {
-            let generation = self.shared.zones.get(zone).map_or(0, ZoneMeta::generation);
+            let meta = self.shared.zones.get(zone);
+            let generation = meta.map_or(0, ZoneMeta::generation);
             let key = LookupKey {
-                tuple,
+                tuple: p.tuple,
                 zone,
-                proto: ex.key.proto,
+                proto: p.proto,
                 generation,
             };
-            let hash = self
-                .shared
-                .hasher
-                .hash_tuple(zone, generation, key.proto, &tuple);
-            if let Some(v) =
-                self.track_key::<A>(guard, ex, action, now.as_millis(), &key, hash, local)
-            {
-                return v;
+            let pre = Pre {
+                generation,
+                hash: self.hash_of(&key),
+                hint: Hint::default(),
+                policy: self.shared.policy_of(meta, guard),
+            };
+            if self.attempt(guard, p, action, now, local, cache, pre, v) {
+                return;
             }
         }
         // Lost a race every time (a connection flapping under a flood of
         // flushes): judge the packet without storing anything.
-        Verdict {
+        *v = Verdict {
             state: CtState::NEW | CtState::TRK,
             ..Verdict::new(zone)
+        };
+    }
+
+    /// One attempt at judging a packet; false if it lost a race.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn attempt<'g, A: Fam>(
+        &'g self,
+        guard: &'g Guard,
+        p: &Pkt<A>,
+        action: &CtAction,
+        now: u64,
+        local: &mut Local,
+        cache: &mut Option<Hit<'g, A>>,
+        pre: Pre<'g>,
+        v: &mut Verdict,
+    ) -> bool {
+        let key = LookupKey {
+            tuple: p.tuple,
+            zone: action.zone,
+            proto: p.proto,
+            generation: pre.generation,
+        };
+        // The connection of the previous packet of the burst.
+        if let Some(hit) = cache.as_ref()
+            && !p.related
+            && hit.key == key
+            && !(action.force && action.commit && hit.dir.is_reply())
+        {
+            let (entry, dir) = (hit.entry, hit.dir);
+            match self.track_hit(guard, p, action, now, pre.policy, entry, dir, v) {
+                Judged::Done => return true,
+                Judged::Lost => *cache = None,
+                Judged::Reopen => {
+                    *cache = None;
+                    self.remove_entry(A::table(self), guard, entry, Removal::Replaced);
+                    return match self.open::<A>(guard, p, action, now, &key, pre.hash, local, v) {
+                        Some(hit) => {
+                            *cache = hit.map(|(entry, dir)| Hit { key, entry, dir });
+                            true
+                        }
+                        None => false,
+                    };
+                }
+            }
+        }
+        match self.track_key::<A>(
+            guard, p, action, now, &key, pre.hash, pre.hint, pre.policy, local, v,
+        ) {
+            Some(hit) => {
+                *cache = hit.map(|(entry, dir)| Hit { key, entry, dir });
+                true
+            }
+            None => {
+                *cache = None;
+                false
+            }
         }
     }
 
-    /// One attempt at tracking a packet; `None` if it lost a race and must
-    /// look again.
+    /// The hash of `key`.
+    #[inline]
+    fn hash_of<A: Addr>(&self, key: &LookupKey<A>) -> u64 {
+        self.shared
+            .hasher
+            .hash_tuple(key.zone, key.generation, key.proto, &key.tuple)
+    }
+
+    /// Judges a packet against a connection found for it (not an ICMP
+    /// error), writing the verdict to `v` when it is `Done`.
     #[allow(clippy::too_many_arguments)]
-    fn track_key<A: Fam>(
+    #[inline]
+    fn track_hit<A: Fam>(
         &self,
         guard: &Guard,
-        ex: &Extracted,
+        p: &Pkt<A>,
+        action: &CtAction,
+        now: u64,
+        policy: &Compiled,
+        e: EntryRef<'_, Conn<A>>,
+        dir: Dir,
+        v: &mut Verdict,
+    ) -> Judged {
+        let Some(lock) = e.lock() else {
+            return Judged::Lost;
+        };
+        let j = self.judge_locked(guard, p, action, now, policy, e, dir, v);
+        drop(lock);
+        j
+    }
+
+    /// [`Tracker::track_hit`] with the connection's entry lock held by the
+    /// caller.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn judge_locked<A: Fam>(
+        &self,
+        guard: &Guard,
+        p: &Pkt<A>,
+        action: &CtAction,
+        now: u64,
+        policy: &Compiled,
+        e: EntryRef<'_, Conn<A>>,
+        dir: Dir,
+        v: &mut Verdict,
+    ) -> Judged {
+        let c = e.record();
+        if expiry(c, policy) <= now {
+            return Judged::Lost;
+        }
+        let (state, invalid) = match self.update(c, p, dir, now) {
+            Update::Valid if dir.is_reply() => (CtState::EST | CtState::RPL, None),
+            Update::Valid => (CtState::EST, None),
+            Update::ValidNew => (CtState::NEW, None),
+            Update::Invalid => (
+                CtState::INV,
+                Some(match p.l4 {
+                    L4Info::Tcp(seg) if tcp::invalid_flags(seg.flags) => InvalidReason::TcpBadFlags,
+                    _ => InvalidReason::TcpOutOfWindow,
+                }),
+            ),
+            Update::New => return Judged::Reopen,
+        };
+        apply_marks(c, action, guard);
+        *v = Verdict {
+            state: state | CtState::TRK,
+            zone: action.zone,
+            mark: c.mark(),
+            label: c.label(guard),
+            conn: Some(ConnId::new(A::FAMILY, e.id())),
+            dir,
+            invalid,
+            refused: None,
+            committed: false,
+        };
+        Judged::Done
+    }
+
+    /// One attempt at tracking a packet; `None` if it lost a race and must
+    /// look again. Else the verdict is in `v`, and with it comes the
+    /// connection it belongs to (for the next packet of the burst).
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn track_key<'g, A: Fam>(
+        &'g self,
+        guard: &'g Guard,
+        p: &Pkt<A>,
         action: &CtAction,
         now: u64,
         key: &LookupKey<A>,
         hash: u64,
+        hint: Hint,
+        policy: &Compiled,
         local: &mut Local,
-    ) -> Option<Verdict> {
+        v: &mut Verdict,
+    ) -> Option<Option<(EntryRef<'g, Conn<A>>, Dir)>> {
         let table = A::table(self);
-        let shared = &self.shared;
-        let mut found = table.find(guard, hash, |c| {
-            c.direction_of(key, guard).is_some() && shared.expiry(c, guard) > now
-        });
+        let mut dir = Dir::Orig;
+        let mut found =
+            table.find_hinted(guard, hash, hint, |c| match c.direction_of(key, guard) {
+                Some(d) if expiry(c, policy) > now => {
+                    dir = d;
+                    true
+                }
+                _ => false,
+            });
         if action.force
             && action.commit
             && let Some(e) = found
-            && e.record().direction_of(key, guard) == Some(Dir::Reply)
+            && dir == Dir::Reply
         {
             self.remove_entry(table, guard, e, Removal::Replaced);
             found = None;
         }
 
-        let mut v = Verdict::new(action.zone);
-        match found {
-            Some(e) => {
-                let c = e.record();
-                let dir = c.direction_of(key, guard)?;
-                v.conn = Some(ConnId::new(A::FAMILY, e.id()));
-                v.dir = dir;
-                let lock = e.lock()?;
-                if ex.related {
-                    v.state = CtState::REL;
-                    if dir.is_reply() {
-                        v.state |= CtState::RPL;
-                    }
-                } else {
-                    match self.update(c, ex, dir, now) {
-                        Update::Valid => {
-                            v.state = CtState::EST;
-                            if dir.is_reply() {
-                                v.state |= CtState::RPL;
-                            }
-                        }
-                        Update::ValidNew => v.state = CtState::NEW,
-                        Update::Invalid => {
-                            v.state = CtState::INV;
-                            v.invalid = Some(match ex.l4 {
-                                L4Info::Tcp(seg) if tcp::invalid_flags(seg.flags) => {
-                                    InvalidReason::TcpBadFlags
-                                }
-                                _ => InvalidReason::TcpOutOfWindow,
-                            });
-                        }
-                        Update::New => {
-                            drop(lock);
-                            self.remove_entry(table, guard, e, Removal::Replaced);
-                            return self.open::<A>(guard, ex, action, now, key, hash, local);
-                        }
-                    }
+        let Some(e) = found else {
+            if p.related {
+                *v = Verdict::invalid(action.zone, InvalidReason::RelatedNotFound);
+                return Some(None);
+            }
+            return self.open::<A>(guard, p, action, now, key, hash, local, v);
+        };
+        let c = e.record();
+        if !p.related {
+            return match self.track_hit(guard, p, action, now, policy, e, dir, v) {
+                Judged::Done => Some(Some((e, dir))),
+                Judged::Lost => None,
+                Judged::Reopen => {
+                    // A SYN reusing a closed connection ends it and opens a
+                    // new one in its place.
+                    self.remove_entry(table, guard, e, Removal::Replaced);
+                    self.open::<A>(guard, p, action, now, key, hash, local, v)
                 }
-                apply_marks(c, action, guard);
-                v.mark = c.mark();
-                v.label = c.label(guard);
-                drop(lock);
-            }
-            None if ex.related => {
-                v.state = CtState::INV;
-                v.invalid = Some(InvalidReason::RelatedNotFound);
-            }
-            None => return self.open::<A>(guard, ex, action, now, key, hash, local),
+            };
         }
-        v.state |= CtState::TRK;
-        Some(v)
+        // An ICMP error: related to the connection, which it does not move.
+        let lock = e.lock()?;
+        apply_marks(c, action, guard);
+        *v = Verdict {
+            state: if dir.is_reply() {
+                CtState::REL | CtState::RPL | CtState::TRK
+            } else {
+                CtState::REL | CtState::TRK
+            },
+            mark: c.mark(),
+            label: c.label(guard),
+            conn: Some(ConnId::new(A::FAMILY, e.id())),
+            dir,
+            ..Verdict::new(action.zone)
+        };
+        drop(lock);
+        Some(None)
     }
 
     /// Runs the protocol tracker of a connection for the packet, refreshes
     /// its timeout and counts it. The connection's entry lock is held.
-    fn update<A: Addr>(&self, c: &Conn<A>, ex: &Extracted, dir: Dir, now: u64) -> Update {
+    #[inline]
+    fn update<A: Addr>(&self, c: &Conn<A>, p: &Pkt<A>, dir: Dir, now: u64) -> Update {
         let reply = dir.is_reply();
-        let mut ps = c.proto_state();
-        let (verdict, timeout) = match (&mut ps, &ex.l4) {
-            (ProtoState::Tcp(t), L4Info::Tcp(seg)) => {
-                tcp::update(t, seg, reply, self.tcp_seq_check.load(Relaxed))
+        // Per kind, reading and writing only what the kind uses (building a
+        // whole `ProtoState` here cost a store-forwarding stall per packet).
+        let (verdict, timeout) = match (c.kind(), &p.l4) {
+            (Kind::Tcp, L4Info::Tcp(seg)) => {
+                let mut t = c.tcp_state();
+                let r = tcp::update(&mut t, seg, reply, self.tcp_seq_check.load(Relaxed));
+                // A packet that ends the connection (to open a new one in
+                // its place) leaves it as it was: judging it again gives
+                // the same answer.
+                if r.0 != Update::New {
+                    c.set_tcp_state(&t);
+                }
+                r
             }
-            (ProtoState::Icmp(s), _) => s.update(reply),
-            (ProtoState::Other(s), _) => s.update(reply),
             // A key match implies the same protocol, so the transport
             // details agree with the state.
-            (ProtoState::Tcp(_), _) => (Update::Invalid, None),
+            (Kind::Tcp, _) => (Update::Invalid, None),
+            (Kind::Icmp, _) => {
+                let old = c.small_state();
+                let mut s = IcmpState::from_u8(old);
+                let r = s.update(reply);
+                if s as u8 != old {
+                    c.set_small_state(s as u8);
+                }
+                r
+            }
+            (Kind::Other, _) => {
+                let old = c.small_state();
+                let mut s = OtherState::from_u8(old);
+                let r = s.update(reply);
+                if s as u8 != old {
+                    c.set_small_state(s as u8);
+                }
+                r
+            }
         };
-        c.set_proto_state(&ps);
         if let Some(t) = timeout {
             c.refresh(now, t);
         }
         if matches!(verdict, Update::Valid | Update::ValidNew) {
-            c.count(dir, ex.ip_len);
+            c.count(dir, p.ip_len);
         }
         verdict
     }
@@ -739,35 +1176,39 @@ impl Tracker {
 
     /// Decides whether the packet may open a connection and, with `commit`,
     /// stores it. `None` if it lost a race and must look again.
-    #[allow(clippy::too_many_arguments)]
-    fn open<A: Fam>(
-        &self,
-        guard: &Guard,
-        ex: &Extracted,
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn open<'g, A: Fam>(
+        &'g self,
+        guard: &'g Guard,
+        p: &Pkt<A>,
         action: &CtAction,
         now: u64,
         key: &LookupKey<A>,
         hash: u64,
         local: &mut Local,
-    ) -> Option<Verdict> {
+        out: &mut Verdict,
+    ) -> Option<Option<(EntryRef<'g, Conn<A>>, Dir)>> {
         let mut v = Verdict::new(action.zone);
-        let proto = match ex.l4 {
+        let proto = match p.l4 {
             L4Info::Tcp(seg) => {
                 if tcp::invalid_flags(seg.flags) {
-                    return Some(Verdict::invalid(action.zone, InvalidReason::TcpBadFlags));
+                    *out = Verdict::invalid(action.zone, InvalidReason::TcpBadFlags);
+                    return Some(None);
                 }
                 if !tcp::valid_new(seg.flags, self.tcp_loose.load(Relaxed)) {
-                    return Some(Verdict::invalid(action.zone, InvalidReason::CannotOpen));
+                    *out = Verdict::invalid(action.zone, InvalidReason::CannotOpen);
+                    return Some(None);
                 }
                 ProtoState::Tcp(tcp::new_conn(&seg))
             }
             L4Info::IcmpQuery { msg_type } => {
-                let request = match ex.key.family {
+                let request = match A::FAMILY {
                     Family::V4 => ctrack_wire::icmp::v4::is_request(msg_type),
                     Family::V6 => msg_type == ctrack_wire::icmp::v6::ECHO_REQUEST,
                 };
                 if !request {
-                    return Some(Verdict::invalid(action.zone, InvalidReason::CannotOpen));
+                    *out = Verdict::invalid(action.zone, InvalidReason::CannotOpen);
+                    return Some(None);
                 }
                 ProtoState::Icmp(IcmpState::First)
             }
@@ -775,7 +1216,8 @@ impl Tracker {
         };
         v.state = CtState::NEW | CtState::TRK;
         if !action.commit {
-            return Some(v);
+            *out = v;
+            return Some(None);
         }
 
         let table = A::table(self);
@@ -850,12 +1292,13 @@ impl Tracker {
                 },
                 1,
             );
-            return Some(v);
+            *out = v;
+            return Some(None);
         }
 
         let class = proto.initial_timeout();
         let res = w.insert(shared, &hashes, now, |c| {
-            c.init(key, &proto, class, counted, now, ex.ip_len);
+            c.init(key, &proto, class, counted, now, p.ip_len);
             if let Some(m) = action.mark {
                 c.set_mark(m.value, m.mask);
             }
@@ -873,6 +1316,8 @@ impl Tracker {
                 v.committed = true;
                 v.mark = c.mark();
                 v.label = c.label(guard);
+                *out = v;
+                Some(Some((e, Dir::Orig)))
             }
             Err(_) => {
                 if counted {
@@ -880,9 +1325,10 @@ impl Tracker {
                 }
                 v.refused = Some(Refusal::TableFull);
                 local.add(C::RefusedTableFull, 1);
+                *out = v;
+                Some(None)
             }
         }
-        Some(v)
     }
 
     /// True if the table holds `max_conns` connections. Reads one shared
@@ -1205,6 +1651,7 @@ impl Tracker {
     }
 }
 
+#[inline(always)]
 fn apply_marks<A: Addr>(c: &Conn<A>, action: &CtAction, guard: &Guard) {
     if let Some(m) = action.mark {
         c.set_mark(m.value, m.mask);

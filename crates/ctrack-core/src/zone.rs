@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use ctrack_table::{EpochBox, Guard};
 
 use crate::key::Zone;
-use crate::timeout::TimeoutPolicy;
+use crate::timeout::Compiled;
 
 const PAGE: usize = 256;
 
@@ -28,7 +28,7 @@ pub(crate) struct ZoneMeta {
     /// The current generation.
     generation: AtomicU32,
     /// The zone's own timeout policy, if it has one.
-    pub(crate) policy: EpochBox<TimeoutPolicy>,
+    pub(crate) policy: EpochBox<Compiled>,
     /// The limit: [`LIMIT_DEFAULT`] for the default zone limit, 0 for none.
     limit: AtomicU32,
     /// `generation << 32 | connections counted against the limit`.
@@ -164,7 +164,7 @@ impl ZoneMeta {
     }
 
     /// The zone's own timeout policy.
-    pub(crate) fn policy<'g>(&self, guard: &'g Guard) -> Option<&'g TimeoutPolicy> {
+    pub(crate) fn policy<'g>(&self, guard: &'g Guard) -> Option<&'g Compiled> {
         self.policy.get(guard)
     }
 }

@@ -33,10 +33,15 @@ pub(crate) struct Bucket {
     overflow: AtomicU32,
 }
 
+#[cfg(not(loom))]
+type Buckets = crate::region::Region<Bucket>;
+#[cfg(loom)]
+type Buckets = Box<[Bucket]>;
+
 /// One shard's index.
 #[derive(Debug)]
 pub(crate) struct Index {
-    buckets: Box<[Bucket]>,
+    buckets: Buckets,
     mask: usize,
 }
 
@@ -67,6 +72,18 @@ impl Index {
         }
     }
 
+    #[inline(always)]
+    fn b(&self) -> &[Bucket] {
+        #[cfg(not(loom))]
+        {
+            self.buckets.as_slice()
+        }
+        #[cfg(loom)]
+        {
+            &self.buckets
+        }
+    }
+
     /// Number of buckets.
     pub(crate) fn buckets(&self) -> usize {
         self.mask + 1
@@ -89,7 +106,7 @@ impl Index {
         let tag = tag_of(hash);
         let mut b = self.home(hash);
         for _ in 0..MAX_PROBE_BUCKETS.min(self.buckets()) {
-            let bucket = &self.buckets[b];
+            let bucket = &self.b()[b];
             for e in &bucket.entries {
                 let v = e.load(Ordering::Acquire);
                 if v != 0
@@ -107,10 +124,25 @@ impl Index {
         None
     }
 
+    /// The first reference to a record slot (not an alias) in the home
+    /// bucket of `hash` whose tag matches, or 0: a guess made ahead of the
+    /// real lookup, to prefetch the record.
+    #[inline]
+    pub(crate) fn first(&self, hash: u64) -> u32 {
+        let tag = tag_of(hash);
+        for e in &self.b()[self.home(hash)].entries {
+            let v = e.load(Ordering::Relaxed);
+            if v != 0 && v >> 24 == tag && v & ALIAS_BIT == 0 {
+                return v & REF_MASK;
+            }
+        }
+        0
+    }
+
     /// The home bucket of `hash`, for prefetching.
     #[inline]
     pub(crate) fn bucket_addr(&self, hash: u64) -> *const u8 {
-        (&self.buckets[self.home(hash)] as *const Bucket).cast()
+        (&self.b()[self.home(hash)] as *const Bucket).cast()
     }
 
     /// Stores `reference` under `hash`. Writers only (shard lock held).
@@ -122,7 +154,7 @@ impl Index {
         let mut found = None;
         let mut b = home;
         'outer: for step in 0..limit {
-            for (i, e) in self.buckets[b].entries.iter().enumerate() {
+            for (i, e) in self.b()[b].entries.iter().enumerate() {
                 if e.load(Ordering::Relaxed) == 0 {
                     found = Some((step, b, i));
                     break 'outer;
@@ -135,10 +167,10 @@ impl Index {
         };
         let mut b = home;
         for _ in 0..steps {
-            self.buckets[b].overflow.fetch_add(1, Ordering::Release);
+            self.b()[b].overflow.fetch_add(1, Ordering::Release);
             b = (b + 1) & self.mask;
         }
-        self.buckets[bucket].entries[slot].store(pack(hash, reference), Ordering::Release);
+        self.b()[bucket].entries[slot].store(pack(hash, reference), Ordering::Release);
         Ok(())
     }
 
@@ -150,18 +182,18 @@ impl Index {
         let limit = MAX_PROBE_BUCKETS.min(self.buckets());
         let mut b = home;
         for step in 0..limit {
-            for e in &self.buckets[b].entries {
+            for e in &self.b()[b].entries {
                 if e.load(Ordering::Relaxed) == want {
                     e.store(0, Ordering::Release);
                     let mut p = home;
                     for _ in 0..step {
-                        self.buckets[p].overflow.fetch_sub(1, Ordering::Release);
+                        self.b()[p].overflow.fetch_sub(1, Ordering::Release);
                         p = (p + 1) & self.mask;
                     }
                     return true;
                 }
             }
-            if self.buckets[b].overflow.load(Ordering::Relaxed) == 0 {
+            if self.b()[b].overflow.load(Ordering::Relaxed) == 0 {
                 return false;
             }
             b = (b + 1) & self.mask;
@@ -172,7 +204,7 @@ impl Index {
     /// Number of occupied entries (a full scan, for tests).
     #[cfg(test)]
     pub(crate) fn occupied(&self) -> usize {
-        self.buckets
+        self.b()
             .iter()
             .flat_map(|b| b.entries.iter())
             .filter(|e| e.load(Ordering::Relaxed) != 0)
@@ -181,17 +213,16 @@ impl Index {
 }
 
 #[cfg(not(loom))]
-fn zeroed_buckets(n: usize) -> Box<[Bucket]> {
-    let b = Box::<[Bucket]>::new_zeroed_slice(n);
+fn zeroed_buckets(n: usize) -> Buckets {
     // SAFETY: a `Bucket` is sixteen `AtomicU32`s, for which all-zero bytes
-    // are a valid value (0). Zeroed allocation lets the kernel hand out
-    // pages lazily, so an index sized for the connection limit costs
-    // memory only where it is used.
-    unsafe { b.assume_init() }
+    // are a valid value (0). A zeroed region lets the kernel hand out pages
+    // as they are touched, so an index sized for the connection limit
+    // costs memory only where it is used.
+    unsafe { crate::region::Region::zeroed(n) }
 }
 
 #[cfg(loom)]
-fn zeroed_buckets(n: usize) -> Box<[Bucket]> {
+fn zeroed_buckets(n: usize) -> Buckets {
     (0..n).map(|_| Bucket::default()).collect()
 }
 
@@ -241,7 +272,7 @@ mod tests {
         }
         // Every overflow count is back to zero.
         assert!(
-            ix.buckets
+            ix.b()
                 .iter()
                 .all(|b| b.overflow.load(Ordering::Relaxed) == 0)
         );

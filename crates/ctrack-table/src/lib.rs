@@ -31,6 +31,7 @@
 mod epoch;
 mod header;
 pub mod index;
+mod region;
 mod shard;
 pub mod slab;
 mod sync;
@@ -39,8 +40,8 @@ mod table;
 pub use epoch::{EpochBox, Guard, pin};
 pub use header::Header;
 pub use table::{
-    APPROX_STEP, EntryLock, EntryRef, InsertError, MAX_SHARDS, MemoryStats, RecordId, SweepStats,
-    Table, TableConfig, Writer,
+    APPROX_STEP, EntryLock, EntryRef, Hint, InsertError, MAX_SHARDS, MemoryStats, RecordId,
+    SweepStats, Table, TableConfig, Writer,
 };
 
 /// The index positions of a record: every record has a primary hash, and a

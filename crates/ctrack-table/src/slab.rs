@@ -9,7 +9,7 @@
 use core::fmt;
 use core::marker::PhantomData;
 
-use crate::sync::{AtomicPtr, Ordering};
+use crate::sync::{AtomicPtr, AtomicU32, Ordering};
 
 const BASE_SHIFT: u32 = 6;
 /// Number of chunks.
@@ -33,6 +33,8 @@ fn chunk_len(k: usize) -> usize {
 /// Growable, never-moving storage of `T`s addressed by slot number.
 pub(crate) struct Slab<T> {
     chunks: [AtomicPtr<T>; CHUNKS],
+    /// Bit `k`: chunk `k` is a mapping (see `region`).
+    mapped: AtomicU32,
     _owns: PhantomData<Box<[T]>>,
 }
 
@@ -48,6 +50,7 @@ impl<T: Default> Slab<T> {
     pub(crate) fn new() -> Self {
         Slab {
             chunks: core::array::from_fn(|_| AtomicPtr::new(core::ptr::null_mut())),
+            mapped: AtomicU32::new(0),
             _owns: PhantomData,
         }
     }
@@ -63,9 +66,9 @@ impl<T: Default> Slab<T> {
         if base.is_null() {
             return None;
         }
-        // SAFETY: a non-null chunk pointer comes from `Box::into_raw` of a
-        // slice of `chunk_len(k)` initialised `T`s (see `ensure`), which is
-        // freed only when the slab is dropped; `off < chunk_len(k)` by
+        // SAFETY: a non-null chunk pointer comes from `alloc_slice` of
+        // `chunk_len(k)` initialised `T`s (see `ensure`), which are freed
+        // only when the slab is dropped; `off < chunk_len(k)` by
         // construction of `locate`. Shared references to slots coexist with
         // the exclusive ones of `get_mut_unchecked` only under that
         // method's contract.
@@ -112,8 +115,10 @@ impl<T: Default> Slab<T> {
         }
         let (k, _) = locate(slot);
         if self.chunks[k].load(Ordering::Acquire).is_null() {
-            let chunk: Box<[T]> = (0..chunk_len(k)).map(|_| T::default()).collect();
-            let p = Box::into_raw(chunk).cast::<T>();
+            let (p, mapped) = crate::region::alloc_slice::<T>(chunk_len(k));
+            if mapped {
+                self.mapped.fetch_or(1 << k, Ordering::Relaxed);
+            }
             self.chunks[k].store(p, Ordering::Release);
         }
         true
@@ -140,14 +145,14 @@ impl<T> Slab<T> {
 
 impl<T> Drop for Slab<T> {
     fn drop(&mut self) {
+        let mapped = self.mapped.load(Ordering::Relaxed);
         for (k, c) in self.chunks.iter().enumerate() {
             let p = c.load(Ordering::Relaxed);
             if !p.is_null() {
-                let slice = core::ptr::slice_from_raw_parts_mut(p, chunk_len(k));
-                // SAFETY: `p` came from `Box::into_raw` of a boxed slice of
-                // exactly `chunk_len(k)` elements; the slab is being dropped,
-                // so no reference into it remains.
-                drop(unsafe { Box::from_raw(slice) });
+                // SAFETY: `p` came from `alloc_slice(chunk_len(k))`, which
+                // reported the mapping recorded in `mapped`; the slab is
+                // being dropped, so no reference into it remains.
+                unsafe { crate::region::free_slice(p, chunk_len(k), mapped & (1 << k) != 0) };
             }
         }
     }

@@ -141,6 +141,11 @@ impl<R: Record> fmt::Debug for Table<R> {
     }
 }
 
+/// Where a lookup expects to find its record, from [`Table::probe`]. A
+/// hint is only a guess: the record it names is checked like any other.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hint(u32);
+
 /// A live record found in the table, valid while the guard it was found
 /// under is pinned.
 pub struct EntryRef<'g, R> {
@@ -297,6 +302,39 @@ impl<R: Record> Table<R> {
     pub fn prefetch(&self, guard: &Guard, hash: u64) {
         let shard = self.shard_of(hash);
         crate::prefetch(self.index(shard, guard).bucket_addr(hash));
+    }
+
+    /// Guesses where the record stored under `hash` is (the first entry of
+    /// its home bucket with its tag) and asks the processor to fetch it.
+    /// The home bucket should have been prefetched some time before with
+    /// [`Table::prefetch`]; the guess goes to [`Table::find_hinted`].
+    #[inline]
+    pub fn probe(&self, guard: &Guard, hash: u64) -> Hint {
+        let shard = self.shard_of(hash);
+        let r = self.index(shard, guard).first(hash);
+        if r != 0 {
+            crate::prefetch(self.shards[shard].slab.addr(r).cast());
+        }
+        Hint(r)
+    }
+
+    /// [`Table::find`], trying the record `hint` guessed first.
+    #[inline]
+    pub fn find_hinted<'g>(
+        &'g self,
+        guard: &'g Guard,
+        hash: u64,
+        hint: Hint,
+        mut matches: impl FnMut(&R) -> bool,
+    ) -> Option<EntryRef<'g, R>> {
+        if hint.0 != 0
+            && let Some(e) = self.resolve(self.shard_of(hash), hint.0)
+            && e.is_live()
+            && matches(e.rec)
+        {
+            return Some(e);
+        }
+        self.find(guard, hash, matches)
     }
 
     /// Asks the processor to fetch record `id`.

@@ -1,11 +1,11 @@
-//! The `ctrack` command: replay captures through the tracker (and, in later
-//! versions, benchmark it, run it between interfaces, and control it).
+//! The `ctrack` command: replay captures through the tracker and benchmark
+//! it (and, in later versions, run it between interfaces and control it).
 
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use ctrack::replay;
+use ctrack::{bench, replay};
 
 /// A connection tracker and stateful firewall datapath in user space.
 #[derive(Debug, Parser)]
@@ -20,6 +20,8 @@ enum Command {
     /// Run a capture through the tracker and print its decision for every
     /// packet.
     Replay(replay::ReplayArgs),
+    /// Measure the tracker: the seed documents' benchmarks and more.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -28,6 +30,7 @@ fn main() -> ExitCode {
     let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
     let result = match &cli.command {
         Command::Replay(args) => replay::run(args, &mut out),
+        Command::Bench(args) => bench::run(args, &mut out),
     };
     let flushed = out.flush();
     match result.and(flushed.map_err(Into::into)) {

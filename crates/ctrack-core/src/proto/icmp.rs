@@ -15,6 +15,16 @@ pub enum IcmpState {
 }
 
 impl IcmpState {
+    /// The state stored as `v` (`First` for 0).
+    #[inline]
+    pub fn from_u8(v: u8) -> IcmpState {
+        if v == 0 {
+            IcmpState::First
+        } else {
+            IcmpState::Reply
+        }
+    }
+
     /// The timeout class of the state.
     pub fn timeout(self) -> Timeout {
         match self {

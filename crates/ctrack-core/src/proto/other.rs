@@ -18,6 +18,16 @@ pub enum OtherState {
 }
 
 impl OtherState {
+    /// The state stored as `v`.
+    #[inline]
+    pub fn from_u8(v: u8) -> OtherState {
+        match v {
+            0 => OtherState::First,
+            1 => OtherState::Multiple,
+            _ => OtherState::Bidir,
+        }
+    }
+
     /// The timeout class of the state.
     pub fn timeout(self) -> Timeout {
         match self {

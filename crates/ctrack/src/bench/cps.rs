@@ -1,0 +1,338 @@
+//! `ctrack bench cps --threads N --conns M`: new connections per second.
+//!
+//! Two phases, each timed on its own, each reporting per-batch latency:
+//!
+//! 1. *fill*: N threads create M connections in an empty table (each
+//!    thread its own share, in batches of 32 packets);
+//! 2. *steady*: the table stays at about M connections while threads
+//!    create new ones and expiry removes as many as are created. Time is
+//!    virtual: it advances with the connections created so that a
+//!    connection lives as long as M creations take, and every thread
+//!    sweeps after each batch with a budget of twice the batch (so expiry
+//!    is shared equally between threads).
+//!
+//! `--proto udp` creates a connection with one packet (then answers it, so
+//! that both directions are looked up); `--proto tcp` with a three-way
+//! handshake (SYN, SYN-ACK, ACK). Connection creation includes the lookup
+//! that misses, the limit checks and indexing the connection for both
+//! directions.
+
+use std::io::Write;
+use std::sync::Barrier;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+use clap::{Args, ValueEnum};
+use ctrack_core::{Config, CtAction, LinkType, Time, TimeoutPolicy, Tracker};
+use ctrack_wire::tcp::flags::{ACK, SYN};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use super::{Machine, packets};
+
+/// Protocols.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Proto {
+    /// One UDP packet opens a connection, one answers it.
+    Udp,
+    /// A three-way handshake.
+    Tcp,
+}
+
+/// Arguments of `ctrack bench cps`.
+#[derive(Debug, Args)]
+pub struct CpsArgs {
+    /// Threads.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Connections in the table (filled, then held).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub conns: u64,
+    /// Connections created in the steady phase (default: as many as
+    /// `--conns`).
+    #[arg(long)]
+    pub steady: Option<u64>,
+    /// Protocol.
+    #[arg(long, value_enum, default_value_t = Proto::Udp)]
+    pub proto: Proto,
+    /// Runs; the median rate is reported.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+}
+
+/// Per-batch latency, in nanoseconds.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct Latency {
+    pub(crate) p50: u64,
+    pub(crate) p99: u64,
+    pub(crate) p999: u64,
+    pub(crate) max: u64,
+}
+
+impl Latency {
+    pub(crate) fn of(h: &Histogram<u64>) -> Latency {
+        Latency {
+            p50: h.value_at_quantile(0.5),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+        }
+    }
+}
+
+pub(crate) fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds")
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Phase {
+    conns: u64,
+    seconds: f64,
+    conns_per_sec: f64,
+    batch_latency_ns: Latency,
+    expired: u64,
+    table_len_after: usize,
+}
+
+#[derive(Debug, Serialize)]
+struct CpsJson {
+    bench: &'static str,
+    threads: usize,
+    conns: u64,
+    proto: Proto,
+    runs: usize,
+    fill: Phase,
+    steady: Phase,
+    fill_runs_conns_per_sec: Vec<f64>,
+    steady_runs_conns_per_sec: Vec<f64>,
+    machine: Machine,
+}
+
+const BATCH: usize = 32;
+/// Virtual lifetime of a connection in the steady phase.
+const LIFETIME_MS: u64 = 60_000;
+
+pub(crate) fn run(a: &CpsArgs, json: bool, out: &mut dyn Write) -> Result<()> {
+    if a.threads == 0 || a.conns == 0 || a.runs == 0 {
+        bail!("--threads, --conns and --runs must be at least one");
+    }
+    let mut results = Vec::new();
+    for _ in 0..a.runs {
+        results.push(run_once(a));
+    }
+    let pick = |f: fn(&(Phase, Phase)) -> f64| {
+        let mut v: Vec<f64> = results.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let fill_rates = pick(|r| r.0.conns_per_sec);
+    let steady_rates = pick(|r| r.1.conns_per_sec);
+    // The run whose fill rate is the median.
+    let med = fill_rates[fill_rates.len() / 2];
+    let chosen = results
+        .iter()
+        .find(|r| r.0.conns_per_sec == med)
+        .cloned()
+        .expect("a run has the median rate");
+    let smed = steady_rates[steady_rates.len() / 2];
+    let steady = results
+        .iter()
+        .find(|r| r.1.conns_per_sec == smed)
+        .map(|r| r.1.clone())
+        .expect("a run has the median rate");
+    let j = CpsJson {
+        bench: "cps",
+        threads: a.threads,
+        conns: a.conns,
+        proto: a.proto,
+        runs: a.runs,
+        fill: chosen.0,
+        steady,
+        fill_runs_conns_per_sec: fill_rates,
+        steady_runs_conns_per_sec: steady_rates,
+        machine: Machine::this(),
+    };
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &j)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "cps: {} thread(s), {} connections, {:?}, median of {} runs",
+        a.threads, a.conns, a.proto, a.runs
+    )?;
+    for (name, p) in [("fill", &j.fill), ("steady", &j.steady)] {
+        writeln!(
+            out,
+            "  {name:<6} {:>10} conns in {:>8.3} s: {:>6.3} M conns/s; batch of {BATCH} packets: p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns; expired {}; table {}",
+            p.conns,
+            p.seconds,
+            p.conns_per_sec / 1e6,
+            p.batch_latency_ns.p50,
+            p.batch_latency_ns.p99,
+            p.batch_latency_ns.p999,
+            p.batch_latency_ns.max,
+            p.expired,
+            p.table_len_after,
+        )?;
+    }
+    Ok(())
+}
+
+/// The packets that create connection `i` (and answer it).
+fn opening(proto: Proto, i: u64) -> Vec<Vec<u8>> {
+    match proto {
+        Proto::Udp => vec![packets::udp(i, false), packets::udp(i, true)],
+        Proto::Tcp => vec![
+            packets::tcp(i, false, SYN, 1000, 0),
+            packets::tcp(i, true, SYN | ACK, 5000, 1001),
+            packets::tcp(i, false, ACK, 1001, 5001),
+        ],
+    }
+}
+
+fn run_once(a: &CpsArgs) -> (Phase, Phase) {
+    let steady_conns = a.steady.unwrap_or(a.conns);
+    let lifetime_s = (LIFETIME_MS / 1000) as u32;
+    let policy = TimeoutPolicy {
+        tcp_syn_sent: lifetime_s,
+        tcp_syn_recv: lifetime_s,
+        tcp_established: lifetime_s,
+        tcp_fin_wait: lifetime_s,
+        tcp_time_wait: lifetime_s,
+        tcp_close: lifetime_s,
+        udp_first: lifetime_s,
+        udp_single: lifetime_s,
+        udp_multiple: lifetime_s,
+        icmp_first: lifetime_s,
+        icmp_reply: lifetime_s,
+    };
+    let tracker = Tracker::new(Config {
+        // Room for the steady phase's overlap of old and new.
+        max_conns: (a.conns as usize).saturating_mul(5) / 4 + 1024,
+        timeouts: policy,
+        ..Config::default()
+    });
+    let action = CtAction::commit(0);
+    let base = Time::from_secs(1);
+
+    // Fill.
+    let fill = phase(a, &tracker, a.conns, 0, |_, _| base, false, &action);
+    // Steady: connection c is created at virtual time
+    // base + (conns + c) * LIFETIME / conns, so that those created more
+    // than `conns` creations ago have expired.
+    let conns = a.conns;
+    let steady = phase(
+        a,
+        &tracker,
+        steady_conns,
+        a.conns,
+        move |created_before: u64, _| {
+            base + ctrack_core::Millis((conns + created_before) * LIFETIME_MS / conns)
+        },
+        true,
+        &action,
+    );
+    (fill, steady)
+}
+
+/// Runs `n` connection openings spread over the threads, connection
+/// numbers from `first`; `clock(c, thread)` is the time of a batch whose
+/// first connection is the `c`-th of the phase.
+#[allow(clippy::too_many_arguments)]
+fn phase(
+    a: &CpsArgs,
+    tracker: &Tracker,
+    n: u64,
+    first: u64,
+    clock: impl Fn(u64, usize) -> Time + Sync,
+    sweep: bool,
+    action: &CtAction,
+) -> Phase {
+    let threads = a.threads;
+    let barrier = Barrier::new(threads + 1);
+    let expired = AtomicU64::new(0);
+    let per_conn = opening(a.proto, 0).len();
+    // Conns per batch: whole openings only.
+    let conns_per_batch = (BATCH / per_conn).max(1);
+    let (elapsed, hist) = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let barrier = &barrier;
+                let clock = &clock;
+                let expired = &expired;
+                s.spawn(move || {
+                    // This thread's connections: t, t + threads, ...
+                    let mine: Vec<u64> =
+                        (0..n).filter(|c| c % threads as u64 == t as u64).collect();
+                    // Build every batch up front, packed in one buffer:
+                    // packet building is not what is measured.
+                    let mut buf: Vec<u8> = Vec::new();
+                    let mut batches: Vec<(u64, Vec<(usize, usize)>)> = Vec::new();
+                    for cs in mine.chunks(conns_per_batch) {
+                        let mut spans = Vec::with_capacity(BATCH);
+                        // All first packets of the batch, then all answers:
+                        // a burst of new flows.
+                        let ps: Vec<Vec<Vec<u8>>> =
+                            cs.iter().map(|&c| opening(a.proto, first + c)).collect();
+                        for k in 0..per_conn {
+                            for p in &ps {
+                                spans.push((buf.len(), p[k].len()));
+                                buf.extend_from_slice(&p[k]);
+                            }
+                        }
+                        batches.push((cs[0], spans));
+                    }
+                    let mut h = histogram();
+                    let mut verdicts = Vec::with_capacity(BATCH);
+                    let mut refs: Vec<&[u8]> = Vec::with_capacity(BATCH);
+                    barrier.wait();
+                    for (c0, spans) in &batches {
+                        let now = clock(*c0, t);
+                        refs.clear();
+                        refs.extend(spans.iter().map(|&(o, l)| &buf[o..o + l]));
+                        let t0 = Instant::now();
+                        verdicts.clear();
+                        tracker.process_batch(
+                            &refs,
+                            LinkType::Ethernet,
+                            action,
+                            now,
+                            &mut verdicts,
+                        );
+                        if sweep {
+                            let s = tracker.sweep(now, 2 * BATCH);
+                            expired.fetch_add(s.expired as u64, Ordering::Relaxed);
+                        }
+                        h.record(t0.elapsed().as_nanos().max(1) as u64)
+                            .expect("latency within the histogram's range");
+                    }
+                    std::hint::black_box(&verdicts);
+                    barrier.wait();
+                    h
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        barrier.wait();
+        let elapsed = start.elapsed();
+        let mut all = histogram();
+        for h in handles {
+            all.add(h.join().expect("bench thread"))
+                .expect("histograms add");
+        }
+        (elapsed, all)
+    });
+    Phase {
+        conns: n,
+        seconds: elapsed.as_secs_f64(),
+        conns_per_sec: n as f64 / elapsed.as_secs_f64().max(1e-9),
+        batch_latency_ns: Latency::of(&hist),
+        expired: expired.load(Ordering::Relaxed),
+        table_len_after: tracker.table_len(),
+    }
+}

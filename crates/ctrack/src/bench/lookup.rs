@@ -1,0 +1,270 @@
+//! `ctrack bench lookup --threads N --conns M [--zipf S]`: established
+//! packets per second over a table of M connections.
+//!
+//! The table is filled with M UDP connections that have seen both
+//! directions. Each thread then replays its own pre-built sequence of
+//! 64-byte frames (a ring, as a NIC would fill it), each frame a packet of
+//! a connection drawn uniformly or from a Zipf law of exponent S, in either
+//! direction, in batches of 32. Every verdict must be `est`; the run fails
+//! otherwise.
+
+use std::io::Write;
+use std::sync::Barrier;
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+use clap::Args;
+use ctrack_core::{Config, CtAction, CtState, LinkType, Time, Tracker};
+use rand::{RngExt, SeedableRng};
+use rand_distr::{Distribution, Zipf};
+use serde::Serialize;
+
+use super::cps::{Latency, histogram};
+use super::{Machine, packets};
+
+/// Arguments of `ctrack bench lookup`.
+#[derive(Debug, Args)]
+pub struct LookupArgs {
+    /// Threads.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Connections in the table.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub conns: u64,
+    /// Draw connections from a Zipf law of this exponent instead of
+    /// uniformly.
+    #[arg(long)]
+    pub zipf: Option<f64>,
+    /// Packets each thread sends.
+    #[arg(long, default_value_t = 4_000_000)]
+    pub packets: u64,
+    /// Runs over the same table; the median rate is reported.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Table shards per family (a power of two up to 64).
+    #[arg(long, default_value_t = ctrack_table::MAX_SHARDS)]
+    pub shards: usize,
+}
+
+#[derive(Debug, Serialize)]
+struct LookupJson {
+    bench: &'static str,
+    threads: usize,
+    conns: u64,
+    zipf: Option<f64>,
+    packets_per_thread: u64,
+    runs_mpps: Vec<f64>,
+    mpps: f64,
+    mpps_per_thread: f64,
+    ns_per_packet_per_thread: f64,
+    batch_latency_ns: Latency,
+    fill_seconds: f64,
+    machine: Machine,
+}
+
+const BATCH: usize = 32;
+const STRIDE: usize = 64;
+
+pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()> {
+    if a.threads == 0 || a.conns == 0 || a.runs == 0 || a.packets == 0 {
+        bail!("--threads, --conns, --packets and --runs must be at least one");
+    }
+    if let Some(s) = a.zipf
+        && !(s > 0.0 && s.is_finite())
+    {
+        bail!("--zipf must be a positive number");
+    }
+    let tracker = Tracker::new(Config {
+        max_conns: (a.conns as usize).saturating_mul(11) / 10 + 1024,
+        shards: a.shards,
+        ..Config::default()
+    });
+    let now = Time::from_secs(1);
+    let t0 = Instant::now();
+    fill(&tracker, a.conns, a.threads, now);
+    let fill_seconds = t0.elapsed().as_secs_f64();
+    if tracker.table_len() as u64 != a.conns {
+        bail!(
+            "filling the table left {} connections instead of {}",
+            tracker.table_len(),
+            a.conns
+        );
+    }
+
+    // Each thread's frames: a permutation spreads the popular Zipf ranks
+    // over the key space.
+    let rings: Vec<Vec<u8>> = (0..a.threads)
+        .map(|t| ring(a, t as u64))
+        .collect::<Result<_>>()?;
+    let mut runs = Vec::new();
+    let mut hist = histogram();
+    for _ in 0..a.runs {
+        let (secs, h, bad) = replay(&tracker, &rings, a.threads, now);
+        if bad != 0 {
+            bail!("{bad} packets were not reported established");
+        }
+        runs.push(a.packets as f64 * a.threads as f64 / secs / 1e6);
+        hist.add(h).expect("histograms add");
+    }
+    let mut sorted = runs.clone();
+    sorted.sort_by(f64::total_cmp);
+    let mpps = sorted[sorted.len() / 2];
+    let j = LookupJson {
+        bench: "lookup",
+        threads: a.threads,
+        conns: a.conns,
+        zipf: a.zipf,
+        packets_per_thread: a.packets,
+        runs_mpps: runs,
+        mpps,
+        mpps_per_thread: mpps / a.threads as f64,
+        ns_per_packet_per_thread: 1e3 / (mpps / a.threads as f64),
+        batch_latency_ns: Latency::of(&hist),
+        fill_seconds,
+        machine: Machine::this(),
+    };
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &j)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "lookup: {} connections, {} thread(s), {}, batches of {BATCH}: {:.2} Mpps ({:.2} Mpps/thread, {:.1} ns/packet), runs {:?}",
+        a.conns,
+        a.threads,
+        match a.zipf {
+            Some(s) => format!("zipf {s}"),
+            None => "uniform".into(),
+        },
+        j.mpps,
+        j.mpps_per_thread,
+        j.ns_per_packet_per_thread,
+        j.runs_mpps
+            .iter()
+            .map(|m| format!("{m:.2}"))
+            .collect::<Vec<_>>(),
+    )?;
+    writeln!(
+        out,
+        "  batch latency: p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns; fill took {:.2} s",
+        j.batch_latency_ns.p50,
+        j.batch_latency_ns.p99,
+        j.batch_latency_ns.p999,
+        j.batch_latency_ns.max,
+        fill_seconds
+    )?;
+    Ok(())
+}
+
+/// Commits `n` UDP connections and answers each, with `threads` threads.
+fn fill(tracker: &Tracker, n: u64, threads: usize, now: Time) {
+    let action = CtAction::commit(0);
+    std::thread::scope(|s| {
+        for t in 0..threads as u64 {
+            s.spawn(move || {
+                let mut verdicts = Vec::with_capacity(BATCH);
+                let mine: Vec<u64> = (t..n).step_by(threads).collect();
+                for cs in mine.chunks(BATCH / 2) {
+                    let frames: Vec<Vec<u8>> = cs
+                        .iter()
+                        .map(|&c| packets::udp(c, false))
+                        .chain(cs.iter().map(|&c| packets::udp(c, true)))
+                        .collect();
+                    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+                    verdicts.clear();
+                    tracker.process_batch(&refs, LinkType::Ethernet, &action, now, &mut verdicts);
+                }
+            });
+        }
+    });
+}
+
+/// A thread's frames, `STRIDE` bytes apart.
+fn ring(a: &LookupArgs, thread: u64) -> Result<Vec<u8>> {
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(0x5eed + thread);
+    let zipf = match a.zipf {
+        Some(s) => Some(Zipf::new(a.conns as f64, s)?),
+        None => None,
+    };
+    let mut buf = vec![0u8; a.packets as usize * STRIDE];
+    for k in 0..a.packets as usize {
+        let c = match &zipf {
+            Some(z) => {
+                let rank = z.sample(&mut rng) as u64 - 1;
+                // A fixed odd multiplier permutes ranks over the
+                // connections.
+                rank.wrapping_mul(0x9e37_79b9_7f4a_7c15) % a.conns
+            }
+            None => rng.random_range(0..a.conns),
+        };
+        let f = packets::udp(c, rng.random_bool(0.5));
+        buf[k * STRIDE..k * STRIDE + f.len()].copy_from_slice(&f);
+    }
+    Ok(buf)
+}
+
+/// Replays the rings; returns the seconds taken, the batch latencies and
+/// the number of verdicts that were not `est`.
+fn replay(
+    tracker: &Tracker,
+    rings: &[Vec<u8>],
+    threads: usize,
+    now: Time,
+) -> (f64, hdrhistogram::Histogram<u64>, u64) {
+    let barrier = Barrier::new(threads + 1);
+    let action = CtAction::lookup(0);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = rings
+            .iter()
+            .map(|ring| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    let len = packets::udp(0, false).len();
+                    let n = ring.len() / STRIDE;
+                    let mut h = histogram();
+                    let mut verdicts = Vec::with_capacity(BATCH);
+                    let mut refs: Vec<&[u8]> = Vec::with_capacity(BATCH);
+                    let mut bad = 0u64;
+                    barrier.wait();
+                    let mut k = 0;
+                    while k < n {
+                        let end = (k + BATCH).min(n);
+                        refs.clear();
+                        refs.extend((k..end).map(|i| &ring[i * STRIDE..i * STRIDE + len]));
+                        verdicts.clear();
+                        let t0 = Instant::now();
+                        tracker.process_batch(
+                            &refs,
+                            LinkType::Ethernet,
+                            &action,
+                            now,
+                            &mut verdicts,
+                        );
+                        h.record(t0.elapsed().as_nanos().max(1) as u64)
+                            .expect("latency within the histogram's range");
+                        bad += verdicts
+                            .iter()
+                            .filter(|v| !v.state.contains(CtState::EST))
+                            .count() as u64;
+                        k = end;
+                    }
+                    barrier.wait();
+                    (h, bad)
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        barrier.wait();
+        let secs = start.elapsed().as_secs_f64();
+        let mut all = histogram();
+        let mut bad = 0;
+        for h in handles {
+            let (hh, b) = h.join().expect("bench thread");
+            all.add(hh).expect("histograms add");
+            bad += b;
+        }
+        (secs, all, bad)
+    })
+}

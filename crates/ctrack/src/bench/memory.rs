@@ -1,0 +1,114 @@
+//! `ctrack bench memory --conns M`: bytes per connection, all indexes
+//! included, from two accountings: the table's own (index buckets, record
+//! slots, zone state) and the process's resident set (`/proc/self/statm`)
+//! before and after filling.
+
+use std::io::Write;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use ctrack_core::{Config, CtAction, LinkType, Time, Tracker};
+use serde::Serialize;
+
+use super::{Machine, packets};
+
+/// Arguments of `ctrack bench memory`.
+#[derive(Debug, Args)]
+pub struct MemoryArgs {
+    /// Connections.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub conns: u64,
+    /// The tracker's connection limit, which sizes its index (default:
+    /// `--conns`).
+    #[arg(long)]
+    pub max_conns: Option<usize>,
+}
+
+#[derive(Debug, Serialize)]
+struct MemoryJson {
+    bench: &'static str,
+    conns: u64,
+    max_conns: usize,
+    table_bytes: usize,
+    table_bytes_per_conn: f64,
+    index_bytes: usize,
+    record_bytes: usize,
+    other_bytes: usize,
+    rss_delta_bytes: i64,
+    rss_bytes_per_conn: f64,
+    machine: Machine,
+}
+
+fn rss_bytes() -> Result<i64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").context("reading /proc/self/statm")?;
+    let pages: i64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .context("parsing /proc/self/statm")?;
+    Ok(pages * 4096)
+}
+
+pub(crate) fn run(a: &MemoryArgs, json: bool, out: &mut dyn Write) -> Result<()> {
+    if a.conns == 0 {
+        bail!("--conns must be at least one");
+    }
+    let max = a
+        .max_conns
+        .unwrap_or(a.conns as usize)
+        .max(a.conns as usize);
+    let tracker = Tracker::new(Config {
+        max_conns: max,
+        ..Config::default()
+    });
+    let before = rss_bytes()?;
+    let action = CtAction::commit(0);
+    let now = Time::from_secs(1);
+    let mut verdicts = Vec::with_capacity(2);
+    for c in 0..a.conns {
+        let f = [packets::udp(c, false), packets::udp(c, true)];
+        let refs = [f[0].as_slice(), f[1].as_slice()];
+        verdicts.clear();
+        tracker.process_batch(&refs, LinkType::Ethernet, &action, now, &mut verdicts);
+    }
+    let after = rss_bytes()?;
+    if tracker.table_len() as u64 != a.conns {
+        bail!(
+            "the table holds {} connections, not {}",
+            tracker.table_len(),
+            a.conns
+        );
+    }
+    let m = tracker.memory();
+    let j = MemoryJson {
+        bench: "memory",
+        conns: a.conns,
+        max_conns: max,
+        table_bytes: m.total(),
+        table_bytes_per_conn: m.total() as f64 / a.conns as f64,
+        index_bytes: m.index_bytes,
+        record_bytes: m.record_bytes,
+        other_bytes: m.other_bytes + m.alias_bytes,
+        rss_delta_bytes: after - before,
+        rss_bytes_per_conn: (after - before) as f64 / a.conns as f64,
+        machine: Machine::this(),
+    };
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &j)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "memory: {} IPv4 connections (limit {}): {:.1} bytes/connection by the table's accounting \
+         (index {:.1}, records {:.1}, other {:.1}); {:.1} bytes/connection by resident set growth",
+        a.conns,
+        max,
+        j.table_bytes_per_conn,
+        m.index_bytes as f64 / a.conns as f64,
+        m.record_bytes as f64 / a.conns as f64,
+        j.other_bytes as f64 / a.conns as f64,
+        j.rss_bytes_per_conn
+    )?;
+    Ok(())
+}

@@ -1,0 +1,142 @@
+//! Packets the benchmarks send.
+
+use std::net::Ipv4Addr;
+
+use ctrack_wire::build::{Frame, L4};
+
+/// The frame `ovstest test-conntrack` benchmarks with (Ethernet, IPv4
+/// 10.1.1.1 > 10.1.1.2, TTL 0, UDP without checksum), with its UDP ports
+/// set as `ovstest` sets them.
+pub(crate) fn ovs_udp(sport: u16, dport: u16) -> Vec<u8> {
+    const HEX: &str = "50540000000a50540000000908004500001c0000000000\
+                       11a4cd0a0101010a0101020001000200080000";
+    let mut f: Vec<u8> = (0..HEX.len() / 2)
+        .map(|i| u8::from_str_radix(&HEX[2 * i..2 * i + 2], 16).expect("valid hex"))
+        .collect();
+    f[34..36].copy_from_slice(&sport.to_be_bytes());
+    f[36..38].copy_from_slice(&dport.to_be_bytes());
+    f
+}
+
+/// The addresses of connection `i` of a benchmark: clients in 10.0.0.0/8
+/// talking to servers in 172.16.0.0/12 on port 80 or 53, each pair of
+/// addresses with its own source port.
+pub(crate) fn endpoints(i: u64) -> ([u8; 4], [u8; 4], u16) {
+    let client = Ipv4Addr::from(0x0a00_0000 | (i as u32 & 0x00ff_ffff)).octets();
+    let server = Ipv4Addr::from(0xac10_0000 | ((i >> 24) as u32 & 0x000f_ffff)).octets();
+    let sport = 1024 + (i % 60_000) as u16;
+    (client, server, sport)
+}
+
+/// A UDP packet of connection `i`, from the client or back, padded to a
+/// 64-byte frame (with FCS).
+pub(crate) fn udp(i: u64, reply: bool) -> Vec<u8> {
+    let (c, s, sport) = endpoints(i);
+    let payload = [0u8; 18];
+    if reply {
+        Frame::v4(s, c, L4::udp(53, sport, &payload)).build()
+    } else {
+        Frame::v4(c, s, L4::udp(sport, 53, &payload)).build()
+    }
+}
+
+/// A TCP segment of connection `i`; with PSH it carries six bytes (a
+/// 64-byte frame), else none.
+pub(crate) fn tcp(i: u64, reply: bool, flags: u16, seq: u32, ack: u32) -> Vec<u8> {
+    let (c, s, sport) = endpoints(i);
+    let payload: &[u8] = if flags & ctrack_wire::tcp::flags::PSH != 0 {
+        &[0u8; 6]
+    } else {
+        &[]
+    };
+    if reply {
+        Frame::v4(
+            s,
+            c,
+            L4::tcp_seg(80, sport, flags, seq, ack, 65535, payload),
+        )
+        .build()
+    } else {
+        Frame::v4(
+            c,
+            s,
+            L4::tcp_seg(sport, 80, flags, seq, ack, 65535, payload),
+        )
+        .build()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctrack_core::{CtAction, LinkType, Time, Tracker};
+
+    #[test]
+    fn ovs_packet_is_a_valid_udp_packet() {
+        let t = Tracker::default();
+        let v = t.process(
+            &ovs_udp(1, 2),
+            LinkType::Ethernet,
+            &CtAction::commit(0),
+            Time::ZERO,
+        );
+        assert_eq!(v.state.to_string(), "new|trk");
+        let v = t.process(
+            &ovs_udp(1, 2),
+            LinkType::Ethernet,
+            &CtAction::commit(0),
+            Time::ZERO,
+        );
+        assert_eq!(v.state.to_string(), "new|trk", "still one way");
+    }
+
+    #[test]
+    fn benchmark_packets_are_tracked() {
+        let t = Tracker::default();
+        let a = CtAction::commit(0);
+        for i in [0u64, 1, 70_000, 1 << 30] {
+            assert_eq!(udp(i, false).len(), 60);
+            assert_eq!(
+                t.process(&udp(i, false), LinkType::Ethernet, &a, Time::ZERO)
+                    .state
+                    .to_string(),
+                "new|trk"
+            );
+            assert_eq!(
+                t.process(&udp(i, true), LinkType::Ethernet, &a, Time::ZERO)
+                    .state
+                    .to_string(),
+                "est|rpl|trk"
+            );
+        }
+        use ctrack_wire::tcp::flags::*;
+        let s = |v: ctrack_core::Verdict| v.state.to_string();
+        assert_eq!(
+            s(t.process(
+                &tcp(5, false, SYN, 100, 0),
+                LinkType::Ethernet,
+                &a,
+                Time::ZERO
+            )),
+            "new|trk"
+        );
+        assert_eq!(
+            s(t.process(
+                &tcp(5, true, SYN | ACK, 500, 101),
+                LinkType::Ethernet,
+                &a,
+                Time::ZERO
+            )),
+            "est|rpl|trk"
+        );
+        assert_eq!(
+            s(t.process(
+                &tcp(5, false, ACK, 101, 501),
+                LinkType::Ethernet,
+                &a,
+                Time::ZERO
+            )),
+            "est|trk"
+        );
+    }
+}
