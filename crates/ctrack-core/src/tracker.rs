@@ -439,9 +439,16 @@ impl Tracker {
     /// A tracker with the given hasher (a fixed seed makes runs
     /// reproducible; use a random one in production).
     pub fn with_hasher(config: Config, hasher: KeyHasher) -> Tracker {
-        let table = TableConfig {
+        // The IPv4 table is sized for the whole limit; the IPv6 table for a
+        // quarter of it, growing shard by shard past that (an IPv6 shard's
+        // index is rebuilt, under its own lock, when it passes 90% load).
+        let v4 = TableConfig {
             shards: config.shards,
             capacity: config.max_conns,
+        };
+        let v6 = TableConfig {
+            shards: config.shards,
+            capacity: config.max_conns / 4,
         };
         Tracker {
             tcp_seq_check: AtomicBool::new(config.tcp_seq_check),
@@ -458,8 +465,8 @@ impl Tracker {
                 full: AtomicBool::new(false),
                 stats: Striped::default(),
             },
-            v4: Table::new(table),
-            v6: Table::new(table),
+            v4: Table::new(v4),
+            v6: Table::new(v6),
             dead: Mutex::new(VecDeque::new()),
         }
     }
@@ -506,7 +513,7 @@ impl Tracker {
         self.shared.full.store(false, Relaxed);
         let guard = pin();
         self.v4.reserve(&self.shared, &guard, max);
-        self.v6.reserve(&self.shared, &guard, max);
+        self.v6.reserve(&self.shared, &guard, max / 4);
     }
 
     /// Checks TCP sequence numbers and windows, or not.
@@ -1647,6 +1654,7 @@ impl Tracker {
             alias_bytes: a.alias_bytes + b.alias_bytes,
             other_bytes: a.other_bytes + b.other_bytes + self.shared.zones.bytes(),
             slots_in_use: a.slots_in_use + b.slots_in_use,
+            arena_bytes: a.arena_bytes + b.arena_bytes,
         }
     }
 }

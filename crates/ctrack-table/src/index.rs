@@ -33,17 +33,25 @@ pub(crate) struct Bucket {
     overflow: AtomicU32,
 }
 
-#[cfg(not(loom))]
-type Buckets = crate::region::Region<Bucket>;
-#[cfg(loom)]
-type Buckets = Box<[Bucket]>;
-
-/// One shard's index.
+/// One shard's index: `n` buckets in arena memory (or, under the model
+/// checker, a boxed slice).
 #[derive(Debug)]
 pub(crate) struct Index {
-    buckets: Buckets,
-    mask: usize,
+    #[cfg(not(loom))]
+    buckets: *const Bucket,
+    #[cfg(loom)]
+    buckets: Box<[Bucket]>,
+    n: usize,
 }
+
+// SAFETY: the buckets are atomics in memory the arena keeps until the table
+// (which owns every index) is dropped; sharing or sending the pointer is
+// sharing `&[Bucket]`, which is `Send + Sync`.
+#[cfg(not(loom))]
+unsafe impl Send for Index {}
+// SAFETY: as above.
+#[cfg(not(loom))]
+unsafe impl Sync for Index {}
 
 /// The tag of a hash: its low eight bits.
 #[inline]
@@ -62,13 +70,14 @@ fn pack(hash: u64, reference: u32) -> u32 {
 const MAX_PROBE_BUCKETS: usize = 64;
 
 impl Index {
-    /// An index with at least `buckets` buckets (rounded up to a power of
-    /// two), every entry empty.
-    pub(crate) fn new(buckets: usize) -> Index {
-        let n = buckets.max(1).next_power_of_two();
+    /// An index of `buckets` buckets (any number: positions are found by
+    /// multiplying, not masking), every entry empty, in `arena`'s memory.
+    /// The arena must outlive the index.
+    pub(crate) fn new(buckets: usize, arena: &crate::arena::Arena) -> Index {
+        let n = buckets.max(1);
         Index {
-            buckets: zeroed_buckets(n),
-            mask: n - 1,
+            buckets: zeroed_buckets(n, arena),
+            n,
         }
     }
 
@@ -76,7 +85,10 @@ impl Index {
     fn b(&self) -> &[Bucket] {
         #[cfg(not(loom))]
         {
-            self.buckets.as_slice()
+            // SAFETY: `buckets` points to `n` zero-initialised buckets
+            // (atomics, valid at zero) in arena memory that outlives the
+            // index (see `new`).
+            unsafe { core::slice::from_raw_parts(self.buckets, self.n) }
         }
         #[cfg(loom)]
         {
@@ -86,7 +98,13 @@ impl Index {
 
     /// Number of buckets.
     pub(crate) fn buckets(&self) -> usize {
-        self.mask + 1
+        self.n
+    }
+
+    /// The bucket after `b`, wrapping.
+    #[inline(always)]
+    fn next(&self, b: usize) -> usize {
+        if b + 1 == self.n { 0 } else { b + 1 }
     }
 
     /// Bytes of memory the index occupies.
@@ -94,9 +112,11 @@ impl Index {
         self.buckets() * core::mem::size_of::<Bucket>()
     }
 
+    /// The home bucket: 32 bits of the hash (above the tag, below the
+    /// shard bits) scaled to the number of buckets.
     #[inline]
     fn home(&self, hash: u64) -> usize {
-        (hash >> 8) as usize & self.mask
+        ((u64::from((hash >> 8) as u32) * self.n as u64) >> 32) as usize
     }
 
     /// Calls `f` with each reference whose tag matches `hash`, in probe
@@ -119,7 +139,7 @@ impl Index {
             if bucket.overflow.load(Ordering::Acquire) == 0 {
                 return None;
             }
-            b = (b + 1) & self.mask;
+            b = self.next(b);
         }
         None
     }
@@ -160,7 +180,7 @@ impl Index {
                     break 'outer;
                 }
             }
-            b = (b + 1) & self.mask;
+            b = self.next(b);
         }
         let Some((steps, bucket, slot)) = found else {
             return Err(());
@@ -168,7 +188,7 @@ impl Index {
         let mut b = home;
         for _ in 0..steps {
             self.b()[b].overflow.fetch_add(1, Ordering::Release);
-            b = (b + 1) & self.mask;
+            b = self.next(b);
         }
         self.b()[bucket].entries[slot].store(pack(hash, reference), Ordering::Release);
         Ok(())
@@ -188,7 +208,7 @@ impl Index {
                     let mut p = home;
                     for _ in 0..step {
                         self.b()[p].overflow.fetch_sub(1, Ordering::Release);
-                        p = (p + 1) & self.mask;
+                        p = self.next(p);
                     }
                     return true;
                 }
@@ -196,7 +216,7 @@ impl Index {
             if self.b()[b].overflow.load(Ordering::Relaxed) == 0 {
                 return false;
             }
-            b = (b + 1) & self.mask;
+            b = self.next(b);
         }
         false
     }
@@ -213,16 +233,17 @@ impl Index {
 }
 
 #[cfg(not(loom))]
-fn zeroed_buckets(n: usize) -> Buckets {
-    // SAFETY: a `Bucket` is sixteen `AtomicU32`s, for which all-zero bytes
-    // are a valid value (0). A zeroed region lets the kernel hand out pages
-    // as they are touched, so an index sized for the connection limit
-    // costs memory only where it is used.
-    unsafe { crate::region::Region::zeroed(n) }
+fn zeroed_buckets(n: usize, arena: &crate::arena::Arena) -> *const Bucket {
+    let p = arena.alloc_zeroed(n * core::mem::size_of::<Bucket>(), 64);
+    assert!(!p.is_null(), "out of memory for a connection index");
+    // A `Bucket` is sixteen `AtomicU32`s, for which all-zero bytes are a
+    // valid value (0); arena memory is zeroed and committed as touched, so
+    // an index sized for the connection limit costs memory only where used.
+    p.cast()
 }
 
 #[cfg(loom)]
-fn zeroed_buckets(n: usize) -> Buckets {
+fn zeroed_buckets(n: usize, _arena: &crate::arena::Arena) -> Box<[Bucket]> {
     (0..n).map(|_| Bucket::default()).collect()
 }
 
@@ -232,7 +253,8 @@ mod tests {
 
     #[test]
     fn insert_find_remove() {
-        let ix = Index::new(4);
+        let arena = crate::arena::Arena::default();
+        let ix = Index::new(4, &arena);
         let h = 0x1234_5678_9abc_de01u64;
         ix.insert(h, 7).unwrap();
         assert_eq!(ix.find(h, |r| (r == 7).then_some(r)), Some(7));
@@ -248,8 +270,9 @@ mod tests {
     #[test]
     fn overflow_chains_and_removal() {
         // One bucket's worth plus more, all with the same home bucket.
-        let ix = Index::new(4);
-        let home_bits = 3u64 << 8;
+        let arena = crate::arena::Arena::default();
+        let ix = Index::new(4, &arena);
+        let home_bits = 0xc000_0000u64 << 8;
         let n = BUCKET_ENTRIES as u32 * 2 + 3;
         for r in 1..=n {
             let h = home_bits | u64::from(r & 0xff);
@@ -281,7 +304,8 @@ mod tests {
 
     #[test]
     fn full_index_refuses() {
-        let ix = Index::new(1);
+        let arena = crate::arena::Arena::default();
+        let ix = Index::new(1, &arena);
         for r in 1..=BUCKET_ENTRIES as u32 {
             ix.insert(u64::from(r), r).unwrap();
         }

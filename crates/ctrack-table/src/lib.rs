@@ -28,10 +28,10 @@
 //! shared counter on any path.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod arena;
 mod epoch;
 mod header;
 pub mod index;
-mod region;
 mod shard;
 pub mod slab;
 mod sync;

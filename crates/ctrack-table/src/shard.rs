@@ -11,6 +11,7 @@ use crossbeam_utils::CachePadded;
 use hashbrown::HashMap;
 
 use crate::Record;
+use crate::arena::Arena;
 use crate::epoch::{EpochBox, Guard, defer};
 use crate::header::{Header, NO_WHEEL};
 use crate::index::Index;
@@ -141,11 +142,14 @@ pub(crate) fn rec<R: Record>(slab: &Slab<R>, slot: u32) -> &R {
 }
 
 impl<R: Record> Shard<R> {
-    pub(crate) fn new(index_buckets: usize) -> Shard<R> {
+    /// A shard expected to hold about `share` records, with an index of
+    /// `index_buckets` buckets, its memory from `arena` (which must outlive
+    /// it).
+    pub(crate) fn new(index_buckets: usize, share: usize, arena: &Arena) -> Shard<R> {
         Shard {
-            index: EpochBox::new(Some(Box::new(Index::new(index_buckets)))),
-            slab: Slab::new(),
-            aliases: Slab::new(),
+            index: EpochBox::new(Some(Box::new(Index::new(index_buckets, arena)))),
+            slab: Slab::new(share),
+            aliases: Slab::new(0),
             inner: CachePadded::new(Mutex::new(Inner::new())),
             live: CachePadded::new(AtomicU64::new(0)),
             next_due: AtomicU64::new(u64::MAX),
@@ -302,7 +306,7 @@ impl<R: Record> Shard<R> {
 
     /// A vacant slot whose grace period has passed, or `None` if the shard
     /// is at its slot limit.
-    pub(crate) fn alloc(&self, inner: &mut Inner) -> Option<u32> {
+    pub(crate) fn alloc(&self, inner: &mut Inner, arena: &Arena) -> Option<u32> {
         if inner.free == 0 {
             self.drain_mailbox(inner);
         }
@@ -313,7 +317,7 @@ impl<R: Record> Shard<R> {
             return Some(s);
         }
         let s = inner.next_fresh;
-        if s >= MAX_SLOTS || !self.slab.ensure(s) {
+        if s >= MAX_SLOTS || !self.slab.ensure(s, arena) {
             return None;
         }
         inner.next_fresh += 1;
@@ -332,7 +336,7 @@ impl<R: Record> Shard<R> {
     }
 
     /// A fresh alias number.
-    pub(crate) fn alloc_alias(&self, inner: &mut Inner) -> Option<u32> {
+    pub(crate) fn alloc_alias(&self, inner: &mut Inner, arena: &Arena) -> Option<u32> {
         if inner.alias_free.is_empty() {
             self.drain_mailbox(inner);
         }
@@ -341,7 +345,7 @@ impl<R: Record> Shard<R> {
             return Some(a);
         }
         let a = inner.alias_next_fresh;
-        if a >= MAX_SLOTS || !self.aliases.ensure(a) {
+        if a >= MAX_SLOTS || !self.aliases.ensure(a, arena) {
             return None;
         }
         inner.alias_next_fresh += 1;

@@ -1,56 +1,95 @@
-//! Slot storage that grows without moving: chunk `k` holds `64 << k`
-//! slots, allocated on first use and kept until the slab is dropped, so a
-//! slot's address never changes and a reader needs no lock to reach it.
+//! Slot storage that grows without moving: chunks allocated on first use
+//! from the table's arena and kept until the table is dropped, so a slot's
+//! address never changes and a reader needs no lock to reach it.
 //!
-//! A slot number `s` lives in chunk `k = log2(s / 64 + 1)`; seventeen
-//! chunks give 2^23 slots. Slot 0 exists but the shard never hands it out,
-//! so a reference is never zero.
+//! Chunk sizes follow the shard's expected share of the table: the first
+//! [`FIXED`] chunks hold `S` slots each, where `S` is about 1/64 of the
+//! shard's share (so that a table at its expected size wastes at most a
+//! sixty-fourth of a chunk's worth per shard), and later chunks double, so
+//! a shard can grow far past its share. Slot 0 is never handed out, so a
+//! reference is never zero.
 
 use core::fmt;
 use core::marker::PhantomData;
 
-use crate::sync::{AtomicPtr, AtomicU32, Ordering};
+use crate::arena::Arena;
+use crate::sync::{AtomicPtr, Ordering};
 
-const BASE_SHIFT: u32 = 6;
-/// Number of chunks.
-pub(crate) const CHUNKS: usize = 17;
-/// One more than the largest slot number.
-pub(crate) const MAX_SLOTS: u32 = (1 << (BASE_SHIFT + CHUNKS as u32)) - (1 << BASE_SHIFT);
-
-#[inline]
-fn locate(slot: u32) -> (usize, usize) {
-    let q = (slot >> BASE_SHIFT) + 1;
-    let k = 31 - q.leading_zeros();
-    let first = ((1u32 << k) - 1) << BASE_SHIFT;
-    (k as usize, (slot - first) as usize)
-}
-
-#[inline]
-fn chunk_len(k: usize) -> usize {
-    1usize << (BASE_SHIFT as usize + k)
-}
+/// Chunks of the fixed size.
+pub(crate) const FIXED: usize = 64;
+/// Doubling chunks after them.
+const GROWING: usize = 18;
+const CHUNKS: usize = FIXED + GROWING;
+/// One more than the largest slot number (slot numbers have 23 bits).
+pub(crate) const MAX_SLOTS: u32 = 1 << 23;
 
 /// Growable, never-moving storage of `T`s addressed by slot number.
 pub(crate) struct Slab<T> {
     chunks: [AtomicPtr<T>; CHUNKS],
-    /// Bit `k`: chunk `k` is a mapping (see `region`).
-    mapped: AtomicU32,
-    _owns: PhantomData<Box<[T]>>,
+    /// log2 of the fixed chunk size.
+    shift: u32,
+    _owns: PhantomData<T>,
 }
 
 impl<T> fmt::Debug for Slab<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Slab")
+            .field("chunk_slots", &(1usize << self.shift))
             .field("chunks", &self.allocated_chunks())
             .finish()
     }
 }
 
+impl<T> Slab<T> {
+    /// Slots in chunk `k`.
+    #[inline]
+    fn chunk_len(&self, k: usize) -> usize {
+        if k < FIXED {
+            1 << self.shift
+        } else {
+            (FIXED << self.shift) << (k - FIXED)
+        }
+    }
+
+    /// The chunk of `slot` and its offset in it.
+    #[inline]
+    fn locate(&self, slot: u32) -> (usize, usize) {
+        let slot = slot as usize;
+        let fixed = FIXED << self.shift;
+        if slot < fixed {
+            return (slot >> self.shift, slot & ((1 << self.shift) - 1));
+        }
+        // Chunk FIXED + j holds `fixed << j` slots, starting at
+        // `fixed * 2^j` (the fixed part plus the doubling chunks before).
+        let q = slot / fixed;
+        let j = (usize::BITS - 1 - q.leading_zeros()) as usize;
+        (FIXED + j, slot - (fixed << j))
+    }
+
+    /// Number of chunks allocated.
+    pub(crate) fn allocated_chunks(&self) -> usize {
+        self.chunks
+            .iter()
+            .filter(|c| !c.load(Ordering::Relaxed).is_null())
+            .count()
+    }
+
+    /// Bytes held by allocated chunks.
+    pub(crate) fn bytes(&self) -> usize {
+        (0..CHUNKS)
+            .filter(|&k| !self.chunks[k].load(Ordering::Relaxed).is_null())
+            .map(|k| self.chunk_len(k) * core::mem::size_of::<T>())
+            .sum()
+    }
+}
+
 impl<T: Default> Slab<T> {
-    pub(crate) fn new() -> Self {
+    /// An empty slab for a shard expected to hold about `share` slots.
+    pub(crate) fn new(share: usize) -> Self {
+        let s = (share / FIXED).clamp(64, 1 << 16).next_power_of_two();
         Slab {
             chunks: core::array::from_fn(|_| AtomicPtr::new(core::ptr::null_mut())),
-            mapped: AtomicU32::new(0),
+            shift: s.trailing_zeros(),
             _owns: PhantomData,
         }
     }
@@ -61,17 +100,17 @@ impl<T: Default> Slab<T> {
         if slot >= MAX_SLOTS {
             return None;
         }
-        let (k, off) = locate(slot);
+        let (k, off) = self.locate(slot);
         let base = self.chunks[k].load(Ordering::Acquire);
         if base.is_null() {
             return None;
         }
-        // SAFETY: a non-null chunk pointer comes from `alloc_slice` of
-        // `chunk_len(k)` initialised `T`s (see `ensure`), which are freed
-        // only when the slab is dropped; `off < chunk_len(k)` by
-        // construction of `locate`. Shared references to slots coexist with
-        // the exclusive ones of `get_mut_unchecked` only under that
-        // method's contract.
+        // SAFETY: a non-null chunk pointer comes from `ensure`: arena memory
+        // for `chunk_len(k)` `T`s, each initialised before the pointer was
+        // published, alive until the slab is dropped (the arena outlives
+        // it); `off < chunk_len(k)` by `locate`. Shared references to slots
+        // coexist with the exclusive one of `get_mut_unchecked` only under
+        // that method's contract.
         Some(unsafe { &*base.add(off) })
     }
 
@@ -81,7 +120,7 @@ impl<T: Default> Slab<T> {
         if slot >= MAX_SLOTS {
             return core::ptr::null();
         }
-        let (k, off) = locate(slot);
+        let (k, off) = self.locate(slot);
         let base = self.chunks[k].load(Ordering::Acquire);
         if base.is_null() {
             return core::ptr::null();
@@ -98,26 +137,38 @@ impl<T: Default> Slab<T> {
     /// vacated must be gone (the epoch grace period has passed).
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn get_mut_unchecked(&self, slot: u32) -> &mut T {
-        let (k, off) = locate(slot);
+        let (k, off) = self.locate(slot);
         let base = self.chunks[k].load(Ordering::Acquire);
         assert!(!base.is_null(), "slot {slot} in an unallocated chunk");
-        // SAFETY: the chunk holds `chunk_len(k)` initialised `T`s and
-        // `off` is in range (as in `get`); exclusivity is the caller's
-        // contract.
+        // SAFETY: the chunk holds `chunk_len(k)` initialised `T`s and `off`
+        // is in range (as in `get`); exclusivity is the caller's contract.
         unsafe { &mut *base.add(off) }
     }
 
-    /// Makes sure the chunk holding `slot` exists. Writers only (the
-    /// owner's lock held, so chunks are never allocated twice).
-    pub(crate) fn ensure(&self, slot: u32) -> bool {
+    /// Makes sure the chunk holding `slot` exists, allocating it from
+    /// `arena` (which must outlive the slab). Writers only (the owner's
+    /// lock held, so chunks are never allocated twice). False if `slot` is
+    /// past the limit or memory ran out.
+    pub(crate) fn ensure(&self, slot: u32, arena: &Arena) -> bool {
         if slot >= MAX_SLOTS {
             return false;
         }
-        let (k, _) = locate(slot);
+        let (k, _) = self.locate(slot);
         if self.chunks[k].load(Ordering::Acquire).is_null() {
-            let (p, mapped) = crate::region::alloc_slice::<T>(chunk_len(k));
-            if mapped {
-                self.mapped.fetch_or(1 << k, Ordering::Relaxed);
+            let len = self.chunk_len(k);
+            let align = core::mem::align_of::<T>().clamp(64, 4096);
+            let p: *mut T = arena
+                .alloc_zeroed(len * core::mem::size_of::<T>(), align)
+                .cast();
+            if p.is_null() {
+                return false;
+            }
+            for i in 0..len {
+                // SAFETY: `p` is fresh arena memory for `len` `T`s, aligned
+                // for `T` (`align` is at least `T`'s alignment, which is at
+                // most a page); each element is written once before the
+                // chunk is published.
+                unsafe { p.add(i).write(T::default()) };
             }
             self.chunks[k].store(p, Ordering::Release);
         }
@@ -125,34 +176,19 @@ impl<T: Default> Slab<T> {
     }
 }
 
-impl<T> Slab<T> {
-    /// Number of chunks allocated.
-    pub(crate) fn allocated_chunks(&self) -> usize {
-        self.chunks
-            .iter()
-            .filter(|c| !c.load(Ordering::Relaxed).is_null())
-            .count()
-    }
-
-    /// Bytes held by allocated chunks.
-    pub(crate) fn bytes(&self) -> usize {
-        (0..CHUNKS)
-            .filter(|&k| !self.chunks[k].load(Ordering::Relaxed).is_null())
-            .map(|k| chunk_len(k) * core::mem::size_of::<T>())
-            .sum()
-    }
-}
-
 impl<T> Drop for Slab<T> {
     fn drop(&mut self) {
-        let mapped = self.mapped.load(Ordering::Relaxed);
-        for (k, c) in self.chunks.iter().enumerate() {
-            let p = c.load(Ordering::Relaxed);
+        if !core::mem::needs_drop::<T>() {
+            return;
+        }
+        for k in 0..CHUNKS {
+            let p = self.chunks[k].load(Ordering::Relaxed);
             if !p.is_null() {
-                // SAFETY: `p` came from `alloc_slice(chunk_len(k))`, which
-                // reported the mapping recorded in `mapped`; the slab is
-                // being dropped, so no reference into it remains.
-                unsafe { crate::region::free_slice(p, chunk_len(k), mapped & (1 << k) != 0) };
+                let slice = core::ptr::slice_from_raw_parts_mut(p, self.chunk_len(k));
+                // SAFETY: the chunk holds `chunk_len(k)` initialised `T`s
+                // (see `ensure`); the slab is being dropped, so no reference
+                // into it remains. The memory itself goes with the arena.
+                unsafe { core::ptr::drop_in_place(slice) };
             }
         }
     }
@@ -162,8 +198,8 @@ impl<T> Drop for Slab<T> {
 // them, sharing it shares `&T`s.
 unsafe impl<T: Send> Send for Slab<T> {}
 // SAFETY: shared access hands out `&T` to several threads (needs `T: Sync`)
-// and lets any thread allocate chunks of new `T`s that another thread drops
-// (needs `T: Send`).
+// and lets any thread create `T`s that another thread drops (needs
+// `T: Send`).
 unsafe impl<T: Send + Sync> Sync for Slab<T> {}
 
 #[cfg(all(test, not(loom)))]
@@ -172,35 +208,41 @@ mod tests {
 
     #[test]
     fn geometry() {
-        assert_eq!(locate(0), (0, 0));
-        assert_eq!(locate(63), (0, 63));
-        assert_eq!(locate(64), (1, 0));
-        assert_eq!(locate(191), (1, 127));
-        assert_eq!(locate(192), (2, 0));
-        assert_eq!(
-            locate(MAX_SLOTS - 1),
-            (CHUNKS - 1, chunk_len(CHUNKS - 1) - 1)
-        );
-        assert_eq!(MAX_SLOTS, (1 << 23) - 64);
-        // Every slot maps to a distinct place.
+        let s: Slab<u64> = Slab::new(1 << 20);
+        let c = 1usize << s.shift;
+        assert_eq!(c, (1 << 20) / FIXED);
+        assert_eq!(s.locate(0), (0, 0));
+        assert_eq!(s.locate(c as u32 - 1), (0, c - 1));
+        assert_eq!(s.locate(c as u32), (1, 0));
+        let fixed = (FIXED * c) as u32;
+        assert_eq!(s.locate(fixed - 1), (FIXED - 1, c - 1));
+        assert_eq!(s.locate(fixed), (FIXED, 0));
+        assert_eq!(s.locate(2 * fixed - 1), (FIXED, fixed as usize - 1));
+        assert_eq!(s.locate(2 * fixed), (FIXED + 1, 0));
+        // The last slot lies in the last chunk's range.
+        let (k, off) = s.locate(MAX_SLOTS - 1);
+        assert!(k < CHUNKS && off < s.chunk_len(k));
+        // Every slot maps to a distinct place, for small shards too.
+        let small: Slab<u64> = Slab::new(10);
         let mut seen = std::collections::HashSet::new();
-        for s in 0..5000 {
-            let (k, off) = locate(s);
-            assert!(off < chunk_len(k));
+        for slot in 0..20_000 {
+            let (k, off) = small.locate(slot);
+            assert!(off < small.chunk_len(k));
             assert!(seen.insert((k, off)));
         }
     }
 
     #[test]
     fn grows_without_moving() {
-        let s: Slab<u64> = Slab::new();
+        let arena = Arena::default();
+        let s: Slab<u64> = Slab::new(100);
         assert!(s.get(5).is_none());
-        assert!(s.ensure(5));
+        assert!(s.ensure(5, &arena));
         let a = s.get(5).unwrap() as *const u64;
-        assert!(s.ensure(1000));
+        assert!(s.ensure(100_000, &arena));
         assert_eq!(s.get(5).unwrap() as *const u64, a);
-        assert!(s.get(1000).is_some());
-        assert!(!s.ensure(MAX_SLOTS));
+        assert!(s.get(100_000).is_some());
+        assert!(!s.ensure(MAX_SLOTS, &arena));
         assert_eq!(s.allocated_chunks(), 2);
     }
 }
