@@ -654,14 +654,28 @@ impl Tracker {
         now: Time,
         out: &mut Vec<Verdict>,
     ) {
+        let first = out.len();
+        out.resize(first + frames.len(), Verdict::default());
+        self.process_burst(frames, link, action, now, &mut out[first..]);
+    }
+
+    /// [`Tracker::process_batch`] into a slice of as many verdicts as
+    /// frames.
+    pub fn process_burst(
+        &self,
+        frames: &[&[u8]],
+        link: LinkType,
+        action: &CtAction,
+        now: Time,
+        out: &mut [Verdict],
+    ) {
+        assert_eq!(frames.len(), out.len(), "one verdict per frame");
         let guard = pin();
         let mut local = Local::default();
         let mut cache = Cache::default();
-        let first = out.len();
-        out.resize(first + frames.len(), Verdict::default());
         let checksums = self.checksums.load(Relaxed);
         let zone = action.zone;
-        for (burst, outs) in frames.chunks(BURST).zip(out[first..].chunks_mut(BURST)) {
+        for (burst, outs) in frames.chunks(BURST).zip(out.chunks_mut(BURST)) {
             // The zone's state, once per burst.
             let meta = self.shared.zones.get(zone);
             let generation = meta.map_or(0, ZoneMeta::generation);

@@ -1,36 +1,123 @@
-//! A shard's hash index: buckets of fifteen 32-bit entries and an overflow
-//! count, probed linearly bucket by bucket, read without locks.
+//! A shard's hash index: cache-line buckets of twelve 32-bit entries with a
+//! tag byte each, probed linearly bucket by bucket, read without locks.
 //!
-//! An entry is `tag << 24 | reference`: eight bits of the hash to skip most
-//! non-matching records without touching them, and a 24-bit reference to a
-//! record slot (or, with [`ALIAS_BIT`], to an alias naming a record in
-//! another shard). Zero is an empty entry; references are never zero.
+//! A bucket is two 64-bit metadata words and twelve entries. The metadata
+//! holds twelve tag bytes (eight bits of the entry's hash, never zero; zero
+//! marks a free entry) and a 32-bit overflow count. A lookup loads the two
+//! words and finds the entries whose tag matches with a few word
+//! operations (SWAR), instead of loading and testing every entry: this was
+//! the largest single cost of a lookup when tags lived inside the entries.
+//! An entry is a 24-bit reference to a record slot (or, with [`ALIAS_BIT`],
+//! to an alias naming a record in another shard); references are never
+//! zero.
 //!
 //! Deletion needs no tombstones: each bucket counts the entries stored past
 //! it because it was full when they were inserted (F14's "outbound overflow
 //! count"). A lookup moves to the next bucket only while that count is
 //! non-zero, and removing a displaced entry decrements the counts it
-//! incremented. Writers hold the shard lock; readers load entries with
+//! incremented. Writers hold the shard lock (so each metadata word has one
+//! writer at a time and is updated by load and store); readers load with
 //! Acquire and tolerate concurrent change: a reader may miss an entry
-//! inserted while it looks (the lookup then happened before the insert)
-//! and may find a record that is being removed (the record's own liveness
-//! flag tells).
+//! inserted while it looks (the lookup then happened before the insert) and
+//! may find a record that is being removed (the record's own liveness flag
+//! tells).
 
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
-/// Entries per bucket (one 64-byte cache line with the overflow count).
-pub(crate) const BUCKET_ENTRIES: usize = 15;
+/// Entries per bucket.
+pub(crate) const BUCKET_ENTRIES: usize = 12;
 /// Marks a reference to an alias rather than to a record slot.
 pub(crate) const ALIAS_BIT: u32 = 1 << 23;
 /// Mask of a reference (slot or alias number, with [`ALIAS_BIT`]).
 pub(crate) const REF_MASK: u32 = (1 << 24) - 1;
 
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+/// The tag bytes of the second metadata word (the other four bytes hold the
+/// overflow count).
+const META1_TAGS: u64 = 0x0000_0000_8080_8080;
+
 #[repr(C, align(64))]
 #[derive(Debug, Default)]
 pub(crate) struct Bucket {
+    /// Bytes 0..8 of `meta[0]` and 0..4 of `meta[1]`: the tags of entries
+    /// 0..12. The high half of `meta[1]`: the overflow count.
+    meta: [AtomicU64; 2],
     entries: [AtomicU32; BUCKET_ENTRIES],
-    /// Entries stored in later buckets while this one was full.
-    overflow: AtomicU32,
+}
+
+/// The tag of a hash: its low eight bits, zero mapped to one.
+#[inline]
+pub(crate) fn tag_of(hash: u64) -> u8 {
+    (hash as u8).max(1)
+}
+
+/// A mask with the high bit of every byte of `w` equal to `tag` set (and
+/// possibly of some bytes above one that is: such false matches are
+/// harmless, every match is checked).
+#[inline(always)]
+fn matches(w: u64, tag: u8) -> u64 {
+    let x = w ^ ONES.wrapping_mul(u64::from(tag));
+    x.wrapping_sub(ONES) & !x & HIGHS
+}
+
+/// Entries a bucket's two metadata words say match `tag`: bit `8 * i + 7`
+/// set for entry `i`.
+#[inline(always)]
+fn tag_mask(m0: u64, m1: u64, tag: u8) -> (u64, u64) {
+    (matches(m0, tag), matches(m1, tag) & META1_TAGS)
+}
+
+/// Iterates the entry numbers of a match mask pair.
+#[inline(always)]
+fn for_each_match(mut lo: u64, mut hi: u64, mut f: impl FnMut(usize) -> bool) -> bool {
+    while lo != 0 {
+        let i = (lo.trailing_zeros() / 8) as usize;
+        lo &= lo - 1;
+        if f(i) {
+            return true;
+        }
+    }
+    while hi != 0 {
+        let i = 8 + (hi.trailing_zeros() / 8) as usize;
+        hi &= hi - 1;
+        if f(i) {
+            return true;
+        }
+    }
+    false
+}
+
+impl Bucket {
+    #[inline(always)]
+    fn overflow(&self, m1: u64) -> u32 {
+        let _ = self;
+        (m1 >> 32) as u32
+    }
+
+    /// The tag byte of entry `i`, with a writer's plain load.
+    fn tag(&self, i: usize) -> u8 {
+        let (w, shift) = if i < 8 { (0, 8 * i) } else { (1, 8 * (i - 8)) };
+        (self.meta[w].load(Ordering::Relaxed) >> shift) as u8
+    }
+
+    /// Sets the tag byte of entry `i` (a writer: load and store).
+    fn set_tag(&self, i: usize, tag: u8) {
+        let (w, shift) = if i < 8 { (0, 8 * i) } else { (1, 8 * (i - 8)) };
+        let m = self.meta[w].load(Ordering::Relaxed);
+        let m = (m & !(0xff << shift)) | (u64::from(tag) << shift);
+        self.meta[w].store(m, Ordering::Release);
+    }
+
+    /// Adds `delta` to the overflow count (a writer).
+    fn add_overflow(&self, delta: i32) {
+        let m = self.meta[1].load(Ordering::Relaxed);
+        let count = ((m >> 32) as u32).wrapping_add_signed(delta);
+        self.meta[1].store(
+            (m & 0xffff_ffff) | (u64::from(count) << 32),
+            Ordering::Release,
+        );
+    }
 }
 
 /// One shard's index: `n` buckets in arena memory (or, under the model
@@ -53,19 +140,7 @@ unsafe impl Send for Index {}
 #[cfg(not(loom))]
 unsafe impl Sync for Index {}
 
-/// The tag of a hash: its low eight bits.
-#[inline]
-pub(crate) fn tag_of(hash: u64) -> u32 {
-    (hash & 0xff) as u32
-}
-
-#[inline]
-fn pack(hash: u64, reference: u32) -> u32 {
-    debug_assert!(reference != 0 && reference <= REF_MASK);
-    (tag_of(hash) << 24) | reference
-}
-
-/// Entries visited before a lookup gives up, whatever the overflow counts
+/// Buckets a lookup visits before giving up, whatever the overflow counts
 /// say: a bound on the work of one lookup even if the index were full.
 const MAX_PROBE_BUCKETS: usize = 64;
 
@@ -125,18 +200,24 @@ impl Index {
     pub(crate) fn find<T>(&self, hash: u64, mut f: impl FnMut(u32) -> Option<T>) -> Option<T> {
         let tag = tag_of(hash);
         let mut b = self.home(hash);
-        for _ in 0..MAX_PROBE_BUCKETS.min(self.buckets()) {
-            let bucket = &self.b()[b];
-            for e in &bucket.entries {
-                let v = e.load(Ordering::Acquire);
-                if v != 0
-                    && v >> 24 == tag
-                    && let Some(found) = f(v & REF_MASK)
-                {
-                    return Some(found);
+        let buckets = self.b();
+        for _ in 0..MAX_PROBE_BUCKETS.min(self.n) {
+            let bucket = &buckets[b];
+            let m0 = bucket.meta[0].load(Ordering::Acquire);
+            let m1 = bucket.meta[1].load(Ordering::Acquire);
+            let (lo, hi) = tag_mask(m0, m1, tag);
+            let mut found = None;
+            if for_each_match(lo, hi, |i| {
+                let v = bucket.entries[i].load(Ordering::Acquire);
+                if v == 0 {
+                    return false;
                 }
+                found = f(v);
+                found.is_some()
+            }) {
+                return found;
             }
-            if bucket.overflow.load(Ordering::Acquire) == 0 {
+            if bucket.overflow(m1) == 0 {
                 return None;
             }
             b = self.next(b);
@@ -150,13 +231,20 @@ impl Index {
     #[inline]
     pub(crate) fn first(&self, hash: u64) -> u32 {
         let tag = tag_of(hash);
-        for e in &self.b()[self.home(hash)].entries {
-            let v = e.load(Ordering::Relaxed);
-            if v != 0 && v >> 24 == tag && v & ALIAS_BIT == 0 {
-                return v & REF_MASK;
+        let bucket = &self.b()[self.home(hash)];
+        let m0 = bucket.meta[0].load(Ordering::Relaxed);
+        let m1 = bucket.meta[1].load(Ordering::Relaxed);
+        let (lo, hi) = tag_mask(m0, m1, tag);
+        let mut r = 0;
+        for_each_match(lo, hi, |i| {
+            let v = bucket.entries[i].load(Ordering::Relaxed);
+            if v != 0 && v & ALIAS_BIT == 0 {
+                r = v;
+                return true;
             }
-        }
-        0
+            false
+        });
+        r
     }
 
     /// The home bucket of `hash`, for prefetching.
@@ -168,14 +256,16 @@ impl Index {
     /// Stores `reference` under `hash`. Writers only (shard lock held).
     /// Fails only if every bucket within the probe bound is full.
     pub(crate) fn insert(&self, hash: u64, reference: u32) -> Result<(), ()> {
+        debug_assert!(reference != 0 && reference <= REF_MASK);
+        let buckets = self.b();
         let home = self.home(hash);
-        let limit = MAX_PROBE_BUCKETS.min(self.buckets());
+        let limit = MAX_PROBE_BUCKETS.min(self.n);
         // Find the first free entry before touching any overflow count.
         let mut found = None;
         let mut b = home;
         'outer: for step in 0..limit {
-            for (i, e) in self.b()[b].entries.iter().enumerate() {
-                if e.load(Ordering::Relaxed) == 0 {
+            for i in 0..BUCKET_ENTRIES {
+                if buckets[b].tag(i) == 0 {
                     found = Some((step, b, i));
                     break 'outer;
                 }
@@ -185,35 +275,42 @@ impl Index {
         let Some((steps, bucket, slot)) = found else {
             return Err(());
         };
-        let mut b = home;
+        let mut p = home;
         for _ in 0..steps {
-            self.b()[b].overflow.fetch_add(1, Ordering::Release);
-            b = self.next(b);
+            buckets[p].add_overflow(1);
+            p = self.next(p);
         }
-        self.b()[bucket].entries[slot].store(pack(hash, reference), Ordering::Release);
+        // The entry before its tag: a reader that sees the tag sees it.
+        buckets[bucket].entries[slot].store(reference, Ordering::Release);
+        buckets[bucket].set_tag(slot, tag_of(hash));
         Ok(())
     }
 
     /// Removes the entry holding `reference` stored under `hash`. Writers
     /// only. Returns false if there is none.
     pub(crate) fn remove(&self, hash: u64, reference: u32) -> bool {
-        let want = pack(hash, reference);
+        let tag = tag_of(hash);
+        let buckets = self.b();
         let home = self.home(hash);
-        let limit = MAX_PROBE_BUCKETS.min(self.buckets());
+        let limit = MAX_PROBE_BUCKETS.min(self.n);
         let mut b = home;
         for step in 0..limit {
-            for e in &self.b()[b].entries {
-                if e.load(Ordering::Relaxed) == want {
-                    e.store(0, Ordering::Release);
+            let bucket = &buckets[b];
+            for i in 0..BUCKET_ENTRIES {
+                if bucket.tag(i) == tag && bucket.entries[i].load(Ordering::Relaxed) == reference {
+                    // The tag first: a reader that no longer sees it does
+                    // not look at the entry.
+                    bucket.set_tag(i, 0);
+                    bucket.entries[i].store(0, Ordering::Release);
                     let mut p = home;
                     for _ in 0..step {
-                        self.b()[p].overflow.fetch_sub(1, Ordering::Release);
+                        buckets[p].add_overflow(-1);
                         p = self.next(p);
                     }
                     return true;
                 }
             }
-            if self.b()[b].overflow.load(Ordering::Relaxed) == 0 {
+            if bucket.overflow(bucket.meta[1].load(Ordering::Relaxed)) == 0 {
                 return false;
             }
             b = self.next(b);
@@ -226,9 +323,8 @@ impl Index {
     pub(crate) fn occupied(&self) -> usize {
         self.b()
             .iter()
-            .flat_map(|b| b.entries.iter())
-            .filter(|e| e.load(Ordering::Relaxed) != 0)
-            .count()
+            .map(|b| (0..BUCKET_ENTRIES).filter(|&i| b.tag(i) != 0).count())
+            .sum()
     }
 }
 
@@ -236,9 +332,9 @@ impl Index {
 fn zeroed_buckets(n: usize, arena: &crate::arena::Arena) -> *const Bucket {
     let p = arena.alloc_zeroed(n * core::mem::size_of::<Bucket>(), 64);
     assert!(!p.is_null(), "out of memory for a connection index");
-    // A `Bucket` is sixteen `AtomicU32`s, for which all-zero bytes are a
-    // valid value (0); arena memory is zeroed and committed as touched, so
-    // an index sized for the connection limit costs memory only where used.
+    // A `Bucket` is atomics, for which all-zero bytes are a valid value (0);
+    // arena memory is zeroed and committed as touched, so an index sized
+    // for the connection limit costs memory only where used.
     p.cast()
 }
 
@@ -252,18 +348,42 @@ mod tests {
     use super::*;
 
     #[test]
+    fn swar_matches_every_equal_byte() {
+        for tag in 1..=255u8 {
+            for pos in 0..8 {
+                let w = u64::from(tag) << (8 * pos);
+                assert_ne!(
+                    matches(w, tag) & (0x80 << (8 * pos)),
+                    0,
+                    "tag {tag} at {pos}"
+                );
+            }
+            // A word of other tags and empties reports no match at its
+            // lowest byte, and every reported match is checked anyway.
+            let other = tag.wrapping_add(1).max(1);
+            let w = ONES.wrapping_mul(u64::from(other));
+            if other != tag {
+                assert_eq!(matches(w, tag) & 0x80, 0);
+            }
+        }
+        assert_eq!(matches(0, 7), 0);
+    }
+
+    #[test]
     fn insert_find_remove() {
         let arena = crate::arena::Arena::default();
         let ix = Index::new(4, &arena);
         let h = 0x1234_5678_9abc_de01u64;
         ix.insert(h, 7).unwrap();
         assert_eq!(ix.find(h, |r| (r == 7).then_some(r)), Some(7));
+        assert_eq!(ix.first(h), 7);
         // Same home, different tag: not reported.
         let other = h ^ 0x02;
         assert_eq!(ix.find(other, Some), None);
         assert!(ix.remove(h, 7));
         assert!(!ix.remove(h, 7));
         assert_eq!(ix.find(h, Some), None);
+        assert_eq!(ix.first(h), 0);
         assert_eq!(ix.occupied(), 0);
     }
 
@@ -274,32 +394,54 @@ mod tests {
         let ix = Index::new(4, &arena);
         let home_bits = 0xc000_0000u64 << 8;
         let n = BUCKET_ENTRIES as u32 * 2 + 3;
+        let h = |r: u32| home_bits | u64::from(r & 0xff);
         for r in 1..=n {
-            let h = home_bits | u64::from(r & 0xff);
-            ix.insert(h, r).unwrap();
+            ix.insert(h(r), r).unwrap();
         }
         for r in 1..=n {
-            let h = home_bits | u64::from(r & 0xff);
-            assert_eq!(ix.find(h, |x| (x == r).then_some(x)), Some(r), "ref {r}");
+            assert_eq!(ix.find(h(r), |x| (x == r).then_some(x)), Some(r), "ref {r}");
         }
         // Remove the first bucket's entries: the displaced ones stay found.
         for r in 1..=BUCKET_ENTRIES as u32 {
-            assert!(ix.remove(home_bits | u64::from(r & 0xff), r));
+            assert!(ix.remove(h(r), r));
         }
         for r in BUCKET_ENTRIES as u32 + 1..=n {
-            let h = home_bits | u64::from(r & 0xff);
-            assert_eq!(ix.find(h, |x| (x == r).then_some(x)), Some(r));
+            assert_eq!(ix.find(h(r), |x| (x == r).then_some(x)), Some(r));
         }
         for r in BUCKET_ENTRIES as u32 + 1..=n {
-            assert!(ix.remove(home_bits | u64::from(r & 0xff), r));
+            assert!(ix.remove(h(r), r));
         }
         // Every overflow count is back to zero.
         assert!(
             ix.b()
                 .iter()
-                .all(|b| b.overflow.load(Ordering::Relaxed) == 0)
+                .all(|b| b.overflow(b.meta[1].load(Ordering::Relaxed)) == 0)
         );
         assert_eq!(ix.occupied(), 0);
+    }
+
+    #[test]
+    fn many_keys_in_a_small_index() {
+        let arena = crate::arena::Arena::default();
+        let ix = Index::new(8, &arena);
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut keys = Vec::new();
+        for r in 1..=90u32 {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ix.insert(rng, r).unwrap();
+            keys.push((rng, r));
+        }
+        for &(h, r) in &keys {
+            assert_eq!(ix.find(h, |x| (x == r).then_some(x)), Some(r));
+        }
+        for &(h, r) in keys.iter().step_by(2) {
+            assert!(ix.remove(h, r));
+        }
+        for (k, &(h, r)) in keys.iter().enumerate() {
+            assert_eq!(ix.find(h, |x| (x == r).then_some(x)).is_some(), k % 2 == 1);
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@ const SLOT_BITS: u32 = 23;
 const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
 /// Index buckets are sized so that a table holding its capacity has this
 /// many records per hundred entries.
-const TARGET_LOAD_PERCENT: usize = 80;
+const TARGET_LOAD_PERCENT: usize = 85;
 
 /// Names a record while it lives: its shard and slot. After the record is
 /// removed the id may name a later record; compare keys to be sure.
@@ -60,7 +60,7 @@ pub struct TableConfig {
     /// memory.
     pub shards: usize,
     /// Records the table is sized for: index buckets are allocated up front
-    /// (zeroed, so untouched pages cost nothing) for this many at 80% load.
+    /// (zeroed, so untouched pages cost nothing) for this many at 85% load.
     /// More may be inserted; lookups slow down as the load grows.
     pub capacity: usize,
 }
