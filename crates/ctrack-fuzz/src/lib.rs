@@ -16,6 +16,11 @@
 //!   timeouts (no leak).
 //! - [`capture`]: the pcap/pcapng reader on arbitrary files: it must end with
 //!   a packet stream or an error, never a panic or unbounded memory.
+//! - [`table`]: a differential run of the concurrent connection table against
+//!   a plain map (inserts with and without secondary keys, removals,
+//!   lookups, refreshes, evictions, sweeps, zone-instance reclaims, index
+//!   growth), with a poor hash so that buckets overflow and tags collide.
+//!   The fast path is checked against the general one inside [`parse`].
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -39,9 +44,19 @@ const LINKS: [LinkType; 4] = [
     LinkType::LinuxSll2,
 ];
 
+mod table;
+pub use table::table;
+
 /// Parses `data` as a frame of every link type and reads every header the
-/// walk found through its view.
+/// walk found through its view; and checks that the tracker's fast path
+/// agrees with the general one on it.
 pub fn parse(data: &[u8]) {
+    for checksums in [true, false] {
+        assert!(
+            ctrack_core::fast::agrees_with_general(data, checksums),
+            "fast path disagrees on {data:02x?}"
+        );
+    }
     for link in LINKS {
         let f = parse_frame(data, link);
         if let Some(l3) = f.l3 {

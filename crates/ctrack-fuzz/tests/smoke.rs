@@ -183,3 +183,12 @@ fn capture_files_mutated() {
         ctrack_fuzz::capture(&b);
     }
 }
+
+#[test]
+fn table_against_a_map() {
+    let mut r = rng(5);
+    for _ in 0..iters() * 3_000 {
+        let len = r.below(3_000);
+        ctrack_fuzz::table(&r.bytes(len));
+    }
+}

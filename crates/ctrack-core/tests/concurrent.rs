@@ -1,0 +1,239 @@
+//! The tracker shared by several threads (bounded for CI; scale with
+//! `CTRACK_STRESS_OPS`, e.g. `CTRACK_STRESS_OPS=200 cargo test --release
+//! -p ctrack-core --test concurrent`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use ctrack_core::{Config, CtAction, CtState, Entry, LinkType, Time, Tracker};
+use ctrack_wire::build::{Frame, L4};
+use ctrack_wire::tcp::flags::*;
+
+fn scale() -> u32 {
+    std::env::var("CTRACK_STRESS_OPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4)
+}
+
+/// Client `c` of thread `t`: its own address, so flows never overlap
+/// between threads.
+fn client(t: u8, c: u16) -> [u8; 4] {
+    [10, t, (c >> 8) as u8, c as u8]
+}
+
+const SERVER: [u8; 4] = [172, 16, 0, 1];
+
+/// The packets of a thread's flows, in order: UDP exchanges and TCP
+/// connections opened, used and closed.
+fn script(t: u8, flows: u16) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for c in 0..flows {
+        let cl = client(t, c);
+        let port = 20000 + c;
+        if c % 2 == 0 {
+            out.push(Frame::v4(cl, SERVER, L4::udp(port, 53, b"q")).build());
+            out.push(Frame::v4(SERVER, cl, L4::udp(53, port, b"a")).build());
+            out.push(Frame::v4(cl, SERVER, L4::udp(port, 53, b"q2")).build());
+        } else {
+            let seg = |to_server: bool, f: u16, seq: u32, ack: u32, data: &[u8]| {
+                if to_server {
+                    Frame::v4(cl, SERVER, L4::tcp_seg(port, 80, f, seq, ack, 65535, data)).build()
+                } else {
+                    Frame::v4(SERVER, cl, L4::tcp_seg(80, port, f, seq, ack, 65535, data)).build()
+                }
+            };
+            out.push(seg(true, SYN, 100, 0, b""));
+            out.push(seg(false, SYN | ACK, 500, 101, b""));
+            out.push(seg(true, ACK, 101, 501, b""));
+            out.push(seg(true, PSH | ACK, 101, 501, b"GET /"));
+            out.push(seg(false, PSH | ACK, 501, 106, b"200 OK"));
+            if c % 4 == 1 {
+                out.push(seg(true, FIN | ACK, 106, 507, b""));
+                out.push(seg(false, FIN | ACK, 507, 107, b""));
+                out.push(seg(true, ACK, 107, 508, b""));
+            }
+        }
+    }
+    out
+}
+
+fn dump(t: &Tracker, now: Time) -> BTreeMap<String, Entry> {
+    let mut m = BTreeMap::new();
+    t.for_each(None, now, |_, c| {
+        m.insert(c.entry.orig.to_string(), c.entry.clone());
+    });
+    m
+}
+
+#[test]
+fn partitioned_flows_match_a_sequential_run() {
+    const THREADS: u8 = 4;
+    let flows = 100 * scale() as u16;
+    let now = Time::from_secs(100);
+    let action = CtAction::commit(0);
+    let scripts: Vec<Vec<Vec<u8>>> = (0..THREADS).map(|t| script(t, flows)).collect();
+
+    // Each thread's packets, in bursts of 8, all threads at once.
+    let shared = Arc::new(Tracker::new(Config::default()));
+    let handles: Vec<_> = scripts
+        .iter()
+        .cloned()
+        .map(|s| {
+            let t = Arc::clone(&shared);
+            std::thread::spawn(move || {
+                let mut states = Vec::new();
+                for burst in s.chunks(8) {
+                    let refs: Vec<&[u8]> = burst.iter().map(Vec::as_slice).collect();
+                    let mut out = Vec::new();
+                    t.process_batch(&refs, LinkType::Ethernet, &action, now, &mut out);
+                    states.extend(out.iter().map(|v| v.state));
+                }
+                states
+            })
+        })
+        .collect();
+    let concurrent: Vec<Vec<CtState>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+
+    // The same packets one thread after the other, one at a time.
+    let alone = Tracker::new(Config::default());
+    for (s, got) in scripts.iter().zip(&concurrent) {
+        let want: Vec<CtState> = s
+            .iter()
+            .map(|p| alone.process(p, LinkType::Ethernet, &action, now).state)
+            .collect();
+        assert_eq!(&want, got, "per-packet verdicts differ");
+    }
+    assert_eq!(dump(&shared, now), dump(&alone, now));
+    let (a, b) = (shared.stats(), alone.stats());
+    assert_eq!(
+        (a.packets, a.new, a.established, a.committed),
+        (b.packets, b.new, b.established, b.committed)
+    );
+}
+
+#[test]
+fn one_flow_from_both_sides_and_many_threads() {
+    const THREADS: usize = 4;
+    let per_thread = 2_000 * scale() as usize;
+    let t = Arc::new(Tracker::new(Config::default()));
+    let now = Time::from_secs(1);
+    let flows = 16u16;
+    let handles: Vec<_> = (0..THREADS)
+        .map(|i| {
+            let t = Arc::clone(&t);
+            std::thread::spawn(move || {
+                let mut x = i as u64 + 1;
+                for _ in 0..per_thread {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let f = (x % u64::from(flows)) as u16;
+                    let cl = client(200, f);
+                    let pkt = if x & 0x100 == 0 {
+                        Frame::v4(cl, SERVER, L4::udp(30000 + f, 53, b"q")).build()
+                    } else {
+                        Frame::v4(SERVER, cl, L4::udp(53, 30000 + f, b"a")).build()
+                    };
+                    let v = t.process(&pkt, LinkType::Ethernet, &CtAction::commit(0), now);
+                    assert!(v.state.contains(CtState::TRK) && v.conn.is_some(), "{v:?}");
+                    assert!(!v.state.contains(CtState::INV));
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    // Each flow is one connection, whichever side and thread opened it,
+    // and it counted every packet.
+    let d = dump(&t, now);
+    assert_eq!(d.len(), usize::from(flows), "{:#?}", d.keys());
+    let counted: u64 = d.values().map(|e| e.orig.packets + e.reply.packets).sum();
+    assert_eq!(counted, (THREADS * per_thread) as u64);
+    assert_eq!(t.stats().committed, u64::from(flows));
+}
+
+#[test]
+fn flushes_sweeps_and_limits_during_traffic() {
+    const THREADS: u8 = 3;
+    let rounds = 300 * scale();
+    let t = Arc::new(Tracker::new(Config {
+        max_conns: 500,
+        ..Config::default()
+    }));
+    t.set_zone_limit(2, 50);
+    let clock = Arc::new(AtomicU64::new(1_000_000));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut handles: Vec<_> = (0..THREADS)
+        .map(|i| {
+            let t = Arc::clone(&t);
+            let clock = Arc::clone(&clock);
+            std::thread::spawn(move || {
+                for r in 0..rounds {
+                    let zone = (r % 4) as u16;
+                    let frames: Vec<Vec<u8>> = (0..16u16)
+                        .map(|k| {
+                            let c = client(i, (r as u16).wrapping_mul(7).wrapping_add(k) % 900);
+                            Frame::v4(c, SERVER, L4::udp(40000 + k, 53, b"x")).build()
+                        })
+                        .collect();
+                    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+                    let now = Time::from_millis(clock.fetch_add(7, Ordering::Relaxed));
+                    let mut out = Vec::new();
+                    t.process_batch(
+                        &refs,
+                        LinkType::Ethernet,
+                        &CtAction::commit(zone),
+                        now,
+                        &mut out,
+                    );
+                    for v in &out {
+                        assert!(v.state.contains(CtState::TRK));
+                        assert!(v.conn.is_some() || v.refused.is_some(), "{v:?}");
+                    }
+                }
+            })
+        })
+        .collect();
+    {
+        let t = Arc::clone(&t);
+        let clock = Arc::clone(&clock);
+        let stop = Arc::clone(&stop);
+        handles.push(std::thread::spawn(move || {
+            let mut k = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let now = Time::from_millis(clock.load(Ordering::Relaxed));
+                t.sweep(now, 128);
+                if k.is_multiple_of(7) {
+                    t.flush_zone((k % 4) as u16);
+                }
+                k += 1;
+                std::thread::yield_now();
+            }
+        }));
+    }
+    for h in handles.drain(..usize::from(THREADS)) {
+        h.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        h.join().unwrap();
+    }
+    // Limits held (a racing thread may overshoot the global one by a
+    // connection or two: the check and the insert are not one step).
+    assert!(
+        t.table_len() <= 500 + usize::from(THREADS),
+        "{}",
+        t.table_len()
+    );
+    assert!(t.zone_limit(2).1 <= 50);
+    let s = t.stats();
+    assert_eq!(s.packets, u64::from(THREADS) * u64::from(rounds) * 16);
+    // Everything goes, and nothing is left behind.
+    t.flush_all();
+    assert_eq!(t.table_len(), 0);
+    let end = Time::from_millis(clock.load(Ordering::Relaxed) + 10_000_000);
+    assert_eq!(t.sweep(end, usize::MAX).next, None);
+}

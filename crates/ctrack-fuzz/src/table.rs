@@ -1,0 +1,270 @@
+//! The differential fuzz body of the connection table: a random sequence
+//! of operations applied to a [`Table`] and to a plain map, which must
+//! agree after every step.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use arbitrary::{Arbitrary, Unstructured};
+use ctrack_table::{Context, Guard, Hashes, Header, Record, Removal, Table, TableConfig, pin};
+
+#[derive(Debug, Default)]
+struct Rec {
+    h: Header,
+    key: u64,
+    alt: u64,
+    inst: u64,
+    exp: AtomicU64,
+    val: AtomicU64,
+}
+
+impl Record for Rec {
+    fn header(&self) -> &Header {
+        &self.h
+    }
+}
+
+/// A deliberately poor hash: few distinct values, so that buckets overflow,
+/// tags collide and shards fill unevenly.
+struct Ctx {
+    bits: u32,
+}
+
+impl Ctx {
+    fn hash(&self, k: u64) -> u64 {
+        let h = k.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        // Keep `bits` bits of entropy, spread over shard, bucket and tag.
+        let e = h >> (64 - self.bits);
+        e.wrapping_mul(0xd6e8_feb8_6659_fd93).rotate_left(17)
+    }
+}
+
+impl Context<Rec> for Ctx {
+    fn hashes(&self, r: &Rec, _: &Guard) -> Hashes {
+        Hashes {
+            primary: self.hash(r.key),
+            secondary: (r.alt != 0).then(|| self.hash(r.alt)),
+        }
+    }
+    fn instance(&self, r: &Rec) -> u64 {
+        r.inst
+    }
+    fn expiry(&self, r: &Rec, _: &Guard) -> u64 {
+        r.exp.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Debug, Arbitrary)]
+enum Op {
+    Insert {
+        key: u8,
+        alt: Option<u8>,
+        inst: u8,
+        life: u8,
+    },
+    Remove {
+        key: u8,
+    },
+    Find {
+        key: u8,
+    },
+    Refresh {
+        key: u8,
+        life: u8,
+    },
+    Evict {
+        key: u8,
+        inst: u8,
+        scan: u8,
+    },
+    Sweep {
+        advance: u8,
+        budget: u8,
+    },
+    Reclaim {
+        inst: u8,
+        budget: u8,
+    },
+    Reserve {
+        capacity: u16,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct M {
+    alt: u64,
+    inst: u64,
+    exp: u64,
+}
+
+/// Applies operations decoded from `data` to a table and a model.
+pub fn table(data: &[u8]) {
+    let mut u = Unstructured::new(data);
+    let shards = 1usize << u.int_in_range(0..=3u32).unwrap_or(0);
+    let ctx = Ctx {
+        bits: u.int_in_range(3..=20u32).unwrap_or(8),
+    };
+    let t: Table<Rec> = Table::new(TableConfig {
+        shards,
+        capacity: usize::from(u.arbitrary::<u8>().unwrap_or(0)),
+    });
+    // Keys 1..=255 (primary) and 1000+ (secondary): never confused.
+    let mut model: HashMap<u64, M> = HashMap::new();
+    let mut now = 0u64;
+    for _ in 0..2048 {
+        if u.is_empty() {
+            break;
+        }
+        let Ok(op) = Op::arbitrary(&mut u) else { break };
+        let g = pin();
+        match op {
+            Op::Insert {
+                key,
+                alt,
+                inst,
+                life,
+            } => {
+                let key = u64::from(key).max(1);
+                let alt = alt.map_or(0, |a| 1000 + u64::from(a));
+                let inst = u64::from(inst % 4);
+                let exp = now + 1 + u64::from(life) * 100;
+                let h = Hashes {
+                    primary: ctx.hash(key),
+                    secondary: (alt != 0).then(|| ctx.hash(alt)),
+                };
+                let mut w = t.write(&g, &h);
+                let live = |m: &M| m.exp > now;
+                let held = |k: u64| {
+                    w.find(ctx.hash(k), |r| {
+                        (r.key == k || r.alt == k) && r.exp.load(Ordering::Relaxed) > now
+                    })
+                    .is_some()
+                };
+                let dup = held(key) || (alt != 0 && held(alt));
+                let model_dup = model.get(&key).is_some_and(live)
+                    || (alt != 0 && model.values().any(|m| m.alt == alt && live(m)));
+                assert_eq!(dup, model_dup, "duplicate check for {key}/{alt}");
+                if !dup {
+                    // An expired record of the same key goes first.
+                    if let Some(e) = w.find(ctx.hash(key), |r| r.key == key) {
+                        assert!(w.remove(&ctx, e, Removal::Replaced));
+                        model.remove(&key);
+                    }
+                    if alt != 0
+                        && let Some(e) = w.find(ctx.hash(alt), |r| r.alt == alt)
+                    {
+                        let k = e.record().key;
+                        assert!(w.remove(&ctx, e, Removal::Replaced));
+                        model.remove(&k);
+                    }
+                    let ok = w.insert(&ctx, &h, now, |r| {
+                        r.key = key;
+                        r.alt = alt;
+                        r.inst = inst;
+                        *r.exp.get_mut() = exp;
+                        *r.val.get_mut() = key;
+                    });
+                    assert!(ok.is_ok(), "{ok:?}");
+                    model.insert(key, M { alt, inst, exp });
+                }
+            }
+            Op::Remove { key } => {
+                let key = u64::from(key).max(1);
+                let found = t.find(&g, ctx.hash(key), |r| r.key == key);
+                assert_eq!(found.is_some(), model.contains_key(&key));
+                if let Some(e) = found {
+                    let h = ctx.hashes(e.record(), &g);
+                    assert!(t.write(&g, &h).remove(&ctx, e, Removal::Deleted));
+                    model.remove(&key);
+                }
+            }
+            Op::Find { key } => {
+                let key = u64::from(key).max(1);
+                let found = t.find(&g, ctx.hash(key), |r| r.key == key);
+                assert_eq!(found.map(|e| e.record().key), model.get(&key).map(|_| key));
+                if let Some(m) = model.get(&key)
+                    && m.alt != 0
+                {
+                    let by_alt = t.find(&g, ctx.hash(m.alt), |r| r.alt == m.alt);
+                    assert_eq!(by_alt.map(|e| e.record().key), Some(key));
+                }
+            }
+            Op::Refresh { key, life } => {
+                let key = u64::from(key).max(1);
+                if let Some(e) = t.find(&g, ctx.hash(key), |r| r.key == key) {
+                    let l = e.lock().expect("single-threaded: live");
+                    let exp = now + 1 + u64::from(life) * 100;
+                    l.exp.store(exp, Ordering::Relaxed);
+                    model.get_mut(&key).expect("modelled").exp = exp;
+                }
+            }
+            Op::Evict { key, inst, scan } => {
+                let key = u64::from(key).max(1);
+                let inst = u64::from(inst % 4);
+                let h = Hashes {
+                    primary: ctx.hash(key),
+                    secondary: None,
+                };
+                let mut w = t.write(&g, &h);
+                let before = t.len();
+                let mut victim = None;
+                let evicted = w.evict(&ctx, h.primary, inst, usize::from(scan % 8), |r| {
+                    victim = Some(r.key);
+                    true
+                });
+                drop(w);
+                if evicted {
+                    let k = victim.expect("a victim was picked");
+                    let m = model.remove(&k).expect("the victim was modelled");
+                    assert_eq!(m.inst, inst);
+                    assert_eq!(t.len(), before - 1);
+                } else {
+                    assert_eq!(t.len(), before);
+                }
+            }
+            Op::Sweep { advance, budget } => {
+                now += u64::from(advance) * 50;
+                let s = t.sweep(&ctx, &g, now, usize::from(budget));
+                assert!(s.examined <= usize::from(budget).max(1) * shards.max(1));
+                // Whatever was removed had expired.
+                model.retain(|k, m| {
+                    let held = t.find(&g, ctx.hash(*k), |r| r.key == *k).is_some();
+                    if !held {
+                        assert!(m.exp <= now, "{k} removed before its time");
+                    }
+                    held
+                });
+            }
+            Op::Reclaim { inst, budget } => {
+                let inst = u64::from(inst % 4);
+                let mut removed = 0;
+                for s in 0..t.shard_count() {
+                    removed += t.reclaim_instance(&ctx, &g, s, inst, usize::from(budget)).0;
+                }
+                let before = model.len();
+                model.retain(|k, m| {
+                    m.inst != inst || t.find(&g, ctx.hash(*k), |r| r.key == *k).is_some()
+                });
+                assert_eq!(before - model.len(), removed);
+            }
+            Op::Reserve { capacity } => t.reserve(&ctx, &g, usize::from(capacity)),
+        }
+        // The table holds exactly the model.
+        assert_eq!(t.len(), model.len(), "after {op:?}");
+    }
+    // Per-instance lists agree with the model, and reclaiming them all
+    // empties the table.
+    let g = pin();
+    let mut per_inst: BTreeMap<u64, usize> = BTreeMap::new();
+    for m in model.values() {
+        *per_inst.entry(m.inst).or_default() += 1;
+    }
+    for inst in 0..4 {
+        let listed: usize = (0..t.shard_count()).map(|s| t.instance_len(s, inst)).sum();
+        assert_eq!(listed, per_inst.get(&inst).copied().unwrap_or(0));
+        for s in 0..t.shard_count() {
+            t.reclaim_instance(&ctx, &g, s, inst, usize::MAX);
+        }
+    }
+    assert!(t.is_empty());
+}

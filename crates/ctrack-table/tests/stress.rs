@@ -1,0 +1,308 @@
+//! Multi-thread stress tests of the table, bounded for CI. Longer runs:
+//! `CTRACK_STRESS_OPS=2000000 cargo test --release -p ctrack-table --test stress`.
+//!
+//! - `disjoint_keys_match_a_sequential_model`: threads apply random
+//!   operations to keys of their own (sharing shards, buckets and zone
+//!   instances with the others); at the end the table holds exactly what a
+//!   single-threaded model of each thread's operations holds.
+//! - `racing_inserts_of_the_same_keys`: threads insert the same keys, from
+//!   the primary and the secondary side, with lookups, removals, sweeps and
+//!   instance reclaims racing: no key is ever held twice, and every record
+//!   found is whole.
+#![cfg(not(loom))]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use ctrack_table::{Context, Guard, Hashes, Header, Record, Removal, Table, TableConfig, pin};
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
+
+#[derive(Debug, Default)]
+struct Rec {
+    h: Header,
+    key: u64,
+    /// Secondary key (0: none).
+    alt: u64,
+    inst: u64,
+    exp: AtomicU64,
+    /// Written under the entry lock: `key * 1000 + version`, checked whole.
+    val: AtomicU64,
+}
+
+impl Record for Rec {
+    fn header(&self) -> &Header {
+        &self.h
+    }
+}
+
+struct Ctx;
+
+fn mix(k: u64) -> u64 {
+    let mut z = k.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl Context<Rec> for Ctx {
+    fn hashes(&self, r: &Rec, _: &Guard) -> Hashes {
+        Hashes {
+            primary: mix(r.key),
+            secondary: (r.alt != 0).then(|| mix(r.alt)),
+        }
+    }
+    fn instance(&self, r: &Rec) -> u64 {
+        r.inst
+    }
+    fn expiry(&self, r: &Rec, _: &Guard) -> u64 {
+        r.exp.load(Ordering::Relaxed)
+    }
+}
+
+fn ops() -> usize {
+    std::env::var("CTRACK_STRESS_OPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(40_000)
+}
+
+fn hashes(key: u64, alt: u64) -> Hashes {
+    Hashes {
+        primary: mix(key),
+        secondary: (alt != 0).then(|| mix(alt)),
+    }
+}
+
+/// Finds the live record of `key` (by its primary or secondary key).
+fn find(t: &Table<Rec>, g: &Guard, key: u64) -> Option<u64> {
+    t.find(g, mix(key), |r| r.key == key || r.alt == key)
+        .map(|e| e.record().key)
+}
+
+/// Inserts unless a record of `key` or `alt` exists; returns whether it did.
+fn insert(t: &Table<Rec>, key: u64, alt: u64, inst: u64, exp: u64) -> bool {
+    let g = pin();
+    let h = hashes(key, alt);
+    let mut w = t.write(&g, &h);
+    let dup = |k: u64| w.find(mix(k), |r| r.key == k || r.alt == k).is_some();
+    if dup(key) || (alt != 0 && dup(alt)) {
+        return false;
+    }
+    w.insert(&Ctx, &h, 0, |r| {
+        r.key = key;
+        r.alt = alt;
+        r.inst = inst;
+        *r.exp.get_mut() = exp;
+        *r.val.get_mut() = key * 1000;
+    })
+    .expect("room in the table");
+    true
+}
+
+fn remove(t: &Table<Rec>, key: u64) -> bool {
+    let g = pin();
+    let Some(e) = t.find(&g, mix(key), |r| r.key == key) else {
+        return false;
+    };
+    let h = Ctx.hashes(e.record(), &g);
+    let mut w = t.write(&g, &h);
+    w.remove(&Ctx, e, Removal::Deleted)
+}
+
+/// Bumps the version of `key`'s record under its lock, checking that what
+/// it reads is whole.
+fn touch(t: &Table<Rec>, key: u64) -> bool {
+    let g = pin();
+    let Some(e) = t.find(&g, mix(key), |r| r.key == key) else {
+        return false;
+    };
+    let Some(l) = e.lock() else { return false };
+    let v = l.val.load(Ordering::Relaxed);
+    assert_eq!(v / 1000, key, "a record's value belongs to its key");
+    l.val.store(v + 1, Ordering::Relaxed);
+    true
+}
+
+#[test]
+fn disjoint_keys_match_a_sequential_model() {
+    const THREADS: u64 = 4;
+    let t = Arc::new(Table::<Rec>::new(TableConfig {
+        shards: 8,
+        capacity: 4096,
+    }));
+    let per_thread = ops();
+    let handles: Vec<_> = (0..THREADS)
+        .map(|tid| {
+            let t = Arc::clone(&t);
+            std::thread::spawn(move || {
+                let mut rng = SmallRng::seed_from_u64(tid);
+                // key -> (alt, inst): this thread's model.
+                let mut model: HashMap<u64, (u64, u64)> = HashMap::new();
+                for _ in 0..per_thread {
+                    // Keys of thread `tid` are `tid + 1 + THREADS * n`;
+                    // secondary keys live far above them.
+                    let n = rng.random_range(0..512u64);
+                    let key = tid + 1 + THREADS * n;
+                    let alt = if rng.random_bool(0.3) {
+                        key + (1 << 40)
+                    } else {
+                        0
+                    };
+                    let inst = rng.random_range(0..4u64);
+                    match rng.random_range(0..10) {
+                        0..=3 => {
+                            let done = insert(&t, key, alt, inst, u64::MAX);
+                            assert_eq!(done, !model.contains_key(&key), "insert {key}");
+                            if done {
+                                model.insert(key, (alt, inst));
+                            }
+                        }
+                        4..=5 => {
+                            let done = remove(&t, key);
+                            assert_eq!(done, model.remove(&key).is_some(), "remove {key}");
+                        }
+                        6..=7 => {
+                            let g = pin();
+                            assert_eq!(find(&t, &g, key).is_some(), model.contains_key(&key));
+                            if let Some(&(alt, _)) = model.get(&key)
+                                && alt != 0
+                            {
+                                assert_eq!(find(&t, &g, alt), Some(key));
+                            }
+                        }
+                        _ => {
+                            assert_eq!(touch(&t, key), model.contains_key(&key));
+                        }
+                    }
+                }
+                model
+            })
+        })
+        .collect();
+    let mut all: HashMap<u64, (u64, u64)> = HashMap::new();
+    for h in handles {
+        all.extend(h.join().expect("stress thread"));
+    }
+    // The table holds exactly the union of the models.
+    assert_eq!(t.len(), all.len());
+    let g = pin();
+    for (&k, &(alt, inst)) in &all {
+        let e = t
+            .find(&g, mix(k), |r| r.key == k)
+            .expect("a modelled key is held");
+        assert_eq!((e.record().alt, e.record().inst), (alt, inst));
+        if alt != 0 {
+            assert_eq!(find(&t, &g, alt), Some(k));
+        }
+    }
+    // Zone instance lists agree with the model.
+    for inst in 0..4 {
+        let listed: usize = (0..t.shard_count())
+            .map(|s| t.instance_records(s, inst).len())
+            .sum();
+        assert_eq!(listed, all.values().filter(|v| v.1 == inst).count());
+    }
+    // Reclaiming every instance empties the table.
+    for s in 0..t.shard_count() {
+        for inst in 0..4 {
+            t.reclaim_instance(&Ctx, &g, s, inst, usize::MAX);
+        }
+    }
+    assert!(t.is_empty());
+    for &k in all.keys() {
+        assert!(find(&t, &g, k).is_none());
+    }
+}
+
+#[test]
+fn racing_inserts_of_the_same_keys() {
+    const THREADS: usize = 4;
+    const KEYS: u64 = 64;
+    let t = Arc::new(Table::<Rec>::new(TableConfig {
+        shards: 4,
+        capacity: 256,
+    }));
+    let stop = Arc::new(AtomicBool::new(false));
+    let per_thread = ops();
+    let mut handles: Vec<_> = (0..THREADS)
+        .map(|tid| {
+            let t = Arc::clone(&t);
+            std::thread::spawn(move || {
+                let mut rng = SmallRng::seed_from_u64(100 + tid as u64);
+                for i in 0..per_thread {
+                    let k = rng.random_range(1..=KEYS);
+                    // Every key k has the secondary key k + KEYS: threads
+                    // race from both sides.
+                    let (key, alt) = (k, k + KEYS);
+                    match rng.random_range(0..8) {
+                        0..=2 => {
+                            insert(&t, key, alt, k % 3, 1_000 + (i as u64 % 5_000));
+                        }
+                        3 => {
+                            remove(&t, key);
+                        }
+                        4..=5 => {
+                            let g = pin();
+                            // Found from either side, it is the same record.
+                            if let Some(a) = find(&t, &g, key)
+                                && let Some(b) = find(&t, &g, alt)
+                            {
+                                assert_eq!(a, b);
+                            }
+                        }
+                        _ => {
+                            touch(&t, key);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    // A sweeper and a reclaimer race with them.
+    {
+        let t = Arc::clone(&t);
+        let stop = Arc::clone(&stop);
+        handles.push(std::thread::spawn(move || {
+            let mut now = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let g = pin();
+                t.sweep(&Ctx, &g, now, 64);
+                now += 97;
+                let s = (now as usize) % t.shard_count();
+                t.reclaim_instance(&Ctx, &g, s, now % 3, 8);
+            }
+        }));
+    }
+    for h in handles.drain(..THREADS) {
+        h.join().expect("stress thread");
+    }
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        h.join().expect("sweeper");
+    }
+    // No key is held twice, from either side.
+    let g = pin();
+    let mut held = 0;
+    for k in 1..=KEYS {
+        let mut seen = 0;
+        let mut seen_alt = 0;
+        for s in 0..t.shard_count() {
+            for inst in 0..3 {
+                for id in t.instance_records(s, inst) {
+                    if let Some(e) = t.get(&g, id) {
+                        let r = e.record();
+                        seen += usize::from(r.key == k);
+                        seen_alt += usize::from(r.alt == k + KEYS);
+                    }
+                }
+            }
+        }
+        assert!(seen <= 1 && seen == seen_alt, "key {k}: {seen} records");
+        held += seen;
+        assert_eq!(find(&t, &g, k).is_some(), seen == 1);
+        assert_eq!(find(&t, &g, k + KEYS).is_some(), seen == 1);
+    }
+    assert_eq!(t.len(), held);
+}
