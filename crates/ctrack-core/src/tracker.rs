@@ -1244,10 +1244,12 @@ impl Tracker {
         let table = A::table(self);
         let shared = &self.shared;
         let meta = shared.zones.get_or_create(action.zone);
-        if self.table_full() && self.reclaim_pending() {
+        let mut full = self.table_full();
+        if full && self.reclaim_pending() {
             // The table is full but holds flushed connections: free some
             // before judging (with no shard lock held).
             self.reclaim_dead(guard, RECLAIM_ON_FULL);
+            full = self.table_full();
         }
         let hashes = Hashes {
             primary: hash,
@@ -1279,7 +1281,7 @@ impl Tracker {
         for round in 0..2 {
             let zone_ok = limit == 0 || meta.try_count(key.generation, limit);
             counted = limit != 0 && zone_ok;
-            let table_ok = evicted || !self.table_full();
+            let table_ok = evicted || !full;
             if zone_ok && table_ok {
                 refusal = None;
                 break;

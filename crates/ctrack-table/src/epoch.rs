@@ -146,7 +146,12 @@ impl<T: Send + Sync + 'static> EpochBox<T> {
     /// reading, so the old value is dropped at once.
     pub fn set(&mut self, value: Option<Box<T>>) {
         let new = value.map_or(core::ptr::null_mut(), Box::into_raw);
-        let old = self.ptr.swap(new, Ordering::AcqRel);
+        // Exclusive access: a plain load and store, no locked exchange.
+        let old = self.ptr.load(Ordering::Relaxed);
+        if old.is_null() && new.is_null() {
+            return;
+        }
+        self.ptr.store(new, Ordering::Release);
         if !old.is_null() {
             // SAFETY: `old` came from `Box::into_raw` and, with `&mut self`,
             // no reader can hold a reference to it.

@@ -16,7 +16,7 @@ use crate::epoch::{EpochBox, Guard, defer};
 use crate::header::{Header, NO_WHEEL};
 use crate::index::Index;
 use crate::slab::{MAX_SLOTS, Slab};
-use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering};
+use crate::sync::{AtomicU8, AtomicU32, AtomicU64, Mutex, Ordering};
 
 /// Timer-wheel slots per shard. A record expiring further ahead than the
 /// wheel spans is filed in the last slot and filed again when it comes due.
@@ -55,6 +55,9 @@ impl Links {
 #[derive(Debug, Default)]
 pub(crate) struct Mailbox {
     ready: Mutex<Vec<(Vec<u32>, Vec<u32>)>>,
+    /// Set when `ready` may be non-empty, so that allocation checks a flag
+    /// instead of taking the mailbox's lock every time.
+    pending: AtomicU8,
 }
 
 /// The part of a shard that needs the lock.
@@ -380,10 +383,17 @@ impl<R: Record> Shard<R> {
             core::mem::take(&mut inner.alias_limbo),
         );
         let mailbox = Arc::clone(&self.mailbox);
-        defer(guard, move || mailbox.ready.lock().push(batch));
+        defer(guard, move || {
+            mailbox.ready.lock().push(batch);
+            mailbox.pending.store(1, Ordering::Release);
+        });
     }
 
     fn drain_mailbox(&self, inner: &mut Inner) {
+        if self.mailbox.pending.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        self.mailbox.pending.store(0, Ordering::Relaxed);
         let ready = core::mem::take(&mut *self.mailbox.ready.lock());
         for (slots, aliases) in ready {
             for s in slots {

@@ -415,13 +415,11 @@ impl<R: Record> Table<R> {
             self.remove_alias(guard, a_shard, sec, id, inner);
         }
         let inst = ctx.instance(r);
-        if let Some(mut list) = home.zones.get(&inst).copied() {
-            hs.unlink(&mut list, id.slot(), Links::Zone);
+        if let Some(list) = home.zones.get_mut(&inst) {
+            hs.unlink(list, id.slot(), Links::Zone);
             if list.len == 0 {
                 home.zones.remove(&inst);
                 ctx.occupancy(inst, shard, false);
-            } else {
-                home.zones.insert(inst, list);
             }
         }
         hs.unfile(home, id.slot());
@@ -1032,9 +1030,8 @@ impl<'g, R: Record> Writer<'g, R> {
         }
         let home = self.inner_mut(shard).expect("home shard is held");
         let inst = ctx.instance(r);
-        let mut list = home.zones.get(&inst).copied().unwrap_or_default();
-        sh.push_front(&mut list, slot, Links::Zone);
-        home.zones.insert(inst, list);
+        let list = home.zones.entry(inst).or_default();
+        sh.push_front(list, slot, Links::Zone);
         if list.len == 1 {
             ctx.occupancy(inst, shard, true);
         }
