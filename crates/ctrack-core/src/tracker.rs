@@ -439,16 +439,17 @@ impl Tracker {
     /// A tracker with the given hasher (a fixed seed makes runs
     /// reproducible; use a random one in production).
     pub fn with_hasher(config: Config, hasher: KeyHasher) -> Tracker {
-        // The IPv4 table is sized for the whole limit; the IPv6 table for a
-        // quarter of it, growing shard by shard past that (an IPv6 shard's
-        // index is rebuilt, under its own lock, when it passes 90% load).
+        // The IPv4 table is sized for the whole limit; the IPv6 table starts
+        // small and grows shard by shard (an IPv6 shard's index is rebuilt,
+        // under its own lock, when it passes 90% load), so that an IPv4-only
+        // deployment pays nothing for it.
         let v4 = TableConfig {
             shards: config.shards,
             capacity: config.max_conns,
         };
         let v6 = TableConfig {
             shards: config.shards,
-            capacity: config.max_conns / 4,
+            capacity: (config.max_conns / 64).max(4096),
         };
         Tracker {
             tcp_seq_check: AtomicBool::new(config.tcp_seq_check),
@@ -513,7 +514,7 @@ impl Tracker {
         self.shared.full.store(false, Relaxed);
         let guard = pin();
         self.v4.reserve(&self.shared, &guard, max);
-        self.v6.reserve(&self.shared, &guard, max / 4);
+        self.v6.reserve(&self.shared, &guard, (max / 64).max(4096));
     }
 
     /// Checks TCP sequence numbers and windows, or not.

@@ -3,10 +3,10 @@
 //! address never changes and a reader needs no lock to reach it.
 //!
 //! Chunk sizes follow the shard's expected share of the table: the first
-//! [`FIXED`] chunks hold `S` slots each, where `S` is about 1/64 of the
-//! shard's share (so that a table at its expected size wastes at most a
-//! sixty-fourth of a chunk's worth per shard), and later chunks double, so
-//! a shard can grow far past its share. Slot 0 is never handed out, so a
+//! [`FIXED`] chunks hold `S` slots each, where `S` is about 1/256 of the
+//! shard's share (so that a table at its expected size leaves at most one
+//! chunk partly empty per shard: well under 1% of its memory), and later
+//! chunks double, so a shard can grow far past its share. Slot 0 is never handed out, so a
 //! reference is never zero.
 
 use core::fmt;
@@ -16,7 +16,7 @@ use crate::arena::Arena;
 use crate::sync::{AtomicPtr, Ordering};
 
 /// Chunks of the fixed size.
-pub(crate) const FIXED: usize = 64;
+pub(crate) const FIXED: usize = 256;
 /// Doubling chunks after them.
 const GROWING: usize = 18;
 const CHUNKS: usize = FIXED + GROWING;
@@ -86,7 +86,7 @@ impl<T> Slab<T> {
 impl<T: Default> Slab<T> {
     /// An empty slab for a shard expected to hold about `share` slots.
     pub(crate) fn new(share: usize) -> Self {
-        let s = (share / FIXED).clamp(64, 1 << 16).next_power_of_two();
+        let s = (share / FIXED).clamp(64, 1 << 15).next_power_of_two();
         Slab {
             chunks: core::array::from_fn(|_| AtomicPtr::new(core::ptr::null_mut())),
             shift: s.trailing_zeros(),
