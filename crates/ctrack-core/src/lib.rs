@@ -15,6 +15,7 @@
 //! state makes a zone flush O(1); [`tracker`] ties them together.
 #![forbid(unsafe_code)]
 
+pub mod action;
 pub mod conn;
 pub mod dump;
 pub mod extract;
@@ -28,6 +29,7 @@ pub mod timeout;
 pub mod tracker;
 mod zone;
 
+pub use action::{ActionError, Alg, CtAction, Masked, Nat, NatKind, NatMode, NatRange};
 pub use conn::{Conn, ConnId, Counters, Dir};
 pub use dump::Entry;
 pub use extract::InvalidReason;
@@ -36,8 +38,6 @@ pub use state::CtState;
 pub use stats::Stats;
 pub use time::{Millis, Time};
 pub use timeout::{Timeout, TimeoutPolicy, ZonePolicies};
-pub use tracker::{
-    Config, ConnInfo, CtAction, EARLY_DROP_SCAN, Masked, Refusal, Sweep, Tracker, Verdict,
-};
+pub use tracker::{Config, ConnInfo, EARLY_DROP_SCAN, Refusal, Sweep, Tracker, Verdict};
 
 pub use ctrack_wire::LinkType;

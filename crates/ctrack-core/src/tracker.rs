@@ -23,6 +23,7 @@ use ctrack_table::{
 };
 use ctrack_wire::{Frame, LinkType, parse_frame};
 
+use crate::action::CtAction;
 use crate::conn::{Addr, Conn, ConnId, Dir, Ext, Kind, LookupKey, Tuple, V6, instance};
 use crate::dump::Entry;
 use crate::extract::{ExtractOptions, Extracted, InvalidReason, L4Info, extract};
@@ -80,57 +81,6 @@ impl Default for Config {
             timeouts: TimeoutPolicy::default(),
             default_zone_limit: 0,
             shards: ctrack_table::MAX_SHARDS,
-        }
-    }
-}
-
-/// A value and the mask of the bits to set (`mark=0x1/0xff`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Masked<T> {
-    /// Bits to write.
-    pub value: T,
-    /// Which bits to write.
-    pub mask: T,
-}
-
-impl<T> Masked<T> {
-    /// `value` under `mask`.
-    pub fn new(value: T, mask: T) -> Self {
-        Masked { value, mask }
-    }
-}
-
-/// What the caller asks of the tracker for one packet: the `ct` action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct CtAction {
-    /// Zone to track in.
-    pub zone: Zone,
-    /// Store a new connection (else only look up).
-    pub commit: bool,
-    /// With `commit`: a packet that finds its connection in the reply
-    /// direction ends that connection and starts one in its own direction.
-    pub force: bool,
-    /// Set bits of the connection's mark.
-    pub mark: Option<Masked<u32>>,
-    /// Set bits of the connection's label.
-    pub label: Option<Masked<u128>>,
-}
-
-impl CtAction {
-    /// `ct(commit,zone=zone)`.
-    pub fn commit(zone: Zone) -> CtAction {
-        CtAction {
-            zone,
-            commit: true,
-            ..CtAction::default()
-        }
-    }
-
-    /// `ct(zone=zone)`: look up only.
-    pub fn lookup(zone: Zone) -> CtAction {
-        CtAction {
-            zone,
-            ..CtAction::default()
         }
     }
 }

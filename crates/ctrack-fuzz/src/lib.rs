@@ -432,7 +432,7 @@ pub fn tracker(data: &[u8]) {
                     commit,
                     force,
                     mark: mark.map(|m| Masked::new(u32::from(m), 0xff)),
-                    label: None,
+                    ..CtAction::default()
                 };
                 let bytes = spec.bytes();
                 let v = t.process(&bytes, LinkType::Ethernet, &action, now);
