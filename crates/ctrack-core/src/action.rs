@@ -90,6 +90,16 @@ pub enum Alg {
     Tftp,
 }
 
+impl Alg {
+    /// The transport protocol of the gateway's control connection.
+    pub fn proto(self) -> u8 {
+        match self {
+            Alg::Ftp => ctrack_wire::ip_proto::TCP,
+            Alg::Tftp => ctrack_wire::ip_proto::UDP,
+        }
+    }
+}
+
 /// What the caller asks of the tracker for one packet: the `ct` action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CtAction {
@@ -256,7 +266,10 @@ fn split_range<'a>(tok: &str, v: &'a str) -> Result<Range<'a>, ActionError> {
         }
         (Some((lo, hi)), ports)
     } else {
+        // Several colons: IPv6 addresses without brackets, and no ports
+        // (as Open vSwitch reads `nat(src=fd00::1-fd00::9)`).
         let (a, p) = match v.split_once(':') {
+            Some(_) if v.matches(':').count() > 1 => (v, None),
             Some((a, p)) => (a, Some(p)),
             None => (v, None),
         };

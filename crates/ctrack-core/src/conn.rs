@@ -208,6 +208,11 @@ pub struct Ext<A> {
     /// The reply tuple when it is not the reverse of the original one
     /// (address translation).
     pub reply: Option<Tuple<A>>,
+    /// The application-layer gateway watching this (control) connection.
+    pub(crate) helper: Option<crate::alg::Helper>,
+    /// For a connection an expectation let in: the original tuple of the
+    /// control connection that expected it.
+    pub master: Option<Tuple<A>>,
 }
 
 impl<A> Ext<A> {
@@ -224,7 +229,37 @@ impl<A> Ext<A> {
 
 /// Bits of [`Conn::flags`]: the timeout class in the low nibble, then:
 const COUNTED: u8 = 0x10;
+/// The connection's source is translated (in the original direction).
+pub(crate) const SNAT: u8 = 0x20;
+/// The connection's destination is translated.
+pub(crate) const DNAT: u8 = 0x40;
+/// The connection has a gateway or was expected: see its extension.
+pub(crate) const SPECIAL: u8 = 0x80;
 const CLASS_MASK: u8 = 0x0f;
+
+/// What a new connection starts with besides its key.
+#[derive(Debug)]
+pub(crate) struct Setup<A> {
+    /// The translated reply tuple, if translated.
+    pub reply: Option<Tuple<A>>,
+    /// [`SNAT`] and [`DNAT`] bits.
+    pub nat: u8,
+    /// A gateway to run on its packets.
+    pub helper: Option<crate::alg::Helper>,
+    /// The control connection that expected it.
+    pub master: Option<Tuple<A>>,
+}
+
+impl<A> Default for Setup<A> {
+    fn default() -> Self {
+        Setup {
+            reply: None,
+            nat: 0,
+            helper: None,
+            master: None,
+        }
+    }
+}
 
 /// One connection.
 #[derive(Debug, Default)]
@@ -282,13 +317,20 @@ impl<A: Addr> Conn<A> {
         counted: bool,
         now: u64,
         first_bytes: u32,
+        setup: Setup<A>,
     ) {
         self.orig = key.tuple;
         self.generation = key.generation;
         self.zone = key.zone;
         self.proto = key.proto;
-        self.flags
-            .store(class as u8 | if counted { COUNTED } else { 0 }, Relaxed);
+        let special = setup.helper.is_some() || setup.master.is_some();
+        self.flags.store(
+            class as u8
+                | if counted { COUNTED } else { 0 }
+                | (setup.nat & (SNAT | DNAT))
+                | if special { SPECIAL } else { 0 },
+            Relaxed,
+        );
         self.mark.store(0, Relaxed);
         self.set_proto_state(proto);
         self.last_seen.store(now, Relaxed);
@@ -296,7 +338,32 @@ impl<A: Addr> Conn<A> {
         self.counters[1].store(u64::from(first_bytes), Relaxed);
         self.counters[2].store(0, Relaxed);
         self.counters[3].store(0, Relaxed);
-        self.ext.set(None);
+        let reply = setup.reply.filter(|r| *r != key.tuple.reverse());
+        self.ext.set((reply.is_some() || special).then(|| {
+            Box::new(Ext {
+                label: Default::default(),
+                reply,
+                helper: setup.helper,
+                master: setup.master,
+            })
+        }));
+    }
+
+    /// Its [`SNAT`] and [`DNAT`] bits.
+    #[inline]
+    pub(crate) fn nat_bits(&self) -> u8 {
+        self.flags.load(Relaxed) & (SNAT | DNAT)
+    }
+
+    /// True if it has a gateway or was expected.
+    #[inline]
+    pub(crate) fn special(&self) -> bool {
+        self.flags.load(Relaxed) & SPECIAL != 0
+    }
+
+    /// True if an expectation let it in (every packet is `rel`).
+    pub(crate) fn expected(&self, guard: &Guard) -> bool {
+        self.special() && self.ext(guard).is_some_and(|e| e.master.is_some())
     }
 
     /// The original-direction tuple.
@@ -647,6 +714,7 @@ mod tests {
             true,
             9,
             60,
+            Setup::default(),
         );
         assert_eq!(c.proto_state(), ProtoState::Tcp(t));
         assert_eq!(c.class(), Timeout::TcpEstablished);

@@ -64,11 +64,16 @@ pub enum InvalidReason {
     CannotOpen,
     /// A TCP segment outside the window or with an impossible ACK.
     TcpOutOfWindow,
+    /// A segment of a translated FTP control connection that ends inside
+    /// an announcement (PORT, EPRT, 227, 229): the announcement cannot be
+    /// rewritten across segments, so the segment is refused until it is
+    /// sent again whole (Linux drops such segments).
+    AlgPartialCommand,
 }
 
 impl InvalidReason {
     /// Every reason, in counter order.
-    pub const ALL: [InvalidReason; 17] = [
+    pub const ALL: [InvalidReason; 18] = [
         InvalidReason::LinkTruncated,
         InvalidReason::NotIp,
         InvalidReason::BadIpv4Header,
@@ -86,6 +91,7 @@ impl InvalidReason {
         InvalidReason::TcpBadFlags,
         InvalidReason::CannotOpen,
         InvalidReason::TcpOutOfWindow,
+        InvalidReason::AlgPartialCommand,
     ];
 
     /// A short stable name (counter names, JSON).
@@ -108,6 +114,7 @@ impl InvalidReason {
             InvalidReason::TcpBadFlags => "tcp_bad_flags",
             InvalidReason::CannotOpen => "cannot_open",
             InvalidReason::TcpOutOfWindow => "tcp_out_of_window",
+            InvalidReason::AlgPartialCommand => "alg_partial_command",
         }
     }
 }

@@ -211,6 +211,13 @@ impl KeyHasher {
         h.finish()
     }
 
+    /// A keyed mix of one number (pseudo-random numbers from a counter).
+    pub(crate) fn mix(&self, v: u64) -> u64 {
+        let mut h = self.state.build_hasher();
+        h.write_u64(v);
+        h.finish()
+    }
+
     /// The hash of `key` in generation 0 of its zone, equal to the hash of
     /// `key.reverse()`.
     pub fn hash(&self, key: &ConnKey) -> u64 {

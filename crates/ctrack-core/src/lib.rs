@@ -16,12 +16,17 @@
 #![forbid(unsafe_code)]
 
 pub mod action;
+mod alg;
 pub mod conn;
 pub mod dump;
+pub mod expect;
 pub mod extract;
 pub mod fast;
+pub mod ftp;
 pub mod key;
+pub mod nat;
 pub mod proto;
+mod rewrite;
 pub mod state;
 mod stats;
 pub mod time;
@@ -32,6 +37,7 @@ mod zone;
 pub use action::{ActionError, Alg, CtAction, Masked, Nat, NatKind, NatMode, NatRange};
 pub use conn::{Conn, ConnId, Counters, Dir};
 pub use dump::Entry;
+pub use expect::ExpectationInfo;
 pub use extract::InvalidReason;
 pub use key::{ConnKey, Endpoint, Family, KeyHasher, Zone};
 pub use state::CtState;

@@ -48,6 +48,21 @@ pub struct Stats {
     pub expired: u64,
     /// Connections removed by flushes.
     pub flushed: u64,
+    /// Commits refused because no free translated tuple was found.
+    pub refused_nat_exhausted: u64,
+    /// Packets whose addresses or ports were translated.
+    pub translated: u64,
+    /// Expectations created by application-layer gateways.
+    pub expectations_created: u64,
+    /// New connections that matched an expectation (`rel`).
+    pub expectations_matched: u64,
+    /// Expectations not created because a limit was reached.
+    pub expectations_refused: u64,
+    /// Expectations that expired (or whose control connection ended)
+    /// unused.
+    pub expectations_expired: u64,
+    /// Packets whose payload a gateway rewrote (FTP under NAT).
+    pub alg_rewritten: u64,
 }
 
 impl Stats {
@@ -73,6 +88,13 @@ pub(crate) enum C {
     Replaced,
     Expired,
     Flushed,
+    RefusedNatExhausted,
+    Translated,
+    ExpectCreated,
+    ExpectMatched,
+    ExpectRefused,
+    ExpectExpired,
+    AlgRewritten,
     /// First of the invalid reasons.
     Reasons,
 }
@@ -84,10 +106,10 @@ const N: usize = C::Reasons as usize + InvalidReason::ALL.len();
 pub(crate) struct Local {
     c: [u64; N],
     /// Bit `i`: counter `i` is non-zero.
-    touched: u32,
+    touched: u64,
 }
 
-const _: () = assert!(N <= 32, "one bit per counter");
+const _: () = assert!(N <= 64, "one bit per counter");
 
 impl Default for Local {
     fn default() -> Self {
@@ -102,7 +124,7 @@ impl Local {
     #[inline]
     pub(crate) fn add(&mut self, c: C, n: u64) {
         self.c[c as usize] += n;
-        self.touched |= 1 << c as u32;
+        self.touched |= 1 << c as u64;
     }
 
     #[inline]
@@ -240,6 +262,13 @@ impl Striped {
             replaced: t[C::Replaced as usize],
             expired: t[C::Expired as usize],
             flushed: t[C::Flushed as usize],
+            refused_nat_exhausted: t[C::RefusedNatExhausted as usize],
+            translated: t[C::Translated as usize],
+            expectations_created: t[C::ExpectCreated as usize],
+            expectations_matched: t[C::ExpectMatched as usize],
+            expectations_refused: t[C::ExpectRefused as usize],
+            expectations_expired: t[C::ExpectExpired as usize],
+            alg_rewritten: t[C::AlgRewritten as usize],
         }
     }
 }

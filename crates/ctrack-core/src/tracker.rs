@@ -16,24 +16,32 @@
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 use ctrack_table::{
     APPROX_STEP, Context, EntryRef, Guard, Hashes, Hint, Record, Removal, Table, TableConfig, pin,
 };
 use ctrack_wire::{Frame, LinkType, parse_frame};
 
-use crate::action::CtAction;
-use crate::conn::{Addr, Conn, ConnId, Dir, Ext, Kind, LookupKey, Tuple, V6, instance};
+use crate::action::{CtAction, Nat, NatKind};
+use crate::alg::Helper;
+use crate::conn::{
+    Addr, Conn, ConnId, DNAT, Dir, Ext, Kind, LookupKey, SNAT, Setup, Tuple, V6, instance,
+};
 use crate::dump::Entry;
+use crate::expect::{ExpKey, Expectation, Expectations};
 use crate::extract::{ExtractOptions, Extracted, InvalidReason, L4Info, extract};
 use crate::key::{ConnKey, Family, KeyHasher, Zone};
+use crate::nat::{self, NatError};
 use crate::proto::{IcmpState, OtherState, ProtoState, Update, tcp};
 use crate::state::CtState;
 use crate::stats::{C, Local, Stats, Striped};
 use crate::time::Time;
 use crate::timeout::{Compiled, TimeoutPolicy};
 use crate::zone::{LIMIT_DEFAULT, ZoneMeta, Zones};
+
+mod gateway;
+mod post;
 
 /// Open vSwitch's default limit on tracked connections.
 pub const DEFAULT_MAX_CONNS: usize = 3_000_000;
@@ -94,6 +102,10 @@ pub enum Refusal {
     TableFull,
     /// The zone holds its limit and none could be evicted.
     ZoneLimit,
+    /// Address translation found no free tuple in its range (the bounded
+    /// search of [`crate::nat`] saw only tuples in use). The packet is
+    /// untranslated and `new`; a firewall drops it, as Linux does.
+    NatExhausted,
 }
 
 /// The tracker's answer for one packet.
@@ -117,6 +129,9 @@ pub struct Verdict {
     pub refused: Option<Refusal>,
     /// True if this packet committed `conn`.
     pub committed: bool,
+    /// The connection has a gateway or was expected: the packet goes to
+    /// the gateway stage.
+    pub(crate) inspect: bool,
 }
 
 impl Verdict {
@@ -183,6 +198,9 @@ struct Shared {
     /// any removal but an eviction.
     full: AtomicBool,
     stats: Striped,
+    /// Connections whose gateway adjusts sequence numbers (while none
+    /// does, packets skip the lookup that adjustment needs).
+    seqadj: AtomicUsize,
 }
 
 impl Shared {
@@ -245,6 +263,15 @@ impl<A: Addr> Context<Conn<A>> for Shared {
     }
 
     fn removed(&self, c: &Conn<A>, why: Removal) {
+        if c.special() {
+            let guard = pin();
+            if c.ext(&guard)
+                .and_then(|e| e.helper.as_ref())
+                .is_some_and(Helper::counted)
+            {
+                self.seqadj.fetch_sub(1, Relaxed);
+            }
+        }
         if c.counted()
             && let Some(m) = self.zones.get(c.zone())
         {
@@ -362,6 +389,9 @@ pub struct Tracker {
     v4: Table<Conn<u32>>,
     v6: Table<Conn<V6>>,
     dead: Mutex<VecDeque<Dead>>,
+    expect: Expectations,
+    /// Counter behind `random` translations.
+    rng: AtomicU64,
 }
 
 impl Default for Tracker {
@@ -379,6 +409,10 @@ const BURST: usize = 32;
 
 /// Flushed connections a commit frees when it finds the table full.
 const RECLAIM_ON_FULL: usize = 64;
+
+/// How often a commit searches a translation again after another thread
+/// took the tuple it chose.
+const NAT_RETRIES: usize = 3;
 
 impl Tracker {
     /// A tracker with a random hash seed.
@@ -415,10 +449,13 @@ impl Tracker {
                 default_zone_limit: AtomicU32::new(config.default_zone_limit),
                 full: AtomicBool::new(false),
                 stats: Striped::default(),
+                seqadj: AtomicUsize::new(0),
             },
             v4: Table::new(v4),
             v6: Table::new(v6),
             dead: Mutex::new(VecDeque::new()),
+            expect: Expectations::default(),
+            rng: AtomicU64::new(0),
         }
     }
 
@@ -556,6 +593,9 @@ impl Tracker {
         self.process_one(
             &guard, frame, link, None, action, now, &mut local, &mut cache, &mut v,
         );
+        if v.inspect {
+            self.inspect_ro(&guard, frame, link, action, now, &mut v, &mut local);
+        }
         self.shared.stats.flush(&mut local);
         v
     }
@@ -584,6 +624,17 @@ impl Tracker {
             &mut cache,
             &mut v,
         );
+        if v.inspect {
+            self.inspect_ro(
+                &guard,
+                frame,
+                LinkType::Ethernet,
+                action,
+                now,
+                &mut v,
+                &mut local,
+            );
+        }
         self.shared.stats.flush(&mut local);
         v
     }
@@ -692,6 +743,17 @@ impl Tracker {
                         &mut cache,
                         &mut outs[i],
                     );
+                    if outs[i].inspect {
+                        self.inspect_ro(
+                            &guard,
+                            burst[i],
+                            link,
+                            action,
+                            now,
+                            &mut outs[i],
+                            &mut local,
+                        );
+                    }
                     i += 1;
                     continue;
                 };
@@ -712,6 +774,20 @@ impl Tracker {
                     &mut outs[i],
                 );
                 count(&mut local, &outs[i]);
+                if outs[i].inspect {
+                    // A gateway's connection: each packet on its own.
+                    self.inspect_ro(
+                        &guard,
+                        burst[i],
+                        link,
+                        action,
+                        now,
+                        &mut outs[i],
+                        &mut local,
+                    );
+                    i += 1;
+                    continue;
+                }
                 i += 1;
                 // The same connection next? Judge its packets while holding
                 // the lock once.
@@ -993,9 +1069,16 @@ impl Tracker {
             ),
             Update::New => return Judged::Reopen,
         };
+        let special = c.special();
+        let mut state = state | CtState::TRK;
+        if special && c.expected(guard) {
+            // Every packet of an expected connection is related (as in
+            // Open vSwitch).
+            state |= CtState::REL;
+        }
         apply_marks(c, action, guard);
         *v = Verdict {
-            state: state | CtState::TRK,
+            state,
             zone: action.zone,
             mark: c.mark(),
             label: c.label(guard),
@@ -1004,6 +1087,7 @@ impl Tracker {
             invalid,
             refused: None,
             committed: false,
+            inspect: special,
         };
         Judged::Done
     }
@@ -1187,6 +1271,17 @@ impl Tracker {
             L4Info::Other => ProtoState::Other(OtherState::First),
         };
         v.state = CtState::NEW | CtState::TRK;
+        // A connection a gateway announced?
+        let expected = if self.expect.active() {
+            self.expected::<A>(guard, key, now)
+        } else {
+            None
+        };
+        if let Some((_, x)) = &expected {
+            v.state |= CtState::REL;
+            v.mark = x.mark;
+            v.label = x.label;
+        }
         if !action.commit {
             *out = v;
             return Some(None);
@@ -1202,15 +1297,48 @@ impl Tracker {
             self.reclaim_dead(guard, RECLAIM_ON_FULL);
             full = self.table_full();
         }
-        let hashes = Hashes {
-            primary: hash,
-            secondary: None,
+        // The translation is chosen before any lock is taken (its search
+        // looks at many shards), then checked again under the locks of the
+        // connection's two shards; a tuple taken meanwhile means searching
+        // again.
+        let mut tries = 0;
+        let (mut w, hashes, setup) = loop {
+            let setup = match self.setup::<A>(guard, p, action, key, expected.as_ref(), now) {
+                Ok(s) => s,
+                Err(_) => return Some(self.refuse(v, Refusal::NatExhausted, local, out)),
+            };
+            let secondary = setup
+                .reply
+                .filter(|r| *r != key.tuple.reverse())
+                .map(|r| self.hash_of(&LookupKey { tuple: r, ..*key }));
+            let hashes = Hashes {
+                primary: hash,
+                secondary,
+            };
+            let mut w = table.write(guard, &hashes);
+            if meta.generation() != key.generation {
+                // Flushed since the lookup: look again in the new generation.
+                return None;
+            }
+            if let (Some(r), Some(h)) = (setup.reply, secondary) {
+                let rkey = LookupKey { tuple: r, ..*key };
+                if let Some(e) = w.find(h, |c| c.direction_of(&rkey, guard).is_some()) {
+                    let gone = shared.expiry(e.record(), guard) <= now
+                        && w.remove_if(shared, e, Removal::Expired, |c| {
+                            shared.expiry(c, guard) <= now
+                        });
+                    if !gone {
+                        drop(w);
+                        tries += 1;
+                        if tries >= NAT_RETRIES {
+                            return Some(self.refuse(v, Refusal::NatExhausted, local, out));
+                        }
+                        continue;
+                    }
+                }
+            }
+            break (w, hashes, setup);
         };
-        let mut w = table.write(guard, &hashes);
-        if meta.generation() != key.generation {
-            // Flushed since the lookup: look again in the new generation.
-            return None;
-        }
         if let Some(e) = w.find(hash, |c| c.direction_of(key, guard).is_some()) {
             if shared.expiry(e.record(), guard) > now {
                 // Another thread committed it meanwhile: judge the packet
@@ -1258,21 +1386,19 @@ impl Tracker {
             evicted = true;
         }
         if let Some(r) = refusal {
-            v.refused = Some(r);
-            local.add(
-                match r {
-                    Refusal::TableFull => C::RefusedTableFull,
-                    Refusal::ZoneLimit => C::RefusedZoneLimit,
-                },
-                1,
-            );
-            *out = v;
-            return Some(None);
+            return Some(self.refuse(v, r, local, out));
         }
 
         let class = proto.initial_timeout();
+        let inherit = expected.as_ref().map(|(_, x)| (x.mark, x.label));
         let res = w.insert(shared, &hashes, now, |c| {
-            c.init(key, &proto, class, counted, now, p.ip_len);
+            c.init(key, &proto, class, counted, now, p.ip_len, setup);
+            if let Some((mark, label)) = inherit {
+                c.set_mark(mark, u32::MAX);
+                if label != 0 {
+                    c.set_label(label, u128::MAX, guard);
+                }
+            }
             if let Some(m) = action.mark {
                 c.set_mark(m.value, m.mask);
             }
@@ -1284,12 +1410,19 @@ impl Tracker {
         });
         match res {
             Ok(e) => {
+                drop(w);
                 local.add(C::Committed, 1);
+                if let Some((k, x)) = &expected {
+                    // Consumed by the connection it let in.
+                    self.expect.take(k, x.master);
+                    local.add(C::ExpectMatched, 1);
+                }
                 let c = e.record();
                 v.conn = Some(ConnId::new(A::FAMILY, e.id()));
                 v.committed = true;
                 v.mark = c.mark();
                 v.label = c.label(guard);
+                v.inspect = c.special();
                 *out = v;
                 Some(Some((e, Dir::Orig)))
             }
@@ -1297,12 +1430,166 @@ impl Tracker {
                 if counted {
                     meta.uncount(key.generation);
                 }
-                v.refused = Some(Refusal::TableFull);
-                local.add(C::RefusedTableFull, 1);
-                *out = v;
-                Some(None)
+                Some(self.refuse(v, Refusal::TableFull, local, out))
             }
         }
+    }
+
+    /// Reports a refused commit.
+    fn refuse<'g, A: Addr>(
+        &self,
+        mut v: Verdict,
+        r: Refusal,
+        local: &mut Local,
+        out: &mut Verdict,
+    ) -> Option<(EntryRef<'g, Conn<A>>, Dir)> {
+        v.refused = Some(r);
+        local.add(
+            match r {
+                Refusal::TableFull => C::RefusedTableFull,
+                Refusal::ZoneLimit => C::RefusedZoneLimit,
+                Refusal::NatExhausted => C::RefusedNatExhausted,
+            },
+            1,
+        );
+        *out = v;
+        None
+    }
+
+    /// The expectation a new connection with `key` matches, if any, with
+    /// its key. One whose control connection has ended is removed.
+    fn expected<A: Fam>(
+        &self,
+        guard: &Guard,
+        key: &LookupKey<A>,
+        now: u64,
+    ) -> Option<(ExpKey, Expectation)> {
+        let k = ExpKey {
+            zone: key.zone,
+            generation: key.generation,
+            family: A::FAMILY,
+            proto: key.proto,
+            src: key.tuple.src.to_u128(),
+            dst: key.tuple.dst.to_u128(),
+            dport: (key.tuple.dst_l4 >> 16) as u16,
+        };
+        let x = self.expect.find(&k, now)?;
+        if !self.master_alive(guard, &x) {
+            if self.expect.take(&k, x.master) {
+                self.shared.stats.bump(C::ExpectExpired, 1);
+            }
+            return None;
+        }
+        Some((k, x))
+    }
+
+    /// True if an expectation's control connection still lives.
+    fn master_alive(&self, guard: &Guard, x: &Expectation) -> bool {
+        match x.master.family() {
+            Family::V4 => self.master_alive_in::<u32>(guard, x),
+            Family::V6 => self.master_alive_in::<V6>(guard, x),
+        }
+    }
+
+    fn master_alive_in<A: Fam>(&self, guard: &Guard, x: &Expectation) -> bool {
+        A::table(self)
+            .get(guard, x.master.record())
+            .is_some_and(|e| {
+                let c = e.record();
+                *c.orig() == Tuple::of(&x.master_key)
+                    && c.zone() == x.master_key.zone
+                    && c.proto() == x.master_key.proto
+            })
+    }
+
+    /// What a new connection starts with: its translation (chosen here),
+    /// gateway, and the control connection that expected it.
+    fn setup<A: Fam>(
+        &self,
+        guard: &Guard,
+        p: &Pkt<A>,
+        action: &CtAction,
+        key: &LookupKey<A>,
+        expected: Option<&(ExpKey, Expectation)>,
+        now: u64,
+    ) -> Result<Setup<A>, NatError> {
+        let mut setup = Setup::default();
+        let table = A::table(self);
+        let taken = |cand: &Tuple<A>| {
+            let k = LookupKey {
+                tuple: *cand,
+                ..*key
+            };
+            let policy = self.shared.policy(key.zone, guard);
+            table
+                .find(guard, self.hash_of(&k), |c| {
+                    c.direction_of(&k, guard).is_some() && expiry(c, policy) > now
+                })
+                .is_some()
+        };
+        if let Some((_, x)) = expected {
+            setup.master = Some(Tuple::of(&x.master_key));
+            if action.nat.is_some()
+                && let Some(t) = x.target
+            {
+                // Where the control connection's gateway said its packets
+                // go: no search (the port was announced).
+                let o = key.tuple;
+                let to = Tuple {
+                    src: A::from_u128(t.src),
+                    dst: A::from_u128(t.dst),
+                    src_l4: o.src_l4,
+                    dst_l4: (o.dst_l4 & 0xffff) | (u32::from(t.dport) << 16),
+                };
+                if to != o {
+                    let reply = to.reverse();
+                    if taken(&reply) {
+                        return Err(NatError::Exhausted);
+                    }
+                    setup.reply = Some(reply);
+                    setup.nat = if to.src != o.src { SNAT } else { 0 }
+                        | if to.dst != o.dst || to.dst_l4 != o.dst_l4 {
+                            DNAT
+                        } else {
+                            0
+                        };
+                }
+            }
+        } else if let Some(alg) = action.alg
+            && alg.proto() == p.proto
+        {
+            setup.helper = Some(Helper::new(alg));
+        }
+        if setup.master.is_none()
+            && let Some(Nat {
+                range: Some(range),
+                mode,
+            }) = action.nat
+        {
+            let mut random = || self.shared.hasher.mix(self.rng.fetch_add(1, Relaxed)) as u32;
+            match nat::choose(
+                &key.tuple,
+                key.proto,
+                key.zone,
+                &range,
+                mode,
+                &self.shared.hasher,
+                &mut random,
+                taken,
+            ) {
+                Ok(reply) => {
+                    setup.reply = Some(reply);
+                    setup.nat = match range.kind {
+                        NatKind::Src => SNAT,
+                        NatKind::Dst => DNAT,
+                    };
+                }
+                // A range of the other family does not apply.
+                Err(NatError::Family) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(setup)
     }
 
     /// True if the table holds `max_conns` connections. Reads one shared
@@ -1341,6 +1628,10 @@ impl Tracker {
             .sweep(&self.shared, &guard, now_ms, left - s4.examined);
         out.expired = s4.removed + s6.removed;
         out.examined += s4.examined + s6.examined;
+        let gone = self.expect.sweep(now_ms, |x| self.master_alive(&guard, x));
+        if gone != 0 {
+            self.shared.stats.bump(C::ExpectExpired, gone as u64);
+        }
         out.next = if dead_left || s4.more || s6.more {
             Some(now)
         } else {
@@ -1607,6 +1898,60 @@ impl Tracker {
                 }
             }
         }
+    }
+
+    /// The expectations waiting (for `dpctl/dump-conntrack-exp`-style
+    /// listings).
+    pub fn expectations(&self, now: Time) -> Vec<crate::expect::ExpectationInfo> {
+        let now_ms = now.as_millis();
+        let mut out: Vec<_> = self
+            .expect
+            .list(now_ms)
+            .into_iter()
+            .map(|(k, x)| {
+                let mut key = ConnKey {
+                    src: crate::key::Endpoint {
+                        addr: k.src,
+                        ..Default::default()
+                    },
+                    dst: crate::key::Endpoint {
+                        addr: k.dst,
+                        port: k.dport,
+                        ..Default::default()
+                    },
+                    zone: k.zone,
+                    proto: k.proto,
+                    family: k.family,
+                };
+                key.src.port = 0;
+                crate::expect::ExpectationInfo {
+                    key,
+                    master: x.master_key,
+                    remaining_ms: x.expires.saturating_sub(now_ms),
+                    mark: x.mark,
+                    label: x.label,
+                }
+            })
+            .collect();
+        out.sort_by_key(|e| (e.key.zone, e.key.src.addr, e.key.dst.addr, e.key.dst.port));
+        out
+    }
+
+    /// Number of expectations waiting.
+    pub fn expectation_count(&self) -> usize {
+        self.expect.len()
+    }
+
+    /// Sets the most expectations the tracker holds (default
+    /// [`crate::expect::DEFAULT_MAX`]); past it, new ones are refused and
+    /// counted.
+    pub fn set_max_expectations(&self, max: usize) {
+        self.expect.set_max(max);
+    }
+
+    /// The most expectations the tracker holds.
+    pub fn max_expectations(&self) -> usize {
+        self.expect.max()
     }
 
     /// Memory held by the connection tables and zone state, from their own

@@ -1,0 +1,202 @@
+//! The stage after tracking: address translation of the packet and the
+//! gateway of its connection. Only [`Tracker::process_mut`] rewrites
+//! packets; the read-only entry points run the gateway's inspection (to
+//! create expectations) and leave the bytes alone.
+
+use ctrack_table::Guard;
+use ctrack_wire::{Frame, LinkType, parse_frame};
+
+use super::{Cache, Fam, Tracker, Verdict};
+use crate::action::CtAction;
+use crate::conn::{ConnId, DNAT, Dir, SNAT, Tuple, V6};
+use crate::extract::{ExtractOptions, extract};
+use crate::key::Family;
+use crate::rewrite;
+use crate::state::CtState;
+use crate::stats::{C, Local};
+use crate::time::Time;
+
+/// A packet the stage may or may not change.
+pub(crate) enum Buf<'a> {
+    /// Read only: inspect, never rewrite.
+    Ref(&'a [u8]),
+    /// Rewritable (and resizable: a gateway may lengthen a payload).
+    Mut(&'a mut Vec<u8>),
+}
+
+impl Buf<'_> {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            Buf::Ref(b) => b,
+            Buf::Mut(b) => b,
+        }
+    }
+}
+
+impl Tracker {
+    /// Tracks one frame and carries out the action on it: with `nat`, the
+    /// packet of a translated connection is rewritten in place (addresses,
+    /// ports or ICMP identifier, checksums; for an ICMP error the quoted
+    /// packet too) and its state shows `snat`/`dnat`; a gateway may rewrite
+    /// the payload (FTP under NAT), changing the frame's length. Without
+    /// `nat`, and for untranslated connections, the frame is unchanged.
+    pub fn process_mut(
+        &self,
+        frame: &mut Vec<u8>,
+        link: LinkType,
+        action: &CtAction,
+        now: Time,
+    ) -> Verdict {
+        let guard = ctrack_table::pin();
+        let mut local = Local::default();
+        let mut cache = Cache::default();
+        let mut v = Verdict::default();
+        let layers = parse_frame(frame, link);
+        if action.nat.is_some() {
+            self.before_tracking(&guard, frame, &layers, action, now);
+        }
+        self.process_one(
+            &guard,
+            frame,
+            link,
+            Some(&layers),
+            action,
+            now,
+            &mut local,
+            &mut cache,
+            &mut v,
+        );
+        if v.conn.is_some() && (action.nat.is_some() || v.inspect) {
+            self.post(
+                &guard,
+                Buf::Mut(frame),
+                &layers,
+                action,
+                now,
+                &mut v,
+                &mut local,
+            );
+        }
+        self.shared.stats.flush(&mut local);
+        v
+    }
+
+    /// The gateway stage for a packet of the read-only entry points.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn inspect_ro(
+        &self,
+        guard: &Guard,
+        frame: &[u8],
+        link: LinkType,
+        action: &CtAction,
+        now: Time,
+        v: &mut Verdict,
+        local: &mut Local,
+    ) {
+        let layers = parse_frame(frame, link);
+        self.post(guard, Buf::Ref(frame), &layers, action, now, v, local);
+    }
+
+    /// Translation and gateway for a tracked packet of connection `v.conn`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn post(
+        &self,
+        guard: &Guard,
+        buf: Buf<'_>,
+        layers: &Frame,
+        action: &CtAction,
+        now: Time,
+        v: &mut Verdict,
+        local: &mut Local,
+    ) {
+        let Some(id) = v.conn else { return };
+        match id.family() {
+            Family::V4 => self.post_in::<u32>(guard, id, buf, layers, action, now, v, local),
+            Family::V6 => self.post_in::<V6>(guard, id, buf, layers, action, now, v, local),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn post_in<A: Fam>(
+        &self,
+        guard: &Guard,
+        id: ConnId,
+        mut buf: Buf<'_>,
+        layers: &Frame,
+        action: &CtAction,
+        now: Time,
+        v: &mut Verdict,
+        local: &mut Local,
+    ) {
+        let Ok(ip) = layers.ip else { return };
+        let opts = ExtractOptions { checksums: false };
+        let Ok(ex) = extract(buf.bytes(), layers, action.zone, opts) else {
+            return;
+        };
+        let tuple = Tuple::<A>::of(&ex.key);
+        let Some(e) = A::table(self).get(guard, id.record()) else {
+            return;
+        };
+        let c = e.record();
+        // Still the connection the packet was tracked against?
+        let same = match v.dir {
+            Dir::Orig => *c.orig() == tuple,
+            Dir::Reply => c.reply(guard) == tuple,
+        };
+        if !same || c.zone() != action.zone || c.proto() != ex.key.proto {
+            return;
+        }
+        let bits = c.nat_bits();
+        if action.nat.is_some() && bits != 0 {
+            // The state names the side rewritten: a reply of a source
+            // translation gets its destination put back (`dnat`).
+            let (src, dst) = match v.dir {
+                Dir::Orig => (bits & SNAT != 0, bits & DNAT != 0),
+                Dir::Reply => (bits & DNAT != 0, bits & SNAT != 0),
+            };
+            if src {
+                v.state |= CtState::SNAT;
+            }
+            if dst {
+                v.state |= CtState::DNAT;
+            }
+            if let Buf::Mut(f) = &mut buf {
+                let to = match v.dir {
+                    Dir::Orig => c.reply(guard).reverse(),
+                    Dir::Reply => c.orig().reverse(),
+                };
+                if ex.related {
+                    rewrite::icmp_error(f, &ip, &tuple, &to);
+                } else {
+                    rewrite::packet(f, &ip, &tuple, &to);
+                }
+                local.add(C::Translated, 1);
+            }
+        }
+        if v.inspect
+            && !ex.related
+            && v.invalid.is_none()
+            && let Some(h) = c.ext(guard).and_then(|x| x.helper.as_ref())
+        {
+            self.gateway(guard, id, c, h, buf, &ip, action, now, v, local);
+        }
+    }
+
+    /// Before tracking a packet of a connection whose gateway rewrote
+    /// payloads: put its acknowledgment back into the sequence space of the
+    /// peer that sent the rewritten bytes (the tracker follows each side in
+    /// its own numbering).
+    fn before_tracking(
+        &self,
+        guard: &Guard,
+        frame: &mut [u8],
+        layers: &Frame,
+        action: &CtAction,
+        now: Time,
+    ) {
+        if !self.alg_seqadj_active() {
+            return;
+        }
+        self.alg_before(guard, frame, layers, action, now);
+    }
+}
