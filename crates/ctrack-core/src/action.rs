@@ -91,6 +91,14 @@ pub enum Alg {
 }
 
 impl Alg {
+    /// Its name in actions and dumps.
+    pub fn name(self) -> &'static str {
+        match self {
+            Alg::Ftp => "ftp",
+            Alg::Tftp => "tftp",
+        }
+    }
+
     /// The transport protocol of the gateway's control connection.
     pub fn proto(self) -> u8 {
         match self {

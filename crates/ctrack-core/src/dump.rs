@@ -32,6 +32,13 @@ pub struct Entry {
     pub state: &'static str,
     /// Seconds until expiry (0 if expired).
     pub timeout: u64,
+    /// The gateway watching it (`ftp`, `tftp`), for a control connection.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub helper: Option<&'static str>,
+    /// For a connection a gateway expected: its control connection's
+    /// original tuple.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub master: Option<String>,
 }
 
 /// One direction of an [`Entry`].
@@ -86,6 +93,7 @@ impl Entry {
         let (zone, proto) = (conn.zone(), conn.proto());
         let orig = conn.orig().to_key(zone, proto);
         let reply = conn.reply(guard).to_key(zone, proto);
+        let ext = conn.ext(guard);
         Entry {
             proto,
             orig: Tuple::new(&orig, conn.counters(Dir::Orig)),
@@ -95,6 +103,10 @@ impl Entry {
             label: conn.label(guard),
             state: conn.proto_state().state_name(),
             timeout: Time::from_millis(expires).millis_since(now) / 1000,
+            helper: ext.and_then(|e| e.helper.as_ref()).map(|h| h.alg.name()),
+            master: ext
+                .and_then(|e| e.master)
+                .map(|m| m.to_key(zone, proto).to_string()),
         }
     }
 }
@@ -131,6 +143,13 @@ impl fmt::Display for Entry {
         if self.label != 0 {
             write!(f, ",labels={:#x}", self.label)?;
         }
-        write!(f, ",protoinfo=(state={})", self.state)
+        write!(f, ",protoinfo=(state={})", self.state)?;
+        if let Some(h) = self.helper {
+            write!(f, ",helper={h}")?;
+        }
+        if let Some(m) = &self.master {
+            write!(f, ",master=({m})")?;
+        }
+        Ok(())
     }
 }

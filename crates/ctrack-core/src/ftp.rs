@@ -241,7 +241,14 @@ pub fn format(kind: Kind, addr: IpAddr, port: u16) -> String {
             )
         }
         (Kind::Eprt, IpAddr::V4(a)) => format!("|1|{a}|{port}|"),
-        (Kind::Eprt, IpAddr::V6(a)) => format!("|2|{a}|{port}|"),
+        // Linux writes IPv6 in full (`%pI6`): eight groups of four digits.
+        (Kind::Eprt, IpAddr::V6(a)) => {
+            let g = a.segments();
+            format!(
+                "|2|{:04x}:{:04x}:{:04x}:{:04x}:{:04x}:{:04x}:{:04x}:{:04x}|{port}|",
+                g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]
+            )
+        }
         (Kind::Epsv, _) => format!("|||{port}|"),
         // PORT and 227 carry IPv4 only.
         (Kind::Port | Kind::Pasv, IpAddr::V6(_)) => String::new(),

@@ -98,6 +98,7 @@ pub(crate) fn pick_addr<A: Addr>(
     min: A,
     max: A,
     persistent: bool,
+    kind: NatKind,
 ) -> A {
     if min == max {
         return min;
@@ -148,7 +149,9 @@ pub(crate) fn pick_addr<A: Addr>(
             full = true;
         }
         if !persistent {
-            j ^= raw(d[i]);
+            // For a destination translation the kernel's tuple word is the
+            // one just written.
+            j ^= raw(if kind == NatKind::Dst { v } else { d[i] });
         }
     }
     match A::FAMILY {
@@ -285,18 +288,29 @@ pub(crate) fn choose<A: Addr>(
         let (Some(lo), Some(hi)) = (addr_of::<A>(lo), addr_of::<A>(hi)) else {
             return Err(NatError::Family);
         };
-        let a = pick_addr(
-            orig.src,
-            orig.dst,
-            zone,
-            lo,
-            hi,
-            mode == NatMode::Persistent,
-        );
-        if src_side {
-            reply.dst = a;
-        } else {
-            reply.src = a;
+        // Linux keeps a source already in the range (if its tuple is free,
+        // which the port step below checks); Open vSwitch always picks.
+        let keep = src_side
+            && mode != NatMode::Random
+            && (lo..=hi).contains(&orig.src)
+            && range
+                .ports
+                .is_none_or(|(a, b)| (a.min(b)..=a.max(b)).contains(&port_of(orig.src_l4)));
+        if !keep {
+            let a = pick_addr(
+                orig.src,
+                orig.dst,
+                zone,
+                lo,
+                hi,
+                mode == NatMode::Persistent,
+                range.kind,
+            );
+            if src_side {
+                reply.dst = a;
+            } else {
+                reply.src = a;
+            }
         }
     }
     let family = A::FAMILY;
@@ -373,7 +387,13 @@ pub(crate) fn choose<A: Addr>(
             if !random_mode && !taken(&reply) {
                 return Ok(reply);
             }
-            let (lo, hi) = default_range(orig_sport);
+            // Ports move within their class; ICMP identifiers anywhere
+            // (Linux).
+            let (lo, hi) = if icmp {
+                (0, u16::MAX)
+            } else {
+                default_range(orig_sport)
+            };
             let start = if random_mode {
                 let size = u32::from(hi) - u32::from(lo) + 1;
                 (u32::from(lo) + random() % size) as u16
@@ -420,10 +440,44 @@ mod tests {
     fn jhash2_known_values() {
         // lookup3's hashword of nothing is the seed arithmetic alone.
         assert_eq!(jhash2(&[], 0), 0xdead_beef);
-        // Stable across builds (a change here changes every address pick).
-        let h = jhash2(&[1, 2, 3, 4], 5);
-        assert_eq!(h, jhash2(&[1, 2, 3, 4], 5));
-        assert_ne!(h, jhash2(&[1, 2, 3, 5], 5));
+        // Values of Linux's jhash2 (and Open vSwitch's jhash_words).
+        assert_eq!(jhash2(&[1, 2, 3, 4], 0), 0x6649_1246);
+        assert_eq!(jhash2(&[0x0100_000a, 0, 0, 0], 0), 0x44dd_116c);
+    }
+
+    #[test]
+    fn addresses_as_linux_picks_them() {
+        let a = |s: &str| u32::from(s.parse::<Ipv4Addr>().unwrap());
+        let pick = |src, dst, lo, hi, persistent| {
+            Ipv4Addr::from(pick_addr(
+                a(src),
+                a(dst),
+                0,
+                a(lo),
+                a(hi),
+                persistent,
+                NatKind::Src,
+            ))
+            .to_string()
+        };
+        assert_eq!(
+            pick("192.168.1.2", "8.8.8.8", "10.0.0.1", "10.0.0.10", false),
+            "10.0.0.1"
+        );
+        assert_eq!(
+            pick("192.168.1.2", "8.8.8.8", "10.0.0.1", "10.0.0.10", true),
+            "10.0.0.9"
+        );
+        assert_eq!(
+            pick(
+                "10.1.1.1",
+                "203.0.113.5",
+                "198.51.100.0",
+                "198.51.100.255",
+                false
+            ),
+            "198.51.100.1"
+        );
     }
 
     #[test]
@@ -543,6 +597,7 @@ mod tests {
                 100,
                 103,
                 false,
+                NatKind::Src,
             ));
         }
         assert_eq!(seen.len(), 4);
@@ -555,6 +610,7 @@ mod tests {
                 100,
                 103,
                 true,
+                NatKind::Src,
             ));
         }
         assert_eq!(seen.len(), 1);

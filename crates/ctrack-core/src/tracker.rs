@@ -1560,7 +1560,9 @@ impl Tracker {
         {
             setup.helper = Some(Helper::new(alg));
         }
-        if setup.master.is_none()
+        // A connection expected by an untranslated control connection is
+        // translated by the action's range, as any other (Linux).
+        if setup.reply.is_none()
             && let Some(Nat {
                 range: Some(range),
                 mode,

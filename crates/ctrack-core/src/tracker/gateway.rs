@@ -129,7 +129,9 @@ impl Tracker {
         let translate = action.nat.is_some() && c.nat_bits() != 0;
         match h.alg {
             Alg::Tftp => {
-                if v.invalid.is_some() || v.dir != Dir::Orig || ip.proto != ip_proto::UDP {
+                // A read or write request, in either direction (as Linux):
+                // the transfer comes from the server's side.
+                if v.invalid.is_some() || ip.proto != ip_proto::UDP {
                     return;
                 }
                 let b = buf.bytes();
@@ -139,14 +141,14 @@ impl Tracker {
                 }
                 // The server answers from a new port to the client's port
                 // (as the server sees it).
-                let (t_d, t_nd) = tuples(c, v.dir, guard);
+                let (t_d, t_nd) = tuples(c, Dir::Orig, guard);
                 let mut st = h.lock();
                 self.expect_data(
                     guard,
                     id,
                     c,
                     &mut st,
-                    v.dir,
+                    Dir::Orig,
                     ip_proto::UDP,
                     port(t_d.src_l4),
                     Some(port(t_nd.dst_l4)),

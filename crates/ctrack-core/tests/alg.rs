@@ -1,0 +1,550 @@
+//! FTP and TFTP gateways: expectations, `rel` data connections, and under
+//! NAT the rewritten text and the sequence numbers that follow it.
+
+use std::net::Ipv6Addr;
+
+use ctrack_core::{CtAction, InvalidReason, LinkType, Time, Tracker, Verdict};
+use ctrack_wire::build::{Frame, L4};
+use ctrack_wire::tcp::flags::*;
+
+const C: [u8; 4] = [10, 0, 0, 1];
+const S: [u8; 4] = [192, 0, 2, 2];
+const N: [u8; 4] = [198, 51, 100, 1];
+
+fn act(s: &str) -> CtAction {
+    s.parse().unwrap()
+}
+
+struct Net {
+    t: Tracker,
+    now: Time,
+}
+
+impl Net {
+    fn new() -> Net {
+        Net {
+            t: Tracker::default(),
+            now: Time::from_secs(100),
+        }
+    }
+
+    fn send(&self, f: &Frame, action: &str) -> (Verdict, Vec<u8>) {
+        let mut b = f.build();
+        let v = self
+            .t
+            .process_mut(&mut b, LinkType::Ethernet, &act(action), self.now);
+        (v, b)
+    }
+
+    fn state(&self, f: &Frame, action: &str) -> String {
+        self.send(f, action).0.state.to_string()
+    }
+
+    fn expect(&self, f: &Frame, action: &str, want: &Frame, state: &str) {
+        let (v, out) = self.send(f, action);
+        assert_eq!(v.state.to_string(), state, "state of {f:?}");
+        assert_eq!(out, want.build(), "bytes of {f:?}");
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn seg(
+    src: [u8; 4],
+    sp: u16,
+    dst: [u8; 4],
+    dp: u16,
+    flags: u16,
+    seq: u32,
+    ack: u32,
+    data: &[u8],
+) -> Frame {
+    Frame::v4(src, dst, L4::tcp_seg(sp, dp, flags, seq, ack, 65535, data))
+}
+
+/// The control connection's handshake: client 40000 to server port 21,
+/// client ISN 100, server ISN 500.
+fn control(n: &Net, client: [u8; 4], server: [u8; 4], out: [u8; 4], fwd: &str, back: &str) {
+    assert!(
+        n.state(&seg(client, 40000, server, 21, SYN, 100, 0, b""), fwd)
+            .starts_with("new")
+    );
+    n.state(
+        &seg(
+            out,
+            21,
+            client_seen(client, out),
+            40000,
+            SYN | ACK,
+            500,
+            101,
+            b"",
+        ),
+        back,
+    );
+    n.state(&seg(client, 40000, server, 21, ACK, 101, 501, b""), fwd);
+}
+
+fn client_seen(client: [u8; 4], _out: [u8; 4]) -> [u8; 4] {
+    client
+}
+
+#[test]
+fn active_ftp_without_nat() {
+    let n = Net::new();
+    control(&n, C, S, S, "commit,alg=ftp", "commit");
+    let port = b"PORT 10,0,0,1,156,65\r\n"; // 40001
+    assert_eq!(
+        n.state(&seg(C, 40000, S, 21, PSH | ACK, 101, 501, port), "commit"),
+        "est|trk"
+    );
+    assert_eq!(n.t.expectation_count(), 1);
+    let e = &n.t.expectations(n.now)[0];
+    assert_eq!(
+        e.key.to_string(),
+        "src=192.0.2.2,dst=10.0.0.1,sport=0,dport=40001"
+    );
+    // The server's data connection is related; every packet of it.
+    assert_eq!(
+        n.state(&seg(S, 20, C, 40001, SYN, 9000, 0, b""), "commit"),
+        "new|rel|trk"
+    );
+    assert_eq!(
+        n.state(&seg(C, 40001, S, 20, SYN | ACK, 7000, 9001, b""), "commit"),
+        "est|rel|rpl|trk"
+    );
+    assert_eq!(
+        n.state(&seg(S, 20, C, 40001, ACK, 9001, 7001, b""), "commit"),
+        "est|rel|trk"
+    );
+    // Consumed: another connection to the same port is not expected.
+    assert_eq!(n.t.expectation_count(), 0);
+    assert_eq!(
+        n.state(&seg(S, 2020, C, 40001, SYN, 1, 0, b""), "commit"),
+        "new|trk"
+    );
+    let st = n.t.stats();
+    assert_eq!((st.expectations_created, st.expectations_matched), (1, 1));
+    // The data connection names its control connection.
+    let mut masters = 0;
+    n.t.for_each(None, n.now, |_, c| {
+        if c.entry.master.is_some() {
+            masters += 1;
+        }
+    });
+    assert_eq!(masters, 1);
+}
+
+#[test]
+fn passive_ftp_without_nat_and_marks_inherited() {
+    let n = Net::new();
+    control(&n, C, S, S, "commit,alg=ftp,mark=0x42", "commit");
+    let reply = b"227 Entering Passive Mode (192,0,2,2,195,80).\r\n"; // 50000
+    assert_eq!(
+        n.state(&seg(S, 21, C, 40000, PSH | ACK, 501, 101, reply), "commit"),
+        "est|rpl|trk"
+    );
+    let (v, _) = n.send(&seg(C, 40002, S, 50000, SYN, 1, 0, b""), "commit");
+    assert_eq!(v.state.to_string(), "new|rel|trk");
+    assert_eq!(v.mark, 0x42);
+    // 229 (no address).
+    let epsv = b"229 Entering Extended Passive Mode (|||50001|)\r\n";
+    n.state(
+        &seg(
+            S,
+            21,
+            C,
+            40000,
+            PSH | ACK,
+            501 + reply.len() as u32,
+            101,
+            epsv,
+        ),
+        "commit",
+    );
+    assert_eq!(
+        n.state(&seg(C, 40003, S, 50001, SYN, 1, 0, b""), "commit"),
+        "new|rel|trk"
+    );
+}
+
+#[test]
+fn a_bounce_to_another_host_is_not_expected() {
+    let n = Net::new();
+    control(&n, C, S, S, "commit,alg=ftp", "commit");
+    let port = b"PORT 10,9,9,9,156,65\r\n";
+    n.state(&seg(C, 40000, S, 21, PSH | ACK, 101, 501, port), "commit");
+    assert_eq!(n.t.expectation_count(), 0);
+}
+
+#[test]
+fn active_ftp_through_snat_rewrites_text_and_sequence_numbers() {
+    let n = Net::new();
+    let fwd = "commit,nat(src=198.51.100.1),alg=ftp";
+    n.expect(
+        &seg(C, 40000, S, 21, SYN, 100, 0, b""),
+        fwd,
+        &seg(N, 40000, S, 21, SYN, 100, 0, b""),
+        "new|trk|snat",
+    );
+    n.expect(
+        &seg(S, 21, N, 40000, SYN | ACK, 500, 101, b""),
+        "nat",
+        &seg(S, 21, C, 40000, SYN | ACK, 500, 101, b""),
+        "est|rpl|trk|dnat",
+    );
+    n.send(&seg(C, 40000, S, 21, ACK, 101, 501, b""), fwd);
+    let port = b"PORT 10,0,0,1,156,65\r\n";
+    let shown = b"PORT 198,51,100,1,156,65\r\n";
+    let grow = (shown.len() - port.len()) as u32;
+    n.expect(
+        &seg(C, 40000, S, 21, PSH | ACK, 101, 501, port),
+        fwd,
+        &seg(N, 40000, S, 21, PSH | ACK, 101, 501, shown),
+        "est|trk|snat",
+    );
+    // The server acknowledges the longer text; the client sees its own
+    // numbering.
+    let after = 101 + port.len() as u32;
+    n.expect(
+        &seg(S, 21, N, 40000, ACK, 501, after + grow, b""),
+        "nat",
+        &seg(S, 21, C, 40000, ACK, 501, after, b""),
+        "est|rpl|trk|dnat",
+    );
+    // Many packets later, both ways, the offset holds and the tracker
+    // keeps finding them in window.
+    let mut cs = after;
+    let mut ss = 501;
+    for i in 0..100u32 {
+        let data = format!("NOOP {i}\r\n");
+        n.expect(
+            &seg(C, 40000, S, 21, PSH | ACK, cs, ss, data.as_bytes()),
+            fwd,
+            &seg(N, 40000, S, 21, PSH | ACK, cs + grow, ss, data.as_bytes()),
+            "est|trk|snat",
+        );
+        cs += data.len() as u32;
+        let answer = b"200 NOOP ok\r\n";
+        n.expect(
+            &seg(S, 21, N, 40000, PSH | ACK, ss, cs + grow, answer),
+            "nat",
+            &seg(S, 21, C, 40000, PSH | ACK, ss, cs, answer),
+            "est|rpl|trk|dnat",
+        );
+        ss += answer.len() as u32;
+    }
+    // The data connection, to the translated address, goes to the client.
+    n.expect(
+        &seg(S, 20, N, 40001, SYN, 9000, 0, b""),
+        "commit,nat",
+        &seg(S, 20, C, 40001, SYN, 9000, 0, b""),
+        "new|rel|trk|dnat",
+    );
+    n.expect(
+        &seg(C, 40001, S, 20, SYN | ACK, 7000, 9001, b""),
+        "commit,nat",
+        &seg(N, 40001, S, 20, SYN | ACK, 7000, 9001, b""),
+        "est|rel|rpl|trk|snat",
+    );
+    // A second PORT moves the offset again.
+    let port2 = b"PORT 10,0,0,1,156,66\r\n";
+    let shown2 = b"PORT 198,51,100,1,156,66\r\n";
+    n.expect(
+        &seg(C, 40000, S, 21, PSH | ACK, cs, ss, port2),
+        fwd,
+        &seg(N, 40000, S, 21, PSH | ACK, cs + grow, ss, shown2),
+        "est|trk|snat",
+    );
+    cs += port2.len() as u32;
+    n.expect(
+        &seg(C, 40000, S, 21, ACK, cs, ss, b""),
+        fwd,
+        &seg(N, 40000, S, 21, ACK, cs + 2 * grow, ss, b""),
+        "est|trk|snat",
+    );
+    assert_eq!(n.t.stats().alg_rewritten, 2);
+}
+
+#[test]
+fn passive_ftp_behind_dnat() {
+    let n = Net::new();
+    let outside: [u8; 4] = [192, 0, 2, 7];
+    let server: [u8; 4] = [10, 0, 0, 9];
+    let fwd = "commit,nat(dst=10.0.0.9),alg=ftp";
+    n.expect(
+        &seg(outside, 5000, N, 21, SYN, 1, 0, b""),
+        fwd,
+        &seg(outside, 5000, server, 21, SYN, 1, 0, b""),
+        "new|trk|dnat",
+    );
+    n.send(
+        &seg(server, 21, outside, 5000, SYN | ACK, 700, 2, b""),
+        "nat",
+    );
+    n.send(&seg(outside, 5000, N, 21, ACK, 2, 701, b""), fwd);
+    let reply = b"227 Entering Passive Mode (10,0,0,9,195,80).\r\n";
+    let shown = b"227 Entering Passive Mode (198,51,100,1,195,80).\r\n";
+    n.expect(
+        &seg(server, 21, outside, 5000, PSH | ACK, 701, 2, reply),
+        "nat",
+        &seg(N, 21, outside, 5000, PSH | ACK, 701, 2, shown),
+        "est|rpl|trk|snat",
+    );
+    // The client connects to the public address; the data connection goes
+    // to the server.
+    n.expect(
+        &seg(outside, 5001, N, 50000, SYN, 1, 0, b""),
+        "commit,nat",
+        &seg(outside, 5001, server, 50000, SYN, 1, 0, b""),
+        "new|rel|trk|dnat",
+    );
+}
+
+#[test]
+fn split_commands() {
+    // Without NAT the halves are joined.
+    let n = Net::new();
+    control(&n, C, S, S, "commit,alg=ftp", "commit");
+    n.state(
+        &seg(C, 40000, S, 21, PSH | ACK, 101, 501, b"PORT 10,0,0,1,"),
+        "commit",
+    );
+    assert_eq!(n.t.expectation_count(), 0);
+    n.state(
+        &seg(C, 40000, S, 21, PSH | ACK, 115, 501, b"156,65\r\n"),
+        "commit",
+    );
+    assert_eq!(n.t.expectation_count(), 1);
+
+    // Under NAT the first half is refused until it comes again whole.
+    let n = Net::new();
+    let fwd = "commit,nat(src=198.51.100.1),alg=ftp";
+    n.send(&seg(C, 40000, S, 21, SYN, 100, 0, b""), fwd);
+    n.send(&seg(S, 21, N, 40000, SYN | ACK, 500, 101, b""), "nat");
+    n.send(&seg(C, 40000, S, 21, ACK, 101, 501, b""), fwd);
+    let (v, _) = n.send(
+        &seg(C, 40000, S, 21, PSH | ACK, 101, 501, b"PORT 10,0,0,1,"),
+        fwd,
+    );
+    assert_eq!(v.invalid, Some(InvalidReason::AlgPartialCommand));
+    assert_eq!(n.t.expectation_count(), 0);
+    n.expect(
+        &seg(
+            C,
+            40000,
+            S,
+            21,
+            PSH | ACK,
+            101,
+            501,
+            b"PORT 10,0,0,1,156,65\r\n",
+        ),
+        fwd,
+        &seg(
+            N,
+            40000,
+            S,
+            21,
+            PSH | ACK,
+            101,
+            501,
+            b"PORT 198,51,100,1,156,65\r\n",
+        ),
+        "est|trk|snat",
+    );
+    assert_eq!(n.t.expectation_count(), 1);
+    // A retransmission is rewritten the same way and moves nothing.
+    n.expect(
+        &seg(
+            C,
+            40000,
+            S,
+            21,
+            PSH | ACK,
+            101,
+            501,
+            b"PORT 10,0,0,1,156,65\r\n",
+        ),
+        fwd,
+        &seg(
+            N,
+            40000,
+            S,
+            21,
+            PSH | ACK,
+            101,
+            501,
+            b"PORT 198,51,100,1,156,65\r\n",
+        ),
+        "est|trk|snat",
+    );
+    n.expect(
+        &seg(C, 40000, S, 21, ACK, 123, 501, b""),
+        fwd,
+        &seg(N, 40000, S, 21, ACK, 127, 501, b""),
+        "est|trk|snat",
+    );
+}
+
+#[test]
+fn hostile_payloads_are_harmless() {
+    let n = Net::new();
+    let fwd = "commit,nat(src=198.51.100.1),alg=ftp";
+    n.send(&seg(C, 40000, S, 21, SYN, 100, 0, b""), fwd);
+    n.send(&seg(S, 21, N, 40000, SYN | ACK, 500, 101, b""), "nat");
+    n.send(&seg(C, 40000, S, 21, ACK, 101, 501, b""), fwd);
+    let mut seq = 101u32;
+    let payloads: Vec<Vec<u8>> = vec![
+        [b"PORT ".as_slice(), &[b'9'; 1400]].concat(),
+        b"PORT 999999999999,1,1,1,1,1\r\n".to_vec(),
+        b"EPRT |1|1.2.3.4444|80|\r\n".to_vec(),
+        b"EPRT |9|x|\r\n".to_vec(),
+        vec![0u8; 1000],
+        b"\r\n\r\n\n\n".to_vec(),
+        // 256 bytes after the command (the size that overflowed in Open
+        // vSwitch).
+        [b"PORT 10,0,0,1,156,65\r\n".as_slice(), &[b'A'; 256]].concat(),
+    ];
+    for p in &payloads {
+        let (v, out) = n.send(&seg(C, 40000, S, 21, PSH | ACK, seq, 501, p), fwd);
+        assert!(v.state.to_string().contains("trk"));
+        assert!(out.len() < p.len() + 100);
+        seq = seq.wrapping_add(p.len() as u32);
+    }
+}
+
+#[test]
+fn ipv6_eprt_is_written_in_full() {
+    let n = Net::new();
+    let c: Ipv6Addr = "fd00::1".parse().unwrap();
+    let s: Ipv6Addr = "2001:db8::2".parse().unwrap();
+    let x: Ipv6Addr = "2001:db8:ffff::1".parse().unwrap();
+    let t6 = |a, sp, b, dp, fl, seq, ack, data: &[u8]| {
+        Frame::v6(a, b, L4::tcp_seg(sp, dp, fl, seq, ack, 65535, data))
+    };
+    let fwd = "commit,nat(src=2001:db8:ffff::1),alg=ftp";
+    n.send(&t6(c, 40000, s, 21, SYN, 100, 0, b""), fwd);
+    n.send(&t6(s, 21, x, 40000, SYN | ACK, 500, 101, b""), "nat");
+    n.send(&t6(c, 40000, s, 21, ACK, 101, 501, b""), fwd);
+    let eprt = b"EPRT |2|fd00::1|40001|\r\n";
+    let shown = b"EPRT |2|2001:0db8:ffff:0000:0000:0000:0000:0001|40001|\r\n";
+    n.expect(
+        &t6(c, 40000, s, 21, PSH | ACK, 101, 501, eprt),
+        fwd,
+        &t6(x, 40000, s, 21, PSH | ACK, 101, 501, shown),
+        "est|trk|snat",
+    );
+    n.expect(
+        &t6(s, 20, x, 40001, SYN, 1, 0, b""),
+        "commit,nat",
+        &t6(s, 20, c, 40001, SYN, 1, 0, b""),
+        "new|rel|trk|dnat",
+    );
+}
+
+fn tftp_rrq() -> Vec<u8> {
+    let mut p = vec![0, 1];
+    p.extend_from_slice(b"boot.img\0octet\0");
+    p
+}
+
+#[test]
+fn tftp_with_and_without_nat() {
+    let n = Net::new();
+    let u = |a, sp, b, dp, p: &[u8]| Frame::v4(a, b, L4::udp(sp, dp, p));
+    assert_eq!(
+        n.state(&u(C, 3000, S, 69, &tftp_rrq()), "commit,alg=tftp"),
+        "new|trk"
+    );
+    assert_eq!(
+        n.state(&u(S, 4567, C, 3000, b"\0\x03\0\x01data"), "commit"),
+        "new|rel|trk"
+    );
+    assert_eq!(
+        n.state(&u(C, 3000, S, 4567, b"\0\x04\0\x01"), "commit"),
+        "est|rel|rpl|trk"
+    );
+
+    let n = Net::new();
+    n.expect(
+        &u(C, 3001, S, 69, &tftp_rrq()),
+        "commit,nat(src=198.51.100.1),alg=tftp",
+        &u(N, 3001, S, 69, &tftp_rrq()),
+        "new|trk|snat",
+    );
+    n.expect(
+        &u(S, 4567, N, 3001, b"\0\x03\0\x01data"),
+        "commit,nat",
+        &u(S, 4567, C, 3001, b"\0\x03\0\x01data"),
+        "new|rel|trk|dnat",
+    );
+}
+
+#[test]
+fn expectations_are_bounded_and_expire() {
+    let mut n = Net::new();
+    n.t.set_max_expectations(1);
+    control(&n, C, S, S, "commit,alg=ftp", "commit");
+    let port = |p: u8| format!("PORT 10,0,0,1,156,{p}\r\n");
+    n.state(
+        &seg(C, 40000, S, 21, PSH | ACK, 101, 501, port(65).as_bytes()),
+        "commit",
+    );
+    // A second control connection: refused, the table holds its one.
+    let c2 = [10, 0, 0, 3];
+    control(&n, c2, S, S, "commit,alg=ftp", "commit");
+    n.state(
+        &seg(
+            c2,
+            40000,
+            S,
+            21,
+            PSH | ACK,
+            101,
+            501,
+            b"PORT 10,0,0,3,156,65\r\n",
+        ),
+        "commit",
+    );
+    assert_eq!(n.t.expectation_count(), 1);
+    assert_eq!(n.t.stats().expectations_refused, 1);
+    // A new PORT on the first replaces its own.
+    n.state(
+        &seg(C, 40000, S, 21, PSH | ACK, 123, 501, port(66).as_bytes()),
+        "commit",
+    );
+    assert_eq!(n.t.expectation_count(), 1);
+    assert_eq!(n.t.expectations(n.now)[0].key.dst.port, 40002);
+    // Five minutes later it is gone.
+    n.now = Time::from_secs(100 + 301);
+    assert_eq!(
+        n.state(&seg(S, 20, C, 40002, SYN, 1, 0, b""), "commit"),
+        "new|trk"
+    );
+    n.t.sweep(n.now, 1000);
+    assert_eq!(n.t.expectation_count(), 0);
+}
+
+#[test]
+fn expectations_end_with_their_control_connection() {
+    let n = Net::new();
+    control(&n, C, S, S, "commit,alg=ftp", "commit");
+    n.state(
+        &seg(
+            C,
+            40000,
+            S,
+            21,
+            PSH | ACK,
+            101,
+            501,
+            b"PORT 10,0,0,1,156,65\r\n",
+        ),
+        "commit",
+    );
+    assert_eq!(n.t.flush_all(), 1);
+    assert_eq!(
+        n.state(&seg(S, 20, C, 40001, SYN, 1, 0, b""), "commit"),
+        "new|trk"
+    );
+}
