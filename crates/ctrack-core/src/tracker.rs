@@ -519,6 +519,11 @@ impl Tracker {
         self.checksums.store(on, Relaxed);
     }
 
+    /// True if checksums are verified.
+    pub fn checksums(&self) -> bool {
+        self.checksums.load(Relaxed)
+    }
+
     /// Gives `zone` its own timeout policy. It applies at once to the
     /// zone's existing connections: expiry is computed from the time a
     /// connection was last refreshed and the policy in force.

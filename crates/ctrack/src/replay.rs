@@ -8,8 +8,14 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use ctrack_core::{Config, ConnId, CtAction, Entry, InvalidReason, Stats, Time, Tracker, Verdict};
+use ctrack_core::frag::FragConfig;
+use ctrack_core::{
+    Config, ConnId, CtAction, Entry, FragError, FragStats, InvalidReason, LinkType, Out, Pipeline,
+    Stats, Time, Tracker, Verdict,
+};
 use ctrack_wire::parse_frame;
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+use pcap_file::{DataLink, Endianness, TsResolution};
 use serde::Serialize;
 
 use crate::capture::CaptureReader;
@@ -44,12 +50,35 @@ pub enum Clock {
 pub struct ReplayArgs {
     /// The capture (pcap or pcapng; Ethernet, raw IP or Linux cooked).
     pub file: PathBuf,
+    /// The `ct` action applied to every packet, in the form Open vSwitch
+    /// users write inside `ct(...)`: e.g. `commit,zone=5,mark=0x1/0xff,
+    /// nat(src=10.0.0.1-10.0.0.9:20000-20100,random),alg=ftp`. Without it:
+    /// `commit` in `--zone`.
+    #[arg(long, value_name = "ACTION", value_parser = parse_action, conflicts_with_all = ["zone", "no_commit"])]
+    pub ct: Option<CtAction>,
     /// Track every packet in this zone.
     #[arg(long, default_value_t = 0)]
     pub zone: u16,
     /// Look connections up without committing new ones.
     #[arg(long)]
     pub no_commit: bool,
+    /// Write the packets as they leave (translated, fragments as they came)
+    /// to this pcap file, with the link type of the capture.
+    #[arg(long, value_name = "OUT.pcap")]
+    pub write: Option<PathBuf>,
+    /// Do not reassemble IP fragments (they are then invalid).
+    #[arg(long)]
+    pub no_reassembly: bool,
+    /// Most fragments held for reassembly (at most 5000).
+    #[arg(long, default_value_t = ctrack_core::frag::DEFAULT_MAX_FRAGS)]
+    pub max_frags: usize,
+    /// Smallest IPv4 fragment but the last, in bytes of IP packet (at
+    /// least 400).
+    #[arg(long, default_value_t = ctrack_core::frag::DEFAULT_MIN_V4)]
+    pub min_frag_v4: usize,
+    /// Smallest IPv6 fragment but the last (at least 400).
+    #[arg(long, default_value_t = ctrack_core::frag::DEFAULT_MIN_V6)]
+    pub min_frag_v6: usize,
     /// Do not check TCP sequence numbers and windows.
     #[arg(long)]
     pub no_tcp_seq_check: bool,
@@ -74,6 +103,53 @@ pub struct ReplayArgs {
 /// How many connections a sweep may look at between two packets.
 const SWEEP_BUDGET: usize = 4096;
 
+fn parse_action(s: &str) -> Result<CtAction, String> {
+    s.parse::<CtAction>().map_err(|e| e.to_string())
+}
+
+/// What the pipeline carries with each packet.
+#[derive(Debug, Clone, Copy)]
+struct Tag {
+    /// Packet number in the capture (from 1).
+    n: u64,
+    /// Bytes the capture left out of it (original length minus captured).
+    cut: u32,
+}
+
+/// The pcap file `--write` fills.
+struct PcapOut {
+    w: PcapWriter<io::BufWriter<File>>,
+}
+
+impl PcapOut {
+    fn create(path: &std::path::Path, link: LinkType) -> Result<PcapOut> {
+        let f = File::create(path).with_context(|| format!("{}", path.display()))?;
+        let datalink = match link {
+            LinkType::Ethernet => DataLink::ETHERNET,
+            LinkType::RawIp => DataLink::RAW,
+            LinkType::LinuxSll => DataLink::LINUX_SLL,
+            LinkType::LinuxSll2 => DataLink::Unknown(276),
+        };
+        let header = PcapHeader {
+            snaplen: crate::capture::MAX_RECORD as u32,
+            datalink,
+            ts_resolution: TsResolution::NanoSecond,
+            endianness: Endianness::Little,
+            ..PcapHeader::default()
+        };
+        let w = PcapWriter::with_header(io::BufWriter::new(f), header)
+            .with_context(|| format!("{}", path.display()))?;
+        Ok(PcapOut { w })
+    }
+
+    fn write(&mut self, ts_nanos: u64, frame: &[u8], cut: u32) -> Result<()> {
+        let ts = std::time::Duration::from_nanos(ts_nanos);
+        let orig_len = (frame.len() as u32).saturating_add(cut);
+        self.w.write_packet(&PcapPacket::new(ts, orig_len, frame))?;
+        Ok(())
+    }
+}
+
 #[derive(Serialize)]
 struct PacketJson<'a> {
     packet: u64,
@@ -92,6 +168,25 @@ struct PacketJson<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     refused: Option<ctrack_core::Refusal>,
     summary: &'a str,
+    /// The packet as it leaves, if it changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    out: Option<String>,
+    /// A fragment held for reassembly (its verdict comes with the
+    /// datagram's last fragment).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    held: bool,
+    /// A fragment dropped, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dropped: Option<FragError>,
+    /// The packets of the datagram this one completed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    fragments: Vec<u64>,
+}
+
+#[derive(Serialize)]
+struct DroppedJson {
+    dropped: u64,
+    reason: FragError,
 }
 
 #[derive(Serialize)]
@@ -105,7 +200,19 @@ struct ConnJson<'a> {
 #[derive(Serialize)]
 struct StatsJson<'a> {
     stats: &'a Stats,
+    fragments: &'a FragStats,
     connections: usize,
+}
+
+/// What became of one packet of the capture.
+enum Fate<'a> {
+    /// Tracked (alone, or as the last fragment of a datagram whose
+    /// fragments' packet numbers follow).
+    Out(&'a Out<Tag>, Vec<u64>),
+    /// A fragment held.
+    Held,
+    /// A fragment dropped.
+    Dropped(FragError),
 }
 
 /// Numbers connections in the order they are first seen. A connection id
@@ -151,18 +258,31 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
         max_conns: args.max_conns,
         ..Config::default()
     };
-    let tracker = Tracker::new(config);
-    let action = CtAction {
+    let frag = FragConfig {
+        v4: !args.no_reassembly,
+        v6: !args.no_reassembly,
+        max_frags: args.max_frags,
+        min_v4: args.min_frag_v4,
+        min_v6: args.min_frag_v6,
+        ..FragConfig::default()
+    };
+    frag.validate().map_err(anyhow::Error::msg)?;
+    let pipeline: Pipeline<Tag> = Pipeline::new(Tracker::new(config), frag);
+    let tracker = pipeline.tracker();
+    let action = args.ct.unwrap_or(CtAction {
         zone: args.zone,
         commit: !args.no_commit,
         ..CtAction::default()
-    };
+    });
+    let mut pcap_out: Option<PcapOut> = None;
     let mut numbering = Numbering::default();
     let mut n: u64 = 0;
     let mut first_ns: Option<u64> = None;
     let mut next_sweep = Time::ZERO;
     let mut now = Time::ZERO;
     let mut last_ns = 0;
+    let mut outs: Vec<Out<Tag>> = Vec::new();
+    let mut dropped: Vec<(Tag, FragError)> = Vec::new();
 
     if args.format == Format::Human {
         writeln!(
@@ -188,41 +308,142 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
             let s = tracker.sweep(now, SWEEP_BUDGET);
             next_sweep = s.next.unwrap_or(Time::MAX);
         }
-        let layers = parse_frame(pkt.data, pkt.link);
-        let v = tracker.process_layers(pkt.data, &layers, &action, now);
-        numbering.see(&v);
+        if pcap_out.is_none()
+            && let Some(path) = &args.write
+        {
+            pcap_out = Some(PcapOut::create(path, pkt.link)?);
+        }
+        outs.clear();
+        dropped.clear();
+        let tag = Tag {
+            n,
+            cut: pkt.orig_len.saturating_sub(pkt.data.len() as u32),
+        };
+        pipeline.process(
+            pkt.data.to_vec(),
+            tag,
+            pkt.link,
+            &action,
+            now,
+            &mut outs,
+            &mut dropped,
+        );
+        for o in &outs {
+            numbering.see(&o.verdict);
+            if let Some(w) = pcap_out.as_mut() {
+                w.write(pkt.ts_nanos, &o.frame, o.tag.cut)?;
+            }
+        }
+        let fate = match outs.iter().find(|o| o.tag.n == n) {
+            Some(o) => {
+                let others: Vec<u64> = if outs.len() > 1 {
+                    outs.iter().map(|o| o.tag.n).collect()
+                } else {
+                    Vec::new()
+                };
+                Fate::Out(o, others)
+            }
+            None => match dropped.iter().find(|(t, _)| t.n == n) {
+                Some((_, why)) => Fate::Dropped(*why),
+                None => Fate::Held,
+            },
+        };
         let rel = pkt.ts_nanos.saturating_sub(first) as f64 / 1e9;
         match args.format {
-            Format::Ovs => writeln!(out, "{n}: {}", v.state)?,
+            // Open vSwitch's test tool prints a held fragment's empty state
+            // as "0", and a fragment it refuses as invalid.
+            Format::Ovs => match &fate {
+                Fate::Out(o, _) => writeln!(out, "{n}: {}", o.verdict.state)?,
+                Fate::Held => writeln!(out, "{n}: 0")?,
+                Fate::Dropped(_) => writeln!(out, "{n}: inv|trk")?,
+            },
             Format::Human => {
+                let layers = parse_frame(pkt.data, pkt.link);
                 let summary = describe(pkt.data, &layers);
-                write_human(out, n, rel, &summary, &v, &mut numbering)?;
+                write_human(
+                    out,
+                    n,
+                    rel,
+                    &summary,
+                    &fate,
+                    &mut numbering,
+                    pkt.data,
+                    pkt.link,
+                )?;
+                for (t, why) in dropped.iter().filter(|(t, _)| t.n != n) {
+                    writeln!(
+                        out,
+                        "{:>6} {:>12}  packet {} dropped ({})",
+                        "",
+                        "",
+                        t.n,
+                        why.name()
+                    )?;
+                }
             }
             Format::Json => {
+                let layers = parse_frame(pkt.data, pkt.link);
                 let summary = describe(pkt.data, &layers);
+                let (v, changed, frags) = match &fate {
+                    Fate::Out(o, others) => (
+                        Some(o.verdict),
+                        (o.frame != pkt.data)
+                            .then(|| describe(&o.frame, &parse_frame(&o.frame, pkt.link))),
+                        others.clone(),
+                    ),
+                    _ => (None, None, Vec::new()),
+                };
+                let v0 = v.unwrap_or_default();
                 let j = PacketJson {
                     packet: n,
                     time: rel,
-                    state: v.state.to_string(),
-                    flags: v.state.names().collect(),
-                    zone: v.zone,
-                    mark: v.mark,
-                    label: format!("{:#x}", v.label),
-                    conn: v.conn.map(|id| numbering.number(id)),
-                    dir: v.conn.map(|_| v.dir),
-                    invalid: v.invalid,
-                    refused: v.refused,
+                    state: if v.is_some() {
+                        v0.state.to_string()
+                    } else {
+                        String::new()
+                    },
+                    flags: v0.state.names().collect(),
+                    zone: action.zone,
+                    mark: v0.mark,
+                    label: format!("{:#x}", v0.label),
+                    conn: v0.conn.map(|id| numbering.number(id)),
+                    dir: v0.conn.map(|_| v0.dir),
+                    invalid: v0.invalid,
+                    refused: v0.refused,
                     summary: &summary,
+                    out: changed,
+                    held: matches!(fate, Fate::Held),
+                    dropped: match fate {
+                        Fate::Dropped(w) => Some(w),
+                        _ => None,
+                    },
+                    fragments: frags,
                 };
                 serde_json::to_writer(&mut *out, &j)?;
                 writeln!(out)?;
+                for (t, why) in dropped.iter().filter(|(t, _)| t.n != n) {
+                    serde_json::to_writer(
+                        &mut *out,
+                        &DroppedJson {
+                            dropped: t.n,
+                            reason: *why,
+                        },
+                    )?;
+                    writeln!(out)?;
+                }
             }
         }
     };
+    if let Some(w) = pcap_out {
+        w.w.into_writer().flush()?;
+    }
 
     match args.format {
         Format::Ovs => {}
-        Format::Human => write_table(out, &tracker, now, &mut numbering, n, last_ns, first_ns)?,
+        Format::Human => {
+            write_table(out, tracker, now, &mut numbering, n, last_ns, first_ns)?;
+            write_frag_summary(out, &pipeline.reassembler().stats())?;
+        }
         Format::Json => {
             let mut conns = Vec::new();
             tracker.for_each(None, now, |id, c| conns.push((id, c.entry.clone())));
@@ -239,6 +460,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
                 &mut *out,
                 &StatsJson {
                     stats: &tracker.stats(),
+                    fragments: &pipeline.reassembler().stats(),
                     connections: tracker.table_len(),
                 },
             )?;
@@ -249,20 +471,40 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
     result.with_context(|| format!("{}", args.file.display()))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn write_human(
     out: &mut dyn Write,
     n: u64,
     rel: f64,
     summary: &str,
-    v: &Verdict,
+    fate: &Fate<'_>,
     numbering: &mut Numbering,
+    data: &[u8],
+    link: LinkType,
 ) -> io::Result<()> {
+    let (o, others) = match fate {
+        Fate::Out(o, others) => (o, others),
+        Fate::Held => {
+            return writeln!(out, "{n:>6} {rel:>12.6}  {summary:<58} (fragment held)");
+        }
+        Fate::Dropped(why) => {
+            return writeln!(
+                out,
+                "{n:>6} {rel:>12.6}  {summary:<58} (fragment dropped: {})",
+                why.name()
+            );
+        }
+    };
+    let v = &o.verdict;
     let mut state = v.state.to_string();
     if let Some(r) = v.invalid {
         state = format!("{state} ({r})");
     }
-    if v.refused.is_some() {
-        state.push_str(" (table full)");
+    match v.refused {
+        Some(ctrack_core::Refusal::NatExhausted) => state.push_str(" (nat exhausted)"),
+        Some(ctrack_core::Refusal::ZoneLimit) => state.push_str(" (zone limit)"),
+        Some(ctrack_core::Refusal::TableFull) => state.push_str(" (table full)"),
+        None => {}
     }
     let conn = match v.conn {
         Some(id) => {
@@ -279,7 +521,49 @@ fn write_human(
     writeln!(
         out,
         "{n:>6} {rel:>12.6}  {summary:<58} {state:<18} {conn}{zone}"
-    )
+    )?;
+    if !others.is_empty() {
+        let list: Vec<String> = others.iter().map(|k| k.to_string()).collect();
+        writeln!(
+            out,
+            "{:>6} {:>12}  datagram of packets {}",
+            "",
+            "",
+            list.join(", ")
+        )?;
+    }
+    if o.frame != data {
+        let after = describe(&o.frame, &parse_frame(&o.frame, link));
+        writeln!(out, "{:>6} {:>12}  -> {after}", "", "")?;
+    }
+    Ok(())
+}
+
+fn write_frag_summary(out: &mut dyn Write, f: &FragStats) -> io::Result<()> {
+    if f.accepted == 0 && f.too_small == 0 && f.malformed == 0 && f.duplicate == 0 {
+        return Ok(());
+    }
+    write!(
+        out,
+        "{} fragments reassembled into {} datagrams",
+        f.released, f.completed
+    )?;
+    for (name, v) in [
+        ("still held", f.held),
+        ("expired", f.expired),
+        ("too small", f.too_small),
+        ("malformed", f.malformed),
+        ("duplicate", f.duplicate),
+        ("overlapping datagrams", f.overlap),
+        ("too big", f.too_big),
+        ("dropped with their datagram", f.dropped),
+        ("refused at a limit", f.limit),
+    ] {
+        if v > 0 {
+            write!(out, ", {v} {name}")?;
+        }
+    }
+    writeln!(out)
 }
 
 fn write_table(
@@ -323,6 +607,22 @@ fn write_table(
     write!(out, "{} connections committed", s.committed)?;
     if s.refused_table_full > 0 {
         write!(out, ", {} refused (table full)", s.refused_table_full)?;
+    }
+    if s.refused_zone_limit > 0 {
+        write!(out, ", {} refused (zone limit)", s.refused_zone_limit)?;
+    }
+    if s.refused_nat_exhausted > 0 {
+        write!(out, ", {} refused (nat exhausted)", s.refused_nat_exhausted)?;
+    }
+    if s.translated > 0 {
+        write!(out, ", {} packets translated", s.translated)?;
+    }
+    if s.expectations_created > 0 {
+        write!(
+            out,
+            ", {} expectations ({} used)",
+            s.expectations_created, s.expectations_matched
+        )?;
     }
     if s.replaced > 0 {
         write!(out, ", {} replaced", s.replaced)?;
