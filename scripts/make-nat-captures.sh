@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# Remakes examples/nat/: real traffic through a Linux router that translates
+# (nftables snat/dnat) and runs the kernel's FTP and TFTP helpers, captured
+# where it enters the router and where it leaves.
+#
+#   client (ctc) --veth-- router (ctr) --veth-- server (cts)
+#   10.10.1.2             10.10.1.1 | 10.10.2.1  10.10.2.2 (+ .3-.9)
+#   fd00:1::2             fd00:1::1 | fd00:2::1  fd00:2::2
+#
+# For each scenario NAME: examples/nat/NAME.in.pcap (what entered the
+# router on either side, in order) and NAME.out.pcap (what left it), and a
+# line "NAME<TAB>ACTION" in examples/nat/scenarios.tsv: replayed with
+# `ctrack replay --ct ACTION --write X.pcap NAME.in.pcap`, X.pcap must hold
+# the packets of NAME.out.pcap (the router's TTL decrement and its own
+# link-layer header aside). crates/ctrack/tests/nat_captures.rs checks it.
+#
+# Needs root, iproute2, ethtool, tcpdump, nftables, curl, python3 with
+# pyftpdlib. Sends nothing outside the namespaces it creates.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-$here/examples/nat}
+mkdir -p "$out"
+work=$(mktemp -d)
+C=ctc R=ctr S=cts
+
+cleanup_ns() {
+    for ns in $C $R $S; do ip netns pids $ns 2>/dev/null | xargs -r kill 2>/dev/null || true; done
+    sleep 0.2
+    for ns in $C $R $S; do ip netns del $ns 2>/dev/null || true; done
+}
+trap 'cleanup_ns; rm -rf "$work"' EXIT
+cleanup_ns 2>/dev/null || true
+
+setup() {
+    for ns in $C $R $S; do ip netns add $ns; ip -n $ns link set lo up; done
+    ip link add c0 netns $C type veth peer name r0 netns $R
+    ip link add s0 netns $S type veth peer name r1 netns $R
+    ip -n $C link set c0 address 02:00:00:00:01:02
+    ip -n $R link set r0 address 02:00:00:00:01:01
+    ip -n $R link set r1 address 02:00:00:00:02:01
+    ip -n $S link set s0 address 02:00:00:00:02:02
+    ip -n $C addr add 10.10.1.2/24 dev c0
+    ip -n $C addr add fd00:1::2/64 dev c0 nodad
+    ip -n $R addr add 10.10.1.1/24 dev r0
+    ip -n $R addr add fd00:1::1/64 dev r0 nodad
+    ip -n $R addr add 10.10.2.1/24 dev r1
+    ip -n $R addr add fd00:2::1/64 dev r1 nodad
+    ip -n $S addr add 10.10.2.2/24 dev s0
+    for i in 3 4 5 6 7 8 9; do ip -n $S addr add 10.10.2.$i/24 dev s0; done
+    ip -n $S addr add fd00:2::2/64 dev s0 nodad
+    for l in "$C c0" "$R r0" "$R r1" "$S s0"; do
+        set -- $l
+        ip -n $1 link set $2 up
+        # No offloads: checksums on the wire must be real, segments as sent.
+        ip netns exec $1 ethtool -K $2 tx off rx off >/dev/null
+        for o in gso gro tso; do ip netns exec $1 ethtool -K $2 $o off >/dev/null 2>&1 || true; done
+    done
+    ip -n $C route add default via 10.10.1.1
+    ip -n $C -6 route add default via fd00:1::1
+    ip -n $S route add default via 10.10.2.1
+    ip -n $S -6 route add default via fd00:2::1
+    ip netns exec $R sysctl -qw net.ipv4.ip_forward=1
+    ip netns exec $R sysctl -qw net.ipv6.conf.all.forwarding=1
+    for ns in $C $S; do
+        ip netns exec $ns sysctl -qw net.ipv6.conf.all.router_solicitations=0 || true
+        ip netns exec $ns sysctl -qw net.ipv6.conf.default.router_solicitations=0 || true
+    done
+    mkdir -p "$work/www" "$work/ftp"
+    python3 -c "import sys; sys.stdout.write(''.join(f'line {i:03d} of the test page\n' for i in range(150)))" > "$work/www/page.txt"
+    cp "$work/www/page.txt" "$work/ftp/page.txt"
+    # Neighbours resolved before capturing.
+    ip netns exec $C ping -q -c 1 10.10.2.2 >/dev/null
+    ip netns exec $C ping -q -6 -c 1 fd00:2::2 >/dev/null || true
+    ip netns exec $C ping -q -c 1 10.10.1.1 >/dev/null
+}
+
+servers() {
+    ip netns exec $S python3 -m http.server 8080 --bind :: --directory "$work/www" >/dev/null 2>&1 &
+    ip netns exec $S python3 - "$work/ftp" <<'EOF' >/dev/null 2>&1 &
+import sys
+from pyftpdlib.authorizers import DummyAuthorizer
+from pyftpdlib.handlers import FTPHandler
+from pyftpdlib.servers import FTPServer
+a = DummyAuthorizer(); a.add_anonymous(sys.argv[1])
+h = FTPHandler; h.authorizer = a; h.passive_ports = range(50000, 50100)
+FTPServer(("::", 21), h).serve_forever()
+EOF
+    ip netns exec $S python3 - "$work/www/page.txt" <<'EOF' >/dev/null 2>&1 &
+# A small TFTP server (RFC 1350, read requests): answers from a new port.
+import socket, struct, sys, threading
+data = open(sys.argv[1], "rb").read()
+srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); srv.bind(("0.0.0.0", 69))
+def send(peer):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
+    for blk in range(len(data) // 512 + 1):
+        chunk = data[blk * 512:(blk + 1) * 512]
+        s.sendto(struct.pack("!HH", 3, blk + 1) + chunk, peer)
+        s.recvfrom(100)
+while True:
+    req, peer = srv.recvfrom(600)
+    if struct.unpack("!H", req[:2])[0] == 1:
+        threading.Thread(target=send, args=(peer,), daemon=True).start()
+EOF
+    ip netns exec $S python3 - <<'EOF' >/dev/null 2>&1 &
+import socket, threading
+def udp(fam, addr):
+    s = socket.socket(fam, socket.SOCK_DGRAM)
+    if fam == socket.AF_INET6:
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    s.bind((addr, 5000))
+    while True:
+        d, p = s.recvfrom(65535); s.sendto(b"echo: " + d[:64], p)
+threading.Thread(target=udp, args=(socket.AF_INET, "0.0.0.0"), daemon=True).start()
+udp(socket.AF_INET6, "::")
+EOF
+    for _ in $(seq 50); do
+        ip netns exec $S ss -ltn | grep -q ':21 ' && ip netns exec $S ss -ltn | grep -q ':8080' && return
+        sleep 0.1
+    done
+    echo "servers did not start" >&2; exit 1
+}
+
+udp_send() { # addr size count
+    ip netns exec $C python3 - "$@" <<'EOF'
+import socket, sys
+a, size, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+s = socket.socket(socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(2)
+for i in range(n):
+    s.sendto(bytes((i + k) % 251 for k in range(size)), (a, 5000)); s.recvfrom(2048)
+EOF
+}
+
+udp_closed() {
+    ip netns exec $C python3 -c "
+import socket, sys, time
+a = sys.argv[1]
+s = socket.socket(socket.AF_INET6 if ':' in a else socket.AF_INET, socket.SOCK_DGRAM)
+s.sendto(b'anyone?', (a, 5001)); time.sleep(0.3)" "$1"
+}
+
+# Runs a scenario: NAME, FAMILY (ip|ip6), nftables rules, ACTION, commands.
+scenario() {
+    local name=$1 fam=$2 rules=$3 action=$4; shift 4
+    if [ -n "${ONLY:-}" ] && [ "$ONLY" != "$name" ]; then return; fi
+    setup
+    servers
+    # One statement a line, as nft wants them.
+    sed -e 's/{ /{\n/g' -e 's/; }/\n}/g' -e 's/} }/}\n}/g' <<<"$rules" | ip netns exec $R nft -f -
+    local filter
+    if [ "$fam" = ip ]; then
+        filter="ip and not host 10.10.1.1 and not host 10.10.2.1"
+    else
+        filter="ip6 and not host fd00:1::1 and not host fd00:2::1 and not src net fe80::/10 and not dst net ff00::/8"
+    fi
+    local pids=()
+    for dir in in out; do
+        for ifc in r0 r1; do
+            ip netns exec $R tcpdump -i $ifc -Q $dir -U --immediate-mode -s 0 --time-stamp-precision=nano \
+                -w "$work/$name.$ifc.$dir.pcap" "$filter" 2>/dev/null &
+            pids+=($!)
+        done
+    done
+    sleep 1
+    "$@"
+    sleep 0.5
+    kill -INT "${pids[@]}"; wait "${pids[@]}" || true
+    python3 "$here/scripts/pcapmerge.py" "$out/$name.in.pcap" "$work/$name.r0.in.pcap" "$work/$name.r1.in.pcap"
+    python3 "$here/scripts/pcapmerge.py" "$out/$name.out.pcap" "$work/$name.r0.out.pcap" "$work/$name.r1.out.pcap"
+    printf '%s\t%s\n' "$name" "$action" >> "$out/scenarios.tsv.new"
+    cleanup_ns
+}
+
+snat4_traffic() {
+    ip netns exec $C ping -q -c 2 -i 0.2 10.10.2.2 >/dev/null
+    ip netns exec $C curl -s -o /dev/null http://10.10.2.2:8080/page.txt
+    udp_send 10.10.2.2 100 3
+    udp_closed 10.10.2.2
+    ip netns exec $C curl -s -o /dev/null --max-time 2 http://10.10.2.2:9/ || true
+}
+snat6_traffic() {
+    ip netns exec $C ping -q -6 -c 2 -i 0.2 fd00:2::2 >/dev/null
+    ip netns exec $C curl -s -g -o /dev/null "http://[fd00:2::2]:8080/page.txt"
+    udp_send fd00:2::2 100 3
+    udp_closed fd00:2::2
+}
+range4_traffic() {
+    for i in 2 3 4 5 6 7 8 9; do
+        ip netns exec $C ping -q -c 1 10.10.2.$i >/dev/null
+        ip netns exec $C curl -s -o /dev/null http://10.10.2.$i:8080/page.txt
+    done
+}
+dnat4_traffic() {
+    ip netns exec $C curl -s -o /dev/null http://198.51.100.80/page.txt
+    ip netns exec $C curl -s -o /dev/null http://198.51.100.80/page.txt
+}
+ftp4_traffic() {
+    ip netns exec $C curl -s -o /dev/null ftp://10.10.2.2/page.txt
+    ip netns exec $C curl -s -o /dev/null --disable-epsv ftp://10.10.2.2/page.txt
+    ip netns exec $C curl -s -o /dev/null -P - ftp://10.10.2.2/page.txt
+    ip netns exec $C curl -s -o /dev/null -P - --disable-eprt ftp://10.10.2.2/page.txt
+}
+ftp6_traffic() {
+    ip netns exec $C curl -s -g -o /dev/null "ftp://[fd00:2::2]/page.txt"
+    ip netns exec $C curl -s -g -o /dev/null -P - "ftp://[fd00:2::2]/page.txt"
+}
+tftp4_traffic() {
+    ip netns exec $C curl -s -o /dev/null tftp://10.10.2.2/page.txt
+}
+frag4_traffic() {
+    udp_send 10.10.2.2 4000 2
+    ip netns exec $C ping -q -c 2 -i 0.2 -s 3000 10.10.2.2 >/dev/null
+}
+frag6_traffic() {
+    udp_send fd00:2::2 4000 2
+    ip netns exec $C ping -q -6 -c 2 -i 0.2 -s 3000 fd00:2::2 >/dev/null
+}
+
+SNAT4='table ip nat { chain post { type nat hook postrouting priority srcnat; oifname "r1" snat to 198.51.100.1; } }'
+SNAT6='table ip6 nat { chain post { type nat hook postrouting priority srcnat; oifname "r1" snat to 2001:db8:ffff::1; } }'
+HELPERS='table inet helpers {
+    ct helper ftp-std { type "ftp" protocol tcp; }
+    ct helper tftp-std { type "tftp" protocol udp; }
+    chain pre { type filter hook prerouting priority filter; tcp dport 21 ct helper set "ftp-std"; udp dport 69 ct helper set "tftp-std"; }
+}'
+
+rm -f "$out/scenarios.tsv.new"
+scenario snat4 ip "$SNAT4" 'commit,nat(src=198.51.100.1)' snat4_traffic
+scenario snat6 ip6 "$SNAT6" 'commit,nat(src=2001:db8:ffff::1)' snat6_traffic
+scenario range4 ip 'table ip nat { chain post { type nat hook postrouting priority srcnat; oifname "r1" snat to 198.51.100.10-198.51.100.20; } }' \
+    'commit,nat(src=198.51.100.10-198.51.100.20)' range4_traffic
+scenario dnat4 ip 'table ip nat { chain pre { type nat hook prerouting priority dstnat; iifname "r0" ip daddr 198.51.100.80 tcp dport 80 dnat to 10.10.2.2:8080; } }' \
+    'commit,nat(dst=10.10.2.2:8080)' dnat4_traffic
+scenario ftp4 ip "$SNAT4
+$HELPERS" 'commit,nat(src=198.51.100.1),alg=ftp' ftp4_traffic
+scenario tftp4 ip "$SNAT4
+$HELPERS" 'commit,nat(src=198.51.100.1),alg=tftp' tftp4_traffic
+scenario frag4 ip "$SNAT4" 'commit,nat(src=198.51.100.1)' frag4_traffic
+scenario frag6 ip6 "$SNAT6" 'commit,nat(src=2001:db8:ffff::1)' frag6_traffic
+[ -n "${ONLY:-}" ] || mv "$out/scenarios.tsv.new" "$out/scenarios.tsv"
+echo "wrote $out"
