@@ -21,6 +21,11 @@
 //!   lookups, refreshes, evictions, sweeps, zone-instance reclaims, index
 //!   growth), with a poor hash so that buckets overflow and tags collide.
 //!   The fast path is checked against the general one inside [`parse`].
+//! - [`ftp`]: the FTP gateway's text reader on arbitrary segments.
+//! - [`reassembly`]: the fragment reassembler on cut, repeated and
+//!   overlapping fragments; bounds hold and everything expires.
+//! - [`pipeline_frames`]: real traffic, mutated, through reassembly,
+//!   translation and the FTP gateway.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -44,7 +49,9 @@ const LINKS: [LinkType; 4] = [
     LinkType::LinuxSll2,
 ];
 
+mod gateway;
 mod table;
+pub use gateway::{ftp, pipeline_frames, reassembly};
 pub use table::table;
 
 /// Parses `data` as a frame of every link type and reads every header the

@@ -192,3 +192,70 @@ fn table_against_a_map() {
         ctrack_fuzz::table(&r.bytes(len));
     }
 }
+
+#[test]
+fn ftp_reader_on_random_and_command_like_text() {
+    let mut r = rng(6);
+    let words: [&[u8]; 8] = [
+        b"PORT 10,0,0,1,4,1\r\n",
+        b"EPRT |1|10.0.0.1|1025|\r\n",
+        b"EPRT |2|fd00::1|1025|\r\n",
+        b"227 Entering Passive Mode (10,0,0,1,4,1).\r\n",
+        b"229 Entering Extended Passive Mode (|||1025|)\r\n",
+        b"USER anonymous\r\n",
+        b"PORT ",
+        b"\r\n",
+    ];
+    for _ in 0..iters() * 3_000 {
+        let n = r.below(16);
+        let mut data = r.bytes(n);
+        for _ in 0..r.below(12) {
+            let w = words[r.below(words.len())];
+            if r.below(3) == 0 {
+                data.extend_from_slice(&r.mutate(w));
+            } else {
+                data.extend_from_slice(w);
+            }
+        }
+        ctrack_fuzz::ftp(&data);
+    }
+}
+
+#[test]
+fn reassembler_on_cut_repeated_and_overlapping_fragments() {
+    let mut r = rng(7);
+    for _ in 0..iters() * 2_000 {
+        let len = r.below(1_500);
+        ctrack_fuzz::reassembly(&r.bytes(len));
+    }
+}
+
+#[test]
+fn translating_pipeline_on_mutated_real_traffic() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/nat");
+    let list = std::fs::read_to_string(dir.join("scenarios.tsv")).unwrap();
+    let mut r = rng(8);
+    for line in list.lines() {
+        let (name, action) = line.split_once('\t').unwrap();
+        let bytes = std::fs::read(dir.join(format!("{name}.in.pcap"))).unwrap();
+        let mut rd = CaptureReader::new(&bytes[..]).unwrap();
+        let mut frames = Vec::new();
+        while let Some(p) = rd.next_packet().unwrap() {
+            frames.push(p.data.to_vec());
+        }
+        ctrack_fuzz::pipeline_frames(&frames, action);
+        for _ in 0..iters() * 4 {
+            let m: Vec<Vec<u8>> = frames
+                .iter()
+                .map(|f| {
+                    if r.below(4) == 0 {
+                        r.mutate(f)
+                    } else {
+                        f.clone()
+                    }
+                })
+                .collect();
+            ctrack_fuzz::pipeline_frames(&m, action);
+        }
+    }
+}
