@@ -1,13 +1,15 @@
 //! The per-packet path, piece by piece: parsing, key extraction, one
-//! packet through the tracker, and bursts of 32.
+//! packet through the tracker, bursts of 32; the cost of translation per
+//! packet (against the same packet untranslated, in the same run) and of
+//! reassembly per datagram.
 //!
 //! `cargo bench -p ctrack-core --bench hot`
 
 use std::hint::black_box;
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use ctrack_core::extract::{ExtractOptions, extract};
-use ctrack_core::{Config, CtAction, LinkType, Time, Tracker};
+use ctrack_core::{Config, CtAction, FragConfig, LinkType, Pipeline, Time, Tracker};
 use ctrack_wire::build::{Frame, L4};
 use ctrack_wire::parse_frame;
 
@@ -112,5 +114,113 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+fn tcp(c: [u8; 4], sp: u16, s: [u8; 4], dp: u16, flags: u16, seq: u32, ack: u32) -> Vec<u8> {
+    Frame::v4(c, s, L4::tcp_seg(sp, dp, flags, seq, ack, 65535, &[7; 64])).build()
+}
+
+fn nat(c: &mut Criterion) {
+    let (cl, sv, n) = ([10, 0, 0, 1], [192, 0, 2, 2], [198, 51, 100, 1]);
+    let mut g = c.benchmark_group("nat");
+    g.throughput(Throughput::Elements(1));
+    for (name, action) in [
+        ("established_untranslated", "commit"),
+        ("established_snat", "commit,nat(src=198.51.100.1)"),
+    ] {
+        let t = Tracker::new(Config::default());
+        let a: CtAction = action.parse().unwrap();
+        let syn = Frame::v4(cl, sv, L4::tcp_seg(40000, 80, 0x02, 1, 0, 65535, b"")).build();
+        t.process_mut(&mut syn.clone(), LinkType::Ethernet, &a, Time::ZERO);
+        let back = if action.contains("nat") { n } else { cl };
+        let synack = Frame::v4(sv, back, L4::tcp_seg(80, 40000, 0x12, 9, 2, 65535, b"")).build();
+        t.process_mut(&mut synack.clone(), LinkType::Ethernet, &a, Time::ZERO);
+        // The same segment again and again: its sequence number stays in
+        // the window.
+        let data = tcp(cl, 40000, sv, 80, 0x18, 2, 10);
+        let v = t.process_mut(&mut data.clone(), LinkType::Ethernet, &a, Time::ZERO);
+        assert!(v.state.to_string().starts_with("est"), "{v:?}");
+        g.bench_function(name, |b| {
+            b.iter_batched_ref(
+                || data.clone(),
+                |buf| black_box(t.process_mut(buf, LinkType::Ethernet, &a, Time::ZERO)),
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    g.finish();
+
+    // A 4000-byte UDP datagram in three fragments, against the same
+    // datagram whole, through the pipeline with source translation.
+    let mut g = c.benchmark_group("reassembly");
+    g.throughput(Throughput::Elements(1));
+    let body: Vec<u8> = (0..4000u32).map(|i| i as u8).collect();
+    let whole = Frame::v4(cl, sv, L4::udp(5000, 53, &body)).build();
+    let ip = &whole[14..];
+    let data = &ip[20..];
+    let mut frags = Vec::new();
+    let mut off = 0;
+    while off < data.len() {
+        let len = 1480.min(data.len() - off);
+        let mut f = Frame::v4(
+            cl,
+            sv,
+            L4::Raw {
+                proto: 17,
+                payload: data[off..off + len].to_vec(),
+            },
+        );
+        f.ident = 77;
+        f.more_frags = off + len < data.len();
+        f.frag_offset = off as u16;
+        frags.push(f.build());
+        off += len;
+    }
+    let a: CtAction = "commit,nat(src=198.51.100.1)".parse().unwrap();
+    let p: Pipeline<u32> = Pipeline::new(Tracker::new(Config::default()), FragConfig::default());
+    let mut out = Vec::new();
+    let mut dropped = Vec::new();
+    g.bench_function("datagram_whole", |b| {
+        b.iter_batched(
+            || whole.clone(),
+            |f| {
+                out.clear();
+                p.process(
+                    f,
+                    0,
+                    LinkType::Ethernet,
+                    &a,
+                    Time::ZERO,
+                    &mut out,
+                    &mut dropped,
+                );
+                black_box(out.len())
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.bench_function("datagram_in_3_fragments", |b| {
+        b.iter_batched(
+            || frags.clone(),
+            |fs| {
+                out.clear();
+                for (i, f) in fs.into_iter().enumerate() {
+                    p.process(
+                        f,
+                        i as u32,
+                        LinkType::Ethernet,
+                        &a,
+                        Time::ZERO,
+                        &mut out,
+                        &mut dropped,
+                    );
+                }
+                assert_eq!(out.len(), 3);
+                black_box(out.len())
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, nat);
 criterion_main!(benches);
