@@ -252,6 +252,14 @@ impl Tracker {
         let Buf::Mut(frame) = &mut buf else {
             return;
         };
+        // A rewrite may not take the datagram past 65535 bytes.
+        let grow: isize = edits
+            .iter()
+            .map(|(r, t)| t.len() as isize - r.len() as isize)
+            .sum();
+        if (ip.end - ip.l3) as isize + grow > 65_535 {
+            edits.clear();
+        }
         // Rewrite from the last edit back, so earlier offsets hold.
         let mut delta: isize = 0;
         let mut changed = false;

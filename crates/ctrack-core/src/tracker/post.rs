@@ -147,7 +147,8 @@ impl Tracker {
             return;
         }
         let bits = c.nat_bits();
-        if action.nat.is_some() && bits != 0 {
+        // Only a packet that is rewritten shows `snat`/`dnat`.
+        if action.nat.is_some() && bits != 0 && matches!(buf, Buf::Mut(_)) {
             // The state names the side rewritten: a reply of a source
             // translation gets its destination put back (`dnat`).
             let (src, dst) = match v.dir {
