@@ -203,7 +203,10 @@ ftp4_traffic() {
 }
 ftp6_traffic() {
     ip netns exec $C curl -s -g -o /dev/null "ftp://[fd00:2::2]/page.txt"
-    ip netns exec $C curl -s -g -o /dev/null -P - "ftp://[fd00:2::2]/page.txt"
+    # Active: Linux writes the translated address in full
+    # (2001:0db8:ffff:0000:...), which pyftpdlib takes for a foreign
+    # address and refuses; the exchange is still what Linux does.
+    ip netns exec $C curl -s -g -o /dev/null --max-time 3 -P - "ftp://[fd00:2::2]/page.txt" || true
 }
 tftp4_traffic() {
     ip netns exec $C curl -s -o /dev/null tftp://10.10.2.2/page.txt
@@ -234,6 +237,8 @@ scenario dnat4 ip 'table ip nat { chain pre { type nat hook prerouting priority 
     'commit,nat(dst=10.10.2.2:8080)' dnat4_traffic
 scenario ftp4 ip "$SNAT4
 $HELPERS" 'commit,nat(src=198.51.100.1),alg=ftp' ftp4_traffic
+scenario ftp6 ip6 "$SNAT6
+$HELPERS" 'commit,nat(src=2001:db8:ffff::1),alg=ftp' ftp6_traffic
 scenario tftp4 ip "$SNAT4
 $HELPERS" 'commit,nat(src=198.51.100.1),alg=tftp' tftp4_traffic
 scenario frag4 ip "$SNAT4" 'commit,nat(src=198.51.100.1)' frag4_traffic

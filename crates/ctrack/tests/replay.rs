@@ -228,7 +228,7 @@ fn bad_arguments_are_usage_errors() {
 fn translated_traffic_untranslated_matches_ovs() {
     // The captures of examples/nat replayed with a plain commit, against
     // `ovstest test-conntrack pcap` on the same files.
-    for name in ["snat4", "snat6", "range4", "dnat4", "ftp4", "tftp4"] {
+    for name in ["snat4", "snat6", "range4", "dnat4", "ftp4", "ftp6", "tftp4"] {
         check(
             &format!("nat/{name}.in.pcap"),
             &["--clock", "fixed"],
