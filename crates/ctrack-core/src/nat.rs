@@ -19,7 +19,7 @@
 //! A search round looks at up to 128 ports; if all are taken and the range
 //! is larger, it starts again at a random point with half as many, down to
 //! 16 (the bound Linux and Open vSwitch both use): at most 248 lookups, and
-//! then the commit is refused as [`Exhausted`].
+//! then the commit is refused ([`crate::Refusal::NatExhausted`]).
 //!
 //! A destination translation without a port range keeps the destination
 //! port; if that tuple is taken it searches the source port instead, as

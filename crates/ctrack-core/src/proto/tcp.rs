@@ -7,8 +7,8 @@
 //! its largest window and its window scale. A segment is checked against
 //! them in four steps, each a function here: flags that make no sense
 //! ([`invalid_flags`]), a SYN that opens or reopens ([`syn_action`]), the
-//! first segment a side sends ([`init_peer`]), then the window check
-//! ([`in_window`]) with its loose fallback ([`in_loose_window`]). The
+//! first segment a side sends (`init_peer`), then the window check
+//! (`in_window`) with its loose fallback (`in_loose_window`). The
 //! decision, the state changes and the timeout to apply are the same as
 //! Open vSwitch's for every input; the table-driven tests below pin them.
 
