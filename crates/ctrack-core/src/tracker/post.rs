@@ -8,13 +8,29 @@ use ctrack_wire::{Frame, LinkType, parse_frame};
 
 use super::{Cache, Fam, Tracker, Verdict};
 use crate::action::CtAction;
-use crate::conn::{ConnId, DNAT, Dir, SNAT, Tuple, V6};
-use crate::extract::{ExtractOptions, extract};
+use crate::conn::{ConnId, DNAT, Dir, SNAT, V6};
 use crate::key::Family;
 use crate::rewrite;
 use crate::state::CtState;
 use crate::stats::{C, Local};
 use crate::time::Time;
+
+/// True if the packet is an ICMP or ICMPv6 error (it was tracked as
+/// related to the connection of the packet it quotes).
+fn is_icmp_error(b: &[u8], ip: &ctrack_wire::IpLayer) -> bool {
+    let Some(&ty) = b.get(ip.l4) else {
+        return false;
+    };
+    match (ip.version, ip.proto) {
+        (ctrack_wire::IpVersion::V4, ctrack_wire::ip_proto::ICMP) => {
+            ctrack_wire::icmp::v4::is_error(ty)
+        }
+        (ctrack_wire::IpVersion::V6, ctrack_wire::ip_proto::ICMPV6) => {
+            ctrack_wire::icmp::v6::is_error(ty)
+        }
+        _ => false,
+    }
+}
 
 /// A packet the stage may or may not change.
 pub(crate) enum Buf<'a> {
@@ -129,23 +145,23 @@ impl Tracker {
         local: &mut Local,
     ) {
         let Ok(ip) = layers.ip else { return };
-        let opts = ExtractOptions { checksums: false };
-        let Ok(ex) = extract(buf.bytes(), layers, action.zone, opts) else {
-            return;
-        };
-        let tuple = Tuple::<A>::of(&ex.key);
+        // The guard has been pinned since the packet was tracked, so the
+        // slot still holds its connection (a removed slot is not reused
+        // while any reader that saw it is pinned): the packet's tuple is
+        // the connection's tuple of its direction, with no need to parse
+        // the packet again.
         let Some(e) = A::table(self).get(guard, id.record()) else {
             return;
         };
         let c = e.record();
-        // Still the connection the packet was tracked against?
-        let same = match v.dir {
-            Dir::Orig => *c.orig() == tuple,
-            Dir::Reply => c.reply(guard) == tuple,
-        };
-        if !same || c.zone() != action.zone || c.proto() != ex.key.proto {
+        if c.zone() != action.zone {
             return;
         }
+        let tuple = match v.dir {
+            Dir::Orig => *c.orig(),
+            Dir::Reply => c.reply(guard),
+        };
+        let related = is_icmp_error(buf.bytes(), &ip);
         let bits = c.nat_bits();
         // Only a packet that is rewritten shows `snat`/`dnat`.
         if action.nat.is_some() && bits != 0 && matches!(buf, Buf::Mut(_)) {
@@ -166,7 +182,7 @@ impl Tracker {
                     Dir::Orig => c.reply(guard).reverse(),
                     Dir::Reply => c.orig().reverse(),
                 };
-                if ex.related {
+                if related {
                     rewrite::icmp_error(f, &ip, &tuple, &to);
                 } else {
                     rewrite::packet(f, &ip, &tuple, &to);
@@ -175,7 +191,7 @@ impl Tracker {
             }
         }
         if v.inspect
-            && !ex.related
+            && !related
             && v.invalid.is_none()
             && let Some(h) = c.ext(guard).and_then(|x| x.helper.as_ref())
         {
