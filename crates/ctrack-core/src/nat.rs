@@ -49,7 +49,7 @@ pub(crate) enum NatError {
 
 /// The 128-bit form of an address of family `A`, or `None` if `ip` is of
 /// the other family.
-fn addr_of<A: Addr>(ip: IpAddr) -> Option<A> {
+pub(crate) fn addr_of<A: Addr>(ip: IpAddr) -> Option<A> {
     match (A::FAMILY, ip) {
         (Family::V4, IpAddr::V4(a)) => Some(A::from_u128(u128::from(u32::from(a)))),
         (Family::V6, IpAddr::V6(a)) => Some(A::from_u128(u128::from(a))),
@@ -69,7 +69,7 @@ pub(crate) fn has_port(family: Family, proto: u8) -> bool {
     )
 }
 
-fn is_icmp(family: Family, proto: u8) -> bool {
+pub(crate) fn is_icmp(family: Family, proto: u8) -> bool {
     matches!(
         (family, proto),
         (Family::V4, ip_proto::ICMP) | (Family::V6, ip_proto::ICMPV6)

@@ -29,6 +29,7 @@ use ctrack_wire::{IpLayer, IpVersion, checksum, ip_proto, ipv6};
 
 use crate::conn::{Addr, Tuple};
 use crate::key::Family;
+use crate::nat::is_icmp;
 
 /// Running sum of changed 16-bit words, to update a checksum that covers
 /// them: HC' = ~(~HC + Σ~m + Σm').
@@ -162,13 +163,6 @@ fn has_ports(proto: u8) -> bool {
     matches!(
         proto,
         ip_proto::TCP | ip_proto::UDP | ip_proto::UDPLITE | ip_proto::SCTP
-    )
-}
-
-fn is_icmp(family: Family, proto: u8) -> bool {
-    matches!(
-        (family, proto),
-        (Family::V4, ip_proto::ICMP) | (Family::V6, ip_proto::ICMPV6)
     )
 }
 

@@ -1,51 +1,18 @@
 //! FTP and TFTP gateways: expectations, `rel` data connections, and under
 //! NAT the rewritten text and the sequence numbers that follow it.
 
+mod common;
+use common::Net;
+
 use std::net::Ipv6Addr;
 
-use ctrack_core::{CtAction, InvalidReason, LinkType, Time, Tracker, Verdict};
+use ctrack_core::{InvalidReason, Time};
 use ctrack_wire::build::{Frame, L4};
 use ctrack_wire::tcp::flags::*;
 
 const C: [u8; 4] = [10, 0, 0, 1];
 const S: [u8; 4] = [192, 0, 2, 2];
 const N: [u8; 4] = [198, 51, 100, 1];
-
-fn act(s: &str) -> CtAction {
-    s.parse().unwrap()
-}
-
-struct Net {
-    t: Tracker,
-    now: Time,
-}
-
-impl Net {
-    fn new() -> Net {
-        Net {
-            t: Tracker::default(),
-            now: Time::from_secs(100),
-        }
-    }
-
-    fn send(&self, f: &Frame, action: &str) -> (Verdict, Vec<u8>) {
-        let mut b = f.build();
-        let v = self
-            .t
-            .process_mut(&mut b, LinkType::Ethernet, &act(action), self.now);
-        (v, b)
-    }
-
-    fn state(&self, f: &Frame, action: &str) -> String {
-        self.send(f, action).0.state.to_string()
-    }
-
-    fn expect(&self, f: &Frame, action: &str, want: &Frame, state: &str) {
-        let (v, out) = self.send(f, action);
-        assert_eq!(v.state.to_string(), state, "state of {f:?}");
-        assert_eq!(out, want.build(), "bytes of {f:?}");
-    }
-}
 
 #[allow(clippy::too_many_arguments)]
 fn seg(
@@ -546,5 +513,45 @@ fn expectations_end_with_their_control_connection() {
     assert_eq!(
         n.state(&seg(S, 20, C, 40001, SYN, 1, 0, b""), "commit"),
         "new|trk"
+    );
+}
+
+#[test]
+fn sack_edges_follow_the_offset() {
+    let n = Net::new();
+    let fwd = "commit,nat(src=198.51.100.1),alg=ftp";
+    n.send(&seg(C, 40000, S, 21, SYN, 100, 0, b""), fwd);
+    n.send(&seg(S, 21, N, 40000, SYN | ACK, 500, 101, b""), "nat");
+    n.send(&seg(C, 40000, S, 21, ACK, 101, 501, b""), fwd);
+    let port = b"PORT 10,0,0,1,156,65\r\n";
+    n.send(&seg(C, 40000, S, 21, PSH | ACK, 101, 501, port), fwd);
+    let after = 101 + port.len() as u32;
+    let grow = (b"PORT 198,51,100,1,156,65\r\n".len() - port.len()) as u32;
+    // The server acknowledges up to the rewritten command and selectively
+    // a later block, in the longer numbering; both come back shortened.
+    let sack = |ack: u32, l: u32, r: u32, to: [u8; 4]| {
+        let mut opts = vec![1, 1, 5, 10];
+        opts.extend_from_slice(&l.to_be_bytes());
+        opts.extend_from_slice(&r.to_be_bytes());
+        Frame::v4(
+            S,
+            to,
+            L4::Tcp {
+                sport: 21,
+                dport: 40000,
+                seq: 501,
+                ack,
+                flags: ACK,
+                window: 65535,
+                options: opts,
+                payload: Vec::new(),
+            },
+        )
+    };
+    n.expect(
+        &sack(after + grow, after + grow + 10, after + grow + 20, N),
+        "nat",
+        &sack(after, after + 10, after + 20, C),
+        "est|rpl|trk|dnat",
     );
 }

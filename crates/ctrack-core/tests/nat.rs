@@ -5,9 +5,12 @@
 //! must equal it exactly: the incremental checksum updates agree with a
 //! full computation.
 
+mod common;
+use common::{Net, act};
+
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use ctrack_core::{ConnKey, CtAction, Endpoint, Family, LinkType, Refusal, Time, Tracker, Verdict};
+use ctrack_core::{ConnKey, Endpoint, Family, LinkType, Refusal};
 use ctrack_wire::build::{Frame, L4, quote};
 use ctrack_wire::icmp::{v4, v6};
 use ctrack_wire::ip_proto;
@@ -19,42 +22,6 @@ const C2: [u8; 4] = [10, 0, 0, 3];
 const S: [u8; 4] = [192, 0, 2, 2];
 const N: [u8; 4] = [198, 51, 100, 1];
 const RT: [u8; 4] = [192, 0, 2, 254];
-
-fn act(s: &str) -> CtAction {
-    s.parse().unwrap()
-}
-
-struct Net {
-    t: Tracker,
-    now: Time,
-}
-
-impl Net {
-    fn new() -> Net {
-        Net {
-            t: Tracker::default(),
-            now: Time::from_secs(100),
-        }
-    }
-
-    /// Sends `f` with `action`; returns the verdict and the frame as it
-    /// leaves.
-    fn send(&self, f: &Frame, action: &str) -> (Verdict, Vec<u8>) {
-        let mut b = f.build();
-        let v = self
-            .t
-            .process_mut(&mut b, LinkType::Ethernet, &act(action), self.now);
-        (v, b)
-    }
-
-    /// Sends `f` and checks that it leaves as `want`, with state `state`.
-    fn expect(&self, f: &Frame, action: &str, want: &Frame, state: &str) -> Verdict {
-        let (v, out) = self.send(f, action);
-        assert_eq!(v.state.to_string(), state, "state of {f:?}");
-        assert_eq!(out, want.build(), "bytes of {f:?}");
-        v
-    }
-}
 
 fn tcp(src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16, flags: u16, seq: u32, ack: u32) -> Frame {
     Frame::v4(src, dst, L4::tcp_seg(sp, dp, flags, seq, ack, 65535, b""))

@@ -135,6 +135,9 @@ impl<T: Default> Slab<T> {
     /// returned one lives: the slot must be vacant (unreachable from any
     /// index) and every reader that could have reached it before it was
     /// vacated must be gone (the epoch grace period has passed).
+    // SAFETY: an unsafe fn because exclusivity cannot be checked here; the
+    // contract above is what makes the `&mut` sound, and the one caller
+    // (`Writer::insert`) upholds it with a slot fresh from `alloc`.
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn get_mut_unchecked(&self, slot: u32) -> &mut T {
         let (k, off) = self.locate(slot);

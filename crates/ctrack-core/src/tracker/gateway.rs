@@ -8,7 +8,6 @@
 //! a client cannot make the firewall expect a connection to a third host
 //! (the FTP "bounce").
 
-use std::net::IpAddr;
 use std::sync::atomic::Ordering::Relaxed;
 
 use ctrack_table::Guard;
@@ -42,14 +41,6 @@ fn be16(b: &[u8], at: usize) -> Option<u16> {
 
 fn be32(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn addr_from_ip<A: Addr>(ip: IpAddr) -> Option<A> {
-    match (A::FAMILY, ip) {
-        (Family::V4, IpAddr::V4(a)) => Some(A::from_u128(u128::from(u32::from(a)))),
-        (Family::V6, IpAddr::V6(a)) => Some(A::from_u128(u128::from(a))),
-        _ => None,
-    }
 }
 
 impl Tracker {
@@ -209,7 +200,7 @@ impl Tracker {
             }
             for f in scan.found {
                 let announced = match f.command.addr {
-                    Some(a) => match addr_from_ip::<A>(a) {
+                    Some(a) => match crate::nat::addr_of::<A>(a) {
                         Some(a) => a,
                         None => continue,
                     },
