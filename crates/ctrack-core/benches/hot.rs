@@ -8,7 +8,7 @@
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use ctrack_core::extract::{ExtractOptions, extract};
+use ctrack_core::packet::extract::{ExtractOptions, extract};
 use ctrack_core::{Config, CtAction, FragConfig, LinkType, Pipeline, Time, Tracker};
 use ctrack_wire::build::{Frame, L4};
 use ctrack_wire::parse_frame;

@@ -7,47 +7,69 @@
 //! calls [`Tracker::sweep`] when the previous sweep said to. One tracker
 //! serves any number of threads (`&self` throughout).
 //!
-//! Layers, bottom up: [`extract`] turns a parsed frame into a [`ConnKey`] or
-//! an [`InvalidReason`]; [`proto`] holds the per-protocol state machines
-//! (TCP with sequence tracking, ICMP queries, three-state "other"); the
-//! `ctrack-table` crate stores [`Conn`]s, one table per address family,
-//! sharded, read without locks; [`zone`](crate::Tracker::flush_zone)
-//! state makes a zone flush O(1); [`tracker`] ties them together.
+//! The crate in folders, bottom up (each imports only from those above it
+//! in this list; `ARCHITECTURE.md` draws the graph):
+//!
+//! - [`key`]: naming connections: zones, families, endpoints, keys,
+//!   tuples, directions, connection ids, the keyed symmetric hash.
+//! - `time`, [`action`]: the clock the caller gives, and the `ct` action.
+//! - [`verdict`]: `ct_state`, invalid reasons, the per-packet verdict, the
+//!   counters.
+//! - [`zone`]: zone generations (O(1) flush), limits, timeout policies.
+//! - [`proto`]: the per-protocol state machines (TCP windows, ICMP, other).
+//! - [`packet`]: from a parsed frame to a key (every check), and the IPv4
+//!   fast path.
+//! - [`frag`]: IP fragment reassembly in front of the tracker.
+//! - [`nat`]: choosing a translation, rewriting packets in place, sequence
+//!   adjustment, the translation stage.
+//! - [`alg`]: FTP and TFTP gateways: the command reader, gateway state,
+//!   expectations, the gateway stage.
+//! - [`conn`]: the connection record the table stores.
+//! - [`track`]: the [`Tracker`] itself (lookup, judgement, commit, limits,
+//!   early drop, expiry, flushes, dumps) and the [`Pipeline`].
+//!
+//! ```
+//! use ctrack_core::{CtAction, CtState, LinkType, Time, Tracker};
+//! use ctrack_wire::build::{Frame, L4};
+//! use ctrack_wire::tcp::flags::{ACK, SYN};
+//!
+//! let tracker = Tracker::default();
+//! let commit: CtAction = "commit".parse().unwrap();
+//! let syn = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::tcp(40000, 80, SYN)).build();
+//! let v = tracker.process(&syn, LinkType::Ethernet, &commit, Time::from_millis(0));
+//! assert!(v.state.contains(CtState::NEW | CtState::TRK));
+//! assert!(v.committed);
+//!
+//! // The server's answer belongs to the same connection, in reply.
+//! let syn_ack = Frame::v4([10, 0, 0, 2], [10, 0, 0, 1], L4::tcp(80, 40000, SYN | ACK)).build();
+//! let r = tracker.process(&syn_ack, LinkType::Ethernet, &commit, Time::from_millis(1));
+//! assert_eq!(r.conn, v.conn);
+//! assert!(r.state.contains(CtState::RPL));
+//! ```
 #![forbid(unsafe_code)]
 
 pub mod action;
-mod alg;
+pub mod alg;
 pub mod conn;
-pub mod dump;
-pub mod expect;
-pub mod extract;
-pub mod fast;
 pub mod frag;
-pub mod ftp;
 pub mod key;
 pub mod nat;
-mod pipeline;
+pub mod packet;
 pub mod proto;
-mod rewrite;
-pub mod state;
-mod stats;
 pub mod time;
-pub mod timeout;
-pub mod tracker;
-mod zone;
+pub mod track;
+pub mod verdict;
+pub mod zone;
 
 pub use action::{ActionError, Alg, CtAction, Masked, Nat, NatKind, NatMode, NatRange};
-pub use conn::{Conn, ConnId, Counters, Dir};
-pub use dump::Entry;
-pub use expect::ExpectationInfo;
-pub use extract::InvalidReason;
+pub use alg::ExpectationInfo;
+pub use conn::{Conn, ConnInfo, Counters, Entry};
 pub use frag::{FragConfig, FragError, FragStats, Reassembler};
-pub use key::{ConnKey, Endpoint, Family, KeyHasher, Zone};
-pub use pipeline::{Out, Pipeline};
-pub use state::CtState;
-pub use stats::Stats;
+pub use key::{ConnId, ConnKey, Dir, Endpoint, Family, KeyHasher, Zone};
 pub use time::{Millis, Time};
-pub use timeout::{Timeout, TimeoutPolicy, ZonePolicies};
-pub use tracker::{Config, ConnInfo, EARLY_DROP_SCAN, Refusal, Sweep, Tracker, Verdict};
+pub use track::{Config, EARLY_DROP_SCAN, Out, Pipeline, Sweep, Tracker};
+pub use verdict::{CtState, InvalidReason, Refusal, Stats, Verdict};
+pub use zone::{Timeout, TimeoutPolicy, ZonePolicies};
 
+pub use ctrack_table::MAX_SHARDS;
 pub use ctrack_wire::LinkType;

@@ -2,8 +2,8 @@
 //! translating pipeline.
 
 use arbitrary::{Arbitrary, Unstructured};
+use ctrack_core::alg::ftp::{Side, Stream, format, parse_line};
 use ctrack_core::frag::{FragConfig, Offer, Reassembler};
-use ctrack_core::ftp::{Side, Stream, format, parse_line};
 use ctrack_core::{CtAction, LinkType, Pipeline, Time, Tracker};
 use ctrack_wire::build::{Ext, Frame, L4};
 

@@ -30,7 +30,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use arbitrary::{Arbitrary, Unstructured};
-use ctrack_core::extract::{ExtractOptions, extract};
+use ctrack_core::packet::extract::{ExtractOptions, extract};
 use ctrack_core::{Config, CtAction, CtState, LinkType, Masked, Time, Tracker};
 use ctrack_wire::build::{self, Ext, Frame, L4};
 use ctrack_wire::ethernet::ethertype;
@@ -60,7 +60,7 @@ pub use table::table;
 pub fn parse(data: &[u8]) {
     for checksums in [true, false] {
         assert!(
-            ctrack_core::fast::agrees_with_general(data, checksums),
+            ctrack_core::packet::fast::agrees_with_general(data, checksums),
             "fast path disagrees on {data:02x?}"
         );
     }

@@ -96,7 +96,7 @@ pub struct ReplayArgs {
     #[arg(long, value_enum, default_value_t = Clock::Capture)]
     pub clock: Clock,
     /// Most connections to hold; commits beyond are refused.
-    #[arg(long, default_value_t = ctrack_core::tracker::DEFAULT_MAX_CONNS)]
+    #[arg(long, default_value_t = ctrack_core::track::DEFAULT_MAX_CONNS)]
     pub max_conns: usize,
 }
 

@@ -2,7 +2,7 @@
 //! and its replies, matched by identifier.
 
 use crate::proto::Update;
-use crate::timeout::Timeout;
+use crate::zone::Timeout;
 
 /// State of an ICMP query exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

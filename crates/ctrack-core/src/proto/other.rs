@@ -3,7 +3,7 @@
 //! several packets one way, packets both ways.
 
 use crate::proto::Update;
-use crate::timeout::Timeout;
+use crate::zone::Timeout;
 
 /// State of a connection of a protocol without its own tracker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -13,7 +13,7 @@
 //! Open vSwitch's for every input; the table-driven tests below pin them.
 
 use crate::proto::Update;
-use crate::timeout::Timeout;
+use crate::zone::Timeout;
 use ctrack_wire::tcp::{MAX_WSCALE, flags};
 
 /// TCP states per side, in the order Open vSwitch and Linux number them

@@ -1,0 +1,16 @@
+//! A snapshot of one connection.
+
+use crate::conn::Entry;
+use crate::proto::ProtoState;
+use crate::time::Time;
+
+/// A snapshot of one connection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnInfo {
+    /// The connection as a dump shows it.
+    pub entry: Entry,
+    /// Its protocol state.
+    pub proto: ProtoState,
+    /// When it expires.
+    pub expires: Time,
+}

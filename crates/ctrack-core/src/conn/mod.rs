@@ -1,0 +1,17 @@
+//! The connection record as the table stores it (120 bytes for IPv4), its
+//! per-direction counters, and the extension few connections need (label,
+//! translated reply tuple, gateway state, master).
+
+mod counters;
+pub mod dump;
+mod ext;
+mod info;
+mod record;
+
+pub use counters::Counters;
+pub use dump::Entry;
+pub use ext::Ext;
+pub(crate) use ext::Setup;
+pub use info::ConnInfo;
+pub use record::Conn;
+pub(crate) use record::{DNAT, Kind, SNAT};

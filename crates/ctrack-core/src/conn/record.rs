@@ -1,0 +1,455 @@
+//! A tracked connection as the table stores it: 120 bytes for IPv4, the
+//! table's header included.
+//!
+//! The key fields are fixed while the connection lives. Everything a packet
+//! changes (protocol state, last-seen time and timeout class, counters,
+//! mark) is a relaxed atomic written under the connection's entry lock, so
+//! that a lock-free reader (an expiry check, a dump) reads a value that is
+//! old or new but never torn per field. Rarely used data (label, and the
+//! translated reply tuple once NAT exists) lives in an extension allocated
+//! on first use.
+
+use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+use ctrack_table::{EpochBox, Guard, Header, Record};
+use ctrack_wire::ip_proto;
+
+use crate::conn::{Counters, Ext, Setup};
+use crate::key::{Addr, Dir, LookupKey, Tuple, instance};
+use crate::key::{Family, Zone};
+use crate::proto::tcp::{Peer, TcpConn, TcpState};
+use crate::proto::{IcmpState, OtherState, ProtoState};
+use crate::zone::Timeout;
+
+/// Bits of [`Conn::flags`]: the timeout class in the low nibble, then:
+const COUNTED: u8 = 0x10;
+/// The connection's source is translated (in the original direction).
+pub(crate) const SNAT: u8 = 0x20;
+/// The connection's destination is translated.
+pub(crate) const DNAT: u8 = 0x40;
+/// The connection has a gateway or was expected: see its extension.
+pub(crate) const SPECIAL: u8 = 0x80;
+const CLASS_MASK: u8 = 0x0f;
+
+/// One connection.
+#[derive(Debug, Default)]
+pub struct Conn<A: Addr> {
+    header: Header,
+    orig: Tuple<A>,
+    generation: u32,
+    zone: Zone,
+    proto: u8,
+    flags: AtomicU8,
+    mark: AtomicU32,
+    state: [AtomicU32; 6],
+    last_seen: AtomicU64,
+    /// Packets and bytes, original then reply.
+    counters: [AtomicU64; 4],
+    ext: EpochBox<Ext<A>>,
+}
+
+impl<A: Addr> Record for Conn<A> {
+    #[inline]
+    fn header(&self) -> &Header {
+        &self.header
+    }
+
+    fn retire(&self, guard: &Guard) {
+        self.ext.replace(None, guard);
+    }
+}
+
+/// The protocol tracker a connection uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Tcp,
+    Icmp,
+    Other,
+}
+
+#[inline]
+pub(crate) fn kind_of(family: Family, proto: u8) -> Kind {
+    match (family, proto) {
+        (_, ip_proto::TCP) => Kind::Tcp,
+        (Family::V4, ip_proto::ICMP) | (Family::V6, ip_proto::ICMPV6) => Kind::Icmp,
+        _ => Kind::Other,
+    }
+}
+
+impl<A: Addr> Conn<A> {
+    /// Fills a vacant slot with a new connection (exclusive access).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn init(
+        &mut self,
+        key: &LookupKey<A>,
+        proto: &ProtoState,
+        class: Timeout,
+        counted: bool,
+        now: u64,
+        first_bytes: u32,
+        setup: Setup<A>,
+    ) {
+        self.orig = key.tuple;
+        self.generation = key.generation;
+        self.zone = key.zone;
+        self.proto = key.proto;
+        let special = setup.helper.is_some() || setup.master.is_some();
+        self.flags.store(
+            class as u8
+                | if counted { COUNTED } else { 0 }
+                | (setup.nat & (SNAT | DNAT))
+                | if special { SPECIAL } else { 0 },
+            Relaxed,
+        );
+        self.mark.store(0, Relaxed);
+        self.set_proto_state(proto);
+        self.last_seen.store(now, Relaxed);
+        self.counters[0].store(1, Relaxed);
+        self.counters[1].store(u64::from(first_bytes), Relaxed);
+        self.counters[2].store(0, Relaxed);
+        self.counters[3].store(0, Relaxed);
+        let reply = setup.reply.filter(|r| *r != key.tuple.reverse());
+        self.ext.set((reply.is_some() || special).then(|| {
+            Box::new(Ext {
+                label: Default::default(),
+                reply,
+                helper: setup.helper,
+                master: setup.master,
+            })
+        }));
+    }
+
+    /// Its [`SNAT`] and [`DNAT`] bits.
+    #[inline]
+    pub(crate) fn nat_bits(&self) -> u8 {
+        self.flags.load(Relaxed) & (SNAT | DNAT)
+    }
+
+    /// True if it has a gateway or was expected.
+    #[inline]
+    pub(crate) fn special(&self) -> bool {
+        self.flags.load(Relaxed) & SPECIAL != 0
+    }
+
+    /// True if an expectation let it in (every packet is `rel`).
+    pub(crate) fn expected(&self, guard: &Guard) -> bool {
+        self.special() && self.ext(guard).is_some_and(|e| e.master.is_some())
+    }
+
+    /// The original-direction tuple.
+    #[inline]
+    pub fn orig(&self) -> &Tuple<A> {
+        &self.orig
+    }
+
+    /// The zone.
+    #[inline]
+    pub fn zone(&self) -> Zone {
+        self.zone
+    }
+
+    /// The zone generation the connection was created in.
+    #[inline]
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+
+    /// The IP protocol.
+    #[inline]
+    pub fn proto(&self) -> u8 {
+        self.proto
+    }
+
+    #[inline]
+    pub(crate) fn kind(&self) -> Kind {
+        kind_of(A::FAMILY, self.proto)
+    }
+
+    /// The zone instance the table files the connection under.
+    #[inline]
+    pub(crate) fn instance(&self) -> u64 {
+        instance(self.zone, self.generation)
+    }
+
+    /// The extension, if one was allocated.
+    pub fn ext<'g>(&self, guard: &'g Guard) -> Option<&'g Ext<A>> {
+        self.ext.get(guard)
+    }
+
+    /// The reply tuple.
+    pub fn reply(&self, guard: &Guard) -> Tuple<A> {
+        self.ext(guard)
+            .and_then(|e| e.reply)
+            .unwrap_or_else(|| self.orig.reverse())
+    }
+
+    /// The direction `key` travels in this connection, if it belongs to it.
+    #[inline]
+    pub(crate) fn direction_of(&self, key: &LookupKey<A>, guard: &Guard) -> Option<Dir> {
+        if self.zone != key.zone || self.proto != key.proto || self.generation != key.generation {
+            return None;
+        }
+        if self.orig == key.tuple {
+            return Some(Dir::Orig);
+        }
+        let reply = match self.ext.get(guard).and_then(|e| e.reply) {
+            Some(r) => r,
+            None => self.orig.reverse(),
+        };
+        (reply == key.tuple).then_some(Dir::Reply)
+    }
+
+    /// When the connection was last refreshed (ms).
+    #[inline]
+    pub fn last_seen(&self) -> u64 {
+        self.last_seen.load(Relaxed)
+    }
+
+    /// Its timeout class number (the low nibble of its flags).
+    #[inline]
+    pub(crate) fn class_bits(&self) -> u8 {
+        self.flags.load(Relaxed)
+    }
+
+    /// Its timeout class.
+    #[inline]
+    pub fn class(&self) -> Timeout {
+        Timeout::from_index(self.flags.load(Relaxed) & CLASS_MASK)
+    }
+
+    /// True if the connection counts against its zone's limit.
+    pub(crate) fn counted(&self) -> bool {
+        self.flags.load(Relaxed) & COUNTED != 0
+    }
+
+    /// Refreshes the timeout: last seen `now`, class `class`. Entry lock held.
+    #[inline]
+    pub(crate) fn refresh(&self, now: u64, class: Timeout) {
+        self.last_seen.store(now, Relaxed);
+        let f = self.flags.load(Relaxed);
+        self.flags.store((f & !CLASS_MASK) | class as u8, Relaxed);
+    }
+
+    /// The mark.
+    #[inline]
+    pub fn mark(&self) -> u32 {
+        self.mark.load(Relaxed)
+    }
+
+    /// Sets mark bits. Entry lock held.
+    pub(crate) fn set_mark(&self, value: u32, mask: u32) {
+        let m = self.mark.load(Relaxed);
+        self.mark.store((m & !mask) | (value & mask), Relaxed);
+    }
+
+    /// The label.
+    pub fn label(&self, guard: &Guard) -> u128 {
+        self.ext(guard).map_or(0, Ext::label)
+    }
+
+    /// Sets label bits. Entry lock held.
+    pub(crate) fn set_label(&self, value: u128, mask: u128, guard: &Guard) {
+        let old = self.label(guard);
+        let new = (old & !mask) | (value & mask);
+        if new == old {
+            return;
+        }
+        self.ext.get_or_init(guard, Box::default).set_label(new);
+    }
+
+    /// Counts a packet. Entry lock held.
+    #[inline]
+    pub(crate) fn count(&self, dir: Dir, bytes: u32) {
+        let i = dir.index() * 2;
+        self.counters[i].store(self.counters[i].load(Relaxed) + 1, Relaxed);
+        self.counters[i + 1].store(
+            self.counters[i + 1].load(Relaxed) + u64::from(bytes),
+            Relaxed,
+        );
+    }
+
+    /// The counters of one direction.
+    pub fn counters(&self, dir: Dir) -> Counters {
+        let i = dir.index() * 2;
+        Counters {
+            packets: self.counters[i].load(Relaxed),
+            bytes: self.counters[i + 1].load(Relaxed),
+        }
+    }
+
+    /// The TCP state (of a TCP connection). Entry lock held for a
+    /// consistent read.
+    #[inline]
+    pub(crate) fn tcp_state(&self) -> TcpConn {
+        let w = |i: usize| self.state[i].load(Relaxed);
+        let peer = |b: usize| {
+            let misc = w(b + 2);
+            Peer {
+                seqlo: w(b),
+                seqhi: w(b + 1),
+                max_win: misc as u16,
+                wscale: (misc >> 16) as u8,
+                state: TcpState::from_index((misc >> 24) as u8),
+            }
+        };
+        TcpConn {
+            peers: [peer(0), peer(3)],
+        }
+    }
+
+    /// Stores the TCP state. Entry lock held.
+    #[inline]
+    pub(crate) fn set_tcp_state(&self, t: &TcpConn) {
+        for (b, p) in [(0, &t.peers[0]), (3, &t.peers[1])] {
+            self.state[b].store(p.seqlo, Relaxed);
+            self.state[b + 1].store(p.seqhi, Relaxed);
+            self.state[b + 2].store(
+                u32::from(p.max_win) | (u32::from(p.wscale) << 16) | ((p.state as u32) << 24),
+                Relaxed,
+            );
+        }
+    }
+
+    /// The one-byte state of an ICMP or other connection.
+    #[inline]
+    pub(crate) fn small_state(&self) -> u8 {
+        self.state[2].load(Relaxed) as u8
+    }
+
+    /// Stores the one-byte state. Entry lock held.
+    #[inline]
+    pub(crate) fn set_small_state(&self, v: u8) {
+        self.state[2].store(u32::from(v), Relaxed);
+    }
+
+    /// The protocol state.
+    pub fn proto_state(&self) -> ProtoState {
+        let w = |i: usize| self.state[i].load(Relaxed);
+        match self.kind() {
+            Kind::Tcp => {
+                let peer = |b: usize| {
+                    let misc = w(b + 2);
+                    Peer {
+                        seqlo: w(b),
+                        seqhi: w(b + 1),
+                        max_win: misc as u16,
+                        wscale: (misc >> 16) as u8,
+                        state: TcpState::from_index((misc >> 24) as u8),
+                    }
+                };
+                ProtoState::Tcp(TcpConn {
+                    peers: [peer(0), peer(3)],
+                })
+            }
+            Kind::Icmp => ProtoState::Icmp(if w(2) & 0xff == 0 {
+                IcmpState::First
+            } else {
+                IcmpState::Reply
+            }),
+            Kind::Other => ProtoState::Other(match w(2) & 0xff {
+                0 => OtherState::First,
+                1 => OtherState::Multiple,
+                _ => OtherState::Bidir,
+            }),
+        }
+    }
+
+    /// Stores the protocol state. Entry lock held (or exclusive access).
+    pub(crate) fn set_proto_state(&self, s: &ProtoState) {
+        let set = |i: usize, v: u32| self.state[i].store(v, Relaxed);
+        match s {
+            ProtoState::Tcp(t) => {
+                for (b, p) in [(0, &t.peers[0]), (3, &t.peers[1])] {
+                    set(b, p.seqlo);
+                    set(b + 1, p.seqhi);
+                    set(
+                        b + 2,
+                        u32::from(p.max_win)
+                            | (u32::from(p.wscale) << 16)
+                            | ((p.state as u32) << 24),
+                    );
+                }
+            }
+            ProtoState::Icmp(i) => set(2, *i as u32),
+            ProtoState::Other(o) => set(2, *o as u32),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::V6;
+    use crate::proto::tcp;
+
+    #[test]
+    fn an_ipv4_connection_takes_120_bytes() {
+        assert_eq!(core::mem::size_of::<Conn<u32>>(), 120);
+        assert_eq!(core::mem::size_of::<Conn<V6>>(), 144);
+    }
+
+    #[test]
+    fn v6_address_round_trip() {
+        let a: u128 = 0x2001_0db8_0000_0000_0000_0000_0000_0001;
+        assert_eq!(V6::from_u128(a).to_u128(), a);
+        assert!(V6::from_u128(1) < V6::from_u128(1 << 100));
+    }
+
+    #[test]
+    fn proto_state_round_trips_through_the_atomics() {
+        let mut c: Conn<u32> = Conn::default();
+        let key = LookupKey {
+            tuple: Tuple {
+                src: 1,
+                dst: 2,
+                src_l4: 3 << 16,
+                dst_l4: 4 << 16,
+            },
+            zone: 5,
+            proto: ip_proto::TCP,
+            generation: 0,
+        };
+        let t = tcp::TcpConn {
+            peers: [
+                Peer {
+                    seqlo: 10,
+                    seqhi: 20,
+                    max_win: 65535,
+                    wscale: 0x87,
+                    state: TcpState::Established,
+                },
+                Peer {
+                    seqlo: 0xffff_fff0,
+                    seqhi: 7,
+                    max_win: 1,
+                    wscale: 0x40,
+                    state: TcpState::FinWait2,
+                },
+            ],
+        };
+        c.init(
+            &key,
+            &ProtoState::Tcp(t),
+            Timeout::TcpEstablished,
+            true,
+            9,
+            60,
+            Setup::default(),
+        );
+        assert_eq!(c.proto_state(), ProtoState::Tcp(t));
+        assert_eq!(c.class(), Timeout::TcpEstablished);
+        assert!(c.counted());
+        c.refresh(11, Timeout::TcpClosing);
+        assert_eq!((c.last_seen(), c.class()), (11, Timeout::TcpClosing));
+        assert!(c.counted());
+        assert_eq!(
+            c.counters(Dir::Orig),
+            Counters {
+                packets: 1,
+                bytes: 60
+            }
+        );
+        c.count(Dir::Reply, 40);
+        assert_eq!(c.counters(Dir::Reply).bytes, 40);
+    }
+}

@@ -1,0 +1,659 @@
+//! IP fragment reassembly in front of the tracker.
+//!
+//! Fragments of one datagram (same addresses, identification, protocol for
+//! IPv4, and zone) are held until the datagram is whole; the tracker then
+//! sees the datagram once, and its verdict (and translation) applies to
+//! every fragment. What leaves is the original fragments, each rebuilt from
+//! the (possibly translated) datagram: its own link and IP headers with the
+//! datagram's addresses, and its own slice of the datagram's payload, so a
+//! translated port or checksum lands in the first fragment and the rest
+//! keep their sizes and order ("re-fragmented as they came"), sorted by
+//! offset as Open vSwitch and Linux send them.
+//!
+//! Bounds (Open vSwitch's defaults): at most 1000 fragments held (settable
+//! up to 5000) and a byte budget; a non-last fragment of fewer than 1200
+//! (IPv4) / 1280 (IPv6) bytes of IP packet is refused as too small (these
+//! bounds settable down to 400); a datagram not whole 15 s after its first
+//! fragment arrived is dropped with its fragments. A datagram may not pass
+//! 65535 bytes.
+//!
+//! Overlaps (RFC 5722, as Linux): a fragment that repeats one held exactly
+//! is dropped on its own; one that overlaps differently (teardrop and its
+//! relatives) or contradicts the datagram's end drops the whole datagram,
+//! and later fragments of it are dropped until its time would have run
+//! out. A non-last fragment whose length is not a multiple of 8 is
+//! malformed. An IPv6 fragment header with offset 0 and no more fragments
+//! (an atomic fragment, RFC 6946) is a datagram of one fragment.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasher;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+use ctrack_wire::{IpVersion, LinkType, NotIp, parse_frame};
+
+use super::config::{FragConfig, FragError, FragStats, MAX_DATAGRAM, SHARDS, clamp};
+use super::datagram::{Datagram, Held, build};
+use super::identify::{Info, Key, info};
+use crate::key::Zone;
+use crate::time::Time;
+
+#[derive(Debug)]
+pub(super) struct List<T> {
+    pub(super) frags: Vec<Held<T>>,
+    /// The datagram's payload length, once the last fragment came.
+    pub(super) total: Option<usize>,
+    pub(super) bytes: usize,
+    pub(super) deadline: u64,
+    /// Dropped: later fragments are dropped until the deadline.
+    pub(super) failed: bool,
+    pub(super) link: LinkType,
+}
+
+#[derive(Debug)]
+pub(super) struct Shard<T> {
+    pub(super) lists: HashMap<Key, List<T>>,
+    /// Lists by creation, for expiry.
+    pub(super) order: VecDeque<(u64, Key)>,
+}
+
+impl<T> Default for Shard<T> {
+    fn default() -> Self {
+        Shard {
+            lists: HashMap::new(),
+            order: VecDeque::new(),
+        }
+    }
+}
+
+/// What became of a packet offered to the reassembler.
+#[derive(Debug)]
+pub enum Offer<T> {
+    /// Not a fragment: track it as it is.
+    Pass(Vec<u8>, T),
+    /// Held until its datagram is whole.
+    Held,
+    /// It completed its datagram.
+    Complete(Datagram<T>),
+    /// Not held (see the reason); the packet is returned.
+    Refused(Vec<u8>, T, FragError),
+    /// Dropped, with the fragments of its datagram held so far (an overlap
+    /// or a datagram too big).
+    Dropped(Vec<(T, FragError)>),
+}
+
+/// mutex-guarded shards by their key.
+#[derive(Debug)]
+pub struct Reassembler<T> {
+    pub(super) config: Mutex<FragConfig>,
+    pub(super) shards: Box<[Mutex<Shard<T>>]>,
+    pub(super) held: AtomicUsize,
+    pub(super) bytes: AtomicUsize,
+    /// Lists that exist (failed ones included), to bound tombstones.
+    pub(super) lists: AtomicUsize,
+    /// Earliest deadline of any list (ms), or `u64::MAX`.
+    pub(super) next_deadline: AtomicU64,
+    pub(super) hasher: foldhash::fast::RandomState,
+    pub(super) stats: [AtomicU64; 12],
+}
+
+#[derive(Clone, Copy)]
+pub(super) enum S {
+    Accepted,
+    Completed,
+    Released,
+    Expired,
+    TooSmall,
+    Malformed,
+    Duplicate,
+    Overlap,
+    TooBig,
+    Dropped,
+    Limit,
+}
+
+impl<T> Default for Reassembler<T> {
+    fn default() -> Self {
+        Self::new(FragConfig::default())
+    }
+}
+
+impl<T> Reassembler<T> {
+    /// A reassembler with `config` (out-of-range values are clamped into
+    /// range; use [`FragConfig::validate`] to report them).
+    pub fn new(config: FragConfig) -> Reassembler<T> {
+        Reassembler {
+            config: Mutex::new(clamp(config)),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            held: AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
+            lists: AtomicUsize::new(0),
+            next_deadline: AtomicU64::new(u64::MAX),
+            hasher: foldhash::fast::RandomState::default(),
+            stats: Default::default(),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> FragConfig {
+        *self.config.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Changes the settings (clamped as in [`Reassembler::new`]); fragments
+    /// held stay.
+    pub fn set_config(&self, config: FragConfig) {
+        *self.config.lock().unwrap_or_else(|e| e.into_inner()) = clamp(config);
+    }
+
+    pub(super) fn bump(&self, s: S, n: usize) {
+        self.stats[s as usize].fetch_add(n as u64, Relaxed);
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> FragStats {
+        let g = |s: S| self.stats[s as usize].load(Relaxed);
+        FragStats {
+            held: self.held.load(Relaxed) as u64,
+            accepted: g(S::Accepted),
+            completed: g(S::Completed),
+            released: g(S::Released),
+            expired: g(S::Expired),
+            too_small: g(S::TooSmall),
+            malformed: g(S::Malformed),
+            duplicate: g(S::Duplicate),
+            overlap: g(S::Overlap),
+            too_big: g(S::TooBig),
+            dropped: g(S::Dropped),
+            limit: g(S::Limit),
+        }
+    }
+
+    /// Fragments held now.
+    pub fn held(&self) -> usize {
+        self.held.load(Relaxed)
+    }
+
+    pub(super) fn shard(&self, k: &Key) -> std::sync::MutexGuard<'_, Shard<T>> {
+        let i = (self.hasher.hash_one(k) as usize) % SHARDS;
+        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes a packet of link type `link`, tracked in `zone`, at `now`.
+    pub fn offer(
+        &self,
+        frame: Vec<u8>,
+        tag: T,
+        link: LinkType,
+        zone: Zone,
+        now: Time,
+        checksums: bool,
+    ) -> Offer<T> {
+        let layers = parse_frame(&frame, link);
+        let ip = match layers.ip {
+            Ok(ip) if ip.frag.is_fragment() => ip,
+            // Not IP, not a fragment, or not parseable: the tracker judges.
+            Ok(_) | Err(NotIp::LinkTruncated | NotIp::OtherProtocol(_)) => {
+                return Offer::Pass(frame, tag);
+            }
+            Err(NotIp::BadIpv4(_) | NotIp::BadIpv6(_)) => return Offer::Pass(frame, tag),
+        };
+        let cfg = self.config();
+        let enabled = match ip.version {
+            IpVersion::V4 => cfg.v4,
+            IpVersion::V6 => cfg.v6,
+        };
+        if !enabled {
+            return Offer::Refused(frame, tag, FragError::Disabled);
+        }
+        let info = match info(&frame, &ip, zone, checksums) {
+            Ok(i) => i,
+            Err(e) => {
+                self.bump(S::Malformed, 1);
+                return Offer::Refused(frame, tag, e);
+            }
+        };
+        let min = if info.key.v6 { cfg.min_v6 } else { cfg.min_v4 };
+        if info.more && info.l3_len < min {
+            self.bump(S::TooSmall, 1);
+            return Offer::Refused(frame, tag, FragError::TooSmall);
+        }
+        if info.more && info.len % 8 != 0 {
+            self.bump(S::Malformed, 1);
+            return Offer::Refused(frame, tag, FragError::Malformed);
+        }
+        self.insert(frame, tag, link, info, now.as_millis(), &cfg)
+    }
+
+    pub(super) fn insert(
+        &self,
+        frame: Vec<u8>,
+        tag: T,
+        link: LinkType,
+        info: Info,
+        now: u64,
+        cfg: &FragConfig,
+    ) -> Offer<T> {
+        let mut guard = self.shard(&info.key);
+        let size = frame.len();
+        let Shard { lists, order } = &mut *guard;
+        let list = match lists.entry(info.key) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                // A new datagram; a whole one in one piece needs no list.
+                if info.off == 0 && !info.more {
+                    drop(guard);
+                    return self.finish_one(frame, tag, link, info);
+                }
+                if self.lists.load(Relaxed) >= cfg.max_frags.max(1) * 2 {
+                    self.bump(S::Limit, 1);
+                    return Offer::Refused(frame, tag, FragError::Limit);
+                }
+                let deadline = now.saturating_add(cfg.timeout_ms);
+                order.push_back((deadline, info.key));
+                self.lists.fetch_add(1, Relaxed);
+                self.next_deadline.fetch_min(deadline, Relaxed);
+                e.insert(List {
+                    frags: Vec::new(),
+                    total: None,
+                    bytes: 0,
+                    deadline,
+                    failed: false,
+                    link,
+                })
+            }
+        };
+        if list.failed {
+            self.bump(S::Dropped, 1);
+            return Offer::Refused(frame, tag, FragError::DatagramDropped);
+        }
+        let end = info.off + info.len;
+        // The whole datagram must fit in 65535 bytes.
+        if info.head + end > MAX_DATAGRAM {
+            self.bump(S::TooBig, 1);
+            return self.fail(list, tag, FragError::TooBig);
+        }
+        // A contradiction of the datagram's end drops it.
+        let contradicts = match (list.total, info.more) {
+            (Some(t), false) => t != end,
+            (Some(t), true) => end > t,
+            (None, false) => list.frags.iter().any(|f| f.off + f.len > end),
+            (None, true) => false,
+        };
+        // Overlaps: an exact repeat is dropped alone; anything else drops
+        // the datagram.
+        let mut duplicate = false;
+        let mut overlap = contradicts;
+        for f in &list.frags {
+            let fend = f.off + f.len;
+            if info.off < fend && f.off < end || (info.len == 0 && f.off == info.off) {
+                if f.off == info.off
+                    && f.len == info.len
+                    && frame.get(info.data..info.data + info.len)
+                        == f.frame.get(f.data..f.data + f.len)
+                {
+                    duplicate = true;
+                } else {
+                    overlap = true;
+                }
+                break;
+            }
+        }
+        if overlap {
+            self.bump(S::Overlap, 1);
+            return self.fail(list, tag, FragError::Overlap);
+        }
+        if duplicate {
+            self.bump(S::Duplicate, 1);
+            return Offer::Refused(frame, tag, FragError::Duplicate);
+        }
+        let max_per_list =
+            MAX_DATAGRAM / (if info.key.v6 { cfg.min_v6 } else { cfg.min_v4 } - 60).max(1) + 2;
+        if self.held.load(Relaxed) >= cfg.max_frags
+            || self.bytes.load(Relaxed) + size > cfg.max_bytes
+            || list.frags.len() >= max_per_list
+        {
+            self.bump(S::Limit, 1);
+            return Offer::Refused(frame, tag, FragError::Limit);
+        }
+        if !info.more {
+            list.total = Some(end);
+        }
+        let at = list.frags.partition_point(|f| f.off < info.off);
+        list.frags.insert(
+            at,
+            Held {
+                frame,
+                tag,
+                off: info.off,
+                len: info.len,
+                data: info.data,
+                end: info.end,
+                l3: info.l3,
+            },
+        );
+        list.bytes += size;
+        self.held.fetch_add(1, Relaxed);
+        self.bytes.fetch_add(size, Relaxed);
+        self.bump(S::Accepted, 1);
+        // Whole?
+        let Some(total) = list.total else {
+            return Offer::Held;
+        };
+        let mut next = 0;
+        for f in &list.frags {
+            if f.off != next {
+                return Offer::Held;
+            }
+            next = f.off + f.len;
+        }
+        if next != total {
+            return Offer::Held;
+        }
+        let list = lists.remove(&info.key).expect("present");
+        self.lists.fetch_sub(1, Relaxed);
+        drop(guard);
+        self.held.fetch_sub(list.frags.len(), Relaxed);
+        self.bytes.fetch_sub(list.bytes, Relaxed);
+        match build(list.frags, list.link, info.key.v6) {
+            Some(d) => {
+                self.bump(S::Completed, 1);
+                self.bump(S::Released, d.frags.len());
+                Offer::Complete(d)
+            }
+            None => Offer::Dropped(Vec::new()),
+        }
+    }
+
+    /// An atomic fragment: a datagram of one.
+    pub(super) fn finish_one(
+        &self,
+        frame: Vec<u8>,
+        tag: T,
+        link: LinkType,
+        info: Info,
+    ) -> Offer<T> {
+        let held = Held {
+            off: 0,
+            len: info.len,
+            data: info.data,
+            end: info.end,
+            l3: info.l3,
+            frame,
+            tag,
+        };
+        match build(vec![held], link, info.key.v6) {
+            Some(d) => {
+                self.bump(S::Accepted, 1);
+                self.bump(S::Completed, 1);
+                self.bump(S::Released, 1);
+                Offer::Complete(d)
+            }
+            None => Offer::Dropped(Vec::new()),
+        }
+    }
+
+    /// Drops a datagram: its fragments go, later ones are dropped too.
+    pub(super) fn fail(&self, list: &mut List<T>, tag: T, why: FragError) -> Offer<T> {
+        list.failed = true;
+        let frags = std::mem::take(&mut list.frags);
+        self.held.fetch_sub(frags.len(), Relaxed);
+        self.bytes.fetch_sub(list.bytes, Relaxed);
+        list.bytes = 0;
+        self.bump(S::Dropped, frags.len());
+        let mut out: Vec<(T, FragError)> = frags.into_iter().map(|f| (f.tag, why)).collect();
+        out.push((tag, why));
+        Offer::Dropped(out)
+    }
+
+    /// Drops datagrams whose time ran out; their fragments' tags go to
+    /// `out`. Cheap when none is due.
+    pub fn expire(&self, now: Time, out: &mut Vec<T>) {
+        let now = now.as_millis();
+        if now < self.next_deadline.load(Relaxed) {
+            return;
+        }
+        let mut next = u64::MAX;
+        for s in self.shards.iter() {
+            let mut sh = s.lock().unwrap_or_else(|e| e.into_inner());
+            while let Some(&(deadline, key)) = sh.order.front() {
+                if deadline > now {
+                    next = next.min(deadline);
+                    break;
+                }
+                sh.order.pop_front();
+                // A list completed and begun again has a later deadline.
+                let due = sh.lists.get(&key).is_some_and(|l| l.deadline <= now);
+                if !due {
+                    continue;
+                }
+                let list = sh.lists.remove(&key).expect("present");
+                self.lists.fetch_sub(1, Relaxed);
+                self.held.fetch_sub(list.frags.len(), Relaxed);
+                self.bytes.fetch_sub(list.bytes, Relaxed);
+                self.bump(S::Expired, list.frags.len());
+                out.extend(list.frags.into_iter().map(|f| f.tag));
+            }
+        }
+        self.next_deadline.store(next, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctrack_wire::build::{Ext, Frame, L4};
+    use ctrack_wire::ipv4;
+
+    /// Splits a UDP datagram of `payload` bytes into fragments of `size`
+    /// payload bytes (IPv4).
+    fn frags_v4(payload: usize, size: usize, id: u16) -> (Vec<u8>, Vec<Vec<u8>>) {
+        let body: Vec<u8> = (0..payload).map(|i| i as u8).collect();
+        let mut whole = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::udp(1000, 2000, &body));
+        whole.ident = id;
+        let full = whole.build();
+        let ip = full[14..].to_vec();
+        let data = &ip[20..];
+        let mut out = Vec::new();
+        let mut off = 0;
+        while off < data.len() {
+            let n = size.min(data.len() - off);
+            let more = off + n < data.len();
+            let mut f = Frame::v4(
+                [10, 0, 0, 1],
+                [10, 0, 0, 2],
+                L4::Raw {
+                    proto: 17,
+                    payload: data[off..off + n].to_vec(),
+                },
+            );
+            f.ident = id;
+            f.more_frags = more;
+            f.frag_offset = off as u16;
+            out.push(f.build());
+            off += n;
+        }
+        (full, out)
+    }
+
+    fn offer_all(r: &Reassembler<usize>, frames: &[Vec<u8>], order: &[usize]) -> Vec<Offer<usize>> {
+        order
+            .iter()
+            .map(|&i| {
+                r.offer(
+                    frames[i].clone(),
+                    i,
+                    LinkType::Ethernet,
+                    0,
+                    Time::from_secs(1),
+                    true,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn in_and_out_of_order() {
+        for order in [[0, 1, 2], [2, 0, 1], [1, 2, 0]] {
+            let r = Reassembler::default();
+            let (full, frames) = frags_v4(3000, 1232, 7);
+            assert_eq!(frames.len(), 3);
+            let offers = offer_all(&r, &frames, &order);
+            let Offer::Complete(d) = offers.into_iter().last().unwrap() else {
+                panic!("not complete")
+            };
+            assert_eq!(d.frame, full, "the datagram is the unfragmented packet");
+            assert_eq!(d.tags().copied().collect::<Vec<_>>(), vec![0, 1, 2]);
+            let out = d.fragments(&full);
+            let frames_out: Vec<_> = out.into_iter().map(|(f, _)| f).collect();
+            assert_eq!(frames_out, frames, "sent as they came");
+            assert_eq!(r.held(), 0);
+        }
+    }
+
+    #[test]
+    fn duplicates_overlaps_and_limits() {
+        let r = Reassembler::default();
+        let (_, frames) = frags_v4(3000, 1232, 8);
+        assert!(matches!(offer_all(&r, &frames, &[0])[0], Offer::Held));
+        // An exact repeat is dropped alone.
+        assert!(matches!(
+            offer_all(&r, &frames, &[0])[0],
+            Offer::Refused(_, _, FragError::Duplicate)
+        ));
+        // An overlapping fragment drops the datagram.
+        let mut bad = frames[1].clone();
+        // Offset 1232 -> 1224: overlaps the first by 8 bytes.
+        let off = (1224 / 8) as u16 | 0x2000;
+        bad[14 + 6..14 + 8].copy_from_slice(&off.to_be_bytes());
+        let mut h = ipv4::Ipv4Packet::new_unchecked(&mut bad[14..]);
+        h.fill_checksum();
+        let o = r.offer(bad, 9, LinkType::Ethernet, 0, Time::from_secs(1), true);
+        let Offer::Dropped(tags) = o else { panic!() };
+        assert_eq!(tags, vec![(0, FragError::Overlap), (9, FragError::Overlap)]);
+        // The rest of that datagram is dropped too.
+        assert!(matches!(
+            offer_all(&r, &frames, &[2])[0],
+            Offer::Refused(_, _, FragError::DatagramDropped)
+        ));
+        assert_eq!(r.stats().overlap, 1);
+        assert_eq!(r.held(), 0);
+
+        // Too small.
+        let r: Reassembler<usize> = Reassembler::default();
+        let (_, small) = frags_v4(3000, 512, 9);
+        assert!(matches!(
+            offer_all(&r, &small, &[0])[0],
+            Offer::Refused(_, _, FragError::TooSmall)
+        ));
+        // Too many held.
+        let r: Reassembler<usize> = Reassembler::new(FragConfig {
+            max_frags: 2,
+            ..FragConfig::default()
+        });
+        for id in 0..2 {
+            let (_, f) = frags_v4(3000, 1232, 100 + id);
+            assert!(matches!(offer_all(&r, &f, &[0])[0], Offer::Held));
+        }
+        let (_, f) = frags_v4(3000, 1232, 200);
+        assert!(matches!(
+            offer_all(&r, &f, &[0])[0],
+            Offer::Refused(_, _, FragError::Limit)
+        ));
+    }
+
+    #[test]
+    fn incomplete_datagrams_expire() {
+        let r = Reassembler::default();
+        let (_, frames) = frags_v4(3000, 1232, 10);
+        offer_all(&r, &frames, &[0, 2]);
+        let mut gone = Vec::new();
+        r.expire(Time::from_secs(10), &mut gone);
+        assert!(gone.is_empty());
+        r.expire(Time::from_millis(16_001), &mut gone);
+        assert_eq!(gone, vec![0, 2]);
+        assert_eq!(r.held(), 0);
+        assert_eq!(r.stats().expired, 2);
+    }
+
+    #[test]
+    fn ipv6_with_extension_headers_and_atomic_fragments() {
+        let a: std::net::Ipv6Addr = "fd00::1".parse().unwrap();
+        let b: std::net::Ipv6Addr = "fd00::2".parse().unwrap();
+        let body: Vec<u8> = (0..3000).map(|i| (i * 7) as u8).collect();
+        let mut whole = Frame::v6(a, b, L4::udp(1, 2, &body));
+        whole.ext = vec![Ext::HopByHop(0)];
+        let full = whole.build();
+        // Fragments: HBH stays in front of the fragment header.
+        let udp = &full[14 + 40 + 8..];
+        let mut frames = Vec::new();
+        for (off, chunk) in [
+            (0usize, &udp[..1400]),
+            (1400, &udp[1400..2800]),
+            (2800, &udp[2800..]),
+        ] {
+            let mut f = Frame::v6(
+                a,
+                b,
+                L4::Raw {
+                    proto: 17,
+                    payload: chunk.to_vec(),
+                },
+            );
+            f.ext = vec![
+                Ext::HopByHop(0),
+                Ext::Fragment {
+                    offset: off as u16,
+                    more: off + chunk.len() < udp.len(),
+                    ident: 99,
+                },
+            ];
+            frames.push(f.build());
+        }
+        let r = Reassembler::default();
+        let offers = offer_all(&r, &frames, &[1, 2, 0]);
+        let Offer::Complete(d) = offers.into_iter().last().unwrap() else {
+            panic!("not complete")
+        };
+        assert_eq!(d.frame, full);
+        let out: Vec<_> = d.fragments(&full).into_iter().map(|(f, _)| f).collect();
+        assert_eq!(out, frames);
+
+        // Atomic: offset 0, no more fragments.
+        let mut atomic = Frame::v6(a, b, L4::udp(1, 2, b"x"));
+        atomic.ext = vec![Ext::Fragment {
+            offset: 0,
+            more: false,
+            ident: 5,
+        }];
+        let at = atomic.build();
+        // A zero offset-and-flags word is no fragment at all: tracked as
+        // it is.
+        let o = r.offer(
+            at.clone(),
+            7,
+            LinkType::Ethernet,
+            0,
+            Time::from_secs(1),
+            true,
+        );
+        assert!(matches!(o, Offer::Pass(..)), "{o:?}");
+        // With only reserved bits set it is a datagram of one fragment.
+        let mut odd = at.clone();
+        let fh = 14 + 40;
+        odd[fh + 3] = 0x06;
+        let o = r.offer(
+            odd.clone(),
+            8,
+            LinkType::Ethernet,
+            0,
+            Time::from_secs(1),
+            true,
+        );
+        let Offer::Complete(d) = o else {
+            panic!("atomic fragment not passed: {o:?}")
+        };
+        let plain = Frame::v6(a, b, L4::udp(1, 2, b"x")).build();
+        assert_eq!(d.frame, plain);
+        assert_eq!(d.fragments(&plain)[0].0, odd);
+    }
+}

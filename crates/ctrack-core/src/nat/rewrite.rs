@@ -1,0 +1,672 @@
+//! Rewriting a packet's addresses and ports in place, with every checksum
+//! that covers them updated incrementally (RFC 1624), so that a packet that
+//! arrived with a wrong checksum leaves with one exactly as wrong, and a
+//! correct one stays correct.
+//!
+//! What is updated, by protocol:
+//!
+//! | field changed | IPv4 header | TCP | UDP | UDP-Lite | DCCP | SCTP | ICMP | ICMPv6 |
+//! |---|---|---|---|---|---|---|---|---|
+//! | address | yes | yes | if not 0 | yes | yes | no (no pseudo-header) | no | yes |
+//! | port / id | | yes | if not 0 | yes | | CRC32c | yes | yes |
+//!
+//! A UDP checksum of 0 ("none", IPv4) stays 0, and an update that comes to 0
+//! is written 0xffff (RFC 768). SCTP's CRC32c is linear: the stored value is
+//! changed by the difference between the CRCs of the old and new packet, so
+//! a corrupt packet stays corrupt (as Open vSwitch does).
+//!
+//! An ICMP error quoting a translated packet gets its outer addresses
+//! rewritten where the connection translates them in the error's direction,
+//! and the quoted header put back as its sender sent it (addresses, ports or
+//! echo identifier, the quoted IPv4 header checksum and the quoted transport
+//! checksum where the quote holds it); the ICMP checksum then follows every
+//! changed word.
+//!
+//! Every offset is checked: a packet too short for a field is left as it is
+//! (the tracker only hands over packets it parsed, so this does not happen).
+
+use ctrack_wire::{IpLayer, IpVersion, checksum, ip_proto, ipv6};
+
+use crate::key::Family;
+use crate::key::{Addr, Tuple};
+use crate::nat::is_icmp;
+
+/// Running sum of changed 16-bit words, to update a checksum that covers
+/// them: HC' = ~(~HC + Σ~m + Σm').
+#[derive(Debug, Clone, Copy, Default)]
+struct Delta(u64);
+
+impl Delta {
+    #[inline]
+    fn word(&mut self, old: u16, new: u16) {
+        self.0 += u64::from(!old) + u64::from(new);
+    }
+
+    fn bytes(&mut self, old: &[u8], new: &[u8]) {
+        for (o, n) in old.chunks_exact(2).zip(new.chunks_exact(2)) {
+            self.word(
+                u16::from_be_bytes([o[0], o[1]]),
+                u16::from_be_bytes([n[0], n[1]]),
+            );
+        }
+    }
+
+    fn add(&mut self, other: Delta) {
+        self.0 += other.0;
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0 == 0
+    }
+
+    #[inline]
+    fn apply(&self, check: u16) -> u16 {
+        !checksum::fold(u64::from(!check) + self.0)
+    }
+}
+
+fn get16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
+}
+
+fn put16(b: &mut [u8], at: usize, v: u16) -> bool {
+    match b.get_mut(at..at + 2) {
+        Some(s) => {
+            s.copy_from_slice(&v.to_be_bytes());
+            true
+        }
+        None => false,
+    }
+}
+
+/// Writes a 16-bit field, adding the change to `d`.
+fn set16(b: &mut [u8], at: usize, v: u16, d: &mut Delta) {
+    if let Some(old) = get16(b, at)
+        && old != v
+        && put16(b, at, v)
+    {
+        d.word(old, v);
+    }
+}
+
+/// Updates the checksum field at `at` by `d`; with `zero_means_none` (UDP)
+/// a zero field stays zero and a result of zero is written as 0xffff.
+fn fix_check(b: &mut [u8], at: usize, d: Delta, zero_means_none: bool) -> Delta {
+    let mut own = Delta::default();
+    if d.is_empty() {
+        return own;
+    }
+    let Some(old) = get16(b, at) else {
+        return own;
+    };
+    if zero_means_none && old == 0 {
+        return own;
+    }
+    let mut new = d.apply(old);
+    if zero_means_none && new == 0 {
+        new = 0xffff;
+    }
+    if put16(b, at, new) {
+        own.word(old, new);
+    }
+    own
+}
+
+/// The bytes of an address of family `A`: 4 or 16 of the array.
+fn addr_bytes<A: Addr>(a: A) -> ([u8; 16], usize) {
+    match A::FAMILY {
+        Family::V4 => {
+            let mut out = [0; 16];
+            out[..4].copy_from_slice(&(a.to_u128() as u32).to_be_bytes());
+            (out, 4)
+        }
+        Family::V6 => (a.to_u128().to_be_bytes(), 16),
+    }
+}
+
+/// Writes an address at `at`, adding the change to `d`.
+fn set_addr<A: Addr>(b: &mut [u8], at: usize, a: A, d: &mut Delta) {
+    let (bytes, n) = addr_bytes(a);
+    let Some(field) = b.get_mut(at..at + n) else {
+        return;
+    };
+    if field != &bytes[..n] {
+        d.bytes(field, &bytes[..n]);
+        field.copy_from_slice(&bytes[..n]);
+    }
+}
+
+/// Where the source and destination addresses are in an IP header.
+fn addr_offsets(v: IpVersion) -> (usize, usize) {
+    match v {
+        IpVersion::V4 => (12, 16),
+        IpVersion::V6 => (8, 24),
+    }
+}
+
+/// Offset of the transport checksum from the start of the transport header,
+/// whether the pseudo-header is covered, and whether zero means "none".
+fn l4_check(family: Family, proto: u8) -> Option<(usize, bool, bool)> {
+    Some(match (family, proto) {
+        (_, ip_proto::TCP) => (16, true, false),
+        (_, ip_proto::UDP) => (6, true, true),
+        (_, ip_proto::UDPLITE) => (6, true, false),
+        (_, ip_proto::DCCP) => (6, true, false),
+        (Family::V4, ip_proto::ICMP) => (2, false, false),
+        (Family::V6, ip_proto::ICMPV6) => (2, true, false),
+        _ => return None,
+    })
+}
+
+/// True for protocols whose L4 words carry ports at bytes 0..4.
+fn has_ports(proto: u8) -> bool {
+    matches!(
+        proto,
+        ip_proto::TCP | ip_proto::UDP | ip_proto::UDPLITE | ip_proto::SCTP
+    )
+}
+
+fn port(l4: u32) -> u16 {
+    (l4 >> 16) as u16
+}
+
+/// Rewrites the transport header at `l4` (a whole datagram's, `end` its
+/// end) from ports/identifier of `from` to those of `to`, with `pseudo` the
+/// change to the pseudo-header the addresses made.
+fn rewrite_l4<A: Addr>(
+    b: &mut [u8],
+    l4: usize,
+    end: usize,
+    proto: u8,
+    pseudo: Delta,
+    from: &Tuple<A>,
+    to: &Tuple<A>,
+) {
+    let family = A::FAMILY;
+    let mut d = Delta::default();
+    if proto == ip_proto::SCTP {
+        if from.src_l4 == to.src_l4 && from.dst_l4 == to.dst_l4 {
+            return;
+        }
+        let Some(seg) = b.get_mut(l4..end) else {
+            return;
+        };
+        if seg.len() < ctrack_wire::sctp::HEADER_LEN {
+            return;
+        }
+        let before = checksum::sctp_crc32c(seg);
+        seg[0..2].copy_from_slice(&port(to.src_l4).to_be_bytes());
+        seg[2..4].copy_from_slice(&port(to.dst_l4).to_be_bytes());
+        let after = checksum::sctp_crc32c(seg);
+        let stored = u32::from_le_bytes([seg[8], seg[9], seg[10], seg[11]]);
+        seg[8..12].copy_from_slice(&(stored ^ before ^ after).to_le_bytes());
+        return;
+    }
+    if has_ports(proto) {
+        set16(b, l4, port(to.src_l4), &mut d);
+        set16(b, l4 + 2, port(to.dst_l4), &mut d);
+    } else if is_icmp(family, proto) && port(from.src_l4) != port(to.src_l4) {
+        // A query: the identifier.
+        set16(b, l4 + 4, port(to.src_l4), &mut d);
+    }
+    if let Some((at, covers_pseudo, zero_none)) = l4_check(family, proto) {
+        if covers_pseudo {
+            d.add(pseudo);
+        }
+        fix_check(b, l4 + at, d, zero_none);
+    }
+}
+
+/// Rewrites a packet whose tuple is `from` (not an ICMP error) so that its
+/// tuple becomes `to`: addresses, ports or ICMP identifier, and checksums.
+pub(crate) fn packet<A: Addr>(b: &mut [u8], ip: &IpLayer, from: &Tuple<A>, to: &Tuple<A>) {
+    let (src_at, dst_at) = addr_offsets(ip.version);
+    let mut pseudo = Delta::default();
+    set_addr(b, ip.l3 + src_at, to.src, &mut pseudo);
+    set_addr(b, ip.l3 + dst_at, to.dst, &mut pseudo);
+    if ip.version == IpVersion::V4 {
+        fix_check(b, ip.l3 + 10, pseudo, false);
+    }
+    rewrite_l4(b, ip.l4, ip.end, ip.proto, pseudo, from, to);
+}
+
+/// Rewrites an ICMP or ICMPv6 error that travels in a connection with tuple
+/// `from` and must leave with tuple `to` (the error's own addresses and the
+/// quoted packet's reversed: see [`crate::packet::extract`]).
+///
+/// The outer source and destination change only where the connection
+/// translates them in this direction (so the router that sent the error
+/// keeps its address unless it stands where a translated address does, as
+/// Linux and Open vSwitch do); the quoted packet becomes the reverse of
+/// `to`, as its sender sent it.
+pub(crate) fn icmp_error<A: Addr>(b: &mut [u8], ip: &IpLayer, from: &Tuple<A>, to: &Tuple<A>) {
+    let family = A::FAMILY;
+    let (src_at, dst_at) = addr_offsets(ip.version);
+    // Outer addresses.
+    let mut pseudo = Delta::default();
+    if from.src != to.src {
+        set_addr(b, ip.l3 + src_at, to.src, &mut pseudo);
+    }
+    if from.dst != to.dst {
+        set_addr(b, ip.l3 + dst_at, to.dst, &mut pseudo);
+    }
+    if ip.version == IpVersion::V4 {
+        fix_check(b, ip.l3 + 10, pseudo, false);
+    }
+    // The quoted packet: from reverse(from) to reverse(to).
+    let qto = to.reverse();
+    let q = ip.l4 + ctrack_wire::icmp::HEADER_LEN;
+    let mut inner = Delta::default();
+    let (qproto, ql4) = match family {
+        Family::V4 => {
+            let Some(&vihl) = b.get(q) else { return };
+            let ihl = usize::from(vihl & 0x0f) * 4;
+            let Some(&proto) = b.get(q + 9) else { return };
+            let mut qpseudo = Delta::default();
+            set_addr(b, q + 12, qto.src, &mut qpseudo);
+            set_addr(b, q + 16, qto.dst, &mut qpseudo);
+            inner.add(qpseudo);
+            inner.add(fix_check(b, q + 10, qpseudo, false));
+            (proto, (q + ihl, qpseudo))
+        }
+        Family::V6 => {
+            let Some(h) = b.get(q..q + ipv6::HEADER_LEN) else {
+                return;
+            };
+            let next = h[6];
+            let Some(rest) = b.get(q + ipv6::HEADER_LEN..ip.end) else {
+                return;
+            };
+            let Ok(chain) = ipv6::walk_extensions(rest, next) else {
+                return;
+            };
+            let mut qpseudo = Delta::default();
+            set_addr(b, q + 8, qto.src, &mut qpseudo);
+            set_addr(b, q + 24, qto.dst, &mut qpseudo);
+            inner.add(qpseudo);
+            (
+                chain.proto,
+                (q + ipv6::HEADER_LEN + chain.l4_offset, qpseudo),
+            )
+        }
+    };
+    let (ql4, qpseudo) = ql4;
+    // Quoted ports or identifier, and the quoted checksum if quoted.
+    let mut l4d = Delta::default();
+    if has_ports(qproto) {
+        set16(b, ql4, port(qto.src_l4), &mut l4d);
+        set16(b, ql4 + 2, port(qto.dst_l4), &mut l4d);
+    } else if is_icmp(family, qproto) {
+        set16(b, ql4 + 4, port(qto.src_l4), &mut l4d);
+    }
+    inner.add(l4d);
+    if let Some((at, covers_pseudo, zero_none)) = l4_check(family, qproto)
+        && ql4 + at + 2 <= ip.end
+    {
+        let mut cd = l4d;
+        if covers_pseudo {
+            cd.add(qpseudo);
+        }
+        inner.add(fix_check(b, ql4 + at, cd, zero_none));
+    }
+    // The ICMP checksum covers the quote, and for ICMPv6 the outer
+    // addresses.
+    if family == Family::V6 {
+        inner.add(pseudo);
+    }
+    fix_check(b, ip.l4 + 2, inner, false);
+}
+
+/// TCP option kind of selective acknowledgments.
+const TCPOPT_SACK: u8 = 5;
+
+/// Moves a TCP segment's sequence number by `seq` (this direction's
+/// adjustment) and its acknowledgment and SACK edges by `ack` (the other
+/// direction's), updating the checksum. `l4` is the TCP header's offset.
+pub(crate) fn tcp_adjust(
+    b: &mut [u8],
+    l4: usize,
+    seq: Option<&crate::nat::seqadj::SeqAdj>,
+    ack: Option<&crate::nat::seqadj::SeqAdj>,
+) {
+    let mut d = Delta::default();
+    let word = |b: &[u8], at: usize| -> Option<u32> {
+        Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
+    };
+    let set32 = |b: &mut [u8], at: usize, v: u32, d: &mut Delta| {
+        set16(b, at, (v >> 16) as u16, d);
+        set16(b, at + 2, v as u16, d);
+    };
+    if let Some(a) = seq.filter(|a| a.active())
+        && let Some(old) = word(b, l4 + 4)
+    {
+        set32(b, l4 + 4, a.seq(old), &mut d);
+    }
+    let Some(&off_flags) = b.get(l4 + 12) else {
+        return;
+    };
+    let Some(&flags) = b.get(l4 + 13) else {
+        return;
+    };
+    if let Some(a) = ack.filter(|a| a.active()) {
+        if flags & 0x10 != 0
+            && let Some(old) = word(b, l4 + 8)
+        {
+            set32(b, l4 + 8, a.ack(old), &mut d);
+        }
+        // SACK blocks name the other direction's bytes too.
+        let hlen = usize::from(off_flags >> 4) * 4;
+        let mut i = l4 + 20;
+        let end = (l4 + hlen).min(b.len());
+        while i < end {
+            match b[i] {
+                0 => break,
+                1 => i += 1,
+                kind => {
+                    let Some(&len) = b.get(i + 1) else { break };
+                    let len = usize::from(len);
+                    if len < 2 || i + len > end {
+                        break;
+                    }
+                    if kind == TCPOPT_SACK {
+                        let mut e = i + 2;
+                        while e + 4 <= i + len {
+                            if let Some(old) = word(b, e) {
+                                // Edges lie at even offsets from the header
+                                // start only by luck; the checksum update
+                                // works on 16-bit words, so update byte
+                                // pairs aligned to the header.
+                                let new = a.ack(old);
+                                if (e - l4).is_multiple_of(2) {
+                                    set32(b, e, new, &mut d);
+                                } else {
+                                    set_unaligned32(b, l4, e, new, &mut d);
+                                }
+                            }
+                            e += 4;
+                        }
+                    }
+                    i += len;
+                }
+            }
+        }
+    }
+    fix_check(b, l4 + 16, d, false);
+}
+
+/// Writes 4 bytes at an odd offset from `base`, adding the change of the
+/// 16-bit words (aligned to `base`) they touch to `d`.
+fn set_unaligned32(b: &mut [u8], base: usize, at: usize, v: u32, d: &mut Delta) {
+    let first = at - 1;
+    let Some(old) = b.get(first..first + 6).map(|s| s.to_vec()) else {
+        return;
+    };
+    b[at..at + 4].copy_from_slice(&v.to_be_bytes());
+    let new = b[first..first + 6].to_vec();
+    debug_assert_eq!((first - base) % 2, 0);
+    d.bytes(&old, &new);
+}
+
+/// Recomputes a TCP checksum in full (after a payload changed length).
+pub(crate) fn tcp_checksum(b: &mut [u8], ip: &IpLayer, end: usize) {
+    let Some(seg) = b.get(ip.l4..end) else {
+        return;
+    };
+    if seg.len() < 20 {
+        return;
+    }
+    let len = seg.len() as u32;
+    let pseudo = match ip.version {
+        IpVersion::V4 => {
+            let h = &b[ip.l3..];
+            checksum::pseudo_header_v4(
+                [h[12], h[13], h[14], h[15]],
+                [h[16], h[17], h[18], h[19]],
+                ip_proto::TCP,
+                len,
+            )
+        }
+        IpVersion::V6 => {
+            let h = &b[ip.l3..];
+            let mut s = [0u8; 16];
+            let mut t = [0u8; 16];
+            s.copy_from_slice(&h[8..24]);
+            t.copy_from_slice(&h[24..40]);
+            checksum::pseudo_header_v6(&s, &t, ip_proto::TCP, len)
+        }
+    };
+    b[ip.l4 + 16] = 0;
+    b[ip.l4 + 17] = 0;
+    let c = checksum::finish(checksum::sum(pseudo, &b[ip.l4..end]));
+    b[ip.l4 + 16..ip.l4 + 18].copy_from_slice(&c.to_be_bytes());
+}
+
+/// Sets an IP datagram's length field after its payload grew by `delta`
+/// (IPv4 total length with its header checksum, IPv6 payload length).
+pub(crate) fn ip_length(b: &mut [u8], ip: &IpLayer, delta: isize) {
+    match ip.version {
+        IpVersion::V4 => {
+            let Some(old) = get16(b, ip.l3 + 2) else {
+                return;
+            };
+            let new = (old as isize + delta) as u16;
+            let mut d = Delta::default();
+            set16(b, ip.l3 + 2, new, &mut d);
+            fix_check(b, ip.l3 + 10, d, false);
+        }
+        IpVersion::V6 => {
+            let Some(old) = get16(b, ip.l3 + 4) else {
+                return;
+            };
+            put16(b, ip.l3 + 4, (old as isize + delta) as u16);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctrack_wire::build::{Frame, L4, quote};
+    use ctrack_wire::{LinkType, parse_frame};
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    fn v4(a: [u8; 4]) -> u32 {
+        u32::from_be_bytes(a)
+    }
+
+    fn t4(src: [u8; 4], sp: u16, dst: [u8; 4], dp: u16) -> Tuple<u32> {
+        Tuple {
+            src: v4(src),
+            dst: v4(dst),
+            src_l4: u32::from(sp) << 16,
+            dst_l4: u32::from(dp) << 16,
+        }
+    }
+
+    /// Every checksum in the frame verifies.
+    fn all_valid(frame: &[u8]) -> bool {
+        let f = parse_frame(frame, LinkType::Ethernet);
+        let ip = f.ip.unwrap();
+        let ex = crate::packet::extract::extract(
+            frame,
+            &f,
+            0,
+            crate::packet::extract::ExtractOptions::default(),
+        );
+        ex.is_ok()
+            && (ip.version == IpVersion::V6 || {
+                let h = ctrack_wire::ipv4::Ipv4Packet::new_unchecked(&frame[ip.l3..ip.end]);
+                h.verify_checksum()
+            })
+    }
+
+    fn rewrite_v4(l4: L4, from: Tuple<u32>, to: Tuple<u32>) -> Vec<u8> {
+        let mut f = Frame::v4(from.src.to_be_bytes(), from.dst.to_be_bytes(), l4).build();
+        assert!(all_valid(&f));
+        let ip = parse_frame(&f, LinkType::Ethernet).ip.unwrap();
+        packet(&mut f, &ip, &from, &to);
+        f
+    }
+
+    #[test]
+    fn tcp_udp_rewrites_keep_checksums_valid() {
+        let from = t4([10, 0, 0, 1], 40000, [10, 0, 0, 2], 80);
+        let to = t4([192, 0, 2, 1], 1024, [10, 0, 0, 2], 8080);
+        for l4 in [L4::tcp(40000, 80, 0x02), L4::udp(40000, 80, b"hello")] {
+            let f = rewrite_v4(l4, from, to);
+            assert!(all_valid(&f));
+            let ip = parse_frame(&f, LinkType::Ethernet).ip.unwrap();
+            assert_eq!(&f[ip.l3 + 12..ip.l3 + 16], &[192, 0, 2, 1]);
+            assert_eq!(get16(&f, ip.l4), Some(1024));
+            assert_eq!(get16(&f, ip.l4 + 2), Some(8080));
+        }
+    }
+
+    #[test]
+    fn udp_zero_checksum_stays_zero() {
+        let from = t4([10, 0, 0, 1], 5, [10, 0, 0, 2], 6);
+        let to = t4([10, 9, 9, 9], 7, [10, 0, 0, 2], 6);
+        let mut f = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::udp(5, 6, b"x")).build();
+        let ip = parse_frame(&f, LinkType::Ethernet).ip.unwrap();
+        put16(&mut f, ip.l4 + 6, 0);
+        packet(&mut f, &ip, &from, &to);
+        assert_eq!(get16(&f, ip.l4 + 6), Some(0));
+        assert!(all_valid(&f));
+    }
+
+    #[test]
+    fn a_wrong_checksum_stays_exactly_as_wrong() {
+        let from = t4([10, 0, 0, 1], 40000, [10, 0, 0, 2], 80);
+        let to = t4([192, 0, 2, 1], 1024, [10, 0, 0, 2], 80);
+        let mut good = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::tcp(40000, 80, 2)).build();
+        let ip = parse_frame(&good, LinkType::Ethernet).ip.unwrap();
+        let mut bad = good.clone();
+        let c = get16(&bad, ip.l4 + 16).unwrap();
+        put16(&mut bad, ip.l4 + 16, c ^ 0x0101);
+        packet(&mut good, &ip, &from, &to);
+        packet(&mut bad, &ip, &from, &to);
+        assert_eq!(
+            get16(&good, ip.l4 + 16).unwrap() ^ 0x0101,
+            get16(&bad, ip.l4 + 16).unwrap()
+        );
+    }
+
+    #[test]
+    fn icmp_echo_id_and_v6_pseudo_header() {
+        let from = Tuple {
+            src: v4([10, 0, 0, 1]),
+            dst: v4([10, 0, 0, 2]),
+            src_l4: (7 << 16) | (8 << 8),
+            dst_l4: 7 << 16,
+        };
+        let to = Tuple {
+            src: v4([10, 1, 1, 1]),
+            src_l4: (9 << 16) | (8 << 8),
+            dst_l4: 9 << 16,
+            ..from
+        };
+        let f = rewrite_v4(L4::icmp_query(8, 7, 1), from, to);
+        assert!(all_valid(&f));
+        let ip = parse_frame(&f, LinkType::Ethernet).ip.unwrap();
+        assert_eq!(get16(&f, ip.l4 + 4), Some(9));
+
+        let a: Ipv6Addr = "fd00::1".parse().unwrap();
+        let b: Ipv6Addr = "fd00::2".parse().unwrap();
+        let n: Ipv6Addr = "2001:db8::7".parse().unwrap();
+        let from6 = Tuple {
+            src: crate::key::V6::from_u128(a.into()),
+            dst: crate::key::V6::from_u128(b.into()),
+            src_l4: (7 << 16) | (128 << 8),
+            dst_l4: (7 << 16) | (129 << 8),
+        };
+        let to6 = Tuple {
+            src: crate::key::V6::from_u128(n.into()),
+            src_l4: (300 << 16) | (128 << 8),
+            dst_l4: (300 << 16) | (129 << 8),
+            ..from6
+        };
+        for l4 in [
+            L4::icmp_query(128, 7, 1),
+            L4::tcp(7, 129, 2),
+            L4::udp(7, 129, b"abc"),
+        ] {
+            let l4_is_icmp = matches!(l4, L4::Icmp { .. });
+            let mut f = Frame::v6(a, b, l4).build();
+            assert!(all_valid(&f));
+            let ip = parse_frame(&f, LinkType::Ethernet).ip.unwrap();
+            let (fr, t) = if l4_is_icmp {
+                (from6, to6)
+            } else {
+                (
+                    Tuple {
+                        src_l4: 7 << 16,
+                        dst_l4: 129 << 16,
+                        ..from6
+                    },
+                    Tuple {
+                        src_l4: 300 << 16,
+                        dst_l4: 129 << 16,
+                        ..to6
+                    },
+                )
+            };
+            packet(&mut f, &ip, &fr, &t);
+            assert!(all_valid(&f), "{f:02x?}");
+            assert_eq!(&f[ip.l3 + 8..ip.l3 + 24], &n.octets());
+        }
+    }
+
+    #[test]
+    fn sctp_crc_follows_the_ports() {
+        let from = t4([10, 0, 0, 1], 5000, [10, 0, 0, 2], 6000);
+        let to = t4([10, 7, 7, 7], 5001, [10, 0, 0, 2], 6000);
+        let chunk = vec![
+            1, 0, 0, 20, 0, 0, 0x12, 0x34, 0, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 9,
+        ];
+        let l4 = L4::Sctp {
+            sport: 5000,
+            dport: 6000,
+            vtag: 0,
+            chunks: chunk,
+        };
+        let f = rewrite_v4(l4, from, to);
+        assert!(all_valid(&f));
+    }
+
+    #[test]
+    fn icmp_error_outer_and_quote() {
+        // SNAT 10.0.0.1:40000 -> 192.0.2.1:1024 towards 10.0.0.2:80; a router
+        // 10.9.9.9 reports the translated packet back.
+        let orig = t4([10, 0, 0, 1], 40000, [10, 0, 0, 2], 80);
+        let reply = t4([10, 0, 0, 2], 80, [192, 0, 2, 1], 1024);
+        let sent = Frame::v4([192, 0, 2, 1], [10, 0, 0, 2], L4::tcp(1024, 80, 2)).ip_packet();
+        for quoted in [quote(&sent, 8), quote(&sent, 20)] {
+            let mut f = Frame::v4(
+                [10, 9, 9, 9],
+                [192, 0, 2, 1],
+                L4::icmp_error(11, 0, &quoted),
+            )
+            .build();
+            assert!(all_valid(&f));
+            let ip = parse_frame(&f, LinkType::Ethernet).ip.unwrap();
+            // The error travels in the reply direction: its tuple is the
+            // reply tuple; it must leave as the reverse of the original.
+            icmp_error(&mut f, &ip, &reply, &orig.reverse());
+            assert!(all_valid(&f));
+            assert_eq!(&f[ip.l3 + 12..ip.l3 + 16], &[10, 9, 9, 9], "router kept");
+            assert_eq!(&f[ip.l3 + 16..ip.l3 + 20], &[10, 0, 0, 1]);
+            let q = ip.l4 + 8;
+            assert_eq!(&f[q + 12..q + 16], &[10, 0, 0, 1]);
+            assert_eq!(get16(&f, q + 20), Some(40000));
+            let h = ctrack_wire::ipv4::Ipv4Packet::new_unchecked(&f[q..q + 20]);
+            assert!(h.verify_checksum());
+            if quoted.len() >= 40 {
+                // The quoted TCP checksum is right for the original packet.
+                let orig_pkt =
+                    Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::tcp(40000, 80, 2)).ip_packet();
+                assert_eq!(&f[q..q + 40], &orig_pkt[..40]);
+            }
+        }
+        let _ = Ipv4Addr::LOCALHOST;
+    }
+}

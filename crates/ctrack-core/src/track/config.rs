@@ -1,0 +1,53 @@
+//! The tracker's settings.
+
+use crate::zone::TimeoutPolicy;
+
+/// Open vSwitch's default limit on tracked connections.
+pub const DEFAULT_MAX_CONNS: usize = 3_000_000;
+
+/// How many of a zone's oldest connections in a shard a commit looks at
+/// for one to evict when a limit is reached (Linux's early drop looks at
+/// eight).
+pub const EARLY_DROP_SCAN: usize = 8;
+
+/// Tracker settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Check TCP sequence numbers and windows (Open vSwitch's
+    /// `tcp_seq_chk`). Off, any segment with sane flags is in window.
+    pub tcp_seq_check: bool,
+    /// Let any TCP segment but a SYN-ACK open a connection, picking up
+    /// connections established before tracking began (Open vSwitch's
+    /// behaviour, Linux's `nf_conntrack_tcp_loose=1`). Off, only a SYN may
+    /// (Linux's `nf_conntrack_tcp_loose=0`).
+    pub tcp_loose: bool,
+    /// Verify IPv4 header and transport checksums.
+    pub checksums: bool,
+    /// Most connections the table may hold. When it holds them, a commit
+    /// first evicts an unestablished connection of its zone (early drop),
+    /// else is refused (the packet is still `new`, as in Open vSwitch).
+    /// The table's index is sized for this many.
+    pub max_conns: usize,
+    /// Timeout policy for zones without their own.
+    pub timeouts: TimeoutPolicy,
+    /// Limit for zones without their own (0: none), as Open vSwitch's
+    /// `ct-set-limits default=`.
+    pub default_zone_limit: u32,
+    /// Table shards per address family: a power of two up to 64. More
+    /// shards, less contention between threads creating connections.
+    pub shards: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            tcp_seq_check: true,
+            tcp_loose: true,
+            checksums: true,
+            max_conns: DEFAULT_MAX_CONNS,
+            timeouts: TimeoutPolicy::default(),
+            default_zone_limit: 0,
+            shards: ctrack_table::MAX_SHARDS,
+        }
+    }
+}

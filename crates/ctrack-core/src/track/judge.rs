@@ -1,0 +1,355 @@
+//! Judging a packet against the connection it belongs to.
+
+use super::packet::{Call, Found, Hit, Judged, Pkt, Pre};
+use super::shared::expiry;
+use super::tracker::{Fam, RETRIES, Tracker};
+use crate::action::CtAction;
+use crate::conn::{Conn, Kind};
+use crate::key::{Addr, ConnId, Dir, LookupKey};
+use crate::packet::L4Info;
+use crate::proto::{IcmpState, OtherState, Update, tcp};
+use crate::verdict::{C, CtState, InvalidReason, Local, Verdict};
+use crate::zone::{Compiled, ZoneMeta};
+use core::sync::atomic::Ordering::Relaxed;
+use ctrack_table::{Context, EntryRef, Guard, Hint, Removal, Table};
+
+#[inline(always)]
+pub(super) fn apply_marks<A: Addr>(c: &Conn<A>, action: &CtAction, guard: &Guard) {
+    if let Some(m) = action.mark {
+        c.set_mark(m.value, m.mask);
+    }
+    if let Some(l) = action.label {
+        c.set_label(l.value, l.mask, guard);
+    }
+}
+
+pub(super) fn count(local: &mut Local, v: &Verdict) {
+    local.add(C::Packets, 1);
+    if v.state.contains(CtState::NEW) {
+        local.add(C::New, 1);
+    }
+    if v.state.contains(CtState::EST) {
+        local.add(C::Established, 1);
+    }
+    if v.state.contains(CtState::REL) {
+        local.add(C::Related, 1);
+    }
+    if let Some(r) = v.invalid {
+        local.add(C::Invalid, 1);
+        local.invalid(r);
+    }
+}
+
+impl Tracker {
+    /// Tracks a packet of family `A`, looking it up again (at most
+    /// [`RETRIES`] times) if it loses a race.
+    #[inline]
+    pub(super) fn track<'g, A: Fam>(
+        &'g self,
+        cx: &mut Call<'g>,
+        p: &Pkt<A>,
+        cache: &mut Option<Hit<'g, A>>,
+        pre: Option<Pre<'g>>,
+        v: &mut Verdict,
+    ) {
+        let zone = cx.action.zone;
+        // First with what the burst computed; after a lost race, afresh.
+        if let Some(pre) = pre
+            && self.attempt(cx, p, cache, pre, v)
+        {
+            return;
+        }
+        for _ in 0..RETRIES {
+            let meta = self.shared.zones.get(zone);
+            let generation = meta.map_or(0, ZoneMeta::generation);
+            let key = LookupKey {
+                tuple: p.tuple,
+                zone,
+                proto: p.proto,
+                generation,
+            };
+            let pre = Pre {
+                generation,
+                hash: self.hash_of(&key),
+                hint: Hint::default(),
+                policy: self.shared.policy_of(meta, cx.guard),
+            };
+            if self.attempt(cx, p, cache, pre, v) {
+                return;
+            }
+        }
+        // Lost a race every time (a connection flapping under a flood of
+        // flushes): judge the packet without storing anything.
+        *v = Verdict {
+            state: CtState::NEW | CtState::TRK,
+            ..Verdict::new(zone)
+        };
+    }
+
+    /// One attempt at judging a packet; false if it lost a race.
+    #[inline]
+    fn attempt<'g, A: Fam>(
+        &'g self,
+        cx: &mut Call<'g>,
+        p: &Pkt<A>,
+        cache: &mut Option<Hit<'g, A>>,
+        pre: Pre<'g>,
+        v: &mut Verdict,
+    ) -> bool {
+        let action = cx.action;
+        let key = LookupKey {
+            tuple: p.tuple,
+            zone: action.zone,
+            proto: p.proto,
+            generation: pre.generation,
+        };
+        // The connection of the previous packet of the burst.
+        if let Some(hit) = cache.as_ref()
+            && !p.related
+            && hit.key == key
+            && !(action.force && action.commit && hit.dir.is_reply())
+        {
+            let (entry, dir) = (hit.entry, hit.dir);
+            match self.track_hit(cx, p, pre.policy, entry, dir, v) {
+                Judged::Done => return true,
+                Judged::Lost => *cache = None,
+                Judged::Reopen => {
+                    *cache = None;
+                    self.remove_entry(A::table(self), cx.guard, entry, Removal::Replaced);
+                    return match self.open::<A>(cx, p, &key, pre.hash, v) {
+                        Some(hit) => {
+                            *cache = hit.map(|(entry, dir)| Hit { key, entry, dir });
+                            true
+                        }
+                        None => false,
+                    };
+                }
+            }
+        }
+        match self.track_key::<A>(cx, p, &key, pre, v) {
+            Some(hit) => {
+                *cache = hit.map(|(entry, dir)| Hit { key, entry, dir });
+                true
+            }
+            None => {
+                *cache = None;
+                false
+            }
+        }
+    }
+
+    /// The hash of `key`.
+    #[inline]
+    pub(super) fn hash_of<A: Addr>(&self, key: &LookupKey<A>) -> u64 {
+        self.shared
+            .hasher
+            .hash_tuple(key.zone, key.generation, key.proto, &key.tuple)
+    }
+
+    /// Judges a packet against a connection found for it (not an ICMP
+    /// error), writing the verdict to `v` when it is `Done`.
+    #[inline]
+    fn track_hit<A: Fam>(
+        &self,
+        cx: &mut Call<'_>,
+        p: &Pkt<A>,
+        policy: &Compiled,
+        e: EntryRef<'_, Conn<A>>,
+        dir: Dir,
+        v: &mut Verdict,
+    ) -> Judged {
+        let Some(lock) = e.lock() else {
+            return Judged::Lost;
+        };
+        let j = self.judge_locked(cx, p, policy, e, dir, v);
+        drop(lock);
+        j
+    }
+
+    /// [`Tracker::track_hit`] with the connection's entry lock held by the
+    /// caller.
+    #[inline]
+    pub(super) fn judge_locked<A: Fam>(
+        &self,
+        cx: &Call<'_>,
+        p: &Pkt<A>,
+        policy: &Compiled,
+        e: EntryRef<'_, Conn<A>>,
+        dir: Dir,
+        v: &mut Verdict,
+    ) -> Judged {
+        let (guard, action, now) = (cx.guard, cx.action, cx.now.as_millis());
+        let c = e.record();
+        if expiry(c, policy) <= now {
+            return Judged::Lost;
+        }
+        let (state, invalid) = match self.update(c, p, dir, now) {
+            Update::Valid if dir.is_reply() => (CtState::EST | CtState::RPL, None),
+            Update::Valid => (CtState::EST, None),
+            Update::ValidNew => (CtState::NEW, None),
+            Update::Invalid => (
+                CtState::INV,
+                Some(match p.l4 {
+                    L4Info::Tcp(seg) if tcp::invalid_flags(seg.flags) => InvalidReason::TcpBadFlags,
+                    _ => InvalidReason::TcpOutOfWindow,
+                }),
+            ),
+            Update::New => return Judged::Reopen,
+        };
+        let special = c.special();
+        let mut state = state | CtState::TRK;
+        if special && c.expected(guard) {
+            // Every packet of an expected connection is related (as in
+            // Open vSwitch).
+            state |= CtState::REL;
+        }
+        apply_marks(c, action, guard);
+        *v = Verdict {
+            state,
+            zone: action.zone,
+            mark: c.mark(),
+            label: c.label(guard),
+            conn: Some(ConnId::new(A::FAMILY, e.id())),
+            dir,
+            invalid,
+            refused: None,
+            committed: false,
+            inspect: special,
+        };
+        Judged::Done
+    }
+
+    /// One attempt at tracking a packet; `None` if it lost a race and must
+    /// look again. Else the verdict is in `v`, and with it comes the
+    /// connection it belongs to (for the next packet of the burst).
+    fn track_key<'g, A: Fam>(
+        &'g self,
+        cx: &mut Call<'g>,
+        p: &Pkt<A>,
+        key: &LookupKey<A>,
+        pre: Pre<'_>,
+        v: &mut Verdict,
+    ) -> Option<Found<'g, A>> {
+        let (guard, action, now) = (cx.guard, cx.action, cx.now.as_millis());
+        let table = A::table(self);
+        let mut dir = Dir::Orig;
+        let mut found = table.find_hinted(guard, pre.hash, pre.hint, |c| {
+            match c.direction_of(key, guard) {
+                Some(d) if expiry(c, pre.policy) > now => {
+                    dir = d;
+                    true
+                }
+                _ => false,
+            }
+        });
+        if action.force
+            && action.commit
+            && let Some(e) = found
+            && dir == Dir::Reply
+        {
+            self.remove_entry(table, guard, e, Removal::Replaced);
+            found = None;
+        }
+
+        let Some(e) = found else {
+            if p.related {
+                *v = Verdict::invalid(action.zone, InvalidReason::RelatedNotFound);
+                return Some(None);
+            }
+            return self.open::<A>(cx, p, key, pre.hash, v);
+        };
+        let c = e.record();
+        if !p.related {
+            return match self.track_hit(cx, p, pre.policy, e, dir, v) {
+                Judged::Done => Some(Some((e, dir))),
+                Judged::Lost => None,
+                Judged::Reopen => {
+                    // A SYN reusing a closed connection ends it and opens a
+                    // new one in its place.
+                    self.remove_entry(table, guard, e, Removal::Replaced);
+                    self.open::<A>(cx, p, key, pre.hash, v)
+                }
+            };
+        }
+        // An ICMP error: related to the connection, which it does not move.
+        let lock = e.lock()?;
+        apply_marks(c, action, guard);
+        *v = Verdict {
+            state: if dir.is_reply() {
+                CtState::REL | CtState::RPL | CtState::TRK
+            } else {
+                CtState::REL | CtState::TRK
+            },
+            mark: c.mark(),
+            label: c.label(guard),
+            conn: Some(ConnId::new(A::FAMILY, e.id())),
+            dir,
+            ..Verdict::new(action.zone)
+        };
+        drop(lock);
+        Some(None)
+    }
+
+    /// Runs the protocol tracker of a connection for the packet, refreshes
+    /// its timeout and counts it. The connection's entry lock is held.
+    #[inline]
+    pub(super) fn update<A: Addr>(&self, c: &Conn<A>, p: &Pkt<A>, dir: Dir, now: u64) -> Update {
+        let reply = dir.is_reply();
+        // Per kind, reading and writing only what the kind uses (building a
+        // whole `ProtoState` here cost a store-forwarding stall per packet).
+        let (verdict, timeout) = match (c.kind(), &p.l4) {
+            (Kind::Tcp, L4Info::Tcp(seg)) => {
+                let mut t = c.tcp_state();
+                let r = tcp::update(&mut t, seg, reply, self.tcp_seq_check.load(Relaxed));
+                // A packet that ends the connection (to open a new one in
+                // its place) leaves it as it was: judging it again gives
+                // the same answer.
+                if r.0 != Update::New {
+                    c.set_tcp_state(&t);
+                }
+                r
+            }
+            // A key match implies the same protocol, so the transport
+            // details agree with the state.
+            (Kind::Tcp, _) => (Update::Invalid, None),
+            (Kind::Icmp, _) => {
+                let old = c.small_state();
+                let mut s = IcmpState::from_u8(old);
+                let r = s.update(reply);
+                if s as u8 != old {
+                    c.set_small_state(s as u8);
+                }
+                r
+            }
+            (Kind::Other, _) => {
+                let old = c.small_state();
+                let mut s = OtherState::from_u8(old);
+                let r = s.update(reply);
+                if s as u8 != old {
+                    c.set_small_state(s as u8);
+                }
+                r
+            }
+        };
+        if let Some(t) = timeout {
+            c.refresh(now, t);
+        }
+        if matches!(verdict, Update::Valid | Update::ValidNew) {
+            c.count(dir, p.ip_len);
+        }
+        verdict
+    }
+
+    /// Removes a connection found by a lookup (if it is still there).
+    pub(super) fn remove_entry<A: Fam>(
+        &self,
+        table: &Table<Conn<A>>,
+        guard: &Guard,
+        e: EntryRef<'_, Conn<A>>,
+        why: Removal,
+    ) -> bool {
+        let hashes = self.shared.hashes(e.record(), guard);
+        let mut w = table.write(guard, &hashes);
+        w.remove(&self.shared, e, why)
+    }
+}

@@ -1,0 +1,34 @@
+//! The tracker: one call per packet (or per burst) with the `ct` action to
+//! apply and the current time, a [`Verdict`](crate::Verdict) back. Shared by
+//! any number of threads (`&self` everywhere).
+//!
+//! The decision procedure is Open vSwitch's `process_one`: look the packet's
+//! key up from both directions; if a connection is found, let its protocol
+//! tracker judge the packet (or, for an ICMP error, report it related); if
+//! not, decide whether the packet may open a connection and, with `commit`,
+//! store one.
+//!
+//! Concurrency: a lookup takes no lock; judging a packet takes its
+//! connection's entry lock; creating or removing a connection takes the
+//! lock of the table shard it lives in (see `ctrack-table`). A packet that
+//! loses a race (its connection removed under it, its zone flushed) is
+//! looked up again.
+
+mod config;
+mod expiry;
+mod flush;
+mod inspect;
+mod judge;
+mod open;
+mod packet;
+mod pipeline;
+mod process;
+mod setup;
+mod shared;
+mod stages;
+mod tracker;
+
+pub use config::{Config, DEFAULT_MAX_CONNS, EARLY_DROP_SCAN};
+pub use expiry::Sweep;
+pub use pipeline::{Out, Pipeline};
+pub use tracker::Tracker;

@@ -1,0 +1,359 @@
+//! The entry points: a frame, a frame already parsed, a frame to rewrite,
+//! a burst. Every one of them takes a packet down the same path
+//! ([`Tracker::one`]); a burst adds prefetch passes in front of it and
+//! judges a run of packets of one connection under one hold of its lock.
+
+use core::sync::atomic::Ordering::Relaxed;
+
+use ctrack_table::{Hint, pin};
+use ctrack_wire::{Frame, LinkType, parse_frame};
+
+use super::judge::count;
+use super::packet::{Cache, Call, Judged, Pkt, Pre};
+use super::tracker::{BURST, Tracker};
+use crate::action::CtAction;
+use crate::key::{Family, Tuple, V6};
+use crate::nat::stage::Buf;
+use crate::packet::fast::fast_ipv4;
+use crate::packet::{ExtractOptions, extract};
+use crate::time::Time;
+use crate::verdict::{Local, Verdict};
+use crate::zone::{Compiled, ZoneMeta};
+
+/// The fast path's view of a burst: each IPv4 packet's key and hash, and a
+/// guess at its record.
+struct Lanes {
+    fast: [Option<(Pkt<u32>, u64)>; BURST],
+    hints: [Hint; BURST],
+}
+
+impl Tracker {
+    /// Tracks one frame captured with link type `link`.
+    pub fn process(&self, frame: &[u8], link: LinkType, action: &CtAction, now: Time) -> Verdict {
+        self.single(frame, link, None, action, now)
+    }
+
+    /// Tracks one frame whose layers the caller already found with
+    /// [`parse_frame`].
+    pub fn process_layers(
+        &self,
+        frame: &[u8],
+        layers: &Frame,
+        action: &CtAction,
+        now: Time,
+    ) -> Verdict {
+        self.single(frame, LinkType::Ethernet, Some(layers), action, now)
+    }
+
+    /// Tracks one frame and carries out the action on it: with `nat`, the
+    /// packet of a translated connection is rewritten in place (addresses,
+    /// ports or ICMP identifier, checksums; for an ICMP error the quoted
+    /// packet too) and its state shows `snat`/`dnat`; a gateway may rewrite
+    /// the payload (FTP under NAT), changing the frame's length. Without
+    /// `nat`, and for untranslated connections, the frame is unchanged.
+    pub fn process_mut(
+        &self,
+        frame: &mut Vec<u8>,
+        link: LinkType,
+        action: &CtAction,
+        now: Time,
+    ) -> Verdict {
+        let guard = pin();
+        let mut local = Local::default();
+        let mut cx = Call {
+            guard: &guard,
+            action,
+            now,
+            local: &mut local,
+        };
+        let mut v = Verdict::default();
+        let layers = parse_frame(frame, link);
+        if action.nat.is_some() {
+            self.restore_acks(&cx, frame, &layers);
+        }
+        self.track_frame(
+            &mut cx,
+            frame,
+            link,
+            Some(&layers),
+            &mut Cache::default(),
+            &mut v,
+        );
+        if v.conn.is_some() && (action.nat.is_some() || v.inspect) {
+            self.stages(&mut cx, Buf::Mut(frame), &layers, &mut v);
+        }
+        self.shared.stats.flush(&mut local);
+        v
+    }
+
+    /// Tracks a burst of frames with one action (as a datapath delivers
+    /// them, up to 32 at a time), appending a verdict per frame to `out`.
+    ///
+    /// Cheaper per packet than [`Tracker::process`]: one epoch pin and one
+    /// counter update per burst; the zone's state is read once; the table's
+    /// memory for every packet of the burst is prefetched before the first
+    /// is judged, so that the cache misses of a large table overlap instead
+    /// of adding up; and a packet of the same connection as the one before
+    /// it skips the lookup.
+    pub fn process_batch(
+        &self,
+        frames: &[&[u8]],
+        link: LinkType,
+        action: &CtAction,
+        now: Time,
+        out: &mut Vec<Verdict>,
+    ) {
+        let first = out.len();
+        out.resize(first + frames.len(), Verdict::default());
+        self.process_burst(frames, link, action, now, &mut out[first..]);
+    }
+
+    /// [`Tracker::process_batch`] into a slice of as many verdicts as
+    /// frames.
+    pub fn process_burst(
+        &self,
+        frames: &[&[u8]],
+        link: LinkType,
+        action: &CtAction,
+        now: Time,
+        out: &mut [Verdict],
+    ) {
+        assert_eq!(frames.len(), out.len(), "one verdict per frame");
+        let guard = pin();
+        let mut local = Local::default();
+        let mut cx = Call {
+            guard: &guard,
+            action,
+            now,
+            local: &mut local,
+        };
+        let mut cache = Cache::default();
+        for (burst, outs) in frames.chunks(BURST).zip(out.chunks_mut(BURST)) {
+            self.burst(&mut cx, burst, link, &mut cache, outs);
+        }
+        self.shared.stats.flush(&mut local);
+    }
+
+    /// One packet on its own, with a fresh pin and counters.
+    fn single(
+        &self,
+        frame: &[u8],
+        link: LinkType,
+        layers: Option<&Frame>,
+        action: &CtAction,
+        now: Time,
+    ) -> Verdict {
+        let guard = pin();
+        let mut local = Local::default();
+        let mut cx = Call {
+            guard: &guard,
+            action,
+            now,
+            local: &mut local,
+        };
+        let mut v = Verdict::default();
+        self.one(&mut cx, frame, link, layers, &mut Cache::default(), &mut v);
+        self.shared.stats.flush(&mut local);
+        v
+    }
+
+    /// The per-packet path: track, count, and run the gateway's inspection
+    /// if the connection has one.
+    #[inline]
+    fn one<'g>(
+        &'g self,
+        cx: &mut Call<'g>,
+        frame: &[u8],
+        link: LinkType,
+        layers: Option<&Frame>,
+        cache: &mut Cache<'g>,
+        v: &mut Verdict,
+    ) {
+        self.track_frame(cx, frame, link, layers, cache, v);
+        self.inspect(cx, frame, link, v);
+    }
+
+    /// The gateway stage of a read-only entry point (creates expectations,
+    /// rewrites nothing).
+    #[inline]
+    fn inspect(&self, cx: &mut Call<'_>, frame: &[u8], link: LinkType, v: &mut Verdict) {
+        if v.inspect && v.conn.is_some() {
+            let layers = parse_frame(frame, link);
+            self.stages(cx, Buf::Ref(frame), &layers, v);
+        }
+    }
+
+    /// Tracks and counts one frame: the IPv4 fast path when it applies,
+    /// else the general extraction.
+    #[inline]
+    fn track_frame<'g>(
+        &'g self,
+        cx: &mut Call<'g>,
+        frame: &[u8],
+        link: LinkType,
+        layers: Option<&Frame>,
+        cache: &mut Cache<'g>,
+        v: &mut Verdict,
+    ) {
+        let checksums = self.checksums.load(Relaxed);
+        let fast = (link == LinkType::Ethernet)
+            .then(|| fast_ipv4(frame, checksums))
+            .flatten();
+        if let Some(f) = fast {
+            self.track::<u32>(cx, &Pkt::fast(&f), &mut cache.v4, None, v);
+        } else {
+            let parsed;
+            let layers = match layers {
+                Some(l) => l,
+                None => {
+                    parsed = parse_frame(frame, link);
+                    &parsed
+                }
+            };
+            let opts = ExtractOptions { checksums };
+            match extract(frame, layers, cx.action.zone, opts) {
+                Ok(ex) if ex.key.family == Family::V4 => {
+                    self.track::<u32>(cx, &Pkt::of(&ex), &mut cache.v4, None, v)
+                }
+                Ok(ex) => self.track::<V6>(cx, &Pkt::of(&ex), &mut cache.v6, None, v),
+                Err(reason) => *v = Verdict::invalid(cx.action.zone, reason),
+            }
+        }
+        count(cx.local, v);
+    }
+
+    /// Up to [`BURST`] frames: the prefetch passes, then each packet in
+    /// order.
+    fn burst<'g>(
+        &'g self,
+        cx: &mut Call<'g>,
+        frames: &[&[u8]],
+        link: LinkType,
+        cache: &mut Cache<'g>,
+        outs: &mut [Verdict],
+    ) {
+        // The zone's state, once per burst.
+        let meta = self.shared.zones.get(cx.action.zone);
+        let generation = meta.map_or(0, ZoneMeta::generation);
+        let policy = self.shared.policy_of(meta, cx.guard);
+        let lanes = self.prefetch(cx, frames, link, generation);
+        let n = frames.len();
+        let mut i = 0;
+        while i < n {
+            let Some((p, hash)) = &lanes.fast[i] else {
+                self.one(cx, frames[i], link, None, cache, &mut outs[i]);
+                i += 1;
+                continue;
+            };
+            let pre = Pre {
+                generation,
+                hash: *hash,
+                hint: lanes.hints[i],
+                policy,
+            };
+            self.track::<u32>(cx, p, &mut cache.v4, Some(pre), &mut outs[i]);
+            count(cx.local, &outs[i]);
+            if outs[i].inspect {
+                // A gateway's connection: each packet on its own.
+                self.inspect(cx, frames[i], link, &mut outs[i]);
+                i += 1;
+                continue;
+            }
+            i += 1;
+            i = self.run_of_flow(cx, &lanes, i, policy, cache, outs);
+        }
+    }
+
+    /// Passes 1 and 2 of a burst: the fast path's key and hash of each
+    /// packet, prefetching its index bucket; then a guess at each packet's
+    /// record from its bucket, prefetching the record.
+    #[inline]
+    fn prefetch(&self, cx: &Call<'_>, frames: &[&[u8]], link: LinkType, generation: u32) -> Lanes {
+        let mut lanes = Lanes {
+            fast: [None; BURST],
+            hints: [Hint::default(); BURST],
+        };
+        if link != LinkType::Ethernet {
+            return lanes;
+        }
+        let checksums = self.checksums.load(Relaxed);
+        let zone = cx.action.zone;
+        let mut prev: Option<(Tuple<u32>, u8, u64)> = None;
+        for (slot, f) in lanes.fast.iter_mut().zip(frames) {
+            let Some(x) = fast_ipv4(f, checksums) else {
+                continue;
+            };
+            let hash = match prev {
+                Some((t, proto, h)) if t == x.tuple && proto == x.proto => h,
+                _ => {
+                    let h = self
+                        .shared
+                        .hasher
+                        .hash_tuple(zone, generation, x.proto, &x.tuple);
+                    self.v4.prefetch(cx.guard, h);
+                    prev = Some((x.tuple, x.proto, h));
+                    h
+                }
+            };
+            *slot = Some((Pkt::fast(&x), hash));
+        }
+        let mut last = None;
+        for (hint, pre) in lanes.hints.iter_mut().zip(&lanes.fast) {
+            if let Some((_, h)) = pre
+                && last != Some(*h)
+            {
+                *hint = self.v4.probe(cx.guard, *h);
+                last = Some(*h);
+            }
+        }
+        lanes
+    }
+
+    /// After packet `i - 1` was judged against a connection: the packets
+    /// from `i` on of the same connection (a flow's burst) are judged under
+    /// one hold of its entry lock. Returns the index of the first packet
+    /// not judged.
+    #[inline]
+    fn run_of_flow(
+        &self,
+        cx: &mut Call<'_>,
+        lanes: &Lanes,
+        mut i: usize,
+        policy: &Compiled,
+        cache: &Cache<'_>,
+        outs: &mut [Verdict],
+    ) -> usize {
+        let Some(hit) = cache.v4.as_ref() else {
+            return i;
+        };
+        let (entry, dir, key) = (hit.entry, hit.dir, hit.key);
+        let n = outs.len();
+        let same = |lane: &Option<(Pkt<u32>, u64)>| {
+            lane.as_ref()
+                .is_some_and(|(q, _)| q.tuple == key.tuple && q.proto == key.proto)
+        };
+        let action = cx.action;
+        if i >= n || !same(&lanes.fast[i]) || (action.force && action.commit && dir.is_reply()) {
+            return i;
+        }
+        let Some(lock) = entry.lock() else {
+            return i;
+        };
+        while i < n {
+            let Some((q, _)) = lanes.fast[i].as_ref().filter(|_| same(&lanes.fast[i])) else {
+                break;
+            };
+            match self.judge_locked(cx, q, policy, entry, dir, &mut outs[i]) {
+                Judged::Done => {
+                    count(cx.local, &outs[i]);
+                    i += 1;
+                }
+                // Expired, or the packet starts a new connection: the
+                // general path takes it from here.
+                Judged::Lost | Judged::Reopen => break,
+            }
+        }
+        drop(lock);
+        i
+    }
+}

@@ -1,0 +1,137 @@
+//! What the table asks of the tracker and what packets share: the hash
+//! seed, zones, timeout policies, the dead zone instances.
+
+use crate::alg::helper::Helper;
+use crate::conn::{Conn, Ext};
+use crate::key::{Addr, Family, KeyHasher, Zone};
+use crate::verdict::{C, Striped};
+use crate::zone::{Compiled, LIMIT_DEFAULT, ZoneMeta, Zones};
+use core::sync::atomic::Ordering::Relaxed;
+use ctrack_table::{Context, Guard, Hashes, Removal, pin};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
+
+/// A zone instance whose connections are still to be freed.
+#[derive(Debug)]
+pub(super) struct Dead {
+    pub(super) zone: Zone,
+    pub(super) generation: u32,
+    pub(super) family: usize,
+    pub(super) shard: usize,
+}
+
+/// What the table asks of the tracker, and what packets share: the hash
+/// seed, zones, timeout policies, counters.
+#[derive(Debug)]
+pub(super) struct Shared {
+    pub(super) hasher: KeyHasher,
+    pub(super) zones: Zones,
+    pub(super) default_policy: ctrack_table::EpochBox<Compiled>,
+    pub(super) default_zone_limit: AtomicU32,
+    /// Set when an exact count found the table at its maximum; cleared by
+    /// any removal but an eviction.
+    pub(super) full: AtomicBool,
+    pub(super) stats: Striped,
+    /// Connections whose gateway adjusts sequence numbers (while none
+    /// does, packets skip the lookup that adjustment needs).
+    pub(super) seqadj: AtomicUsize,
+}
+
+impl Shared {
+    #[inline]
+    pub(super) fn policy<'g>(&self, zone: Zone, guard: &'g Guard) -> &'g Compiled {
+        self.policy_of(self.zones.get(zone), guard)
+    }
+
+    #[inline]
+    pub(super) fn policy_of<'g>(&self, meta: Option<&ZoneMeta>, guard: &'g Guard) -> &'g Compiled {
+        if let Some(p) = meta.and_then(|m| m.policy(guard)) {
+            return p;
+        }
+        self.default_policy
+            .get(guard)
+            .expect("the default policy is always set")
+    }
+
+    #[inline]
+    pub(super) fn expiry<A: Addr>(&self, c: &Conn<A>, guard: &Guard) -> u64 {
+        expiry(c, self.policy(c.zone(), guard))
+    }
+
+    pub(super) fn limit_of(&self, meta: &ZoneMeta) -> u32 {
+        match meta.limit_setting() {
+            LIMIT_DEFAULT => self.default_zone_limit.load(Relaxed),
+            l => l,
+        }
+    }
+}
+
+pub(super) fn family_index(f: Family) -> usize {
+    match f {
+        Family::V4 => 0,
+        Family::V6 => 1,
+    }
+}
+
+impl<A: Addr> Context<Conn<A>> for Shared {
+    #[inline]
+    fn hashes(&self, c: &Conn<A>, guard: &Guard) -> Hashes {
+        let primary = self
+            .hasher
+            .hash_tuple(c.zone(), c.generation(), c.proto(), c.orig());
+        let secondary = c.ext(guard).and_then(|e: &Ext<A>| e.reply).map(|r| {
+            self.hasher
+                .hash_tuple(c.zone(), c.generation(), c.proto(), &r)
+        });
+        Hashes { primary, secondary }
+    }
+
+    #[inline]
+    fn instance(&self, c: &Conn<A>) -> u64 {
+        c.instance()
+    }
+
+    #[inline]
+    fn expiry(&self, c: &Conn<A>, guard: &Guard) -> u64 {
+        Shared::expiry(self, c, guard)
+    }
+
+    fn removed(&self, c: &Conn<A>, why: Removal) {
+        if c.special() {
+            let guard = pin();
+            if c.ext(&guard)
+                .and_then(|e| e.helper.as_ref())
+                .is_some_and(Helper::counted)
+            {
+                self.seqadj.fetch_sub(1, Relaxed);
+            }
+        }
+        if c.counted()
+            && let Some(m) = self.zones.get(c.zone())
+        {
+            m.uncount(c.generation());
+        }
+        if why != Removal::Evicted && self.full.load(Relaxed) {
+            self.full.store(false, Relaxed);
+        }
+        let counter = match why {
+            Removal::Expired => C::Expired,
+            Removal::Flushed | Removal::Deleted => C::Flushed,
+            Removal::Evicted => C::Evicted,
+            Removal::Replaced => C::Replaced,
+        };
+        self.stats.bump(counter, 1);
+    }
+
+    fn occupancy(&self, inst: u64, shard: usize, occupied: bool) {
+        if let Some(m) = self.zones.get((inst >> 32) as Zone) {
+            m.set_occupied(family_index(A::FAMILY), inst as u32, shard, occupied);
+        }
+    }
+}
+
+/// When a connection expires under `policy` (ms).
+#[inline(always)]
+pub(super) fn expiry<A: Addr>(c: &Conn<A>, policy: &Compiled) -> u64 {
+    c.last_seen()
+        .saturating_add(policy.millis_of(c.class_bits()))
+}

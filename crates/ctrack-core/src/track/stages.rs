@@ -1,0 +1,136 @@
+//! After tracking: the translation stage ([`crate::nat::stage`]) and the
+//! gateway stage ([`crate::alg::stage`]) for a tracked packet, each given
+//! a narrow view of the connection. Only [`Tracker::process_mut`] rewrites
+//! packets; the read-only entry points run the gateway's inspection (to
+//! create expectations) and leave the bytes alone.
+
+use core::sync::atomic::Ordering::Relaxed;
+
+use ctrack_wire::{Fragment, Frame, IpLayer, ip_proto};
+
+use super::packet::Call;
+use super::tracker::{Fam, Tracker};
+use crate::alg::stage::{self as gateway, Control, GatewayCx};
+use crate::conn::{Conn, DNAT, SNAT};
+use crate::key::{ConnId, ConnKey, Family, V6};
+use crate::nat::stage::{self as translation, Buf, Translation, is_icmp_error};
+use crate::packet::{ExtractOptions, extract};
+use crate::verdict::Verdict;
+
+impl Tracker {
+    /// Translation and gateway for a tracked packet of connection `v.conn`.
+    pub(super) fn stages(&self, cx: &mut Call<'_>, buf: Buf<'_>, layers: &Frame, v: &mut Verdict) {
+        let Some(id) = v.conn else { return };
+        match id.family() {
+            Family::V4 => self.stages_in::<u32>(cx, id, buf, layers, v),
+            Family::V6 => self.stages_in::<V6>(cx, id, buf, layers, v),
+        }
+    }
+
+    fn stages_in<A: Fam>(
+        &self,
+        cx: &mut Call<'_>,
+        id: ConnId,
+        mut buf: Buf<'_>,
+        layers: &Frame,
+        v: &mut Verdict,
+    ) {
+        let Ok(ip) = layers.ip else { return };
+        // The guard has been pinned since the packet was tracked, so the
+        // slot still holds its connection (a removed slot is not reused
+        // while any reader that saw it is pinned).
+        let guard = cx.guard;
+        let Some(e) = A::table(self).get(guard, id.record()) else {
+            return;
+        };
+        let c = e.record();
+        if c.zone() != cx.action.zone {
+            return;
+        }
+        let related = is_icmp_error(buf.bytes(), &ip);
+        if cx.action.nat.is_some()
+            && let Buf::Mut(f) = &mut buf
+        {
+            let bits = c.nat_bits();
+            let t = Translation {
+                dir: v.dir,
+                orig: *c.orig(),
+                reply: c.reply(guard),
+                src: bits & SNAT != 0,
+                dst: bits & DNAT != 0,
+            };
+            translation::translate(&t, f, &ip, related, v, cx.local);
+        }
+        if v.inspect
+            && !related
+            && v.invalid.is_none()
+            && let Some(h) = c.ext(guard).and_then(|x| x.helper.as_ref())
+        {
+            let control = Control {
+                id,
+                zone: c.zone(),
+                generation: c.generation(),
+                proto: c.proto(),
+                orig: *c.orig(),
+                reply: c.reply(guard),
+                mark: c.mark(),
+                label: c.label(guard),
+                helper: h,
+                translated: c.nat_bits() != 0,
+            };
+            let mut g = GatewayCx {
+                expect: &self.expect,
+                seqadj: &self.shared.seqadj,
+                nat: cx.action.nat.is_some(),
+                now: cx.now,
+                local: cx.local,
+            };
+            gateway::run(&mut g, &control, buf, &ip, v);
+        }
+    }
+
+    /// Before tracking a packet of a connection whose gateway rewrote
+    /// payloads: put its acknowledgment back into the sequence space of the
+    /// peer that sent the rewritten bytes (the tracker follows each side in
+    /// its own numbering).
+    pub(super) fn restore_acks(&self, cx: &Call<'_>, frame: &mut [u8], layers: &Frame) {
+        if self.shared.seqadj.load(Relaxed) == 0 {
+            return;
+        }
+        let Ok(ip) = layers.ip else { return };
+        if ip.proto != ip_proto::TCP || ip.frag != Fragment::No {
+            return;
+        }
+        let opts = ExtractOptions { checksums: false };
+        let Ok(ex) = extract(frame, layers, cx.action.zone, opts) else {
+            return;
+        };
+        if ex.related {
+            return;
+        }
+        match ex.key.family {
+            Family::V4 => self.restore_acks_in::<u32>(cx, frame, &ip, &ex.key),
+            Family::V6 => self.restore_acks_in::<V6>(cx, frame, &ip, &ex.key),
+        }
+    }
+
+    fn restore_acks_in<A: Fam>(
+        &self,
+        cx: &Call<'_>,
+        frame: &mut [u8],
+        ip: &IpLayer,
+        key: &ConnKey,
+    ) {
+        let guard = cx.guard;
+        let Some((e, dir)) = self.find::<A>(guard, key, cx.now) else {
+            return;
+        };
+        let c: &Conn<A> = e.record();
+        if !c.special() {
+            return;
+        }
+        if let Some(h) = c.ext(guard).and_then(|x| x.helper.as_ref()) {
+            gateway::restore_ack(h, dir, frame, ip);
+        }
+    }
+}

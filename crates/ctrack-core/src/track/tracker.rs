@@ -1,0 +1,245 @@
+//! The tracker: its tables, zones, expectations and settings.
+
+use super::config::Config;
+use super::shared::{Dead, Shared};
+use crate::alg::expect::Expectations;
+use crate::conn::Conn;
+use crate::key::{Addr, KeyHasher, V6, Zone, instance};
+use crate::verdict::{Stats, Striped};
+use crate::zone::{Compiled, LIMIT_DEFAULT, TimeoutPolicy, Zones};
+use core::sync::atomic::Ordering::Relaxed;
+use ctrack_table::{Table, TableConfig, pin};
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
+
+/// The tables by address family.
+pub(super) trait Fam: Addr {
+    fn table(t: &Tracker) -> &Table<Conn<Self>>;
+}
+
+impl Fam for u32 {
+    #[inline]
+    fn table(t: &Tracker) -> &Table<Conn<u32>> {
+        &t.v4
+    }
+}
+
+impl Fam for V6 {
+    #[inline]
+    fn table(t: &Tracker) -> &Table<Conn<V6>> {
+        &t.v6
+    }
+}
+
+/// A connection tracker. See the module documentation.
+#[derive(Debug)]
+pub struct Tracker {
+    pub(super) tcp_seq_check: AtomicBool,
+    pub(super) tcp_loose: AtomicBool,
+    pub(super) checksums: AtomicBool,
+    pub(super) max_conns: AtomicUsize,
+    pub(super) shared: Shared,
+    pub(super) v4: Table<Conn<u32>>,
+    pub(super) v6: Table<Conn<V6>>,
+    pub(super) dead: Mutex<VecDeque<Dead>>,
+    pub(super) expect: Expectations,
+    /// Counter behind `random` translations.
+    pub(super) rng: AtomicU64,
+}
+
+impl Default for Tracker {
+    fn default() -> Self {
+        Self::new(Config::default())
+    }
+}
+
+/// How often a packet tries again after losing a race before giving up.
+pub(super) const RETRIES: usize = 3;
+
+/// Packets judged together by [`Tracker::process_batch`] (a datapath's
+/// burst).
+pub(super) const BURST: usize = 32;
+
+/// Flushed connections a commit frees when it finds the table full.
+pub(super) const RECLAIM_ON_FULL: usize = 64;
+
+/// How often a commit searches a translation again after another thread
+/// took the tuple it chose.
+pub(super) const NAT_RETRIES: usize = 3;
+
+impl Tracker {
+    /// A tracker with a random hash seed.
+    pub fn new(config: Config) -> Tracker {
+        Self::with_hasher(config, KeyHasher::new())
+    }
+
+    /// A tracker with the given hasher (a fixed seed makes runs
+    /// reproducible; use a random one in production).
+    pub fn with_hasher(config: Config, hasher: KeyHasher) -> Tracker {
+        // The IPv4 table is sized for the whole limit; the IPv6 table starts
+        // small and grows shard by shard (an IPv6 shard's index is rebuilt,
+        // under its own lock, when it passes 90% load), so that an IPv4-only
+        // deployment pays nothing for it.
+        let v4 = TableConfig {
+            shards: config.shards,
+            capacity: config.max_conns,
+        };
+        let v6 = TableConfig {
+            shards: config.shards,
+            capacity: (config.max_conns / 64).max(4096),
+        };
+        Tracker {
+            tcp_seq_check: AtomicBool::new(config.tcp_seq_check),
+            tcp_loose: AtomicBool::new(config.tcp_loose),
+            checksums: AtomicBool::new(config.checksums),
+            max_conns: AtomicUsize::new(config.max_conns),
+            shared: Shared {
+                hasher,
+                zones: Zones::default(),
+                default_policy: ctrack_table::EpochBox::new(Some(Box::new(Compiled::new(
+                    config.timeouts,
+                )))),
+                default_zone_limit: AtomicU32::new(config.default_zone_limit),
+                full: AtomicBool::new(false),
+                stats: Striped::default(),
+                seqadj: AtomicUsize::new(0),
+            },
+            v4: Table::new(v4),
+            v6: Table::new(v6),
+            dead: Mutex::new(VecDeque::new()),
+            expect: Expectations::default(),
+            rng: AtomicU64::new(0),
+        }
+    }
+
+    /// The counters, summed over threads.
+    pub fn stats(&self) -> Stats {
+        self.shared.stats.sum()
+    }
+
+    /// Connections held (expired ones not yet swept, and flushed ones not
+    /// yet reclaimed, included).
+    pub fn table_len(&self) -> usize {
+        self.v4.len() + self.v6.len()
+    }
+
+    /// Connections of `zone`'s current generation, summed over shards.
+    pub fn zone_len(&self, zone: Zone) -> usize {
+        let Some(m) = self.shared.zones.get(zone) else {
+            return 0;
+        };
+        let inst = instance(zone, m.generation());
+        (0..self.v4.shard_count())
+            .map(|s| self.v4.instance_len(s, inst))
+            .sum::<usize>()
+            + (0..self.v6.shard_count())
+                .map(|s| self.v6.instance_len(s, inst))
+                .sum::<usize>()
+    }
+
+    /// The hash seed in use.
+    pub fn hasher(&self) -> &KeyHasher {
+        &self.shared.hasher
+    }
+
+    /// The most connections the table may hold.
+    pub fn max_conns(&self) -> usize {
+        self.max_conns.load(Relaxed)
+    }
+
+    /// Changes the connection limit (existing connections stay). Raising it
+    /// grows the index, shard by shard.
+    pub fn set_max_conns(&self, max: usize) {
+        self.max_conns.store(max, Relaxed);
+        self.shared.full.store(false, Relaxed);
+        let guard = pin();
+        self.v4.reserve(&self.shared, &guard, max);
+        self.v6.reserve(&self.shared, &guard, (max / 64).max(4096));
+    }
+
+    /// Checks TCP sequence numbers and windows, or not.
+    pub fn set_tcp_seq_check(&self, on: bool) {
+        self.tcp_seq_check.store(on, Relaxed);
+    }
+
+    /// Lets any TCP segment but a SYN-ACK open a connection, or only a SYN.
+    pub fn set_tcp_loose(&self, on: bool) {
+        self.tcp_loose.store(on, Relaxed);
+    }
+
+    /// Verifies checksums, or not.
+    pub fn set_checksums(&self, on: bool) {
+        self.checksums.store(on, Relaxed);
+    }
+
+    /// True if checksums are verified.
+    pub fn checksums(&self) -> bool {
+        self.checksums.load(Relaxed)
+    }
+
+    /// Gives `zone` its own timeout policy. It applies at once to the
+    /// zone's existing connections: expiry is computed from the time a
+    /// connection was last refreshed and the policy in force.
+    pub fn set_zone_timeouts(&self, zone: Zone, policy: TimeoutPolicy) {
+        let guard = pin();
+        self.shared
+            .zones
+            .get_or_create(zone)
+            .policy
+            .replace(Some(Box::new(Compiled::new(policy))), &guard);
+    }
+
+    /// Returns `zone` to the default timeout policy.
+    pub fn clear_zone_timeouts(&self, zone: Zone) {
+        if let Some(m) = self.shared.zones.get(zone) {
+            m.policy.replace(None, &pin());
+        }
+    }
+
+    /// Replaces the default timeout policy (applies at once to every
+    /// connection of a zone without its own).
+    pub fn set_default_timeouts(&self, policy: TimeoutPolicy) {
+        self.shared
+            .default_policy
+            .replace(Some(Box::new(Compiled::new(policy))), &pin());
+    }
+
+    /// The timeout policy in force in `zone`.
+    pub fn zone_timeouts(&self, zone: Zone) -> TimeoutPolicy {
+        self.shared.policy(zone, &pin()).policy
+    }
+
+    /// Limits `zone` to `limit` connections (0: no limit). Connections
+    /// committed from now on count; a zone over its new limit keeps its
+    /// connections but commits nothing new until it is under.
+    pub fn set_zone_limit(&self, zone: Zone, limit: u32) {
+        self.shared
+            .zones
+            .get_or_create(zone)
+            .set_limit_setting(limit.min(LIMIT_DEFAULT - 1));
+    }
+
+    /// Returns `zone` to the default zone limit.
+    pub fn clear_zone_limit(&self, zone: Zone) {
+        if let Some(m) = self.shared.zones.get(zone) {
+            m.set_limit_setting(LIMIT_DEFAULT);
+        }
+    }
+
+    /// Sets the limit of zones without their own (0: none).
+    pub fn set_default_zone_limit(&self, limit: u32) {
+        self.shared
+            .default_zone_limit
+            .store(limit.min(LIMIT_DEFAULT - 1), Relaxed);
+    }
+
+    /// The limit in force in `zone` (0: none) and the connections counted
+    /// against it.
+    pub fn zone_limit(&self, zone: Zone) -> (u32, u32) {
+        match self.shared.zones.get(zone) {
+            Some(m) => (self.shared.limit_of(m), m.count()),
+            None => (self.shared.default_zone_limit.load(Relaxed), 0),
+        }
+    }
+}
