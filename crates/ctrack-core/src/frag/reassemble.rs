@@ -272,39 +272,16 @@ impl<T> Reassembler<T> {
             self.bump(S::TooBig, 1);
             return self.fail(list, tag, FragError::TooBig);
         }
-        // A contradiction of the datagram's end drops it.
-        let contradicts = match (list.total, info.more) {
-            (Some(t), false) => t != end,
-            (Some(t), true) => end > t,
-            (None, false) => list.frags.iter().any(|f| f.off + f.len > end),
-            (None, true) => false,
-        };
-        // Overlaps: an exact repeat is dropped alone; anything else drops
-        // the datagram.
-        let mut duplicate = false;
-        let mut overlap = contradicts;
-        for f in &list.frags {
-            let fend = f.off + f.len;
-            if info.off < fend && f.off < end || (info.len == 0 && f.off == info.off) {
-                if f.off == info.off
-                    && f.len == info.len
-                    && frame.get(info.data..info.data + info.len)
-                        == f.frame.get(f.data..f.data + f.len)
-                {
-                    duplicate = true;
-                } else {
-                    overlap = true;
-                }
-                break;
+        match fit(list, &info, &frame) {
+            Fit::Fits => {}
+            Fit::Duplicate => {
+                self.bump(S::Duplicate, 1);
+                return Offer::Refused(frame, tag, FragError::Duplicate);
             }
-        }
-        if overlap {
-            self.bump(S::Overlap, 1);
-            return self.fail(list, tag, FragError::Overlap);
-        }
-        if duplicate {
-            self.bump(S::Duplicate, 1);
-            return Offer::Refused(frame, tag, FragError::Duplicate);
+            Fit::Overlap => {
+                self.bump(S::Overlap, 1);
+                return self.fail(list, tag, FragError::Overlap);
+            }
         }
         let max_per_list =
             MAX_DATAGRAM / (if info.key.v6 { cfg.min_v6 } else { cfg.min_v4 } - 60).max(1) + 2;
@@ -335,21 +312,12 @@ impl<T> Reassembler<T> {
         self.held.fetch_add(1, Relaxed);
         self.bytes.fetch_add(size, Relaxed);
         self.bump(S::Accepted, 1);
-        // Whole?
-        let Some(total) = list.total else {
+        if !list.is_whole() {
+            return Offer::Held;
+        }
+        let Some(list) = lists.remove(&info.key) else {
             return Offer::Held;
         };
-        let mut next = 0;
-        for f in &list.frags {
-            if f.off != next {
-                return Offer::Held;
-            }
-            next = f.off + f.len;
-        }
-        if next != total {
-            return Offer::Held;
-        }
-        let list = lists.remove(&info.key).expect("present");
         self.lists.fetch_sub(1, Relaxed);
         drop(guard);
         self.held.fetch_sub(list.frags.len(), Relaxed);
@@ -435,6 +403,62 @@ impl<T> Reassembler<T> {
             }
         }
         self.next_deadline.store(next, Relaxed);
+    }
+}
+
+/// How a fragment fits with those held of its datagram.
+enum Fit {
+    /// It fills a gap.
+    Fits,
+    /// It repeats a fragment held exactly: dropped on its own.
+    Duplicate,
+    /// It overlaps one differently, or contradicts the datagram's end:
+    /// the datagram is dropped (RFC 5722).
+    Overlap,
+}
+
+fn fit<T>(list: &List<T>, info: &Info, frame: &[u8]) -> Fit {
+    let end = info.off + info.len;
+    let contradicts = match (list.total, info.more) {
+        (Some(t), false) => t != end,
+        (Some(t), true) => end > t,
+        (None, false) => list.frags.iter().any(|f| f.off + f.len > end),
+        (None, true) => false,
+    };
+    if contradicts {
+        return Fit::Overlap;
+    }
+    let Some(f) = list
+        .frags
+        .iter()
+        .find(|f| info.off < f.off + f.len && f.off < end || (info.len == 0 && f.off == info.off))
+    else {
+        return Fit::Fits;
+    };
+    if f.off == info.off
+        && f.len == info.len
+        && frame.get(info.data..info.data + info.len) == f.frame.get(f.data..f.data + f.len)
+    {
+        Fit::Duplicate
+    } else {
+        Fit::Overlap
+    }
+}
+
+impl<T> List<T> {
+    /// True once the last fragment came and no gap is left.
+    fn is_whole(&self) -> bool {
+        let Some(total) = self.total else {
+            return false;
+        };
+        let mut next = 0;
+        for f in &self.frags {
+            if f.off != next {
+                return false;
+            }
+            next = f.off + f.len;
+        }
+        next == total
     }
 }
 

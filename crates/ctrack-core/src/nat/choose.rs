@@ -267,146 +267,182 @@ fn search<A: Addr>(
     }
 }
 
+/// What a translation is chosen from, besides the original tuple.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Request<'a> {
+    /// IP protocol.
+    pub proto: u8,
+    /// The connection's zone.
+    pub zone: Zone,
+    /// The range to translate into.
+    pub range: &'a NatRange,
+    /// How to pick in it.
+    pub mode: NatMode,
+    /// The tracker's keyed hash (the port search's starting point).
+    pub hasher: &'a KeyHasher,
+}
+
+/// Writes port `p` into the L4 word of the translated side of a reply
+/// tuple (for ICMP, the identifier, which both words carry). The original
+/// source's port is the reply's destination port.
+fn set_port<A: Addr>(src_side: bool, icmp: bool) -> impl Fn(&mut Tuple<A>, u16) + Copy {
+    move |t: &mut Tuple<A>, p: u16| {
+        if src_side || icmp {
+            t.dst_l4 = with_port(t.dst_l4, p);
+        }
+        if !src_side || icmp {
+            t.src_l4 = with_port(t.src_l4, p);
+        }
+    }
+}
+
 /// What to translate and how: the reply tuple a new connection with
 /// original tuple `orig` gets, unique by `taken` (which looks a candidate
 /// reply tuple up in the connection's zone instance).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn choose<A: Addr>(
     orig: &Tuple<A>,
-    proto: u8,
-    zone: Zone,
-    range: &NatRange,
-    mode: NatMode,
-    hasher: &KeyHasher,
+    req: &Request<'_>,
     random: &mut impl FnMut() -> u32,
     mut taken: impl FnMut(&Tuple<A>) -> bool,
 ) -> Result<Tuple<A>, NatError> {
     let mut reply = orig.reverse();
+    choose_addr(orig, req, &mut reply)?;
+    let found = if !has_port(A::FAMILY, req.proto) {
+        !taken(&reply)
+    } else if let Some((lo, hi)) = req.range.ports {
+        port_in_range(
+            orig,
+            req,
+            &mut reply,
+            (lo.min(hi), lo.max(hi)),
+            random,
+            &mut taken,
+        )
+    } else {
+        port_in_class(orig, req, &mut reply, random, &mut taken)
+    };
+    if found {
+        Ok(reply)
+    } else {
+        Err(NatError::Exhausted)
+    }
+}
+
+/// The translated address, written into `reply`.
+fn choose_addr<A: Addr>(
+    orig: &Tuple<A>,
+    req: &Request<'_>,
+    reply: &mut Tuple<A>,
+) -> Result<(), NatError> {
+    let range = req.range;
+    let Some((lo, hi)) = range.addrs else {
+        return Ok(());
+    };
+    let (Some(lo), Some(hi)) = (addr_of::<A>(lo), addr_of::<A>(hi)) else {
+        return Err(NatError::Family);
+    };
     let src_side = range.kind == NatKind::Src;
-    // The address.
-    if let Some((lo, hi)) = range.addrs {
-        let (Some(lo), Some(hi)) = (addr_of::<A>(lo), addr_of::<A>(hi)) else {
-            return Err(NatError::Family);
-        };
-        // Linux keeps a source already in the range (if its tuple is free,
-        // which the port step below checks); Open vSwitch always picks.
-        let keep = src_side
-            && mode != NatMode::Random
-            && (lo..=hi).contains(&orig.src)
-            && range
-                .ports
-                .is_none_or(|(a, b)| (a.min(b)..=a.max(b)).contains(&port_of(orig.src_l4)));
-        if !keep {
-            let a = pick_addr(
-                orig.src,
-                orig.dst,
-                zone,
-                lo,
-                hi,
-                mode == NatMode::Persistent,
-                range.kind,
-            );
-            if src_side {
-                reply.dst = a;
-            } else {
-                reply.src = a;
-            }
-        }
-    }
-    let family = A::FAMILY;
-    if !has_port(family, proto) {
-        return if taken(&reply) {
-            Err(NatError::Exhausted)
+    // Linux keeps a source already in the range (if its tuple is free,
+    // which the port step checks); Open vSwitch always picks.
+    let keep = src_side
+        && req.mode != NatMode::Random
+        && (lo..=hi).contains(&orig.src)
+        && range
+            .ports
+            .is_none_or(|(a, b)| (a.min(b)..=a.max(b)).contains(&port_of(orig.src_l4)));
+    if !keep {
+        let persistent = req.mode == NatMode::Persistent;
+        let a = pick_addr(orig.src, orig.dst, req.zone, lo, hi, persistent, range.kind);
+        if src_side {
+            reply.dst = a;
         } else {
-            Ok(reply)
-        };
+            reply.src = a;
+        }
     }
-    let icmp = is_icmp(family, proto);
-    // Which L4 word the port search writes: the translated side's (for
-    // ICMP, the identifier, which both words carry).
-    let set_src_side = move |t: &mut Tuple<A>, p: u16| {
-        // The original source's port is the reply's destination port.
-        t.dst_l4 = with_port(t.dst_l4, p);
-        if icmp {
-            t.src_l4 = with_port(t.src_l4, p);
-        }
-    };
-    let set_dst_side = move |t: &mut Tuple<A>, p: u16| {
-        t.src_l4 = with_port(t.src_l4, p);
-        if icmp {
-            t.dst_l4 = with_port(t.dst_l4, p);
-        }
-    };
+    Ok(())
+}
+
+/// A port in the range `[lo, hi]` of the translated side: the original one
+/// if it is in range and free, else a search from a hashed (or random)
+/// point. A full destination range moves the client's port instead.
+fn port_in_range<A: Addr>(
+    orig: &Tuple<A>,
+    req: &Request<'_>,
+    reply: &mut Tuple<A>,
+    (lo, hi): (u16, u16),
+    random: &mut impl FnMut() -> u32,
+    taken: &mut impl FnMut(&Tuple<A>) -> bool,
+) -> bool {
+    let src_side = req.range.kind == NatKind::Src;
+    let icmp = is_icmp(A::FAMILY, req.proto);
+    let random_mode = req.mode == NatMode::Random;
     let orig_sport = port_of(orig.src_l4);
-    let orig_dport = port_of(orig.dst_l4);
-    let hash = hasher.hash_tuple(zone, 0, proto, orig) as u32;
-    let random_mode = mode == NatMode::Random;
-    match range.ports {
-        Some((lo, hi)) => {
-            let (lo, hi) = (lo.min(hi), lo.max(hi));
-            let size = u32::from(hi) - u32::from(lo) + 1;
-            let current = if src_side { orig_sport } else { orig_dport };
-            if !random_mode && (lo..=hi).contains(&current) {
-                // In range already: keep it if free.
-                if src_side {
-                    set_src_side(&mut reply, current);
-                } else {
-                    set_dst_side(&mut reply, current);
-                }
-                if !taken(&reply) {
-                    return Ok(reply);
-                }
-            }
-            let off = if random_mode { random() } else { hash } % size;
-            let start = (u32::from(lo) + off) as u16;
-            let found = if src_side {
-                search(&mut reply, lo, hi, start, set_src_side, random, &mut taken)
-            } else {
-                search(&mut reply, lo, hi, start, set_dst_side, random, &mut taken) || {
-                    // The destination range is full for this client:
-                    // move the client's port instead.
-                    let (dlo, dhi) = default_range(orig_sport);
-                    search(
-                        &mut reply,
-                        dlo,
-                        dhi,
-                        orig_sport,
-                        set_src_side,
-                        random,
-                        &mut taken,
-                    )
-                }
-            };
-            if found {
-                Ok(reply)
-            } else {
-                Err(NatError::Exhausted)
-            }
-        }
-        None => {
-            if !random_mode && !taken(&reply) {
-                return Ok(reply);
-            }
-            // Ports move within their class; ICMP identifiers anywhere
-            // (Linux).
-            let (lo, hi) = if icmp {
-                (0, u16::MAX)
-            } else {
-                default_range(orig_sport)
-            };
-            let start = if random_mode {
-                let size = u32::from(hi) - u32::from(lo) + 1;
-                (u32::from(lo) + random() % size) as u16
-            } else {
-                orig_sport
-            };
-            if search(&mut reply, lo, hi, start, set_src_side, random, &mut taken) {
-                Ok(reply)
-            } else {
-                Err(NatError::Exhausted)
-            }
+    let current = if src_side {
+        orig_sport
+    } else {
+        port_of(orig.dst_l4)
+    };
+    let set = set_port::<A>(src_side, icmp);
+    if !random_mode && (lo..=hi).contains(&current) {
+        // In range already: keep it if free.
+        set(reply, current);
+        if !taken(reply) {
+            return true;
         }
     }
+    let size = u32::from(hi) - u32::from(lo) + 1;
+    let hash = req.hasher.hash_tuple(req.zone, 0, req.proto, orig) as u32;
+    let off = if random_mode { random() } else { hash } % size;
+    let start = (u32::from(lo) + off) as u16;
+    if search(reply, lo, hi, start, set, random, taken) {
+        return true;
+    }
+    if src_side {
+        return false;
+    }
+    // The destination range is full for this client: move the client's
+    // port instead.
+    let (dlo, dhi) = default_range(orig_sport);
+    let set_src = set_port::<A>(true, icmp);
+    search(reply, dlo, dhi, orig_sport, set_src, random, taken)
+}
+
+/// Without a port range: the original ports if the tuple is free, else
+/// the source port moves within its class (ICMP identifiers anywhere, as
+/// Linux).
+fn port_in_class<A: Addr>(
+    orig: &Tuple<A>,
+    req: &Request<'_>,
+    reply: &mut Tuple<A>,
+    random: &mut impl FnMut() -> u32,
+    taken: &mut impl FnMut(&Tuple<A>) -> bool,
+) -> bool {
+    let random_mode = req.mode == NatMode::Random;
+    if !random_mode && !taken(reply) {
+        return true;
+    }
+    let icmp = is_icmp(A::FAMILY, req.proto);
+    let orig_sport = port_of(orig.src_l4);
+    let (lo, hi) = if icmp {
+        (0, u16::MAX)
+    } else {
+        default_range(orig_sport)
+    };
+    let start = if random_mode {
+        let size = u32::from(hi) - u32::from(lo) + 1;
+        (u32::from(lo) + random() % size) as u16
+    } else {
+        orig_sport
+    };
+    search(
+        reply,
+        lo,
+        hi,
+        start,
+        set_port::<A>(true, icmp),
+        random,
+        taken,
+    )
 }
 
 #[cfg(test)]
@@ -486,11 +522,13 @@ mod tests {
         let o = t(0x0a00_0001, 40000, 0x0a00_0002, 80);
         let r = choose(
             &o,
-            ip_proto::TCP,
-            0,
-            &snat(0xc000_0201, 0xc000_0201, None),
-            NatMode::Hash,
-            &h,
+            &Request {
+                proto: ip_proto::TCP,
+                zone: 0,
+                range: &snat(0xc000_0201, 0xc000_0201, None),
+                mode: NatMode::Hash,
+                hasher: &h,
+            },
             &mut || 0,
             |_| false,
         )
@@ -505,11 +543,13 @@ mod tests {
             let o = t(0x0a00_0001, sport, 0x0a00_0002, 80);
             let r = choose(
                 &o,
-                ip_proto::UDP,
-                0,
-                &snat(9, 9, None),
-                NatMode::Hash,
-                &h,
+                &Request {
+                    proto: ip_proto::UDP,
+                    zone: 0,
+                    range: &snat(9, 9, None),
+                    mode: NatMode::Hash,
+                    hasher: &h,
+                },
                 &mut || 0,
                 |c| port_of(c.dst_l4) == sport,
             )
@@ -526,11 +566,13 @@ mod tests {
         let mut looked = 0;
         let r = choose(
             &o,
-            ip_proto::TCP,
-            0,
-            &snat(9, 9, Some((1000, 60000))),
-            NatMode::Random,
-            &h,
+            &Request {
+                proto: ip_proto::TCP,
+                zone: 0,
+                range: &snat(9, 9, Some((1000, 60000))),
+                mode: NatMode::Random,
+                hasher: &h,
+            },
             &mut || 12345,
             |_| {
                 looked += 1;
@@ -543,11 +585,13 @@ mod tests {
         let mut looked = 0;
         let r = choose(
             &o,
-            ip_proto::TCP,
-            0,
-            &snat(9, 9, Some((1000, 1009))),
-            NatMode::Hash,
-            &h,
+            &Request {
+                proto: ip_proto::TCP,
+                zone: 0,
+                range: &snat(9, 9, Some((1000, 1009))),
+                mode: NatMode::Hash,
+                hasher: &h,
+            },
             &mut || 0,
             |_| {
                 looked += 1;
@@ -567,11 +611,13 @@ mod tests {
             let o = t(1, sport, 2, 80);
             match choose(
                 &o,
-                ip_proto::TCP,
-                0,
-                &snat(9, 9, Some((2000, 2099))),
-                NatMode::Hash,
-                &h,
+                &Request {
+                    proto: ip_proto::TCP,
+                    zone: 0,
+                    range: &snat(9, 9, Some((2000, 2099))),
+                    mode: NatMode::Hash,
+                    hasher: &h,
+                },
                 &mut || 7,
                 |c| used.contains(c),
             ) {
@@ -627,11 +673,13 @@ mod tests {
         };
         let r = choose(
             &o,
-            ip_proto::ICMP,
-            0,
-            &snat(9, 9, None),
-            NatMode::Hash,
-            &h,
+            &Request {
+                proto: ip_proto::ICMP,
+                zone: 0,
+                range: &snat(9, 9, None),
+                mode: NatMode::Hash,
+                hasher: &h,
+            },
             &mut || 0,
             |c| port_of(c.src_l4) == 7,
         )

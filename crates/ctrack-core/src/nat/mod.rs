@@ -9,4 +9,4 @@ pub(crate) mod seqadj;
 pub(crate) mod stage;
 
 pub use choose::MAX_ATTEMPTS;
-pub(crate) use choose::{NatError, addr_of, choose, is_icmp};
+pub(crate) use choose::{NatError, Request, addr_of, choose, is_icmp};

@@ -11,7 +11,7 @@ use ctrack_wire::icmp::{self, IcmpPacket};
 use ctrack_wire::sctp::SctpPacket;
 use ctrack_wire::tcp::{TcpPacket, ovs_wscale};
 use ctrack_wire::udp::{self, UdpPacket};
-use ctrack_wire::{Fragment, Frame, IpVersion, NotIp, checksum, ip_proto, ipv6};
+use ctrack_wire::{Fragment, Frame, IpLayer, IpVersion, NotIp, checksum, ip_proto, ipv6};
 
 use crate::key::{ConnKey, Endpoint, Family, Zone};
 use crate::proto::tcp::Segment;
@@ -79,31 +79,7 @@ pub fn extract(
     if ip.frag != Fragment::No {
         return Err(InvalidReason::Fragment);
     }
-    let (family, src, dst, pseudo) = match ip.version {
-        IpVersion::V4 => {
-            let h = ctrack_wire::ipv4::Ipv4Packet::new_unchecked(datagram);
-            if opts.checksums && !h.verify_checksum() {
-                return Err(InvalidReason::BadIpChecksum);
-            }
-            let l4_len = (ip.end - ip.l4) as u32;
-            (
-                Family::V4,
-                Endpoint::addr_from_v4(h.src()),
-                Endpoint::addr_from_v4(h.dst()),
-                checksum::pseudo_header_v4(h.src(), h.dst(), ip.proto, l4_len),
-            )
-        }
-        IpVersion::V6 => {
-            let h = ipv6::Ipv6Packet::new_unchecked(datagram);
-            let l4_len = (ip.end - ip.l4) as u32;
-            (
-                Family::V6,
-                Endpoint::addr_from_v6(h.src()),
-                Endpoint::addr_from_v6(h.dst()),
-                checksum::pseudo_header_v6(&h.src(), &h.dst(), ip.proto, l4_len),
-            )
-        }
-    };
+    let (family, src, dst, pseudo) = addresses(datagram, &ip, opts)?;
     let mut key = ConnKey {
         src: Endpoint {
             addr: src,
@@ -119,14 +95,78 @@ pub fn extract(
     };
     let l4 = &frame[ip.l4..ip.end];
     let ip_len = datagram.len() as u32;
-    let csum = opts.checksums;
-    let info = match (family, ip.proto) {
+    let info = match transport(&mut key, l4, pseudo, opts.checksums)? {
+        Transport::Info(info) => info,
+        Transport::Icmp => {
+            let m = IcmpPacket::new_checked(l4).map_err(l4_error)?;
+            return icmp_message(m, key, ip_len);
+        }
+    };
+    Ok(Extracted {
+        key,
+        related: false,
+        l4: info,
+        ip_len,
+    })
+}
+
+/// The family, source and destination addresses of a datagram, and the
+/// sum of its transport pseudo-header; the IPv4 header checksum checked.
+fn addresses(
+    datagram: &[u8],
+    ip: &IpLayer,
+    opts: ExtractOptions,
+) -> Result<(Family, u128, u128, u64), InvalidReason> {
+    let l4_len = (ip.end - ip.l4) as u32;
+    Ok(match ip.version {
+        IpVersion::V4 => {
+            let h = ctrack_wire::ipv4::Ipv4Packet::new_unchecked(datagram);
+            if opts.checksums && !h.verify_checksum() {
+                return Err(InvalidReason::BadIpChecksum);
+            }
+            (
+                Family::V4,
+                Endpoint::addr_from_v4(h.src()),
+                Endpoint::addr_from_v4(h.dst()),
+                checksum::pseudo_header_v4(h.src(), h.dst(), ip.proto, l4_len),
+            )
+        }
+        IpVersion::V6 => {
+            let h = ipv6::Ipv6Packet::new_unchecked(datagram);
+            (
+                Family::V6,
+                Endpoint::addr_from_v6(h.src()),
+                Endpoint::addr_from_v6(h.dst()),
+                checksum::pseudo_header_v6(&h.src(), &h.dst(), ip.proto, l4_len),
+            )
+        }
+    })
+}
+
+/// What the transport header says.
+enum Transport {
+    /// The protocol tracker's part; ports are in the key.
+    Info(L4Info),
+    /// An ICMP or ICMPv6 message (checked): a query or an error.
+    Icmp,
+}
+
+/// Checks the transport header (its checksum with `csum`) and puts its
+/// ports in `key`.
+fn transport(
+    key: &mut ConnKey,
+    l4: &[u8],
+    pseudo: u64,
+    csum: bool,
+) -> Result<Transport, InvalidReason> {
+    let family = key.family;
+    Ok(Transport::Info(match (family, key.proto) {
         (_, ip_proto::TCP) => {
             let t = TcpPacket::new_checked(l4).map_err(l4_error)?;
             if csum && !checksum::is_valid(checksum::sum(pseudo, l4)) {
                 return Err(InvalidReason::BadL4Checksum);
             }
-            set_ports(&mut key, t.src_port(), t.dst_port())?;
+            set_ports(key, t.src_port(), t.dst_port())?;
             L4Info::Tcp(Segment {
                 flags: t.flags(),
                 seq: t.seq(),
@@ -147,7 +187,7 @@ pub fn extract(
             if csum && !skip && !checksum::is_valid(checksum::sum(pseudo, l4)) {
                 return Err(InvalidReason::BadL4Checksum);
             }
-            set_ports(&mut key, u.src_port(), u.dst_port())?;
+            set_ports(key, u.src_port(), u.dst_port())?;
             L4Info::Other
         }
         (_, ip_proto::UDPLITE) => {
@@ -161,7 +201,7 @@ pub fn extract(
             {
                 return Err(InvalidReason::BadL4Checksum);
             }
-            set_ports(&mut key, u.src_port(), u.dst_port())?;
+            set_ports(key, u.src_port(), u.dst_port())?;
             L4Info::Other
         }
         (_, ip_proto::SCTP) => {
@@ -172,32 +212,26 @@ pub fn extract(
             if csum && !s.verify_checksum() {
                 return Err(InvalidReason::BadL4Checksum);
             }
-            set_ports(&mut key, s.src_port(), s.dst_port())?;
+            set_ports(key, s.src_port(), s.dst_port())?;
             L4Info::Other
         }
         (Family::V4, ip_proto::ICMP) => {
-            let m = IcmpPacket::new_checked(l4).map_err(l4_error)?;
+            IcmpPacket::new_checked(l4).map_err(l4_error)?;
             if csum && checksum::checksum(l4) != 0 {
                 return Err(InvalidReason::BadL4Checksum);
             }
-            return icmp4(m, key, ip_len);
+            return Ok(Transport::Icmp);
         }
         (Family::V6, ip_proto::ICMPV6) => {
-            let m = IcmpPacket::new_checked(l4).map_err(l4_error)?;
+            IcmpPacket::new_checked(l4).map_err(l4_error)?;
             if csum && !checksum::is_valid(checksum::sum(pseudo, l4)) {
                 return Err(InvalidReason::BadL4Checksum);
             }
-            return icmp6(m, key, ip_len);
+            return Ok(Transport::Icmp);
         }
         // Any other protocol is tracked by its addresses.
         _ => L4Info::Other,
-    };
-    Ok(Extracted {
-        key,
-        related: false,
-        l4: info,
-        ip_len,
-    })
+    }))
 }
 
 fn l4_error(e: ctrack_wire::Error) -> InvalidReason {
@@ -226,9 +260,21 @@ fn set_query(key: &mut ConnKey, id: u16, ty: u8, reverse: u8) {
     key.dst.icmp_type = reverse;
 }
 
-fn icmp4(m: IcmpPacket<&[u8]>, mut key: ConnKey, ip_len: u32) -> Result<Extracted, InvalidReason> {
+/// The key of an ICMP or ICMPv6 message: a query's identifier and types,
+/// or for an error the key of the packet it quotes.
+fn icmp_message(
+    m: IcmpPacket<&[u8]>,
+    mut key: ConnKey,
+    ip_len: u32,
+) -> Result<Extracted, InvalidReason> {
+    type Quoted = fn(&[u8], u128) -> Option<ConnKey>;
+    type Reverse = fn(u8) -> Option<u8>;
+    let (reverse_query, is_error, quoted): (Reverse, fn(u8) -> bool, Quoted) = match key.family {
+        Family::V4 => (icmp::v4::reverse_query, icmp::v4::is_error, quoted_v4),
+        Family::V6 => (icmp::v6::reverse_query, icmp::v6::is_error, quoted_v6),
+    };
     let ty = m.msg_type();
-    if let Some(rev) = icmp::v4::reverse_query(ty) {
+    if let Some(rev) = reverse_query(ty) {
         if m.code() != 0 {
             return Err(InvalidReason::IcmpBadCode);
         }
@@ -240,31 +286,10 @@ fn icmp4(m: IcmpPacket<&[u8]>, mut key: ConnKey, ip_len: u32) -> Result<Extracte
             ip_len,
         });
     }
-    if !icmp::v4::is_error(ty) {
+    if !is_error(ty) {
         return Err(InvalidReason::IcmpUnsupportedType);
     }
-    let inner = quoted_v4(m.quoted(), key.dst.addr).ok_or(InvalidReason::IcmpBadQuote)?;
-    Ok(related(inner, key.zone, ip_len))
-}
-
-fn icmp6(m: IcmpPacket<&[u8]>, mut key: ConnKey, ip_len: u32) -> Result<Extracted, InvalidReason> {
-    let ty = m.msg_type();
-    if let Some(rev) = icmp::v6::reverse_query(ty) {
-        if m.code() != 0 {
-            return Err(InvalidReason::IcmpBadCode);
-        }
-        set_query(&mut key, m.ident(), ty, rev);
-        return Ok(Extracted {
-            key,
-            related: false,
-            l4: L4Info::IcmpQuery { msg_type: ty },
-            ip_len,
-        });
-    }
-    if !icmp::v6::is_error(ty) {
-        return Err(InvalidReason::IcmpUnsupportedType);
-    }
-    let inner = quoted_v6(m.quoted(), key.dst.addr).ok_or(InvalidReason::IcmpBadQuote)?;
+    let inner = quoted(m.quoted(), key.dst.addr).ok_or(InvalidReason::IcmpBadQuote)?;
     Ok(related(inner, key.zone, ip_len))
 }
 

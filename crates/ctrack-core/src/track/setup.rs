@@ -127,16 +127,14 @@ impl Tracker {
             }) = action.nat
         {
             let mut random = || self.shared.hasher.mix(self.rng.fetch_add(1, Relaxed)) as u32;
-            match nat::choose(
-                &key.tuple,
-                key.proto,
-                key.zone,
-                &range,
+            let req = nat::Request {
+                proto: key.proto,
+                zone: key.zone,
+                range: &range,
                 mode,
-                &self.shared.hasher,
-                &mut random,
-                taken,
-            ) {
+                hasher: &self.shared.hasher,
+            };
+            match nat::choose(&key.tuple, &req, &mut random, taken) {
                 Ok(reply) => {
                     setup.reply = Some(reply);
                     setup.nat = match range.kind {
