@@ -69,7 +69,7 @@ pub use key::{ConnId, ConnKey, Dir, Endpoint, Family, KeyHasher, Zone};
 pub use time::{Millis, Time};
 pub use track::{Config, EARLY_DROP_SCAN, Out, Pipeline, Sweep, Tracker};
 pub use verdict::{CtState, InvalidReason, Refusal, Stats, Verdict};
-pub use zone::{Timeout, TimeoutPolicy, ZonePolicies};
+pub use zone::{Timeout, TimeoutPolicy};
 
 pub use ctrack_table::MAX_SHARDS;
 pub use ctrack_wire::LinkType;

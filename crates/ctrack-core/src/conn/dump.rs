@@ -19,9 +19,9 @@ pub struct Entry {
     /// IP protocol number.
     pub proto: u8,
     /// Original-direction tuple.
-    pub orig: Tuple,
+    pub orig: EntryTuple,
     /// Reply-direction tuple.
-    pub reply: Tuple,
+    pub reply: EntryTuple,
     /// Zone.
     pub zone: Zone,
     /// Mark.
@@ -45,7 +45,7 @@ pub struct Entry {
 /// One direction of an [`Entry`].
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
-pub struct Tuple {
+pub struct EntryTuple {
     /// Source address.
     pub src: std::net::IpAddr,
     /// Destination address.
@@ -72,10 +72,10 @@ fn ser_u128_hex<S: serde::Serializer>(v: &u128, s: S) -> Result<S::Ok, S::Error>
     s.serialize_str(&format!("{v:#x}"))
 }
 
-impl Tuple {
-    fn new(key: &ConnKey, c: Counters) -> Tuple {
+impl EntryTuple {
+    fn new(key: &ConnKey, c: Counters) -> EntryTuple {
         let icmp = key.is_icmp();
-        Tuple {
+        EntryTuple {
             src: key.src_ip(),
             dst: key.dst_ip(),
             sport: (!icmp).then_some(key.src.port),
@@ -97,8 +97,8 @@ impl Entry {
         let ext = conn.ext(guard);
         Entry {
             proto,
-            orig: Tuple::new(&orig, conn.counters(Dir::Orig)),
-            reply: Tuple::new(&reply, conn.counters(Dir::Reply)),
+            orig: EntryTuple::new(&orig, conn.counters(Dir::Orig)),
+            reply: EntryTuple::new(&reply, conn.counters(Dir::Reply)),
             zone,
             mark: conn.mark(),
             label: conn.label(guard),
@@ -112,7 +112,7 @@ impl Entry {
     }
 }
 
-impl fmt::Display for Tuple {
+impl fmt::Display for EntryTuple {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.key)?;
         if self.packets != 0 || self.bytes != 0 {

@@ -7,4 +7,4 @@ mod timeout;
 
 pub(crate) use meta::{LIMIT_DEFAULT, ZoneMeta, Zones};
 
-pub use timeout::{Compiled, Timeout, TimeoutPolicy, ZonePolicies};
+pub use timeout::{Compiled, Timeout, TimeoutPolicy};

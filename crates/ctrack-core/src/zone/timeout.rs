@@ -191,75 +191,6 @@ impl Compiled {
     }
 }
 
-/// The default policy and the zones that have their own.
-#[derive(Debug, Clone, Default)]
-pub struct ZonePolicies {
-    default: TimeoutPolicy,
-    // Sorted by zone; few zones have their own policy, so a sorted vector
-    // beats a map in both size and lookup time.
-    zones: Vec<(Zone, TimeoutPolicy)>,
-}
-
-impl ZonePolicies {
-    /// Policies with `default` for every zone.
-    pub fn new(default: TimeoutPolicy) -> Self {
-        ZonePolicies {
-            default,
-            zones: Vec::new(),
-        }
-    }
-
-    /// The policy that applies in `zone`.
-    #[inline]
-    pub fn get(&self, zone: Zone) -> &TimeoutPolicy {
-        if self.zones.is_empty() {
-            return &self.default;
-        }
-        match self.zones.binary_search_by_key(&zone, |(z, _)| *z) {
-            Ok(i) => &self.zones[i].1,
-            Err(_) => &self.default,
-        }
-    }
-
-    /// The default policy.
-    pub fn default_policy(&self) -> &TimeoutPolicy {
-        &self.default
-    }
-
-    /// Replaces the default policy.
-    pub fn set_default(&mut self, policy: TimeoutPolicy) {
-        self.default = policy;
-    }
-
-    /// Gives `zone` its own policy.
-    pub fn set_zone(&mut self, zone: Zone, policy: TimeoutPolicy) {
-        match self.zones.binary_search_by_key(&zone, |(z, _)| *z) {
-            Ok(i) => self.zones[i].1 = policy,
-            Err(i) => self.zones.insert(i, (zone, policy)),
-        }
-    }
-
-    /// Returns `zone` to the default policy.
-    pub fn clear_zone(&mut self, zone: Zone) {
-        if let Ok(i) = self.zones.binary_search_by_key(&zone, |(z, _)| *z) {
-            self.zones.remove(i);
-        }
-    }
-
-    /// The zones with a policy of their own.
-    pub fn zones(&self) -> impl Iterator<Item = (Zone, &TimeoutPolicy)> {
-        self.zones.iter().map(|(z, p)| (*z, p))
-    }
-
-    /// The longest timeout of any policy.
-    pub fn max_seconds(&self) -> u32 {
-        self.zones
-            .iter()
-            .map(|(_, p)| p.max_seconds())
-            .fold(self.default.max_seconds(), u32::max)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,18 +210,19 @@ mod tests {
     }
 
     #[test]
-    fn per_zone() {
-        let mut z = ZonePolicies::default();
-        let short = TimeoutPolicy {
+    fn compiled_policy_answers_per_class() {
+        let p = TimeoutPolicy {
             udp_first: 5,
+            tcp_established: 7200,
             ..TimeoutPolicy::default()
         };
-        z.set_zone(7, short);
-        z.set_zone(2, TimeoutPolicy::default());
-        assert_eq!(z.get(7).udp_first, 5);
-        assert_eq!(z.get(8).udp_first, 60);
-        assert_eq!(z.zones().map(|(z, _)| z).collect::<Vec<_>>(), vec![2, 7]);
-        z.clear_zone(7);
-        assert_eq!(z.get(7).udp_first, 60);
+        let c = Compiled::new(p);
+        for t in Timeout::ALL {
+            assert_eq!(c.millis_of(t as u8), p.millis(t), "{t:?}");
+        }
+        assert_eq!(c.millis_of(Timeout::OtherFirst as u8), 5_000);
+        assert_eq!(c.millis_of(Timeout::TcpEstablished as u8), 7_200_000);
+        // Only the low nibble names the class.
+        assert_eq!(c.millis_of(Timeout::TcpEstablished as u8 | 0xf0), 7_200_000);
     }
 }
