@@ -5,7 +5,6 @@
 //! a packet moves it, so a changed policy applies to existing connections
 //! from their next packet on.
 
-use crate::key::Zone;
 use crate::time::Millis;
 
 /// The timeout classes the protocol trackers ask for.
