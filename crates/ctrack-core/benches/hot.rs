@@ -9,7 +9,9 @@ use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use ctrack_core::packet::extract::{ExtractOptions, extract};
-use ctrack_core::{Config, CtAction, FragConfig, LinkType, Pipeline, Time, Tracker};
+use ctrack_core::{
+    Config, CtAction, FragConfig, LinkType, Outputs, Pipeline, Stats, Time, Tracker,
+};
 use ctrack_wire::build::{Frame, L4};
 use ctrack_wire::parse_frame;
 
@@ -43,10 +45,11 @@ fn bench(c: &mut Criterion) {
     });
     let t = Tracker::new(Config::default());
     let a = CtAction::commit(0);
-    t.process(&f, LinkType::Ethernet, &a, Time::ZERO);
-    t.process(&udp(1, true), LinkType::Ethernet, &a, Time::ZERO);
+    let mut s = Stats::default();
+    t.process(&f, LinkType::Ethernet, &a, Time::ZERO, &mut s);
+    t.process(&udp(1, true), LinkType::Ethernet, &a, Time::ZERO, &mut s);
     g.bench_function("process_established", |b| {
-        b.iter(|| black_box(t.process(black_box(&f), LinkType::Ethernet, &a, Time::ZERO)))
+        b.iter(|| black_box(t.process(black_box(&f), LinkType::Ethernet, &a, Time::ZERO, &mut s)))
     });
     g.finish();
 
@@ -63,12 +66,13 @@ fn bench(c: &mut Criterion) {
                 &a,
                 Time::ZERO,
                 &mut out,
+                &mut s,
             );
         })
     });
     let frames: Vec<Vec<u8>> = (0..32).map(|i| udp(i, i % 2 == 1)).collect();
     for fr in &frames {
-        t.process(fr, LinkType::Ethernet, &a, Time::ZERO);
+        t.process(fr, LinkType::Ethernet, &a, Time::ZERO, &mut s);
     }
     let many: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
     g.bench_function("32_flows", |b| {
@@ -80,6 +84,7 @@ fn bench(c: &mut Criterion) {
                 &a,
                 Time::ZERO,
                 &mut out,
+                &mut s,
             );
         })
     });
@@ -92,8 +97,8 @@ fn bench(c: &mut Criterion) {
         })
         .collect();
     for i in 0..1024u16 {
-        t.process(&udp(i, false), LinkType::Ethernet, &a, Time::ZERO);
-        t.process(&udp(i, true), LinkType::Ethernet, &a, Time::ZERO);
+        t.process(&udp(i, false), LinkType::Ethernet, &a, Time::ZERO, &mut s);
+        t.process(&udp(i, true), LinkType::Ethernet, &a, Time::ZERO, &mut s);
     }
     let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
     let mut k = 0;
@@ -108,6 +113,7 @@ fn bench(c: &mut Criterion) {
                 &a,
                 Time::ZERO,
                 &mut out,
+                &mut s,
             );
         })
     });
@@ -128,20 +134,33 @@ fn nat(c: &mut Criterion) {
     ] {
         let t = Tracker::new(Config::default());
         let a: CtAction = action.parse().unwrap();
+        let mut s = Stats::default();
         let syn = Frame::v4(cl, sv, L4::tcp_seg(40000, 80, 0x02, 1, 0, 65535, b"")).build();
-        t.process_mut(&mut syn.clone(), LinkType::Ethernet, &a, Time::ZERO);
+        t.process_mut(&mut syn.clone(), LinkType::Ethernet, &a, Time::ZERO, &mut s);
         let back = if action.contains("nat") { n } else { cl };
         let synack = Frame::v4(sv, back, L4::tcp_seg(80, 40000, 0x12, 9, 2, 65535, b"")).build();
-        t.process_mut(&mut synack.clone(), LinkType::Ethernet, &a, Time::ZERO);
+        t.process_mut(
+            &mut synack.clone(),
+            LinkType::Ethernet,
+            &a,
+            Time::ZERO,
+            &mut s,
+        );
         // The same segment again and again: its sequence number stays in
         // the window.
         let data = tcp(cl, 40000, sv, 80, 0x18, 2, 10);
-        let v = t.process_mut(&mut data.clone(), LinkType::Ethernet, &a, Time::ZERO);
+        let v = t.process_mut(
+            &mut data.clone(),
+            LinkType::Ethernet,
+            &a,
+            Time::ZERO,
+            &mut s,
+        );
         assert!(v.state.to_string().starts_with("est"), "{v:?}");
         g.bench_function(name, |b| {
             b.iter_batched_ref(
                 || data.clone(),
-                |buf| black_box(t.process_mut(buf, LinkType::Ethernet, &a, Time::ZERO)),
+                |buf| black_box(t.process_mut(buf, LinkType::Ethernet, &a, Time::ZERO, &mut s)),
                 BatchSize::SmallInput,
             )
         });
@@ -176,23 +195,14 @@ fn nat(c: &mut Criterion) {
     }
     let a: CtAction = "commit,nat(src=198.51.100.1)".parse().unwrap();
     let p: Pipeline<u32> = Pipeline::new(Tracker::new(Config::default()), FragConfig::default());
-    let mut out = Vec::new();
-    let mut dropped = Vec::new();
+    let mut outs = Outputs::default();
     g.bench_function("datagram_whole", |b| {
         b.iter_batched(
             || whole.clone(),
             |f| {
-                out.clear();
-                p.process(
-                    f,
-                    0,
-                    LinkType::Ethernet,
-                    &a,
-                    Time::ZERO,
-                    &mut out,
-                    &mut dropped,
-                );
-                black_box(out.len())
+                outs.out.clear();
+                p.process(f, 0, LinkType::Ethernet, &a, Time::ZERO, &mut outs);
+                black_box(outs.out.len())
             },
             BatchSize::SmallInput,
         )
@@ -201,20 +211,12 @@ fn nat(c: &mut Criterion) {
         b.iter_batched(
             || frags.clone(),
             |fs| {
-                out.clear();
+                outs.out.clear();
                 for (i, f) in fs.into_iter().enumerate() {
-                    p.process(
-                        f,
-                        i as u32,
-                        LinkType::Ethernet,
-                        &a,
-                        Time::ZERO,
-                        &mut out,
-                        &mut dropped,
-                    );
+                    p.process(f, i as u32, LinkType::Ethernet, &a, Time::ZERO, &mut outs);
                 }
-                assert_eq!(out.len(), 3);
-                black_box(out.len())
+                assert_eq!(outs.out.len(), 3);
+                black_box(outs.out.len())
             },
             BatchSize::SmallInput,
         )

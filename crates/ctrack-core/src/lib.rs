@@ -3,8 +3,9 @@
 //! A [`Tracker`] takes frames, a [`CtAction`] and the current [`Time`], and
 //! returns a [`Verdict`] per packet: its `ct_state` ([`CtState`], with Open
 //! vSwitch's meaning), zone, mark, label and connection. It never reads a
-//! clock, opens a file or starts a thread: the caller supplies time and
-//! calls [`Tracker::sweep`] when the previous sweep said to. One tracker
+//! clock, opens a file, starts a thread or keeps a counter of its own: the
+//! caller supplies time, calls [`Tracker::sweep`] when the previous sweep
+//! said to, and owns the [`Stats`] each call adds to (one per worker). One tracker
 //! serves any number of threads (`&self` throughout).
 //!
 //! The crate in folders, bottom up (each imports only from those above it
@@ -29,22 +30,26 @@
 //!   early drop, expiry, flushes, dumps) and the [`Pipeline`].
 //!
 //! ```
-//! use ctrack_core::{CtAction, CtState, LinkType, Time, Tracker};
+//! use ctrack_core::{CtAction, CtState, LinkType, Stats, Time, Tracker};
 //! use ctrack_wire::build::{Frame, L4};
 //! use ctrack_wire::tcp::flags::{ACK, SYN};
 //!
 //! let tracker = Tracker::default();
+//! // This worker's counters: the tracker keeps none of its own.
+//! let mut stats = Stats::default();
 //! let commit: CtAction = "commit".parse().unwrap();
 //! let syn = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::tcp(40000, 80, SYN)).build();
-//! let v = tracker.process(&syn, LinkType::Ethernet, &commit, Time::from_millis(0));
+//! let v = tracker.process(&syn, LinkType::Ethernet, &commit, Time::ZERO, &mut stats);
 //! assert!(v.state.contains(CtState::NEW | CtState::TRK));
 //! assert!(v.committed);
 //!
 //! // The server's answer belongs to the same connection, in reply.
 //! let syn_ack = Frame::v4([10, 0, 0, 2], [10, 0, 0, 1], L4::tcp(80, 40000, SYN | ACK)).build();
-//! let r = tracker.process(&syn_ack, LinkType::Ethernet, &commit, Time::from_millis(1));
+//! let now = Time::from_millis(1);
+//! let r = tracker.process(&syn_ack, LinkType::Ethernet, &commit, now, &mut stats);
 //! assert_eq!(r.conn, v.conn);
 //! assert!(r.state.contains(CtState::RPL));
+//! assert_eq!((stats.packets, stats.committed), (2, 1));
 //! ```
 #![forbid(unsafe_code)]
 
@@ -67,7 +72,7 @@ pub use conn::{Conn, ConnInfo, Counters, Entry};
 pub use frag::{FragConfig, FragError, FragStats, Reassembler};
 pub use key::{ConnId, ConnKey, Dir, Endpoint, Family, KeyHasher, Zone};
 pub use time::{Millis, Time};
-pub use track::{Config, EARLY_DROP_SCAN, Out, Pipeline, Sweep, Tracker};
+pub use track::{Config, EARLY_DROP_SCAN, Out, Outputs, Pipeline, Sweep, Tracker};
 pub use verdict::{CtState, InvalidReason, Refusal, Stats, Verdict};
 pub use zone::{Timeout, TimeoutPolicy};
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use ctrack_core::{Config, CtAction, CtState, Entry, LinkType, Time, Tracker};
+use ctrack_core::{Config, CtAction, CtState, Entry, LinkType, Stats, Time, Tracker};
 use ctrack_wire::build::{Frame, L4};
 use ctrack_wire::tcp::flags::*;
 
@@ -84,29 +84,50 @@ fn partitioned_flows_match_a_sequential_run() {
             let t = Arc::clone(&shared);
             std::thread::spawn(move || {
                 let mut states = Vec::new();
+                let mut stats = Stats::default();
                 for burst in s.chunks(8) {
                     let refs: Vec<&[u8]> = burst.iter().map(Vec::as_slice).collect();
                     let mut out = Vec::new();
-                    t.process_batch(&refs, LinkType::Ethernet, &action, now, &mut out);
+                    t.process_batch(
+                        &refs,
+                        LinkType::Ethernet,
+                        &action,
+                        now,
+                        &mut out,
+                        &mut stats,
+                    );
                     states.extend(out.iter().map(|v| v.state));
                 }
-                states
+                (states, stats)
             })
         })
         .collect();
-    let concurrent: Vec<Vec<CtState>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    // Each worker's counters, summed.
+    let mut a = Stats::default();
+    let concurrent: Vec<Vec<CtState>> = handles
+        .into_iter()
+        .map(|h| {
+            let (states, stats) = h.join().unwrap();
+            a.merge(&stats);
+            states
+        })
+        .collect();
 
     // The same packets one thread after the other, one at a time.
     let alone = Tracker::new(Config::default());
+    let mut b = Stats::default();
     for (s, got) in scripts.iter().zip(&concurrent) {
         let want: Vec<CtState> = s
             .iter()
-            .map(|p| alone.process(p, LinkType::Ethernet, &action, now).state)
+            .map(|p| {
+                alone
+                    .process(p, LinkType::Ethernet, &action, now, &mut b)
+                    .state
+            })
             .collect();
         assert_eq!(&want, got, "per-packet verdicts differ");
     }
     assert_eq!(dump(&shared, now), dump(&alone, now));
-    let (a, b) = (shared.stats(), alone.stats());
     assert_eq!(
         (a.packets, a.new, a.established, a.committed),
         (b.packets, b.new, b.established, b.committed)
@@ -124,6 +145,7 @@ fn one_flow_from_both_sides_and_many_threads() {
         .map(|i| {
             let t = Arc::clone(&t);
             std::thread::spawn(move || {
+                let mut stats = Stats::default();
                 let mut x = i as u64 + 1;
                 for _ in 0..per_thread {
                     x ^= x << 13;
@@ -136,15 +158,18 @@ fn one_flow_from_both_sides_and_many_threads() {
                     } else {
                         Frame::v4(SERVER, cl, L4::udp(53, 30000 + f, b"a")).build()
                     };
-                    let v = t.process(&pkt, LinkType::Ethernet, &CtAction::commit(0), now);
+                    let commit = CtAction::commit(0);
+                    let v = t.process(&pkt, LinkType::Ethernet, &commit, now, &mut stats);
                     assert!(v.state.contains(CtState::TRK) && v.conn.is_some(), "{v:?}");
                     assert!(!v.state.contains(CtState::INV));
                 }
+                stats
             })
         })
         .collect();
+    let mut stats = Stats::default();
     for h in handles {
-        h.join().unwrap();
+        stats.merge(&h.join().unwrap());
     }
     // Each flow is one connection, whichever side and thread opened it,
     // and it counted every packet.
@@ -152,7 +177,7 @@ fn one_flow_from_both_sides_and_many_threads() {
     assert_eq!(d.len(), usize::from(flows), "{:#?}", d.keys());
     let counted: u64 = d.values().map(|e| e.orig.packets + e.reply.packets).sum();
     assert_eq!(counted, (THREADS * per_thread) as u64);
-    assert_eq!(t.stats().committed, u64::from(flows));
+    assert_eq!(stats.committed, u64::from(flows));
 }
 
 #[test]
@@ -171,6 +196,7 @@ fn flushes_sweeps_and_limits_during_traffic() {
             let t = Arc::clone(&t);
             let clock = Arc::clone(&clock);
             std::thread::spawn(move || {
+                let mut stats = Stats::default();
                 for r in 0..rounds {
                     let zone = (r % 4) as u16;
                     let frames: Vec<Vec<u8>> = (0..16u16)
@@ -188,12 +214,14 @@ fn flushes_sweeps_and_limits_during_traffic() {
                         &CtAction::commit(zone),
                         now,
                         &mut out,
+                        &mut stats,
                     );
                     for v in &out {
                         assert!(v.state.contains(CtState::TRK));
                         assert!(v.conn.is_some() || v.refused.is_some(), "{v:?}");
                     }
                 }
+                stats
             })
         })
         .collect();
@@ -202,24 +230,27 @@ fn flushes_sweeps_and_limits_during_traffic() {
         let clock = Arc::clone(&clock);
         let stop = Arc::clone(&stop);
         handles.push(std::thread::spawn(move || {
+            let mut stats = Stats::default();
             let mut k = 0u32;
             while !stop.load(Ordering::Relaxed) {
                 let now = Time::from_millis(clock.load(Ordering::Relaxed));
-                t.sweep(now, 128);
+                t.sweep(now, 128, &mut stats);
                 if k.is_multiple_of(7) {
                     t.flush_zone((k % 4) as u16);
                 }
                 k += 1;
                 std::thread::yield_now();
             }
+            stats
         }));
     }
+    let mut s = Stats::default();
     for h in handles.drain(..usize::from(THREADS)) {
-        h.join().unwrap();
+        s.merge(&h.join().unwrap());
     }
     stop.store(true, Ordering::Relaxed);
     for h in handles {
-        h.join().unwrap();
+        s.merge(&h.join().unwrap());
     }
     // Limits held (a racing thread may overshoot the global one by a
     // connection or two: the check and the insert are not one step).
@@ -229,11 +260,10 @@ fn flushes_sweeps_and_limits_during_traffic() {
         t.table_len()
     );
     assert!(t.zone_limit(2).1 <= 50);
-    let s = t.stats();
     assert_eq!(s.packets, u64::from(THREADS) * u64::from(rounds) * 16);
     // Everything goes, and nothing is left behind.
     t.flush_all();
     assert_eq!(t.table_len(), 0);
     let end = Time::from_millis(clock.load(Ordering::Relaxed) + 10_000_000);
-    assert_eq!(t.sweep(end, usize::MAX).next, None);
+    assert_eq!(t.sweep(end, usize::MAX, &mut s).next, None);
 }

@@ -10,7 +10,7 @@ use common::{Net, act};
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use ctrack_core::{ConnKey, Endpoint, Family, LinkType, Refusal};
+use ctrack_core::{ConnKey, Endpoint, Family, LinkType, Refusal, Stats};
 use ctrack_wire::build::{Frame, L4, quote};
 use ctrack_wire::icmp::{v4, v6};
 use ctrack_wire::ip_proto;
@@ -105,8 +105,13 @@ fn dnat_udp_with_port_and_zero_checksum() {
     let l4 = 14 + 20;
     b[l4 + 6] = 0;
     b[l4 + 7] = 0;
-    let v =
-        n.t.process_mut(&mut b, LinkType::Ethernet, &act(dnat), n.now);
+    let v = n.t.process_mut(
+        &mut b,
+        LinkType::Ethernet,
+        &act(dnat),
+        n.now,
+        &mut Stats::default(),
+    );
     assert_eq!(v.state.to_string(), "est|trk|dnat");
     assert_eq!(&b[l4 + 6..l4 + 8], &[0, 0]);
     assert_eq!(&b[14 + 16..14 + 20], &[10, 0, 0, 9]);
@@ -200,7 +205,7 @@ fn port_range_exhaustion_is_counted_and_clear() {
             );
         }
     }
-    assert_eq!(n.t.stats().refused_nat_exhausted, 1);
+    assert_eq!(n.stats.get().refused_nat_exhausted, 1);
     assert_eq!(n.t.table_len(), 2);
 }
 

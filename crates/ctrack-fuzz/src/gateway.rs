@@ -4,7 +4,7 @@
 use arbitrary::{Arbitrary, Unstructured};
 use ctrack_core::alg::ftp::{Side, Stream, format, parse_line};
 use ctrack_core::frag::{FragConfig, Offer, Reassembler};
-use ctrack_core::{CtAction, LinkType, Pipeline, Time, Tracker};
+use ctrack_core::{CtAction, LinkType, Outputs, Pipeline, Time, Tracker};
 use ctrack_wire::build::{Ext, Frame, L4};
 
 /// The FTP reader on arbitrary text cut into arbitrary segments, with
@@ -151,26 +151,17 @@ pub fn pipeline_frames(frames: &[Vec<u8>], action: &str) {
         },
     );
     let mut now = Time::from_secs(10);
-    let mut out = Vec::new();
-    let mut dropped = Vec::new();
+    let mut outs = Outputs::default();
     for (i, f) in frames.iter().enumerate() {
         now = Time::from_millis(now.as_millis() + 7);
-        out.clear();
-        p.process(
-            f.clone(),
-            i,
-            LinkType::Ethernet,
-            &action,
-            now,
-            &mut out,
-            &mut dropped,
-        );
-        for o in &out {
+        outs.out.clear();
+        p.process(f.clone(), i, LinkType::Ethernet, &action, now, &mut outs);
+        for o in &outs.out {
             assert!(o.frame.len() <= 65_535 + 14 + 200);
         }
         assert!(p.reassembler().held() <= 16);
         if i % 64 == 0 {
-            p.tracker().sweep(now, 1000);
+            p.tracker().sweep(now, 1000, &mut outs.stats);
         }
     }
 }

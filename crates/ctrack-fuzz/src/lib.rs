@@ -31,7 +31,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use arbitrary::{Arbitrary, Unstructured};
 use ctrack_core::packet::extract::{ExtractOptions, extract};
-use ctrack_core::{Config, CtAction, CtState, LinkType, Masked, Time, Tracker};
+use ctrack_core::{Config, CtAction, CtState, LinkType, Masked, Stats, Time, Tracker};
 use ctrack_wire::build::{self, Ext, Frame, L4};
 use ctrack_wire::ethernet::ethertype;
 use ctrack_wire::icmp::IcmpPacket;
@@ -417,6 +417,7 @@ pub fn tracker(data: &[u8]) {
     });
     let mut now = Time::from_secs(1_000_000);
     let mut packets = 0u64;
+    let mut stats = Stats::default();
     // `arbitrary` keeps producing defaults from exhausted input: stop when
     // the input is used up (and after a bounded number of operations).
     for _ in 0..4096 {
@@ -442,19 +443,19 @@ pub fn tracker(data: &[u8]) {
                     ..CtAction::default()
                 };
                 let bytes = spec.bytes();
-                let v = t.process(&bytes, LinkType::Ethernet, &action, now);
+                let v = t.process(&bytes, LinkType::Ethernet, &action, now, &mut stats);
                 packets += 1;
                 check_verdict(&t, &v, &action, now);
             }
             Op::Raw { bytes, link } => {
                 let link = link.of(&LINKS);
-                let v = t.process(&bytes, link, &CtAction::commit(0), now);
+                let v = t.process(&bytes, link, &CtAction::commit(0), now, &mut stats);
                 packets += 1;
                 check_verdict(&t, &v, &CtAction::commit(0), now);
             }
             Op::Advance { ms } => now = now + ctrack_core::Millis(u64::from(ms) * 16),
             Op::Sweep { budget } => {
-                let s = t.sweep(now, usize::from(budget));
+                let s = t.sweep(now, usize::from(budget), &mut stats);
                 assert!(s.examined <= usize::from(budget));
                 if let Some(next) = s.next {
                     assert!(next >= now || s.examined == usize::from(budget));
@@ -472,7 +473,7 @@ pub fn tracker(data: &[u8]) {
         }
         assert!(t.table_len() <= MAX_CONNS, "table over its limit");
     }
-    let s = t.stats();
+    let s = stats;
     assert_eq!(s.packets, packets);
     let reasons: u64 = ctrack_core::InvalidReason::ALL
         .iter()
@@ -481,7 +482,7 @@ pub fn tracker(data: &[u8]) {
     assert_eq!(reasons, s.invalid);
     // Past every timeout, a sweep frees everything: nothing leaks.
     let end = now + ctrack_core::Millis(MAX_LIFETIME_MS);
-    let s = t.sweep(end, usize::MAX);
+    let s = t.sweep(end, usize::MAX, &mut stats);
     assert_eq!(
         t.table_len(),
         0,
@@ -498,18 +499,23 @@ pub fn tracker_frames(frames: &[Vec<u8>]) {
         ..Config::default()
     });
     let mut now = Time::from_secs(1_000_000);
+    let mut stats = Stats::default();
     for (i, f) in frames.iter().enumerate() {
         let action = CtAction::commit((i % 2) as u16);
-        let v = t.process(f, LinkType::Ethernet, &action, now);
+        let v = t.process(f, LinkType::Ethernet, &action, now, &mut stats);
         check_verdict(&t, &v, &action, now);
         assert!(t.table_len() <= MAX_CONNS);
         now = now + ctrack_core::Millis(1);
         if i % 16 == 0 {
-            t.sweep(now, 8);
+            t.sweep(now, 8, &mut stats);
         }
     }
-    assert_eq!(t.stats().packets, frames.len() as u64);
-    t.sweep(now + ctrack_core::Millis(MAX_LIFETIME_MS), usize::MAX);
+    assert_eq!(stats.packets, frames.len() as u64);
+    t.sweep(
+        now + ctrack_core::Millis(MAX_LIFETIME_MS),
+        usize::MAX,
+        &mut stats,
+    );
     assert_eq!(t.table_len(), 0);
 }
 

@@ -10,8 +10,8 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use ctrack_core::frag::FragConfig;
 use ctrack_core::{
-    Config, ConnId, CtAction, Entry, FragError, FragStats, InvalidReason, LinkType, Out, Pipeline,
-    Stats, Time, Tracker, Verdict,
+    Config, ConnId, CtAction, Entry, FragError, FragStats, InvalidReason, LinkType, Out, Outputs,
+    Pipeline, Stats, Time, Tracker, Verdict,
 };
 use ctrack_wire::parse_frame;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
@@ -281,8 +281,9 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
     let mut next_sweep = Time::ZERO;
     let mut now = Time::ZERO;
     let mut last_ns = 0;
-    let mut outs: Vec<Out<Tag>> = Vec::new();
-    let mut dropped: Vec<(Tag, FragError)> = Vec::new();
+    // The frames leaving, the fragments dropped, and the counters of this
+    // one worker.
+    let mut po: Outputs<Tag> = Outputs::default();
 
     if args.format == Format::Human {
         writeln!(
@@ -305,7 +306,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
             Clock::Fixed => Time::from_nanos(first),
         };
         if now >= next_sweep {
-            let s = tracker.sweep(now, SWEEP_BUDGET);
+            let s = tracker.sweep(now, SWEEP_BUDGET, &mut po.stats);
             next_sweep = s.next.unwrap_or(Time::MAX);
         }
         if pcap_out.is_none()
@@ -313,22 +314,15 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
         {
             pcap_out = Some(PcapOut::create(path, pkt.link)?);
         }
-        outs.clear();
-        dropped.clear();
+        po.out.clear();
+        po.dropped.clear();
         let tag = Tag {
             n,
             cut: pkt.orig_len.saturating_sub(pkt.data.len() as u32),
         };
-        pipeline.process(
-            pkt.data.to_vec(),
-            tag,
-            pkt.link,
-            &action,
-            now,
-            &mut outs,
-            &mut dropped,
-        );
-        for o in &outs {
+        pipeline.process(pkt.data.to_vec(), tag, pkt.link, &action, now, &mut po);
+        let (outs, dropped) = (&po.out, &po.dropped);
+        for o in outs {
             numbering.see(&o.verdict);
             if let Some(w) = pcap_out.as_mut() {
                 w.write(pkt.ts_nanos, &o.frame, o.tag.cut)?;
@@ -441,7 +435,8 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
     match args.format {
         Format::Ovs => {}
         Format::Human => {
-            write_table(out, tracker, now, &mut numbering, n, last_ns, first_ns)?;
+            let span = last_ns.saturating_sub(first_ns.unwrap_or(last_ns)) as f64 / 1e9;
+            write_table(out, tracker, now, &mut numbering, n, span, &po.stats)?;
             write_frag_summary(out, &pipeline.reassembler().stats())?;
         }
         Format::Json => {
@@ -459,7 +454,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
             serde_json::to_writer(
                 &mut *out,
                 &StatsJson {
-                    stats: &tracker.stats(),
+                    stats: &po.stats,
                     fragments: &pipeline.reassembler().stats(),
                     connections: tracker.table_len(),
                 },
@@ -572,8 +567,8 @@ fn write_table(
     now: Time,
     numbering: &mut Numbering,
     packets: u64,
-    last_ns: u64,
-    first_ns: Option<u64>,
+    span: f64,
+    s: &Stats,
 ) -> io::Result<()> {
     let mut conns = Vec::new();
     tracker.for_each(None, now, |id, c| conns.push((id, c.entry.clone())));
@@ -582,13 +577,11 @@ fn write_table(
         .map(|(id, e)| (numbering.number(id), e))
         .collect();
     numbered.sort_by_key(|(n, _)| *n);
-    let span = last_ns.saturating_sub(first_ns.unwrap_or(last_ns)) as f64 / 1e9;
     writeln!(out)?;
     writeln!(out, "connections at {span:.6} s ({}):", numbered.len())?;
     for (n, e) in &numbered {
         writeln!(out, "  #{n} {e}")?;
     }
-    let s = tracker.stats();
     writeln!(out)?;
     write!(
         out,

@@ -25,7 +25,7 @@ use crate::key::{Addr, ConnId, Dir, Family, Tuple, Zone, ip_of};
 use crate::nat::rewrite;
 use crate::nat::stage::Buf;
 use crate::time::Time;
-use crate::verdict::{C, CtState, InvalidReason, Local, Verdict};
+use crate::verdict::{C, CtState, InvalidReason, Stats, Verdict};
 
 /// Ports an FTP data port may move by when the one announced is already
 /// expected by another control connection.
@@ -71,7 +71,7 @@ pub(crate) struct GatewayCx<'a> {
     /// The action translates (`nat`).
     pub nat: bool,
     pub now: Time,
-    pub local: &'a mut Local,
+    pub stats: &'a mut Stats,
 }
 
 /// A data connection a control connection announced.
@@ -190,7 +190,7 @@ fn ftp<A: Addr>(
     if changed {
         let end = (ip.end as isize + delta) as usize;
         rewrite::tcp_checksum(frame, ip, end);
-        cx.local.add(C::AlgRewritten, 1);
+        cx.stats.add(C::AlgRewritten, 1);
     }
 }
 
@@ -216,8 +216,8 @@ fn scan<A: Addr>(
     if found.partial && rewrite {
         v.state = CtState::INV | CtState::TRK;
         v.invalid = Some(InvalidReason::AlgPartialCommand);
-        cx.local.add(C::Invalid, 1);
-        cx.local.invalid(InvalidReason::AlgPartialCommand);
+        cx.stats.add(C::Invalid, 1);
+        cx.stats.invalid(InvalidReason::AlgPartialCommand);
     }
     let mut edits = Vec::new();
     for f in found.found {
@@ -331,7 +331,7 @@ fn expect_data<A: Addr>(
                 cx.expect.free_for(&key, c.id, now_ms)
             });
         if free.is_none() {
-            cx.local.add(C::ExpectRefused, 1);
+            cx.stats.add(C::ExpectRefused, 1);
             return None;
         }
     }
@@ -345,11 +345,11 @@ fn expect_data<A: Addr>(
     match cx.expect.insert(key, x, now_ms) {
         Ok(()) => {
             st.waiting.push(key);
-            cx.local.add(C::ExpectCreated, 1);
+            cx.stats.add(C::ExpectCreated, 1);
             Some(key.dport)
         }
         Err(_) => {
-            cx.local.add(C::ExpectRefused, 1);
+            cx.stats.add(C::ExpectRefused, 1);
             None
         }
     }

@@ -9,7 +9,7 @@ use ctrack_wire::{IpLayer, IpVersion, icmp, ip_proto};
 
 use crate::key::{Addr, Dir, Tuple};
 use crate::nat::rewrite;
-use crate::verdict::{C, CtState, Local, Verdict};
+use crate::verdict::{C, CtState, Stats, Verdict};
 
 /// A packet a stage may or may not change.
 #[derive(Debug)]
@@ -68,7 +68,7 @@ pub(crate) fn translate<A: Addr>(
     ip: &IpLayer,
     related: bool,
     v: &mut Verdict,
-    local: &mut Local,
+    stats: &mut Stats,
 ) {
     if !t.src && !t.dst {
         return;
@@ -88,5 +88,5 @@ pub(crate) fn translate<A: Addr>(
     } else {
         rewrite::packet(frame, ip, &from, &to);
     }
-    local.add(C::Translated, 1);
+    stats.add(C::Translated, 1);
 }

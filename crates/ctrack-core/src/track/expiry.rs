@@ -1,9 +1,11 @@
 //! Freeing expired connections and those of flushed zones.
 
+use super::shared::Counted;
 use super::tracker::Tracker;
 use crate::key::instance;
 use crate::time::Time;
 use crate::verdict::C;
+use crate::verdict::Stats;
 use ctrack_table::{Guard, pin};
 
 /// What a sweep did.
@@ -24,24 +26,24 @@ pub struct Sweep {
 impl Tracker {
     /// Frees expired connections and connections of flushed zones, looking
     /// at no more than `budget`, and says when to call again.
-    pub fn sweep(&self, now: Time, budget: usize) -> Sweep {
+    pub fn sweep(&self, now: Time, budget: usize, stats: &mut Stats) -> Sweep {
         let guard = pin();
+        let counted = Counted::new(&self.shared);
         let now_ms = now.as_millis();
         let mut out = Sweep::default();
-        let (flushed, dead_left) = self.reclaim_dead(&guard, budget);
+        let (flushed, dead_left) = self.reclaim_dead(&counted, &guard, budget);
         out.flushed = flushed;
         out.examined = flushed;
         let left = budget - flushed;
-        let s4 = self.v4.sweep(&self.shared, &guard, now_ms, left);
-        let s6 = self
-            .v6
-            .sweep(&self.shared, &guard, now_ms, left - s4.examined);
+        let s4 = self.v4.sweep(&counted, &guard, now_ms, left);
+        let s6 = self.v6.sweep(&counted, &guard, now_ms, left - s4.examined);
         out.expired = s4.removed + s6.removed;
         out.examined += s4.examined + s6.examined;
         let gone = self.expect.sweep(now_ms, |x| self.master_alive(&guard, x));
         if gone != 0 {
-            self.shared.stats.bump(C::ExpectExpired, gone as u64);
+            stats.add(C::ExpectExpired, gone as u64);
         }
+        counted.count_into(stats);
         out.next = if dead_left || s4.more || s6.more {
             Some(now)
         } else {
@@ -65,7 +67,12 @@ impl Tracker {
 
     /// Frees connections of flushed zone instances, at most `budget`.
     /// Returns how many, and whether some are left.
-    pub(super) fn reclaim_dead(&self, guard: &Guard, budget: usize) -> (usize, bool) {
+    pub(super) fn reclaim_dead(
+        &self,
+        ctx: &Counted<'_>,
+        guard: &Guard,
+        budget: usize,
+    ) -> (usize, bool) {
         let mut dead = self.dead.lock().unwrap_or_else(|e| e.into_inner());
         let mut removed = 0;
         while let Some(d) = dead.front_mut() {
@@ -81,21 +88,11 @@ impl Tracker {
                         return (removed, true);
                     }
                     let (n, more) = if d.family == 0 {
-                        self.v4.reclaim_instance(
-                            &self.shared,
-                            guard,
-                            d.shard,
-                            inst,
-                            budget - removed,
-                        )
+                        self.v4
+                            .reclaim_instance(ctx, guard, d.shard, inst, budget - removed)
                     } else {
-                        self.v6.reclaim_instance(
-                            &self.shared,
-                            guard,
-                            d.shard,
-                            inst,
-                            budget - removed,
-                        )
+                        self.v6
+                            .reclaim_instance(ctx, guard, d.shard, inst, budget - removed)
                     };
                     removed += n;
                     if more {

@@ -1,9 +1,10 @@
 //! Flushing zones, every connection, or one.
 
-use super::shared::Dead;
+use super::shared::{Counted, Dead};
 use super::tracker::{Fam, Tracker};
 use crate::key::{ConnKey, Family, V6, Zone};
 use crate::time::Time;
+use crate::verdict::Stats;
 use ctrack_table::{Guard, Removal, pin};
 
 impl Tracker {
@@ -37,7 +38,8 @@ impl Tracker {
     /// included).
     pub fn flush_zone_now(&self, zone: Zone) -> usize {
         self.flush_zone(zone);
-        self.reclaim_dead(&pin(), usize::MAX).0
+        self.reclaim_dead(&Counted::new(&self.shared), &pin(), usize::MAX)
+            .0
     }
 
     /// Removes every connection now; returns how many.
@@ -53,7 +55,9 @@ impl Tracker {
             self.flush_zone(z);
         }
         let guard = pin();
-        let mut n = self.reclaim_dead(&guard, usize::MAX).0;
+        let mut n = self
+            .reclaim_dead(&Counted::new(&self.shared), &guard, usize::MAX)
+            .0;
         // Connections of zone instances a racing flush left behind.
         n += self.v4.clear(&self.shared, &guard) + self.v6.clear(&self.shared, &guard);
         n
@@ -72,6 +76,6 @@ impl Tracker {
         let Some(e) = self.find::<A>(guard, key, now) else {
             return false;
         };
-        self.remove_entry(A::table(self), guard, e.0, Removal::Deleted)
+        self.remove_entry(guard, e.0, Removal::Deleted, &mut Stats::default())
     }
 }

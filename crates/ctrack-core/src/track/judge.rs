@@ -1,17 +1,17 @@
 //! Judging a packet against the connection it belongs to.
 
 use super::packet::{Call, Found, Hit, Judged, Pkt, Pre};
-use super::shared::expiry;
+use super::shared::{Counted, expiry};
 use super::tracker::{Fam, RETRIES, Tracker};
 use crate::action::CtAction;
 use crate::conn::{Conn, Kind};
 use crate::key::{Addr, ConnId, Dir, LookupKey};
 use crate::packet::L4Info;
 use crate::proto::{IcmpState, OtherState, Update, tcp};
-use crate::verdict::{C, CtState, InvalidReason, Local, Verdict};
+use crate::verdict::{C, CtState, InvalidReason, Stats, Verdict};
 use crate::zone::{Compiled, ZoneMeta};
 use core::sync::atomic::Ordering::Relaxed;
-use ctrack_table::{Context, EntryRef, Guard, Hint, Removal, Table};
+use ctrack_table::{Context, EntryRef, Guard, Hint, Removal};
 
 #[inline(always)]
 pub(super) fn apply_marks<A: Addr>(c: &Conn<A>, action: &CtAction, guard: &Guard) {
@@ -23,20 +23,20 @@ pub(super) fn apply_marks<A: Addr>(c: &Conn<A>, action: &CtAction, guard: &Guard
     }
 }
 
-pub(super) fn count(local: &mut Local, v: &Verdict) {
-    local.add(C::Packets, 1);
+pub(super) fn count(stats: &mut Stats, v: &Verdict) {
+    stats.add(C::Packets, 1);
     if v.state.contains(CtState::NEW) {
-        local.add(C::New, 1);
+        stats.add(C::New, 1);
     }
     if v.state.contains(CtState::EST) {
-        local.add(C::Established, 1);
+        stats.add(C::Established, 1);
     }
     if v.state.contains(CtState::REL) {
-        local.add(C::Related, 1);
+        stats.add(C::Related, 1);
     }
     if let Some(r) = v.invalid {
-        local.add(C::Invalid, 1);
-        local.invalid(r);
+        stats.add(C::Invalid, 1);
+        stats.invalid(r);
     }
 }
 
@@ -115,7 +115,7 @@ impl Tracker {
                 Judged::Lost => *cache = None,
                 Judged::Reopen => {
                     *cache = None;
-                    self.remove_entry(A::table(self), cx.guard, entry, Removal::Replaced);
+                    self.remove_entry(cx.guard, entry, Removal::Replaced, cx.stats);
                     return match self.open::<A>(cx, p, &key, pre.hash, v) {
                         Some(hit) => {
                             *cache = hit.map(|(entry, dir)| Hit { key, entry, dir });
@@ -247,7 +247,7 @@ impl Tracker {
             && let Some(e) = found
             && dir == Dir::Reply
         {
-            self.remove_entry(table, guard, e, Removal::Replaced);
+            self.remove_entry(guard, e, Removal::Replaced, cx.stats);
             found = None;
         }
 
@@ -266,7 +266,7 @@ impl Tracker {
                 Judged::Reopen => {
                     // A SYN reusing a closed connection ends it and opens a
                     // new one in its place.
-                    self.remove_entry(table, guard, e, Removal::Replaced);
+                    self.remove_entry(guard, e, Removal::Replaced, cx.stats);
                     self.open::<A>(cx, p, key, pre.hash, v)
                 }
             };
@@ -340,16 +340,21 @@ impl Tracker {
         verdict
     }
 
-    /// Removes a connection found by a lookup (if it is still there).
+    /// Removes a connection found by a lookup (if it is still there),
+    /// counting the removal in `stats`.
     pub(super) fn remove_entry<A: Fam>(
         &self,
-        table: &Table<Conn<A>>,
         guard: &Guard,
         e: EntryRef<'_, Conn<A>>,
         why: Removal,
+        stats: &mut Stats,
     ) -> bool {
+        let counted = Counted::new(&self.shared);
         let hashes = self.shared.hashes(e.record(), guard);
-        let mut w = table.write(guard, &hashes);
-        w.remove(&self.shared, e, why)
+        let mut w = A::table(self).write(guard, &hashes);
+        let removed = w.remove(&counted, e, why);
+        drop(w);
+        counted.count_into(stats);
+        removed
     }
 }

@@ -30,5 +30,5 @@ mod tracker;
 
 pub use config::{Config, DEFAULT_MAX_CONNS, EARLY_DROP_SCAN};
 pub use expiry::Sweep;
-pub use pipeline::{Out, Pipeline};
+pub use pipeline::{Out, Outputs, Pipeline};
 pub use tracker::Tracker;

@@ -8,13 +8,14 @@ use ctrack_table::{APPROX_STEP, Hashes, Removal, Writer};
 
 use super::config::EARLY_DROP_SCAN;
 use super::packet::{Call, Found, Pkt};
+use super::shared::Counted;
 use super::tracker::{Fam, NAT_RETRIES, RECLAIM_ON_FULL, Tracker};
 use crate::alg::expect::{ExpKey, Expectation};
 use crate::conn::{Conn, Setup};
 use crate::key::{ConnId, Dir, Family, LookupKey, instance};
 use crate::packet::L4Info;
 use crate::proto::{IcmpState, OtherState, ProtoState, tcp};
-use crate::verdict::{C, CtState, InvalidReason, Local, Refusal, Verdict};
+use crate::verdict::{C, CtState, InvalidReason, Refusal, Stats, Verdict};
 use crate::zone::ZoneMeta;
 
 /// A connection about to be committed.
@@ -63,7 +64,7 @@ impl Tracker {
         v.state = CtState::NEW | CtState::TRK;
         // A connection a gateway announced?
         let expected = if self.expect.active() {
-            self.expected::<A>(cx.guard, key, cx.now.as_millis())
+            self.expected::<A>(cx.guard, key, cx.now.as_millis(), cx.stats)
         } else {
             None
         };
@@ -86,7 +87,8 @@ impl Tracker {
         self.commit(cx, p, o, out)
     }
 
-    /// Stores a new connection, within the limits.
+    /// Stores a new connection, within the limits, counting what the
+    /// table removed to make room.
     fn commit<'g, A: Fam>(
         &'g self,
         cx: &mut Call<'g>,
@@ -94,35 +96,48 @@ impl Tracker {
         o: Opening<'_, A>,
         out: &mut Verdict,
     ) -> Option<Found<'g, A>> {
+        let counted = Counted::new(&self.shared);
+        let found = self.commit_counted(cx, p, o, &counted, out);
+        counted.count_into(cx.stats);
+        found
+    }
+
+    fn commit_counted<'g, A: Fam>(
+        &'g self,
+        cx: &mut Call<'g>,
+        p: &Pkt<A>,
+        o: Opening<'_, A>,
+        shared: &Counted<'_>,
+        out: &mut Verdict,
+    ) -> Option<Found<'g, A>> {
         let (guard, now) = (cx.guard, cx.now.as_millis());
-        let shared = &self.shared;
-        let meta = shared.zones.get_or_create(cx.action.zone);
+        let meta = self.shared.zones.get_or_create(cx.action.zone);
         let mut full = self.table_full();
         if full && self.reclaim_pending() {
             // The table is full but holds flushed connections: free some
             // before judging (with no shard lock held).
-            self.reclaim_dead(guard, RECLAIM_ON_FULL);
+            self.reclaim_dead(shared, guard, RECLAIM_ON_FULL);
             full = self.table_full();
         }
-        let (mut w, hashes, setup) = match self.lock_for_commit(cx, p, &o, meta) {
+        let (mut w, hashes, setup) = match self.lock_for_commit(cx, p, &o, meta, shared) {
             Locked::Ready(w, h, s) => (w, h, s),
-            Locked::Refused(r) => return Some(refuse(o.v, r, cx.local, out)),
+            Locked::Refused(r) => return Some(refuse(o.v, r, cx.stats, out)),
             Locked::Lost => return None,
         };
         let key = o.key;
         if let Some(e) = w.find(o.hash, |c| c.direction_of(key, guard).is_some()) {
-            if shared.expiry(e.record(), guard) > now {
+            if self.shared.expiry(e.record(), guard) > now {
                 // Another thread committed it meanwhile: judge the packet
                 // against it.
                 return None;
             }
             w.remove_if(shared, e, Removal::Expired, |c| {
-                shared.expiry(c, guard) <= now
+                self.shared.expiry(c, guard) <= now
             });
         }
-        let counted = match self.admit(cx, &mut w, &o, meta, full) {
+        let counted = match self.admit(cx, &mut w, &o, meta, full, shared) {
             Ok(counted) => counted,
-            Err(r) => return Some(refuse(o.v, r, cx.local, out)),
+            Err(r) => return Some(refuse(o.v, r, cx.stats, out)),
         };
         let action = cx.action;
         let class = o.proto.initial_timeout();
@@ -148,14 +163,14 @@ impl Tracker {
             if counted {
                 meta.uncount(key.generation);
             }
-            return Some(refuse(o.v, Refusal::TableFull, cx.local, out));
+            return Some(refuse(o.v, Refusal::TableFull, cx.stats, out));
         };
         drop(w);
-        cx.local.add(C::Committed, 1);
+        cx.stats.add(C::Committed, 1);
         if let Some((k, x)) = &o.expected {
             // Consumed by the connection it let in.
             self.expect.take(k, x.master);
-            cx.local.add(C::ExpectMatched, 1);
+            cx.stats.add(C::ExpectMatched, 1);
         }
         let c = e.record();
         let mut v = o.v;
@@ -177,9 +192,9 @@ impl Tracker {
         p: &Pkt<A>,
         o: &Opening<'_, A>,
         meta: &ZoneMeta,
+        shared: &Counted<'_>,
     ) -> Locked<'g, A> {
         let (guard, now) = (cx.guard, cx.now.as_millis());
-        let shared = &self.shared;
         let key = o.key;
         for _ in 0..NAT_RETRIES {
             let Ok(setup) = self.setup::<A>(guard, p, cx.action, key, o.expected.as_ref(), now)
@@ -206,9 +221,9 @@ impl Tracker {
             let Some(e) = w.find(h, |c| c.direction_of(&rkey, guard).is_some()) else {
                 return Locked::Ready(w, hashes, setup);
             };
-            let gone = shared.expiry(e.record(), guard) <= now
+            let gone = self.shared.expiry(e.record(), guard) <= now
                 && w.remove_if(shared, e, Removal::Expired, |c| {
-                    shared.expiry(c, guard) <= now
+                    self.shared.expiry(c, guard) <= now
                 });
             if gone {
                 return Locked::Ready(w, hashes, setup);
@@ -228,11 +243,11 @@ impl Tracker {
         o: &Opening<'_, A>,
         meta: &ZoneMeta,
         full: bool,
+        shared: &Counted<'_>,
     ) -> Result<bool, Refusal> {
         let (guard, now) = (cx.guard, cx.now.as_millis());
-        let shared = &self.shared;
         let generation = o.key.generation;
-        let limit = shared.limit_of(meta);
+        let limit = self.shared.limit_of(meta);
         let inst = instance(cx.action.zone, generation);
         // After an eviction the table has room for this one connection
         // (the eviction left the remembered "full" state alone on purpose).
@@ -253,7 +268,7 @@ impl Tracker {
             };
             if evicted
                 || !w.evict(shared, o.hash, inst, EARLY_DROP_SCAN, |c| {
-                    !c.proto_state().is_established() || shared.expiry(c, guard) <= now
+                    !c.proto_state().is_established() || self.shared.expiry(c, guard) <= now
                 })
             {
                 return Err(refusal);
@@ -313,11 +328,11 @@ fn may_open<A: Fam>(p: &Pkt<A>, tcp_loose: bool) -> Result<ProtoState, InvalidRe
 fn refuse<'g, A: Fam>(
     mut v: Verdict,
     r: Refusal,
-    local: &mut Local,
+    stats: &mut Stats,
     out: &mut Verdict,
 ) -> Found<'g, A> {
     v.refused = Some(r);
-    local.add(
+    stats.add(
         match r {
             Refusal::TableFull => C::RefusedTableFull,
             Refusal::ZoneLimit => C::RefusedZoneLimit,

@@ -8,17 +8,18 @@ use crate::key::{Addr, Dir, LookupKey, Tuple, V6};
 use crate::packet::fast::Fast;
 use crate::packet::{Extracted, L4Info};
 use crate::time::Time;
-use crate::verdict::Local;
+use crate::verdict::Stats;
 use crate::zone::Compiled;
 
 /// What one call into the tracker carries through its steps: the pinned
-/// epoch, the action, the time, and the counters of the calling worker.
+/// epoch, the action, the time, and the counters of the calling worker
+/// (owned by the caller: the core keeps none).
 #[derive(Debug)]
 pub(super) struct Call<'a> {
     pub(super) guard: &'a Guard,
     pub(super) action: &'a CtAction,
     pub(super) now: Time,
-    pub(super) local: &'a mut Local,
+    pub(super) stats: &'a mut Stats,
 }
 
 /// A packet ready for lookup in the table of family `A`.

@@ -7,7 +7,7 @@ use super::tracker::Tracker;
 use crate::action::CtAction;
 use crate::frag::{FragConfig, FragError, Offer, Reassembler};
 use crate::time::Time;
-use crate::verdict::Verdict;
+use crate::verdict::{Stats, Verdict};
 
 /// A packet leaving the pipeline.
 #[derive(Debug)]
@@ -18,6 +18,29 @@ pub struct Out<T> {
     pub tag: T,
     /// The tracker's verdict (for a fragment: its datagram's).
     pub verdict: Verdict,
+}
+
+/// What the pipeline hands back to one worker: the packets that leave, the
+/// fragments dropped (with why), and the worker's counters.
+#[derive(Debug)]
+pub struct Outputs<T> {
+    /// Packets leaving, in order.
+    pub out: Vec<Out<T>>,
+    /// Tags of fragments dropped (their datagram expired, overlapped, grew
+    /// too big), with the reason.
+    pub dropped: Vec<(T, FragError)>,
+    /// The tracker's counters for this worker.
+    pub stats: Stats,
+}
+
+impl<T> Default for Outputs<T> {
+    fn default() -> Self {
+        Outputs {
+            out: Vec::new(),
+            dropped: Vec::new(),
+            stats: Stats::default(),
+        }
+    }
 }
 
 /// Reassembly, tracking, translation, gateways. `T` tags packets (a port,
@@ -49,11 +72,10 @@ impl<T> Pipeline<T> {
     }
 
     /// Processes one frame with `action` at `now`. What leaves goes to
-    /// `out`: nothing while a fragment is held, every fragment of a
+    /// `outs.out`: nothing while a fragment is held, every fragment of a
     /// datagram when its last one arrives (each with the datagram's
-    /// verdict), else the packet itself. Fragments dropped (their datagram
-    /// expired, overlapped, grew too big) go to `dropped` with the reason.
-    #[allow(clippy::too_many_arguments)]
+    /// verdict), else the packet itself. Fragments dropped go to
+    /// `outs.dropped` with the reason.
     pub fn process(
         &self,
         frame: Vec<u8>,
@@ -61,12 +83,10 @@ impl<T> Pipeline<T> {
         link: LinkType,
         action: &CtAction,
         now: Time,
-        out: &mut Vec<Out<T>>,
-        dropped: &mut Vec<(T, FragError)>,
+        outs: &mut Outputs<T>,
     ) {
-        let mut expired = Vec::new();
-        self.frags.expire(now, &mut expired);
-        dropped.extend(expired.into_iter().map(|t| (t, FragError::Expired)));
+        self.expire(now, &mut outs.dropped);
+        let (out, stats) = (&mut outs.out, &mut outs.stats);
         let checksums = self.tracker.checksums();
         match self
             .frags
@@ -74,7 +94,9 @@ impl<T> Pipeline<T> {
         {
             Offer::Pass(mut frame, tag) | Offer::Refused(mut frame, tag, _) => {
                 // A refused fragment is judged as it is (invalid).
-                let verdict = self.tracker.process_mut(&mut frame, link, action, now);
+                let verdict = self
+                    .tracker
+                    .process_mut(&mut frame, link, action, now, stats);
                 out.push(Out {
                     frame,
                     tag,
@@ -84,7 +106,9 @@ impl<T> Pipeline<T> {
             Offer::Held => {}
             Offer::Complete(mut d) => {
                 let mut datagram = d.take_frame();
-                let verdict = self.tracker.process_mut(&mut datagram, d.link, action, now);
+                let verdict = self
+                    .tracker
+                    .process_mut(&mut datagram, d.link, action, now, stats);
                 for (frame, tag) in d.fragments(&datagram) {
                     out.push(Out {
                         frame,
@@ -93,7 +117,7 @@ impl<T> Pipeline<T> {
                     });
                 }
             }
-            Offer::Dropped(tags) => dropped.extend(tags),
+            Offer::Dropped(tags) => outs.dropped.extend(tags),
         }
     }
 

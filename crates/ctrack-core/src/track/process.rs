@@ -17,7 +17,7 @@ use crate::nat::stage::Buf;
 use crate::packet::fast::fast_ipv4;
 use crate::packet::{ExtractOptions, extract};
 use crate::time::Time;
-use crate::verdict::{Local, Verdict};
+use crate::verdict::{Stats, Verdict};
 use crate::zone::{Compiled, ZoneMeta};
 
 /// The fast path's view of a burst: each IPv4 packet's key and hash, and a
@@ -29,8 +29,15 @@ struct Lanes {
 
 impl Tracker {
     /// Tracks one frame captured with link type `link`.
-    pub fn process(&self, frame: &[u8], link: LinkType, action: &CtAction, now: Time) -> Verdict {
-        self.single(frame, link, None, action, now)
+    pub fn process(
+        &self,
+        frame: &[u8],
+        link: LinkType,
+        action: &CtAction,
+        now: Time,
+        stats: &mut Stats,
+    ) -> Verdict {
+        self.single(frame, link, None, action, now, stats)
     }
 
     /// Tracks one frame whose layers the caller already found with
@@ -41,8 +48,9 @@ impl Tracker {
         layers: &Frame,
         action: &CtAction,
         now: Time,
+        stats: &mut Stats,
     ) -> Verdict {
-        self.single(frame, LinkType::Ethernet, Some(layers), action, now)
+        self.single(frame, LinkType::Ethernet, Some(layers), action, now, stats)
     }
 
     /// Tracks one frame and carries out the action on it: with `nat`, the
@@ -57,14 +65,14 @@ impl Tracker {
         link: LinkType,
         action: &CtAction,
         now: Time,
+        stats: &mut Stats,
     ) -> Verdict {
         let guard = pin();
-        let mut local = Local::default();
         let mut cx = Call {
             guard: &guard,
             action,
             now,
-            local: &mut local,
+            stats,
         };
         let mut v = Verdict::default();
         let layers = parse_frame(frame, link);
@@ -82,7 +90,6 @@ impl Tracker {
         if v.conn.is_some() && (action.nat.is_some() || v.inspect) {
             self.stages(&mut cx, Buf::Mut(frame), &layers, &mut v);
         }
-        self.shared.stats.flush(&mut local);
         v
     }
 
@@ -102,10 +109,11 @@ impl Tracker {
         action: &CtAction,
         now: Time,
         out: &mut Vec<Verdict>,
+        stats: &mut Stats,
     ) {
         let first = out.len();
         out.resize(first + frames.len(), Verdict::default());
-        self.process_burst(frames, link, action, now, &mut out[first..]);
+        self.process_burst(frames, link, action, now, &mut out[first..], stats);
     }
 
     /// [`Tracker::process_batch`] into a slice of as many verdicts as
@@ -117,21 +125,20 @@ impl Tracker {
         action: &CtAction,
         now: Time,
         out: &mut [Verdict],
+        stats: &mut Stats,
     ) {
         assert_eq!(frames.len(), out.len(), "one verdict per frame");
         let guard = pin();
-        let mut local = Local::default();
         let mut cx = Call {
             guard: &guard,
             action,
             now,
-            local: &mut local,
+            stats,
         };
         let mut cache = Cache::default();
         for (burst, outs) in frames.chunks(BURST).zip(out.chunks_mut(BURST)) {
             self.burst(&mut cx, burst, link, &mut cache, outs);
         }
-        self.shared.stats.flush(&mut local);
     }
 
     /// One packet on its own, with a fresh pin and counters.
@@ -142,18 +149,17 @@ impl Tracker {
         layers: Option<&Frame>,
         action: &CtAction,
         now: Time,
+        stats: &mut Stats,
     ) -> Verdict {
         let guard = pin();
-        let mut local = Local::default();
         let mut cx = Call {
             guard: &guard,
             action,
             now,
-            local: &mut local,
+            stats,
         };
         let mut v = Verdict::default();
         self.one(&mut cx, frame, link, layers, &mut Cache::default(), &mut v);
-        self.shared.stats.flush(&mut local);
         v
     }
 
@@ -219,7 +225,7 @@ impl Tracker {
                 Err(reason) => *v = Verdict::invalid(cx.action.zone, reason),
             }
         }
-        count(cx.local, v);
+        count(cx.stats, v);
     }
 
     /// Up to [`BURST`] frames: the prefetch passes, then each packet in
@@ -252,7 +258,7 @@ impl Tracker {
                 policy,
             };
             self.track::<u32>(cx, p, &mut cache.v4, Some(pre), &mut outs[i]);
-            count(cx.local, &outs[i]);
+            count(cx.stats, &outs[i]);
             if outs[i].inspect {
                 // A gateway's connection: each packet on its own.
                 self.inspect(cx, frames[i], link, &mut outs[i]);
@@ -345,7 +351,7 @@ impl Tracker {
             };
             match self.judge_locked(cx, q, policy, entry, dir, &mut outs[i]) {
                 Judged::Done => {
-                    count(cx.local, &outs[i]);
+                    count(cx.stats, &outs[i]);
                     i += 1;
                 }
                 // Expired, or the packet starts a new connection: the

@@ -10,6 +10,7 @@ use crate::conn::{DNAT, SNAT, Setup};
 use crate::key::{Family, LookupKey, Tuple, V6};
 use crate::nat::{self, NatError};
 use crate::verdict::C;
+use crate::verdict::Stats;
 use core::sync::atomic::Ordering::Relaxed;
 use ctrack_table::Guard;
 
@@ -21,6 +22,7 @@ impl Tracker {
         guard: &Guard,
         key: &LookupKey<A>,
         now: u64,
+        stats: &mut Stats,
     ) -> Option<(ExpKey, Expectation)> {
         let k = ExpKey {
             zone: key.zone,
@@ -34,7 +36,7 @@ impl Tracker {
         let x = self.expect.find(&k, now)?;
         if !self.master_alive(guard, &x) {
             if self.expect.take(&k, x.master) {
-                self.shared.stats.bump(C::ExpectExpired, 1);
+                stats.add(C::ExpectExpired, 1);
             }
             return None;
         }

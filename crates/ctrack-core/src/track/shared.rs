@@ -4,7 +4,9 @@
 use crate::alg::helper::Helper;
 use crate::conn::{Conn, Ext};
 use crate::key::{Addr, Family, KeyHasher, Zone};
-use crate::verdict::{C, Striped};
+use core::cell::Cell;
+
+use crate::verdict::{C, Stats};
 use crate::zone::{Compiled, LIMIT_DEFAULT, ZoneMeta, Zones};
 use core::sync::atomic::Ordering::Relaxed;
 use ctrack_table::{Context, Guard, Hashes, Removal, pin};
@@ -20,7 +22,7 @@ pub(super) struct Dead {
 }
 
 /// What the table asks of the tracker, and what packets share: the hash
-/// seed, zones, timeout policies, counters.
+/// seed, zones, timeout policies.
 #[derive(Debug)]
 pub(super) struct Shared {
     pub(super) hasher: KeyHasher,
@@ -30,7 +32,6 @@ pub(super) struct Shared {
     /// Set when an exact count found the table at its maximum; cleared by
     /// any removal but an eviction.
     pub(super) full: AtomicBool,
-    pub(super) stats: Striped,
     /// Connections whose gateway adjusts sequence numbers (while none
     /// does, packets skip the lookup that adjustment needs).
     pub(super) seqadj: AtomicUsize,
@@ -113,13 +114,6 @@ impl<A: Addr> Context<Conn<A>> for Shared {
         if why != Removal::Evicted && self.full.load(Relaxed) {
             self.full.store(false, Relaxed);
         }
-        let counter = match why {
-            Removal::Expired => C::Expired,
-            Removal::Flushed | Removal::Deleted => C::Flushed,
-            Removal::Evicted => C::Evicted,
-            Removal::Replaced => C::Replaced,
-        };
-        self.stats.bump(counter, 1);
     }
 
     fn occupancy(&self, inst: u64, shard: usize, occupied: bool) {
@@ -134,4 +128,66 @@ impl<A: Addr> Context<Conn<A>> for Shared {
 pub(super) fn expiry<A: Addr>(c: &Conn<A>, policy: &Compiled) -> u64 {
     c.last_seen()
         .saturating_add(policy.millis_of(c.class_bits()))
+}
+
+/// The table's context for one call into the tracker: the shared state,
+/// and the removals the call caused, counted for the caller's [`Stats`]
+/// (the table reports removals through [`Context::removed`], which has no
+/// caller to write to).
+pub(super) struct Counted<'a> {
+    shared: &'a Shared,
+    /// Expired, flushed, evicted, replaced.
+    removed: Cell<[u32; 4]>,
+}
+
+impl<'a> Counted<'a> {
+    pub(super) fn new(shared: &'a Shared) -> Self {
+        Counted {
+            shared,
+            removed: Cell::new([0; 4]),
+        }
+    }
+
+    /// Adds the removals counted so far to `stats`.
+    pub(super) fn count_into(&self, stats: &mut Stats) {
+        let [expired, flushed, evicted, replaced] = self.removed.take();
+        stats.add(C::Expired, u64::from(expired));
+        stats.add(C::Flushed, u64::from(flushed));
+        stats.add(C::Evicted, u64::from(evicted));
+        stats.add(C::Replaced, u64::from(replaced));
+    }
+}
+
+impl<A: Addr> Context<Conn<A>> for Counted<'_> {
+    #[inline]
+    fn hashes(&self, c: &Conn<A>, guard: &Guard) -> Hashes {
+        self.shared.hashes(c, guard)
+    }
+
+    #[inline]
+    fn instance(&self, c: &Conn<A>) -> u64 {
+        c.instance()
+    }
+
+    #[inline]
+    fn expiry(&self, c: &Conn<A>, guard: &Guard) -> u64 {
+        self.shared.expiry(c, guard)
+    }
+
+    fn removed(&self, c: &Conn<A>, why: Removal) {
+        Context::removed(self.shared, c, why);
+        let i = match why {
+            Removal::Expired => 0,
+            Removal::Flushed | Removal::Deleted => 1,
+            Removal::Evicted => 2,
+            Removal::Replaced => 3,
+        };
+        let mut r = self.removed.get();
+        r[i] = r[i].saturating_add(1);
+        self.removed.set(r);
+    }
+
+    fn occupancy(&self, inst: u64, shard: usize, occupied: bool) {
+        Context::<Conn<A>>::occupancy(self.shared, inst, shard, occupied);
+    }
 }

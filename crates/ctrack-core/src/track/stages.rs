@@ -59,7 +59,7 @@ impl Tracker {
                 src: bits & SNAT != 0,
                 dst: bits & DNAT != 0,
             };
-            translation::translate(&t, f, &ip, related, v, cx.local);
+            translation::translate(&t, f, &ip, related, v, cx.stats);
         }
         if v.inspect
             && !related
@@ -83,7 +83,7 @@ impl Tracker {
                 seqadj: &self.shared.seqadj,
                 nat: cx.action.nat.is_some(),
                 now: cx.now,
-                local: cx.local,
+                stats: cx.stats,
             };
             gateway::run(&mut g, &control, buf, &ip, v);
         }

@@ -5,7 +5,6 @@ use super::shared::{Dead, Shared};
 use crate::alg::expect::Expectations;
 use crate::conn::Conn;
 use crate::key::{Addr, KeyHasher, V6, Zone, instance};
-use crate::verdict::{Stats, Striped};
 use crate::zone::{Compiled, LIMIT_DEFAULT, TimeoutPolicy, Zones};
 use core::sync::atomic::Ordering::Relaxed;
 use ctrack_table::{Table, TableConfig, pin};
@@ -102,7 +101,6 @@ impl Tracker {
                 )))),
                 default_zone_limit: AtomicU32::new(config.default_zone_limit),
                 full: AtomicBool::new(false),
-                stats: Striped::default(),
                 seqadj: AtomicUsize::new(0),
             },
             v4: Table::new(v4),
@@ -111,11 +109,6 @@ impl Tracker {
             expect: Expectations::default(),
             rng: AtomicU64::new(0),
         }
-    }
-
-    /// The counters, summed over threads.
-    pub fn stats(&self) -> Stats {
-        self.shared.stats.sum()
     }
 
     /// Connections held (expired ones not yet swept, and flushed ones not

@@ -10,5 +10,5 @@ mod stats;
 pub use answer::{Refusal, Verdict};
 pub use reason::InvalidReason;
 pub use state::CtState;
+pub(crate) use stats::C;
 pub use stats::Stats;
-pub(crate) use stats::{C, Local, Striped};

@@ -1,24 +1,15 @@
-//! Counters of everything the tracker decides, kept per thread and summed
-//! when read: no counter line is shared between threads on the packet
-//! path.
+//! Counters of everything the tracker decides.
 //!
-//! Each thread gets a stripe of its own while it lives (a process-wide
-//! stripe number, handed back when the thread ends), so adding to it is a
-//! plain load and store, no locked instruction; a batch adds its counts
-//! once. Past [`STRIPES`] live threads, the extra threads share the last
-//! stripe with atomic adds: still correct, a little slower.
-
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-
-use crossbeam_utils::CachePadded;
+//! Sans-IO, as `quinn-proto` keeps its statistics: the tracker owns no
+//! counters. Each call adds to a [`Stats`] value its caller owns (one per
+//! worker thread, written without any atomic or shared cache line), and
+//! whoever wants the totals sums the workers' values with
+//! [`Stats::merge`].
 
 use crate::verdict::InvalidReason;
 
-/// Stripes per tracker.
-const STRIPES: usize = 64;
-
 /// The counters.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Stats {
     /// Packets processed.
@@ -70,9 +61,91 @@ impl Stats {
     pub fn invalid_count(&self, reason: InvalidReason) -> u64 {
         self.invalid_by_reason[reason as usize]
     }
+
+    /// Adds another worker's counts to these.
+    pub fn merge(&mut self, o: &Stats) {
+        for c in C::ALL {
+            self.add(c, o.get(c));
+        }
+        for (a, b) in self.invalid_by_reason.iter_mut().zip(o.invalid_by_reason) {
+            *a += b;
+        }
+    }
+
+    /// Adds `n` to counter `c`.
+    #[inline]
+    pub(crate) fn add(&mut self, c: C, n: u64) {
+        *self.slot(c) += n;
+    }
+
+    /// Counts an `inv` packet's reason (its `invalid` count is separate).
+    #[inline]
+    pub(crate) fn invalid(&mut self, r: InvalidReason) {
+        self.invalid_by_reason[r as usize] += 1;
+    }
+
+    fn get(&self, c: C) -> u64 {
+        let mut copy = *self;
+        *copy.slot(c)
+    }
+
+    #[inline]
+    fn slot(&mut self, c: C) -> &mut u64 {
+        match c {
+            C::Packets => &mut self.packets,
+            C::New => &mut self.new,
+            C::Established => &mut self.established,
+            C::Related => &mut self.related,
+            C::Invalid => &mut self.invalid,
+            C::Committed => &mut self.committed,
+            C::RefusedTableFull => &mut self.refused_table_full,
+            C::RefusedZoneLimit => &mut self.refused_zone_limit,
+            C::Evicted => &mut self.evicted,
+            C::Replaced => &mut self.replaced,
+            C::Expired => &mut self.expired,
+            C::Flushed => &mut self.flushed,
+            C::RefusedNatExhausted => &mut self.refused_nat_exhausted,
+            C::Translated => &mut self.translated,
+            C::ExpectCreated => &mut self.expectations_created,
+            C::ExpectMatched => &mut self.expectations_matched,
+            C::ExpectRefused => &mut self.expectations_refused,
+            C::ExpectExpired => &mut self.expectations_expired,
+            C::AlgRewritten => &mut self.alg_rewritten,
+        }
+    }
 }
 
-/// Indexes of the counters in a stripe.
+impl core::ops::AddAssign<&Stats> for Stats {
+    fn add_assign(&mut self, o: &Stats) {
+        self.merge(o);
+    }
+}
+
+impl C {
+    const ALL: [C; 19] = [
+        C::Packets,
+        C::New,
+        C::Established,
+        C::Related,
+        C::Invalid,
+        C::Committed,
+        C::RefusedTableFull,
+        C::RefusedZoneLimit,
+        C::Evicted,
+        C::Replaced,
+        C::Expired,
+        C::Flushed,
+        C::RefusedNatExhausted,
+        C::Translated,
+        C::ExpectCreated,
+        C::ExpectMatched,
+        C::ExpectRefused,
+        C::ExpectExpired,
+        C::AlgRewritten,
+    ];
+}
+
+/// The counters the tracker adds to, by name.
 #[derive(Debug, Clone, Copy)]
 #[repr(usize)]
 pub(crate) enum C {
@@ -95,182 +168,6 @@ pub(crate) enum C {
     ExpectRefused,
     ExpectExpired,
     AlgRewritten,
-    /// First of the invalid reasons.
-    Reasons,
-}
-
-const N: usize = C::Reasons as usize + InvalidReason::ALL.len();
-
-/// Counts gathered by one thread before they go to its stripe.
-#[derive(Debug, Clone)]
-pub(crate) struct Local {
-    c: [u64; N],
-    /// Bit `i`: counter `i` is non-zero.
-    touched: u64,
-}
-
-const _: () = assert!(N <= 64, "one bit per counter");
-
-impl Default for Local {
-    fn default() -> Self {
-        Local {
-            c: [0; N],
-            touched: 0,
-        }
-    }
-}
-
-impl Local {
-    #[inline]
-    pub(crate) fn add(&mut self, c: C, n: u64) {
-        self.c[c as usize] += n;
-        self.touched |= 1 << c as u64;
-    }
-
-    #[inline]
-    pub(crate) fn invalid(&mut self, r: InvalidReason) {
-        let i = C::Reasons as usize + r as usize;
-        self.c[i] += 1;
-        self.touched |= 1 << i;
-    }
-}
-
-#[derive(Debug)]
-struct Stripe([AtomicU64; N]);
-
-impl Default for Stripe {
-    fn default() -> Self {
-        Stripe(core::array::from_fn(|_| AtomicU64::new(0)))
-    }
-}
-
-/// The per-thread stripes of one tracker.
-#[derive(Debug)]
-pub(crate) struct Striped {
-    stripes: Box<[CachePadded<Stripe>]>,
-}
-
-impl Default for Striped {
-    fn default() -> Self {
-        Striped {
-            stripes: (0..STRIPES)
-                .map(|_| CachePadded::new(Stripe::default()))
-                .collect(),
-        }
-    }
-}
-
-/// Stripe numbers of the threads that ended, for reuse.
-static FREE: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
-/// Stripe numbers never handed out start here.
-static NEXT: AtomicUsize = AtomicUsize::new(0);
-/// The shared stripe, for threads past the first `STRIPES - 1`.
-const SHARED: usize = STRIPES - 1;
-
-/// This thread's stripe: `(number, owned)`.
-struct Owned(usize);
-
-impl Owned {
-    fn new() -> Owned {
-        if let Some(i) = FREE.lock().unwrap_or_else(|e| e.into_inner()).pop() {
-            return Owned(i);
-        }
-        let i = NEXT.fetch_add(1, Ordering::Relaxed);
-        Owned(if i < SHARED { i } else { SHARED })
-    }
-}
-
-impl Drop for Owned {
-    fn drop(&mut self) {
-        if self.0 != SHARED {
-            FREE.lock().unwrap_or_else(|e| e.into_inner()).push(self.0);
-        }
-    }
-}
-
-thread_local! {
-    static STRIPE: Owned = Owned::new();
-}
-
-/// This thread's stripe number, and whether the thread owns it alone.
-#[inline]
-fn thread_stripe() -> (usize, bool) {
-    STRIPE
-        .try_with(|s| (s.0, s.0 != SHARED))
-        .unwrap_or((SHARED, false))
-}
-
-/// Adds `n` to a counter: a plain load and store when this thread alone
-/// writes it (readers only load it), an atomic add otherwise.
-#[inline]
-fn add(cell: &AtomicU64, n: u64, owned: bool) {
-    if owned {
-        cell.store(
-            cell.load(Ordering::Relaxed).wrapping_add(n),
-            Ordering::Relaxed,
-        );
-    } else {
-        cell.fetch_add(n, Ordering::Relaxed);
-    }
-}
-
-impl Striped {
-    /// Adds `local` to this thread's stripe and clears it.
-    pub(crate) fn flush(&self, local: &mut Local) {
-        if local.touched == 0 {
-            return;
-        }
-        let (stripe, owned) = thread_stripe();
-        let s = &self.stripes[stripe].0;
-        let mut t = local.touched;
-        while t != 0 {
-            let i = t.trailing_zeros() as usize;
-            t &= t - 1;
-            add(&s[i], local.c[i], owned);
-            local.c[i] = 0;
-        }
-        local.touched = 0;
-    }
-
-    /// Adds one count to this thread's stripe.
-    pub(crate) fn bump(&self, c: C, n: u64) {
-        let (stripe, owned) = thread_stripe();
-        add(&self.stripes[stripe].0[c as usize], n, owned);
-    }
-
-    /// The sum of every stripe.
-    pub(crate) fn sum(&self) -> Stats {
-        let mut t = [0u64; N];
-        for s in self.stripes.iter() {
-            for (acc, cell) in t.iter_mut().zip(s.0.iter()) {
-                *acc += cell.load(Ordering::Relaxed);
-            }
-        }
-        let mut reasons = [0u64; InvalidReason::ALL.len()];
-        reasons.copy_from_slice(&t[C::Reasons as usize..]);
-        Stats {
-            packets: t[C::Packets as usize],
-            new: t[C::New as usize],
-            established: t[C::Established as usize],
-            related: t[C::Related as usize],
-            invalid: t[C::Invalid as usize],
-            invalid_by_reason: reasons,
-            committed: t[C::Committed as usize],
-            refused_table_full: t[C::RefusedTableFull as usize],
-            refused_zone_limit: t[C::RefusedZoneLimit as usize],
-            evicted: t[C::Evicted as usize],
-            replaced: t[C::Replaced as usize],
-            expired: t[C::Expired as usize],
-            flushed: t[C::Flushed as usize],
-            refused_nat_exhausted: t[C::RefusedNatExhausted as usize],
-            translated: t[C::Translated as usize],
-            expectations_created: t[C::ExpectCreated as usize],
-            expectations_matched: t[C::ExpectMatched as usize],
-            expectations_refused: t[C::ExpectRefused as usize],
-            expectations_expired: t[C::ExpectExpired as usize],
-            alg_rewritten: t[C::AlgRewritten as usize],
-        }
-    }
 }
 
 #[cfg(test)]
@@ -278,29 +175,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn threads_add_up() {
-        let s = std::sync::Arc::new(Striped::default());
-        let hs: Vec<_> = (0..100)
-            .map(|_| {
-                let s = s.clone();
-                std::thread::spawn(move || {
-                    let mut l = Local::default();
-                    for _ in 0..1000 {
-                        l.add(C::Packets, 1);
-                        l.invalid(InvalidReason::ZeroPort);
-                        s.flush(&mut l);
-                    }
-                    s.bump(C::Expired, 5);
-                })
-            })
-            .collect();
-        for h in hs {
-            h.join().unwrap();
+    fn workers_merge() {
+        let mut a = Stats::default();
+        let mut b = Stats::default();
+        a.add(C::Packets, 3);
+        a.invalid(InvalidReason::ZeroPort);
+        b.add(C::Packets, 4);
+        b.add(C::AlgRewritten, 1);
+        b.invalid(InvalidReason::ZeroPort);
+        b.invalid(InvalidReason::NotIp);
+        a += &b;
+        assert_eq!(a.packets, 7);
+        assert_eq!(a.alg_rewritten, 1);
+        assert_eq!(a.invalid_count(InvalidReason::ZeroPort), 2);
+        assert_eq!(a.invalid_count(InvalidReason::NotIp), 1);
+        // Every counter has its field.
+        let mut all = Stats::default();
+        for (i, c) in C::ALL.into_iter().enumerate() {
+            all.add(c, i as u64 + 1);
         }
-        let t = s.sum();
-        // More threads than stripes: the extra ones share one.
-        assert_eq!(t.packets, 100_000);
-        assert_eq!(t.invalid_count(InvalidReason::ZeroPort), 100_000);
-        assert_eq!(t.expired, 500);
+        let mut twice = all;
+        twice.merge(&all);
+        for (i, c) in C::ALL.into_iter().enumerate() {
+            assert_eq!(twice.get(c), 2 * (i as u64 + 1));
+        }
     }
 }

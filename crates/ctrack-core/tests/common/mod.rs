@@ -3,7 +3,9 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use ctrack_core::{CtAction, LinkType, Time, Tracker, Verdict};
+use std::cell::Cell;
+
+use ctrack_core::{CtAction, LinkType, Stats, Time, Tracker, Verdict};
 use ctrack_wire::build::Frame;
 
 pub fn act(s: &str) -> CtAction {
@@ -13,6 +15,8 @@ pub fn act(s: &str) -> CtAction {
 pub struct Net {
     pub t: Tracker,
     pub now: Time,
+    /// The counters of this test's one worker.
+    pub stats: Cell<Stats>,
 }
 
 impl Net {
@@ -20,6 +24,7 @@ impl Net {
         Net {
             t: Tracker::default(),
             now: Time::from_secs(100),
+            stats: Cell::new(Stats::default()),
         }
     }
 
@@ -27,9 +32,15 @@ impl Net {
     /// leaves.
     pub fn send(&self, f: &Frame, action: &str) -> (Verdict, Vec<u8>) {
         let mut b = f.build();
-        let v = self
-            .t
-            .process_mut(&mut b, LinkType::Ethernet, &act(action), self.now);
+        let mut stats = self.stats.get();
+        let v = self.t.process_mut(
+            &mut b,
+            LinkType::Ethernet,
+            &act(action),
+            self.now,
+            &mut stats,
+        );
+        self.stats.set(stats);
         (v, b)
     }
 

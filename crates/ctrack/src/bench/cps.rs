@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
-use ctrack_core::{Config, CtAction, LinkType, Time, TimeoutPolicy, Tracker};
+use ctrack_core::{Config, CtAction, LinkType, Stats, Time, TimeoutPolicy, Tracker};
 use ctrack_wire::tcp::flags::{ACK, SYN};
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -288,6 +288,7 @@ fn phase(
                     }
                     let mut h = histogram();
                     let mut verdicts = Vec::with_capacity(BATCH);
+                    let mut stats = Stats::default();
                     let mut refs: Vec<&[u8]> = Vec::with_capacity(BATCH);
                     barrier.wait();
                     for (c0, spans) in &batches {
@@ -302,9 +303,10 @@ fn phase(
                             action,
                             now,
                             &mut verdicts,
+                            &mut stats,
                         );
                         if sweep {
-                            let s = tracker.sweep(now, 2 * BATCH);
+                            let s = tracker.sweep(now, 2 * BATCH, &mut stats);
                             expired.fetch_add(s.expired as u64, Ordering::Relaxed);
                         }
                         h.record(t0.elapsed().as_nanos().max(1) as u64)

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use ctrack_core::{Config, CtAction, CtState, LinkType, Time, Tracker};
+use ctrack_core::{Config, CtAction, CtState, LinkType, Stats, Time, Tracker};
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 use serde::Serialize;
@@ -173,7 +173,14 @@ fn fill(tracker: &Tracker, n: u64, threads: usize, now: Time) {
                         .collect();
                     let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
                     verdicts.clear();
-                    tracker.process_batch(&refs, LinkType::Ethernet, &action, now, &mut verdicts);
+                    tracker.process_batch(
+                        &refs,
+                        LinkType::Ethernet,
+                        &action,
+                        now,
+                        &mut verdicts,
+                        &mut Stats::default(),
+                    );
                 }
             });
         }
@@ -224,6 +231,7 @@ fn replay(
                     let n = ring.len() / STRIDE;
                     let mut h = histogram();
                     let mut verdicts = Vec::with_capacity(BATCH);
+                    let mut stats = Stats::default();
                     let mut refs: Vec<&[u8]> = Vec::with_capacity(BATCH);
                     let mut bad = 0u64;
                     barrier.wait();
@@ -240,6 +248,7 @@ fn replay(
                             &action,
                             now,
                             &mut verdicts,
+                            &mut stats,
                         );
                         h.record(t0.elapsed().as_nanos().max(1) as u64)
                             .expect("latency within the histogram's range");

@@ -7,7 +7,7 @@ use std::io::Write;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use ctrack_core::{Config, CtAction, LinkType, Time, Tracker};
+use ctrack_core::{Config, CtAction, LinkType, Stats, Time, Tracker};
 use serde::Serialize;
 
 use super::{Machine, packets};
@@ -65,11 +65,19 @@ pub(crate) fn run(a: &MemoryArgs, json: bool, out: &mut dyn Write) -> Result<()>
     let action = CtAction::commit(0);
     let now = Time::from_secs(1);
     let mut verdicts = Vec::with_capacity(2);
+    let mut stats = Stats::default();
     for c in 0..a.conns {
         let f = [packets::udp(c, false), packets::udp(c, true)];
         let refs = [f[0].as_slice(), f[1].as_slice()];
         verdicts.clear();
-        tracker.process_batch(&refs, LinkType::Ethernet, &action, now, &mut verdicts);
+        tracker.process_batch(
+            &refs,
+            LinkType::Ethernet,
+            &action,
+            now,
+            &mut verdicts,
+            &mut stats,
+        );
     }
     let after = rss_bytes()?;
     if tracker.table_len() as u64 != a.conns {

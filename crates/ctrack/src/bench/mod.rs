@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
-use ctrack_core::{Config, CtAction, LinkType, Time, Tracker};
+use ctrack_core::{Config, CtAction, LinkType, Stats, Time, Tracker};
 use serde::Serialize;
 
 /// Arguments of `ctrack bench`.
@@ -236,11 +236,19 @@ fn benchmark_once(a: &BenchmarkArgs) -> Duration {
                     .collect();
                 let batch: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
                 let mut verdicts = Vec::with_capacity(a.batch);
+                let mut stats = Stats::default();
                 barrier.wait();
                 let mut i = 0;
                 while i < a.n_pkts {
                     verdicts.clear();
-                    tracker.process_batch(&batch, LinkType::Ethernet, &action, now, &mut verdicts);
+                    tracker.process_batch(
+                        &batch,
+                        LinkType::Ethernet,
+                        &action,
+                        now,
+                        &mut verdicts,
+                        &mut stats,
+                    );
                     i += a.batch as u64;
                 }
                 std::hint::black_box(&verdicts);

@@ -69,7 +69,7 @@ pub(crate) fn tcp(i: u64, reply: bool, flags: u16, seq: u32, ack: u32) -> Vec<u8
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ctrack_core::{CtAction, LinkType, Time, Tracker};
+    use ctrack_core::{CtAction, LinkType, Stats, Time, Tracker};
 
     #[test]
     fn ovs_packet_is_a_valid_udp_packet() {
@@ -79,6 +79,7 @@ mod tests {
             LinkType::Ethernet,
             &CtAction::commit(0),
             Time::ZERO,
+            &mut Stats::default(),
         );
         assert_eq!(v.state.to_string(), "new|trk");
         let v = t.process(
@@ -86,6 +87,7 @@ mod tests {
             LinkType::Ethernet,
             &CtAction::commit(0),
             Time::ZERO,
+            &mut Stats::default(),
         );
         assert_eq!(v.state.to_string(), "new|trk", "still one way");
     }
@@ -97,15 +99,27 @@ mod tests {
         for i in [0u64, 1, 70_000, 1 << 30] {
             assert_eq!(udp(i, false).len(), 60);
             assert_eq!(
-                t.process(&udp(i, false), LinkType::Ethernet, &a, Time::ZERO)
-                    .state
-                    .to_string(),
+                t.process(
+                    &udp(i, false),
+                    LinkType::Ethernet,
+                    &a,
+                    Time::ZERO,
+                    &mut Stats::default()
+                )
+                .state
+                .to_string(),
                 "new|trk"
             );
             assert_eq!(
-                t.process(&udp(i, true), LinkType::Ethernet, &a, Time::ZERO)
-                    .state
-                    .to_string(),
+                t.process(
+                    &udp(i, true),
+                    LinkType::Ethernet,
+                    &a,
+                    Time::ZERO,
+                    &mut Stats::default()
+                )
+                .state
+                .to_string(),
                 "est|rpl|trk"
             );
         }
@@ -116,7 +130,8 @@ mod tests {
                 &tcp(5, false, SYN, 100, 0),
                 LinkType::Ethernet,
                 &a,
-                Time::ZERO
+                Time::ZERO,
+                &mut Stats::default(),
             )),
             "new|trk"
         );
@@ -125,7 +140,8 @@ mod tests {
                 &tcp(5, true, SYN | ACK, 500, 101),
                 LinkType::Ethernet,
                 &a,
-                Time::ZERO
+                Time::ZERO,
+                &mut Stats::default(),
             )),
             "est|rpl|trk"
         );
@@ -134,7 +150,8 @@ mod tests {
                 &tcp(5, false, ACK, 101, 501),
                 LinkType::Ethernet,
                 &a,
-                Time::ZERO
+                Time::ZERO,
+                &mut Stats::default(),
             )),
             "est|trk"
         );

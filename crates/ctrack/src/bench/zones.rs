@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use clap::Args;
-use ctrack_core::{Config, CtAction, LinkType, Time, Tracker};
+use ctrack_core::{Config, CtAction, LinkType, Stats, Time, Tracker};
 use serde::Serialize;
 
 use super::{Machine, ovs, packets};
@@ -104,8 +104,9 @@ pub(crate) fn run(a: &ZonesArgs, json: bool, out: &mut dyn Write) -> Result<()> 
             commit,
             ..CtAction::default()
         };
+        let mut stats = Stats::default();
         for f in &frames {
-            std::hint::black_box(tracker.process(f, LinkType::Ethernet, &action, now));
+            std::hint::black_box(tracker.process(f, LinkType::Ethernet, &action, now, &mut stats));
         }
     };
 
@@ -123,7 +124,7 @@ pub(crate) fn run(a: &ZonesArgs, json: bool, out: &mut dyn Write) -> Result<()> 
         tracker.flush_zone(1);
         let f = t.elapsed();
         let t = Instant::now();
-        tracker.sweep(now, usize::MAX);
+        tracker.sweep(now, usize::MAX, &mut Stats::default());
         let r = t.elapsed();
         flush.push(f);
         reclaim.push(r);
