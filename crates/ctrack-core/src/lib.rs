@@ -50,4 +50,5 @@ pub use time::{Millis, Time};
 pub use timeout::{Timeout, TimeoutPolicy, ZonePolicies};
 pub use tracker::{Config, ConnInfo, EARLY_DROP_SCAN, Refusal, Sweep, Tracker, Verdict};
 
+pub use ctrack_table::MAX_SHARDS;
 pub use ctrack_wire::LinkType;

@@ -1,5 +1,6 @@
 //! The `ctrack` command: replay captures through the tracker and benchmark
 //! it (and, in later versions, run it between interfaces and control it).
+#![forbid(unsafe_code)]
 
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;

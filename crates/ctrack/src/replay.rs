@@ -13,12 +13,10 @@ use ctrack_core::{
     Config, ConnId, CtAction, Entry, FragError, FragStats, InvalidReason, LinkType, Out, Pipeline,
     Stats, Time, Tracker, Verdict,
 };
+use ctrack_datapath::capture::{CaptureReader, CaptureWriter};
 use ctrack_wire::parse_frame;
-use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
-use pcap_file::{DataLink, Endianness, TsResolution};
 use serde::Serialize;
 
-use crate::capture::CaptureReader;
 use crate::describe::describe;
 
 /// Output formats.
@@ -118,34 +116,32 @@ struct Tag {
 
 /// The pcap file `--write` fills.
 struct PcapOut {
-    w: PcapWriter<io::BufWriter<File>>,
+    w: CaptureWriter<io::BufWriter<File>>,
+    path: PathBuf,
 }
 
 impl PcapOut {
     fn create(path: &std::path::Path, link: LinkType) -> Result<PcapOut> {
         let f = File::create(path).with_context(|| format!("{}", path.display()))?;
-        let datalink = match link {
-            LinkType::Ethernet => DataLink::ETHERNET,
-            LinkType::RawIp => DataLink::RAW,
-            LinkType::LinuxSll => DataLink::LINUX_SLL,
-            LinkType::LinuxSll2 => DataLink::Unknown(276),
-        };
-        let header = PcapHeader {
-            snaplen: crate::capture::MAX_RECORD as u32,
-            datalink,
-            ts_resolution: TsResolution::NanoSecond,
-            endianness: Endianness::Little,
-            ..PcapHeader::default()
-        };
-        let w = PcapWriter::with_header(io::BufWriter::new(f), header)
+        let w = CaptureWriter::new(io::BufWriter::new(f), link)
             .with_context(|| format!("{}", path.display()))?;
-        Ok(PcapOut { w })
+        Ok(PcapOut {
+            w,
+            path: path.to_owned(),
+        })
     }
 
     fn write(&mut self, ts_nanos: u64, frame: &[u8], cut: u32) -> Result<()> {
-        let ts = std::time::Duration::from_nanos(ts_nanos);
         let orig_len = (frame.len() as u32).saturating_add(cut);
-        self.w.write_packet(&PcapPacket::new(ts, orig_len, frame))?;
+        self.w
+            .write(ts_nanos, frame, orig_len)
+            .with_context(|| format!("{}", self.path.display()))
+    }
+
+    fn finish(self) -> Result<()> {
+        self.w
+            .finish()
+            .with_context(|| format!("{}", self.path.display()))?;
         Ok(())
     }
 }
@@ -435,7 +431,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
         }
     };
     if let Some(w) = pcap_out {
-        w.w.into_writer().flush()?;
+        w.finish()?;
     }
 
     match args.format {

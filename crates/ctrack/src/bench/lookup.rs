@@ -42,7 +42,7 @@ pub struct LookupArgs {
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
     /// Table shards per family (a power of two up to 64).
-    #[arg(long, default_value_t = ctrack_table::MAX_SHARDS)]
+    #[arg(long, default_value_t = ctrack_core::MAX_SHARDS)]
     pub shards: usize,
 }
 

@@ -1,12 +1,4 @@
-//! Reading capture files: pcap (microsecond and nanosecond) and pcapng
-//! (any timestamp resolution, several interfaces and sections), streamed in
-//! bounded memory, with every error naming the byte offset where the file
-//! went wrong.
-//!
-//! The record formats are parsed by the `pcap-file` crate; this module adds
-//! streaming with offsets, size limits against corrupt lengths, pcapng's
-//! `if_tsresol` (which `pcap-file` 2 ignores), and the link types the
-//! tracker understands.
+//! The streaming reader of pcap and pcapng files.
 
 use std::fmt;
 use std::io::{self, Read};
@@ -16,74 +8,12 @@ use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption
 use pcap_file::pcapng::{Block, PcapNgParser};
 use pcap_file::{DataLink, PcapError, TsResolution, pcap::PcapParser};
 
-/// Largest packet record accepted (libpcap's own limit on a snapshot).
-pub const MAX_RECORD: usize = 256 * 1024;
+use super::{CaptureError, MAX_RECORD, Packet};
+
 /// Largest pcapng block accepted.
 const MAX_BLOCK: usize = 16 * 1024 * 1024;
 /// Bytes read from the file at a time.
 const CHUNK: usize = 256 * 1024;
-
-/// One packet from a capture.
-#[derive(Debug, Clone, Copy)]
-pub struct Packet<'a> {
-    /// Capture timestamp in nanoseconds since the Unix epoch.
-    pub ts_nanos: u64,
-    /// The captured bytes.
-    pub data: &'a [u8],
-    /// Length of the packet on the wire.
-    pub orig_len: u32,
-    /// How the bytes begin.
-    pub link: LinkType,
-    /// Byte offset of the packet's record in the file.
-    pub offset: u64,
-}
-
-/// What went wrong reading a capture.
-#[derive(Debug)]
-pub enum CaptureError {
-    /// Reading the file failed.
-    Io(io::Error),
-    /// The file ends in the middle of a record.
-    Truncated {
-        /// Offset of the incomplete record.
-        offset: u64,
-    },
-    /// A record cannot be right.
-    Corrupt {
-        /// Offset of the bad record.
-        offset: u64,
-        /// What is wrong with it.
-        what: String,
-    },
-    /// The capture's link type is not one the tracker reads.
-    UnsupportedLink {
-        /// Offset of the header naming it.
-        offset: u64,
-        /// The link type.
-        link: u32,
-    },
-}
-
-impl fmt::Display for CaptureError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CaptureError::Io(e) => write!(f, "read error: {e}"),
-            CaptureError::Truncated { offset } => {
-                write!(f, "truncated record at byte offset {offset}")
-            }
-            CaptureError::Corrupt { offset, what } => {
-                write!(f, "corrupt record at byte offset {offset}: {what}")
-            }
-            CaptureError::UnsupportedLink { offset, link } => write!(
-                f,
-                "unsupported link type {link} at byte offset {offset} \
-                 (supported: Ethernet, raw IP, Linux cooked v1/v2)"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for CaptureError {}
 
 enum Format {
     Pcap {
@@ -403,7 +333,7 @@ impl<R: Read> CaptureReader<R> {
 
 /// Converts a raw pcapng timestamp in units of `if_tsresol` to nanoseconds:
 /// a resolution byte below 0x80 means 10^-n seconds, otherwise 2^-(n & 0x7f).
-fn scale_timestamp(raw: u64, tsresol: u8) -> Option<u64> {
+pub(super) fn scale_timestamp(raw: u64, tsresol: u8) -> Option<u64> {
     let raw = u128::from(raw);
     let ns = if tsresol & 0x80 == 0 {
         let exp = u32::from(tsresol);
@@ -447,162 +377,4 @@ fn fill<R: Read>(src: &mut R, buf: &mut Vec<u8>, want: usize) -> Result<bool, Ca
         }
     }
     Ok(false)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pcap_file(nanos: bool, records: &[(u32, u32, &[u8])]) -> Vec<u8> {
-        let magic: u32 = if nanos { 0xa1b2_3c4d } else { 0xa1b2_c3d4 };
-        let mut f = Vec::new();
-        f.extend_from_slice(&magic.to_le_bytes());
-        f.extend_from_slice(&2u16.to_le_bytes());
-        f.extend_from_slice(&4u16.to_le_bytes());
-        f.extend_from_slice(&0i32.to_le_bytes());
-        f.extend_from_slice(&0u32.to_le_bytes());
-        f.extend_from_slice(&65535u32.to_le_bytes());
-        f.extend_from_slice(&1u32.to_le_bytes());
-        for (sec, frac, data) in records {
-            f.extend_from_slice(&sec.to_le_bytes());
-            f.extend_from_slice(&frac.to_le_bytes());
-            f.extend_from_slice(&(data.len() as u32).to_le_bytes());
-            f.extend_from_slice(&(data.len() as u32).to_le_bytes());
-            f.extend_from_slice(data);
-        }
-        f
-    }
-
-    /// (timestamp, data, offset) of each packet read.
-    type Read = Vec<(u64, Vec<u8>, u64)>;
-
-    fn read_all(bytes: &[u8]) -> (Read, Option<CaptureError>) {
-        let mut out = Vec::new();
-        let mut r = match CaptureReader::new(bytes) {
-            Ok(r) => r,
-            Err(e) => return (out, Some(e)),
-        };
-        loop {
-            match r.next_packet() {
-                Ok(Some(p)) => out.push((p.ts_nanos, p.data.to_vec(), p.offset)),
-                Ok(None) => return (out, None),
-                Err(e) => return (out, Some(e)),
-            }
-        }
-    }
-
-    #[test]
-    fn pcap_micro_and_nano() {
-        let f = pcap_file(false, &[(1, 5, b"abc"), (2, 999_999, b"de")]);
-        let (pkts, err) = read_all(&f);
-        assert!(err.is_none());
-        assert_eq!(pkts[0], (1_000_005_000, b"abc".to_vec(), 24));
-        assert_eq!(pkts[1].0, 2_999_999_000);
-        assert_eq!(pkts[1].2, 24 + 16 + 3);
-        let f = pcap_file(true, &[(1, 5, b"x")]);
-        assert_eq!(read_all(&f).0[0].0, 1_000_000_005);
-    }
-
-    #[test]
-    fn truncated_and_corrupt() {
-        let f = pcap_file(false, &[(1, 0, b"abcdef"), (2, 0, b"ghijkl")]);
-        let (pkts, err) = read_all(&f[..f.len() - 2]);
-        assert_eq!(pkts.len(), 1);
-        assert!(
-            matches!(err, Some(CaptureError::Truncated { offset: 46 })),
-            "{err:?}"
-        );
-        let mut bad = f.clone();
-        bad[24 + 8..24 + 12].copy_from_slice(&u32::MAX.to_le_bytes());
-        let (pkts, err) = read_all(&bad);
-        assert!(pkts.is_empty());
-        assert!(
-            matches!(err, Some(CaptureError::Corrupt { offset: 24, .. })),
-            "{err:?}"
-        );
-        let (_, err) = read_all(b"not a capture at all");
-        assert!(
-            matches!(err, Some(CaptureError::Corrupt { offset: 0, .. })),
-            "{err:?}"
-        );
-        let (_, err) = read_all(b"ab");
-        assert!(matches!(err, Some(CaptureError::Truncated { offset: 0 })));
-        // Microsecond fraction out of range.
-        let f = pcap_file(false, &[(1, 2_000_000, b"a")]);
-        assert!(matches!(read_all(&f).1, Some(CaptureError::Corrupt { .. })));
-    }
-
-    fn pcapng_file(tsresol: Option<u8>, ts: u64, data: &[u8]) -> Vec<u8> {
-        let mut f = Vec::new();
-        // Section header block.
-        f.extend_from_slice(&0x0a0d_0d0au32.to_le_bytes());
-        f.extend_from_slice(&28u32.to_le_bytes());
-        f.extend_from_slice(&0x1a2b_3c4du32.to_le_bytes());
-        f.extend_from_slice(&1u16.to_le_bytes());
-        f.extend_from_slice(&0u16.to_le_bytes());
-        f.extend_from_slice(&(-1i64).to_le_bytes());
-        f.extend_from_slice(&28u32.to_le_bytes());
-        // Interface description block, Ethernet, optional if_tsresol.
-        let opts: Vec<u8> = match tsresol {
-            Some(r) => {
-                let mut o = Vec::new();
-                o.extend_from_slice(&9u16.to_le_bytes());
-                o.extend_from_slice(&1u16.to_le_bytes());
-                o.extend_from_slice(&[r, 0, 0, 0]);
-                o.extend_from_slice(&[0, 0, 0, 0]); // opt_endofopt
-                o
-            }
-            None => Vec::new(),
-        };
-        let idb_len = 20 + opts.len() as u32;
-        f.extend_from_slice(&1u32.to_le_bytes());
-        f.extend_from_slice(&idb_len.to_le_bytes());
-        f.extend_from_slice(&1u16.to_le_bytes());
-        f.extend_from_slice(&0u16.to_le_bytes());
-        f.extend_from_slice(&0u32.to_le_bytes());
-        f.extend_from_slice(&opts);
-        f.extend_from_slice(&idb_len.to_le_bytes());
-        // Enhanced packet block.
-        let pad = (4 - data.len() % 4) % 4;
-        let epb_len = 32 + data.len() as u32 + pad as u32;
-        f.extend_from_slice(&6u32.to_le_bytes());
-        f.extend_from_slice(&epb_len.to_le_bytes());
-        f.extend_from_slice(&0u32.to_le_bytes());
-        f.extend_from_slice(&((ts >> 32) as u32).to_le_bytes());
-        f.extend_from_slice(&(ts as u32).to_le_bytes());
-        f.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        f.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        f.extend_from_slice(data);
-        f.extend(std::iter::repeat_n(0, pad));
-        f.extend_from_slice(&epb_len.to_le_bytes());
-        f
-    }
-
-    #[test]
-    fn pcapng_resolutions() {
-        // Default resolution: microseconds.
-        let (p, e) = read_all(&pcapng_file(None, 1_500_000, b"hello"));
-        assert!(e.is_none(), "{e:?}");
-        assert_eq!(p[0].0, 1_500_000_000);
-        assert_eq!(p[0].1, b"hello");
-        let (p, _) = read_all(&pcapng_file(Some(9), 1_500_000, b"x"));
-        assert_eq!(p[0].0, 1_500_000);
-        let (p, _) = read_all(&pcapng_file(Some(0x80 | 10), 1024, b"x"));
-        assert_eq!(p[0].0, 1_000_000_000);
-        // A cut in the middle of the packet block.
-        let f = pcapng_file(None, 1, b"hello");
-        let (p, e) = read_all(&f[..f.len() - 3]);
-        assert!(p.is_empty());
-        assert!(matches!(e, Some(CaptureError::Truncated { .. })), "{e:?}");
-    }
-
-    #[test]
-    fn timestamp_scaling() {
-        assert_eq!(scale_timestamp(5, 6), Some(5_000));
-        assert_eq!(scale_timestamp(5, 9), Some(5));
-        assert_eq!(scale_timestamp(3, 0), Some(3_000_000_000));
-        assert_eq!(scale_timestamp(1, 0x81), Some(500_000_000));
-        assert_eq!(scale_timestamp(1, 99), None);
-        assert_eq!(scale_timestamp(u64::MAX, 0), None);
-    }
 }
