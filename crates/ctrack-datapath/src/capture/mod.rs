@@ -6,8 +6,22 @@
 //! The record formats are parsed by the `pcap-file` crate; this module adds
 //! streaming with offsets, size limits against corrupt lengths, pcapng's
 //! `if_tsresol` (which `pcap-file` 2 ignores), and the link types the
-//! tracker understands.
+//! tracker understands, read as libpcap reads them:
+//!
+//! - Ethernet, raw IP (101, 228, 229), Linux cooked v1 and v2: handed on
+//!   as they are;
+//! - BSD loopback, `NULL` (0; a 4-byte address family in the byte order of
+//!   the host that captured) and `LOOP` (108; in network byte order): the
+//!   4-byte header is taken off and the packet handed on as raw IP when the
+//!   family is `AF_INET` (2) or `AF_INET6` (24, 28 or 30, as the BSDs and
+//!   macOS number it). A packet of any other family keeps its header,
+//!   whose first byte is no IP version: the tracker sees it as not IP.
+//! - A frame check sequence at the end of every packet, declared by the
+//!   upper bits of a pcap header's link type (bit 26 set, bits 28 to 31 the
+//!   length in 16-bit words: libpcap's `LT_FCS_LENGTH`), by a pcapng
+//!   interface's `if_fcslen` or by a packet's `epb_flags`, is cut off.
 
+mod link;
 mod reader;
 mod writer;
 
@@ -30,9 +44,10 @@ pub const MAX_RECORD: usize = 256 * 1024;
 pub struct Packet<'a> {
     /// Capture timestamp in nanoseconds since the Unix epoch.
     pub ts_nanos: u64,
-    /// The captured bytes.
+    /// The captured bytes, from the link type's header on (a loopback
+    /// header and a frame check sequence taken off).
     pub data: &'a [u8],
-    /// Length of the packet on the wire.
+    /// Length of the packet on the wire (less what was taken off).
     pub orig_len: u32,
     /// How the bytes begin.
     pub link: LinkType,
@@ -46,6 +61,18 @@ pub struct Packet<'a> {
 pub enum CaptureError {
     /// Reading or writing the file failed.
     Io(io::Error),
+    /// The file is empty.
+    Empty,
+    /// The file is not a pcap or pcapng file.
+    NotCapture {
+        /// What it starts with, or why it cannot be one.
+        what: String,
+    },
+    /// The file ends inside its header.
+    TruncatedHeader {
+        /// Bytes the file has.
+        len: u64,
+    },
     /// The file ends in the middle of a record.
     Truncated {
         /// Offset of the incomplete record.
@@ -70,7 +97,15 @@ pub enum CaptureError {
 impl fmt::Display for CaptureError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CaptureError::Io(e) => write!(f, "read error: {e}"),
+            CaptureError::Io(e) => write!(f, "I/O error: {e}"),
+            CaptureError::Empty => write!(f, "empty file, not a pcap or pcapng capture"),
+            CaptureError::NotCapture { what } => {
+                write!(f, "not a pcap or pcapng file at byte offset 0 ({what})")
+            }
+            CaptureError::TruncatedHeader { len } => write!(
+                f,
+                "file header cut short: the file ends at byte offset {len}, inside it"
+            ),
             CaptureError::Truncated { offset } => {
                 write!(f, "truncated record at byte offset {offset}")
             }
@@ -79,8 +114,8 @@ impl fmt::Display for CaptureError {
             }
             CaptureError::UnsupportedLink { offset, link } => write!(
                 f,
-                "unsupported link type {link} at byte offset {offset} \
-                 (supported: Ethernet, raw IP, Linux cooked v1/v2)"
+                "unsupported link type {link} at byte offset {offset} (supported: Ethernet, \
+                 raw IP, Linux cooked v1/v2, BSD loopback NULL and LOOP)"
             ),
         }
     }

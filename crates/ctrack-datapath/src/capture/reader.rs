@@ -3,22 +3,34 @@
 use std::fmt;
 use std::io::{self, Read};
 
-use ctrack_wire::LinkType;
-use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
+use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketOption;
+use pcap_file::pcapng::blocks::interface_description::{
+    InterfaceDescriptionBlock, InterfaceDescriptionOption,
+};
 use pcap_file::pcapng::{Block, PcapNgParser};
-use pcap_file::{DataLink, PcapError, TsResolution, pcap::PcapParser};
+use pcap_file::{PcapError, TsResolution, pcap::PcapParser};
 
+use super::link::{Framing, epb_flags_fcs, fcslen_option, link_of, pcap_framing};
 use super::{CaptureError, MAX_RECORD, Packet};
 
 /// Largest pcapng block accepted.
 const MAX_BLOCK: usize = 16 * 1024 * 1024;
 /// Bytes read from the file at a time.
 const CHUNK: usize = 256 * 1024;
+/// pcapng's section header block type, and the first bytes of its file.
+const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+/// pcap's magic numbers, little- and big-endian, micro- and nanosecond.
+const PCAP_MAGICS: [[u8; 4]; 4] = [
+    [0xd4, 0xc3, 0xb2, 0xa1],
+    [0xa1, 0xb2, 0xc3, 0xd4],
+    [0x4d, 0x3c, 0xb2, 0xa1],
+    [0xa1, 0xb2, 0x3c, 0x4d],
+];
 
 enum Format {
     Pcap {
         parser: PcapParser,
-        link: LinkType,
+        framing: Framing,
         nanos: bool,
     },
     PcapNg {
@@ -26,12 +38,12 @@ enum Format {
     },
 }
 
-/// A packet found in a record: its data as a range of the read buffer.
+/// A packet found in a record: its frame as a range of the read buffer.
 struct Found {
     ts_nanos: u64,
     data: (usize, usize),
     orig_len: u32,
-    link: LinkType,
+    link: ctrack_wire::LinkType,
 }
 
 /// A streaming reader of pcap and pcapng files.
@@ -54,63 +66,43 @@ impl<R> fmt::Debug for CaptureReader<R> {
     }
 }
 
-fn link_type(dl: DataLink) -> Option<LinkType> {
-    match dl {
-        DataLink::ETHERNET => Some(LinkType::Ethernet),
-        DataLink::RAW | DataLink::IPV4 | DataLink::IPV6 => Some(LinkType::RawIp),
-        DataLink::LINUX_SLL => Some(LinkType::LinuxSll),
-        DataLink::Unknown(276) => Some(LinkType::LinuxSll2),
-        _ => None,
-    }
-}
-
-fn datalink_number(dl: DataLink) -> u32 {
-    u32::from(dl)
-}
-
 impl<R: Read> CaptureReader<R> {
     /// Reads the file header and prepares to stream packets.
     pub fn new(mut src: R) -> Result<Self, CaptureError> {
         let mut buf = Vec::with_capacity(CHUNK);
         let eof = fill(&mut src, &mut buf, CHUNK)?;
-        if buf.len() < 4 {
-            return Err(CaptureError::Truncated { offset: 0 });
+        if buf.is_empty() {
+            return Err(CaptureError::Empty);
         }
-        let magic = [buf[0], buf[1], buf[2], buf[3]];
-        const PCAP_MAGICS: [[u8; 4]; 4] = [
-            [0xd4, 0xc3, 0xb2, 0xa1],
-            [0xa1, 0xb2, 0xc3, 0xd4],
-            [0x4d, 0x3c, 0xb2, 0xa1],
-            [0xa1, 0xb2, 0x3c, 0x4d],
-        ];
-        let (format, used) = match magic {
-            m if m != [0x0a, 0x0d, 0x0d, 0x0a] && !PCAP_MAGICS.contains(&m) => {
-                return Err(CaptureError::Corrupt {
-                    offset: 0,
-                    what: "not a pcap or pcapng file".into(),
-                });
-            }
-            [0x0a, 0x0d, 0x0d, 0x0a] => {
-                let (rem, parser) = PcapNgParser::new(&buf).map_err(|e| header_error(e, 0))?;
-                (Format::PcapNg { parser }, buf.len() - rem.len())
-            }
-            _ => {
-                let (rem, parser) = PcapParser::new(&buf).map_err(|e| header_error(e, 0))?;
-                let h = parser.header();
-                let link = link_type(h.datalink).ok_or(CaptureError::UnsupportedLink {
-                    offset: 0,
-                    link: datalink_number(h.datalink),
-                })?;
-                let nanos = h.ts_resolution == TsResolution::NanoSecond;
-                (
-                    Format::Pcap {
-                        parser,
-                        link,
-                        nanos,
-                    },
-                    buf.len() - rem.len(),
-                )
-            }
+        let Some(&magic) = buf.first_chunk::<4>() else {
+            return Err(CaptureError::NotCapture {
+                what: format!("only {} bytes", buf.len()),
+            });
+        };
+        let (format, used) = if magic == PCAPNG_MAGIC {
+            let (rem, parser) = PcapNgParser::new(&buf).map_err(|e| header_error(e, &buf, eof))?;
+            (Format::PcapNg { parser }, buf.len() - rem.len())
+        } else if PCAP_MAGICS.contains(&magic) {
+            let (rem, parser) = PcapParser::new(&buf).map_err(|e| header_error(e, &buf, eof))?;
+            let h = parser.header();
+            let framing = pcap_framing(u32::from(h.datalink))
+                .map_err(|link| CaptureError::UnsupportedLink { offset: 0, link })?;
+            let nanos = h.ts_resolution == TsResolution::NanoSecond;
+            (
+                Format::Pcap {
+                    parser,
+                    framing,
+                    nanos,
+                },
+                buf.len() - rem.len(),
+            )
+        } else {
+            return Err(CaptureError::NotCapture {
+                what: format!(
+                    "it starts with {:02x} {:02x} {:02x} {:02x}",
+                    magic[0], magic[1], magic[2], magic[3]
+                ),
+            });
         };
         Ok(CaptureReader {
             src,
@@ -194,7 +186,7 @@ impl<R: Read> CaptureReader<R> {
                 }
                 let b = &self.buf[self.start + 4..self.start + 8];
                 let ty = &self.buf[self.start..self.start + 4];
-                let total = if ty == [0x0a, 0x0d, 0x0d, 0x0a] {
+                let total = if ty == PCAPNG_MAGIC {
                     // A new section may change the byte order: read the
                     // length in the order its own magic says.
                     let m = &self.buf[self.start + 8..self.start + 12];
@@ -225,7 +217,7 @@ impl<R: Read> CaptureReader<R> {
     }
 
     /// Parses the record at `buf[start..start + len]`. Returns the packet it
-    /// holds (with its data as a range of the buffer), or `None` for a
+    /// holds (with its frame as a range of the buffer), or `None` for a
     /// block that holds none.
     fn parse_record(
         &mut self,
@@ -240,13 +232,12 @@ impl<R: Read> CaptureReader<R> {
         };
         let range_of = |data: &[u8]| {
             // `data` is a subslice of `rec`: find where, without unsafe.
-            let from = start + (data.as_ptr() as usize - rec.as_ptr() as usize);
-            (from, from + data.len())
+            start + (data.as_ptr() as usize - rec.as_ptr() as usize)
         };
         match &mut self.format {
             Format::Pcap {
                 parser,
-                link,
+                framing,
                 nanos,
             } => {
                 let (_, raw) = parser.next_raw_packet(rec).map_err(corrupt)?;
@@ -258,28 +249,35 @@ impl<R: Read> CaptureReader<R> {
                         what: format!("timestamp fraction {frac} out of range"),
                     });
                 }
+                let f = framing.frame(&raw.data, raw.orig_len);
+                let from = start + 16;
                 Ok(Some(Found {
                     ts_nanos: u64::from(raw.ts_sec) * 1_000_000_000 + frac_ns,
-                    data: (start + 16, start + len),
-                    orig_len: raw.orig_len,
-                    link: *link,
+                    data: (from + f.start, from + f.end),
+                    orig_len: f.orig_len,
+                    link: f.link,
                 }))
             }
             Format::PcapNg { parser } => {
                 let (_, block) = parser.next_block(rec).map_err(corrupt)?;
-                let (iface, raw_ts, data, orig_len) = match block {
+                let (iface, raw_ts, data, orig_len, epb_fcs) = match block {
                     Block::EnhancedPacket(b) => (
                         b.interface_id as usize,
                         b.timestamp.as_nanos() as u64,
                         b.data,
                         b.original_len,
+                        b.options.iter().find_map(|o| match o {
+                            EnhancedPacketOption::Flags(f) => epb_flags_fcs(*f),
+                            _ => None,
+                        }),
                     ),
-                    Block::SimplePacket(b) => (0, 0, b.data, b.original_len),
+                    Block::SimplePacket(b) => (0, 0, b.data, b.original_len, None),
                     Block::Packet(b) => (
                         usize::from(b.interface_id),
                         b.timestamp,
                         b.data,
                         b.original_len,
+                        None,
                     ),
                     // Headers, name resolution, statistics...
                     _ => return Ok(None),
@@ -290,28 +288,22 @@ impl<R: Read> CaptureReader<R> {
                         what: format!("packet on undeclared interface {iface}"),
                     });
                 };
-                let link = link_type(idb.linktype).ok_or(CaptureError::UnsupportedLink {
-                    offset,
-                    link: datalink_number(idb.linktype),
-                })?;
-                let tsresol = idb
-                    .options
-                    .iter()
-                    .find_map(|o| match o {
-                        InterfaceDescriptionOption::IfTsResol(r) => Some(r.to_owned()),
-                        _ => None,
-                    })
-                    .unwrap_or(6);
+                let (mut framing, tsresol) = interface(idb, offset)?;
+                if let Some(fcs) = epb_fcs {
+                    framing.fcs = fcs;
+                }
                 let ts_nanos =
                     scale_timestamp(raw_ts, tsresol).ok_or_else(|| CaptureError::Corrupt {
                         offset,
                         what: format!("timestamp {raw_ts} at resolution {tsresol:#x} out of range"),
                     })?;
+                let f = framing.frame(&data, orig_len);
+                let from = range_of(&data);
                 Ok(Some(Found {
                     ts_nanos,
-                    data: range_of(&data),
-                    orig_len,
-                    link,
+                    data: (from + f.start, from + f.end),
+                    orig_len: f.orig_len,
+                    link: f.link,
                 }))
             }
         }
@@ -329,6 +321,36 @@ impl<R: Read> CaptureReader<R> {
             u32::from_le_bytes(b)
         }
     }
+}
+
+/// A pcapng interface's framing and timestamp resolution (`if_tsresol`,
+/// microseconds by default), for a packet at `offset`.
+fn interface(
+    idb: &InterfaceDescriptionBlock<'_>,
+    offset: u64,
+) -> Result<(Framing, u8), CaptureError> {
+    let link_type = u32::from(idb.linktype);
+    let link = link_of(link_type).ok_or(CaptureError::UnsupportedLink {
+        offset,
+        link: link_type,
+    })?;
+    let mut framing = Framing { link, fcs: 0 };
+    let mut tsresol = 6;
+    for o in &idb.options {
+        match o {
+            InterfaceDescriptionOption::IfTsResol(r) => tsresol = *r,
+            InterfaceDescriptionOption::IfFcsLen(v) => {
+                framing.fcs = fcslen_option(*v).ok_or_else(|| CaptureError::Corrupt {
+                    offset,
+                    what: format!(
+                        "the packet's interface declares an FCS of {v}, neither bits nor bytes"
+                    ),
+                })?;
+            }
+            _ => {}
+        }
+    }
+    Ok((framing, tsresol))
 }
 
 /// Converts a raw pcapng timestamp in units of `if_tsresol` to nanoseconds:
@@ -352,13 +374,21 @@ pub(super) fn scale_timestamp(raw: u64, tsresol: u8) -> Option<u64> {
     u64::try_from(ns).ok()
 }
 
-fn header_error(e: PcapError, offset: u64) -> CaptureError {
+/// What is wrong with a file whose magic number is right and whose header
+/// could not be read.
+fn header_error(e: PcapError, buf: &[u8], eof: bool) -> CaptureError {
     match e {
-        PcapError::IncompleteBuffer => CaptureError::Truncated { offset },
+        PcapError::IncompleteBuffer if eof => CaptureError::TruncatedHeader {
+            len: buf.len() as u64,
+        },
+        PcapError::IncompleteBuffer => CaptureError::NotCapture {
+            what: format!("a file header longer than {CHUNK} bytes"),
+        },
         PcapError::IoError(io) => CaptureError::Io(io),
+        // The magic number was right: a capture whose header is wrong.
         other => CaptureError::Corrupt {
-            offset,
-            what: format!("not a pcap or pcapng file ({other})"),
+            offset: 0,
+            what: format!("file header: {other}"),
         },
     }
 }

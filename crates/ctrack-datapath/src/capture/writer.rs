@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use ctrack_wire::LinkType;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
-use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
+use pcap_file::{Endianness, PcapError, TsResolution};
 
+use super::link::datalink_of;
 use super::{CaptureError, MAX_RECORD};
 
 /// A pcap file being written: little-endian, nanosecond timestamps, one
@@ -64,15 +65,5 @@ impl<W: Write> CaptureWriter<W> {
         let mut w = self.w.into_writer();
         w.flush()?;
         Ok(w)
-    }
-}
-
-/// The pcap link type a frame of `link` is written with.
-fn datalink_of(link: LinkType) -> DataLink {
-    match link {
-        LinkType::Ethernet => DataLink::ETHERNET,
-        LinkType::RawIp => DataLink::RAW,
-        LinkType::LinuxSll => DataLink::LINUX_SLL,
-        LinkType::LinuxSll2 => DataLink::Unknown(276),
     }
 }
