@@ -1,5 +1,5 @@
-//! The `ctrack` command's building blocks: packet summaries, and the
-//! subcommands (`replay`, `bench`). `main.rs` only
+//! The `ctrack` command's building blocks: argument checks, packet
+//! summaries, and the subcommands (`replay`, `bench`). `main.rs` only
 //! parses arguments and reports errors; capture files are read and
 //! written by `ctrack-datapath`.
 //!
@@ -26,6 +26,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod args;
 pub mod bench;
 pub mod describe;
 pub mod replay;

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use ctrack_core::frag::FragConfig;
+use ctrack_core::frag::{FragConfig, MAX_FRAGS_LIMIT, MIN_FRAG_LIMIT};
 use ctrack_core::{
     Config, ConnId, CtAction, Entry, FragError, FragStats, InvalidReason, LinkType, Out, Pipeline,
     Stats, Time, Tracker, Verdict,
@@ -17,6 +17,7 @@ use ctrack_datapath::capture::{CaptureReader, CaptureWriter};
 use ctrack_wire::parse_frame;
 use serde::Serialize;
 
+use crate::args::{MAX_CONNS, bounded};
 use crate::describe::describe;
 
 /// Output formats.
@@ -68,14 +69,17 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub no_reassembly: bool,
     /// Most fragments held for reassembly (at most 5000).
-    #[arg(long, default_value_t = ctrack_core::frag::DEFAULT_MAX_FRAGS)]
+    #[arg(long, value_name = "N", default_value_t = ctrack_core::frag::DEFAULT_MAX_FRAGS,
+          value_parser = bounded(0, MAX_FRAGS_LIMIT))]
     pub max_frags: usize,
-    /// Smallest IPv4 fragment but the last, in bytes of IP packet (at
-    /// least 400).
-    #[arg(long, default_value_t = ctrack_core::frag::DEFAULT_MIN_V4)]
+    /// Smallest IPv4 fragment but the last, in bytes of IP packet (400 to
+    /// 65535).
+    #[arg(long, value_name = "BYTES", default_value_t = ctrack_core::frag::DEFAULT_MIN_V4,
+          value_parser = bounded(MIN_FRAG_LIMIT, MAX_MIN_FRAG))]
     pub min_frag_v4: usize,
-    /// Smallest IPv6 fragment but the last (at least 400).
-    #[arg(long, default_value_t = ctrack_core::frag::DEFAULT_MIN_V6)]
+    /// Smallest IPv6 fragment but the last (400 to 65535).
+    #[arg(long, value_name = "BYTES", default_value_t = ctrack_core::frag::DEFAULT_MIN_V6,
+          value_parser = bounded(MIN_FRAG_LIMIT, MAX_MIN_FRAG))]
     pub min_frag_v6: usize,
     /// Do not check TCP sequence numbers and windows.
     #[arg(long)]
@@ -93,10 +97,16 @@ pub struct ReplayArgs {
     /// Clock to track with.
     #[arg(long, value_enum, default_value_t = Clock::Capture)]
     pub clock: Clock,
-    /// Most connections to hold; commits beyond are refused.
-    #[arg(long, default_value_t = ctrack_core::tracker::DEFAULT_MAX_CONNS)]
+    /// Most connections to hold (1 to 536870912); at the limit a commit
+    /// evicts an unestablished connection, else is refused.
+    #[arg(long, value_name = "N", default_value_t = ctrack_core::tracker::DEFAULT_MAX_CONNS,
+          value_parser = bounded(1, MAX_CONNS))]
     pub max_conns: usize,
 }
+
+/// The largest minimum fragment size: an IP packet is at most 65535 bytes
+/// (IPv6: of payload), so a larger minimum would refuse every fragment.
+const MAX_MIN_FRAG: usize = 65535;
 
 /// How many connections a sweep may look at between two packets.
 const SWEEP_BUDGET: usize = 4096;
