@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use ctrack_core::dump::Tuple;
 use ctrack_core::frag::{FragConfig, MAX_FRAGS_LIMIT, MIN_FRAG_LIMIT};
 use ctrack_core::{
     Config, ConnId, CtAction, Entry, FragError, FragStats, InvalidReason, LinkType, Out, Pipeline,
@@ -16,6 +17,7 @@ use ctrack_core::{
 use ctrack_datapath::capture::{CaptureReader, CaptureWriter};
 use ctrack_wire::parse_frame;
 use serde::Serialize;
+use serde::ser::SerializeMap;
 
 use crate::args::{MAX_CONNS, bounded};
 use crate::describe::describe;
@@ -195,19 +197,154 @@ struct DroppedJson {
     reason: FragError,
 }
 
+/// A connection of the table (README: "JSON output").
 #[derive(Serialize)]
 struct ConnJson<'a> {
     conn: u64,
-    #[serde(flatten)]
-    entry: &'a Entry,
+    proto: u8,
     proto_name: &'a str,
+    orig: TupleJson,
+    reply: TupleJson,
+    zone: u16,
+    mark: u32,
+    label: String,
+    state: &'a str,
+    timeout: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    helper: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    master: Option<&'a str>,
 }
 
+impl<'a> ConnJson<'a> {
+    fn new(conn: u64, e: &'a Entry) -> Self {
+        ConnJson {
+            conn,
+            proto: e.proto,
+            proto_name: ctrack_wire::ip_proto::name(e.proto).unwrap_or(""),
+            orig: TupleJson::new(&e.orig),
+            reply: TupleJson::new(&e.reply),
+            zone: e.zone,
+            mark: e.mark,
+            label: format!("{:#x}", e.label),
+            state: e.state,
+            timeout: e.timeout,
+            helper: e.helper,
+            master: e.master.as_deref(),
+        }
+    }
+}
+
+/// One direction of a connection.
 #[derive(Serialize)]
-struct StatsJson<'a> {
-    stats: &'a Stats,
+struct TupleJson {
+    src: std::net::IpAddr,
+    dst: std::net::IpAddr,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sport: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dport: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    icmp: Option<IcmpJson>,
+    packets: u64,
+    bytes: u64,
+}
+
+impl TupleJson {
+    fn new(t: &Tuple) -> Self {
+        TupleJson {
+            src: t.src,
+            dst: t.dst,
+            sport: t.sport,
+            dport: t.dport,
+            icmp: t.icmp.map(|(id, ty, code)| IcmpJson { id, ty, code }),
+            packets: t.packets,
+            bytes: t.bytes,
+        }
+    }
+}
+
+/// The ICMP or ICMPv6 query of a connection.
+#[derive(Serialize)]
+struct IcmpJson {
+    id: u16,
+    #[serde(rename = "type")]
+    ty: u8,
+    code: u8,
+}
+
+/// The last line: the tracker's and the reassembler's counters.
+#[derive(Serialize)]
+struct CountersJson<'a> {
+    stats: StatsJson<'a>,
     fragments: &'a FragStats,
     connections: usize,
+}
+
+/// The tracker's counters, with invalid packets counted by reason name.
+#[derive(Serialize)]
+struct StatsJson<'a> {
+    packets: u64,
+    new: u64,
+    established: u64,
+    related: u64,
+    invalid: u64,
+    invalid_by_reason: ByReason<'a>,
+    committed: u64,
+    refused_table_full: u64,
+    refused_zone_limit: u64,
+    evicted: u64,
+    replaced: u64,
+    expired: u64,
+    flushed: u64,
+    refused_nat_exhausted: u64,
+    translated: u64,
+    expectations_created: u64,
+    expectations_matched: u64,
+    expectations_refused: u64,
+    expectations_expired: u64,
+    alg_rewritten: u64,
+}
+
+impl<'a> StatsJson<'a> {
+    fn new(s: &'a Stats) -> Self {
+        StatsJson {
+            packets: s.packets,
+            new: s.new,
+            established: s.established,
+            related: s.related,
+            invalid: s.invalid,
+            invalid_by_reason: ByReason(s),
+            committed: s.committed,
+            refused_table_full: s.refused_table_full,
+            refused_zone_limit: s.refused_zone_limit,
+            evicted: s.evicted,
+            replaced: s.replaced,
+            expired: s.expired,
+            flushed: s.flushed,
+            refused_nat_exhausted: s.refused_nat_exhausted,
+            translated: s.translated,
+            expectations_created: s.expectations_created,
+            expectations_matched: s.expectations_matched,
+            expectations_refused: s.expectations_refused,
+            expectations_expired: s.expectations_expired,
+            alg_rewritten: s.alg_rewritten,
+        }
+    }
+}
+
+/// `{"link_truncated": 0, "not_ip": 2, ...}`: every reason, in counter
+/// order.
+struct ByReason<'a>(&'a Stats);
+
+impl Serialize for ByReason<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(InvalidReason::ALL.len()))?;
+        for r in InvalidReason::ALL {
+            m.serialize_entry(&r, &self.0.invalid_count(r))?;
+        }
+        m.end()
+    }
 }
 
 /// What became of one packet of the capture.
@@ -451,21 +588,15 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
             write_frag_summary(out, &pipeline.reassembler().stats())?;
         }
         Format::Json => {
-            let mut conns = Vec::new();
-            tracker.for_each(None, now, |id, c| conns.push((id, c.entry.clone())));
-            for (id, e) in &conns {
-                let j = ConnJson {
-                    conn: numbering.number(*id),
-                    entry: e,
-                    proto_name: ctrack_wire::ip_proto::name(e.proto).unwrap_or(""),
-                };
-                serde_json::to_writer(&mut *out, &j)?;
+            for (n, e) in &connections(tracker, now, &mut numbering) {
+                serde_json::to_writer(&mut *out, &ConnJson::new(*n, e))?;
                 writeln!(out)?;
             }
+            let stats = tracker.stats();
             serde_json::to_writer(
                 &mut *out,
-                &StatsJson {
-                    stats: &tracker.stats(),
+                &CountersJson {
+                    stats: StatsJson::new(&stats),
                     fragments: &pipeline.reassembler().stats(),
                     connections: tracker.table_len(),
                 },
@@ -475,6 +606,19 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
     }
     out.flush()?;
     result.with_context(|| format!("{}", args.file.display()))
+}
+
+/// The connections of the table with their numbers, in number order (the
+/// order they were first seen), whatever the table's own order.
+fn connections(tracker: &Tracker, now: Time, numbering: &mut Numbering) -> Vec<(u64, Entry)> {
+    let mut conns = Vec::new();
+    tracker.for_each(None, now, |id, c| conns.push((id, c.entry.clone())));
+    let mut numbered: Vec<(u64, Entry)> = conns
+        .into_iter()
+        .map(|(id, e)| (numbering.number(id), e))
+        .collect();
+    numbered.sort_by_key(|(n, _)| *n);
+    numbered
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -581,13 +725,7 @@ fn write_table(
     last_ns: u64,
     first_ns: Option<u64>,
 ) -> io::Result<()> {
-    let mut conns = Vec::new();
-    tracker.for_each(None, now, |id, c| conns.push((id, c.entry.clone())));
-    let mut numbered: Vec<(u64, Entry)> = conns
-        .into_iter()
-        .map(|(id, e)| (numbering.number(id), e))
-        .collect();
-    numbered.sort_by_key(|(n, _)| *n);
+    let numbered = connections(tracker, now, numbering);
     let span = last_ns.saturating_sub(first_ns.unwrap_or(last_ns)) as f64 / 1e9;
     writeln!(out)?;
     writeln!(out, "connections at {span:.6} s ({}):", numbered.len())?;
