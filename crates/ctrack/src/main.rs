@@ -22,7 +22,7 @@ enum Command {
     /// Run a capture through the tracker and print its decision for every
     /// packet.
     Replay(replay::ReplayArgs),
-    /// Measure the tracker: the seed documents' benchmarks and more.
+    /// Measure the tracker: Open vSwitch's conntrack benchmarks and more.
     Bench(bench::BenchArgs),
 }
 

@@ -1,5 +1,5 @@
-//! `ctrack bench`: the measurements of the seed documents, with their
-//! arguments, and the ones they lack.
+//! `ctrack bench`: Open vSwitch's conntrack benchmarks (the workloads of
+//! `ovstest test-conntrack`), with their arguments, and the ones they lack.
 //!
 //! | subcommand | workload |
 //! | --- | --- |
