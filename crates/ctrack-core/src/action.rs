@@ -10,6 +10,7 @@
 //! Parsing errors name the offending token.
 
 use core::fmt;
+use core::num::{IntErrorKind, ParseIntError};
 use core::str::FromStr;
 use std::net::IpAddr;
 
@@ -199,13 +200,17 @@ fn split_top(s: &str) -> Result<Vec<&str>, ActionError> {
     Ok(out)
 }
 
-fn parse_u128(tok: &str, v: &str) -> Result<u128, ActionError> {
-    let r = if let Some(h) = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+/// A number, decimal or `0x` hexadecimal.
+fn number(v: &str) -> Result<u128, ParseIntError> {
+    if let Some(h) = v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
         u128::from_str_radix(h, 16)
     } else {
         v.parse()
-    };
-    r.map_err(|_| err(tok, format!("`{v}` is not a number")))
+    }
+}
+
+fn parse_u128(tok: &str, v: &str) -> Result<u128, ActionError> {
+    number(v).map_err(|_| err(tok, format!("`{v}` is not a number")))
 }
 
 fn parse_masked(tok: &str, v: &str, bits: u32) -> Result<Masked<u128>, ActionError> {
@@ -214,13 +219,18 @@ fn parse_masked(tok: &str, v: &str, bits: u32) -> Result<Masked<u128>, ActionErr
     } else {
         (1u128 << bits) - 1
     };
-    let (value, mask) = match v.split_once('/') {
-        Some((a, b)) => (parse_u128(tok, a)?, parse_u128(tok, b)?),
-        None => (parse_u128(tok, v)?, all),
+    // A number wider than the field, even wider than 128 bits, says so.
+    let part = |p: &str| match number(p) {
+        Ok(n) if n <= all => Ok(n),
+        Err(e) if *e.kind() != IntErrorKind::PosOverflow => {
+            Err(err(tok, format!("`{p}` is not a number")))
+        }
+        _ => Err(err(tok, format!("`{p}` is too wide ({bits} bits at most)"))),
     };
-    if value > all || mask > all {
-        return Err(err(tok, format!("value does not fit {bits} bits")));
-    }
+    let (value, mask) = match v.split_once('/') {
+        Some((a, b)) => (part(a)?, part(b)?),
+        None => (part(v)?, all),
+    };
     Ok(Masked::new(value & mask, mask))
 }
 
@@ -594,6 +604,30 @@ mod tests {
             let a = p(s);
             assert_eq!(p(&a.to_string()), a, "{s}");
         }
+    }
+
+    #[test]
+    fn numbers_too_wide_say_so() {
+        let wide = format!("commit,label=0x1{}", "0".repeat(32));
+        let e = wide.parse::<CtAction>().unwrap_err();
+        assert!(
+            e.to_string().contains("is too wide (128 bits at most)"),
+            "{e}"
+        );
+        let e = "commit,label=0x1/0x1ffffffffffffffffffffffffffffffff"
+            .parse::<CtAction>()
+            .unwrap_err();
+        assert!(e.to_string().contains("too wide (128 bits at most)"), "{e}");
+        let e = "commit,mark=0x100000000".parse::<CtAction>().unwrap_err();
+        assert!(e.to_string().contains("too wide (32 bits at most)"), "{e}");
+        let e = "commit,label=0xzz".parse::<CtAction>().unwrap_err();
+        assert!(e.to_string().contains("is not a number"), "{e}");
+        // 128 bits exactly fit.
+        let max = format!("commit,label=0x{}", "f".repeat(32));
+        assert_eq!(
+            max.parse::<CtAction>().unwrap().label.unwrap().value,
+            u128::MAX
+        );
     }
 
     #[test]

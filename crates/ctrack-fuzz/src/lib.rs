@@ -26,6 +26,7 @@
 //!   overlapping fragments; bounds hold and everything expires.
 //! - [`pipeline_frames`]: real traffic, mutated, through reassembly,
 //!   translation and the FTP gateway.
+#![forbid(unsafe_code)]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -551,12 +552,12 @@ fn check_verdict(t: &Tracker, v: &ctrack_core::Verdict, action: &CtAction, now: 
 
 /// Reads `data` as a capture file to the end or the first error.
 pub fn capture(data: &[u8]) {
-    let Ok(mut r) = ctrack::capture::CaptureReader::new(data) else {
+    let Ok(mut r) = ctrack_datapath::capture::CaptureReader::new(data) else {
         return;
     };
     let mut n = 0usize;
     while let Ok(Some(p)) = r.next_packet() {
-        assert!(p.data.len() <= ctrack::capture::MAX_RECORD);
+        assert!(p.data.len() <= ctrack_datapath::capture::MAX_RECORD);
         let _ = parse_frame(p.data, p.link);
         n += 1;
         assert!(n <= data.len(), "more packets than bytes");

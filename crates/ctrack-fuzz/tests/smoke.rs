@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use ctrack::capture::CaptureReader;
+use ctrack_datapath::capture::CaptureReader;
 
 /// splitmix64: a tiny, well-mixed PRNG, so the runs are reproducible from
 /// their seed without another dependency.

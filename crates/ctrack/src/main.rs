@@ -1,10 +1,12 @@
 //! The `ctrack` command: replay captures through the tracker and benchmark
 //! it (and, in later versions, run it between interfaces and control it).
+#![forbid(unsafe_code)]
 
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser, Subcommand};
 use ctrack::{bench, replay};
 
 /// A connection tracker and stateful firewall datapath in user space.
@@ -20,12 +22,42 @@ enum Command {
     /// Run a capture through the tracker and print its decision for every
     /// packet.
     Replay(replay::ReplayArgs),
-    /// Measure the tracker: the seed documents' benchmarks and more.
+    /// Measure the tracker: Open vSwitch's conntrack benchmarks and more.
     Bench(bench::BenchArgs),
+}
+
+impl Cli {
+    /// Checks between arguments that clap's value parsers cannot make:
+    /// Err names the subcommand (its path of names) and what is wrong.
+    fn validate(&self) -> Result<(), (Vec<&'static str>, String)> {
+        match &self.command {
+            Command::Replay(_) => Ok(()),
+            Command::Bench(b) => b
+                .validate()
+                .map_err(|(name, msg)| (vec!["bench", name], msg)),
+        }
+    }
+}
+
+/// Exits with a usage error of the subcommand at `path`, as clap does for
+/// a bad value (status 2).
+fn usage_error(path: &[&str], msg: String) -> ! {
+    let mut cmd = Cli::command();
+    cmd.build();
+    let mut sub = &mut cmd;
+    for name in path {
+        sub = sub
+            .find_subcommand_mut(name)
+            .expect("the subcommand path names subcommands");
+    }
+    sub.error(ErrorKind::ValueValidation, msg).exit()
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err((path, msg)) = cli.validate() {
+        usage_error(&path, msg);
+    }
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
     let result = match &cli.command {

@@ -8,17 +8,18 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use ctrack_core::frag::FragConfig;
+use ctrack_core::conn::dump::EntryTuple as Tuple;
+use ctrack_core::frag::{FragConfig, MAX_FRAGS_LIMIT, MIN_FRAG_LIMIT};
 use ctrack_core::{
     Config, ConnId, CtAction, Entry, FragError, FragStats, InvalidReason, LinkType, Out, Outputs,
     Pipeline, Stats, Time, Tracker, Verdict,
 };
+use ctrack_datapath::capture::{CaptureReader, CaptureWriter};
 use ctrack_wire::parse_frame;
-use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
-use pcap_file::{DataLink, Endianness, TsResolution};
 use serde::Serialize;
+use serde::ser::SerializeMap;
 
-use crate::capture::CaptureReader;
+use crate::args::{MAX_CONNS, bounded};
 use crate::describe::describe;
 
 /// Output formats.
@@ -70,14 +71,17 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub no_reassembly: bool,
     /// Most fragments held for reassembly (at most 5000).
-    #[arg(long, default_value_t = ctrack_core::frag::DEFAULT_MAX_FRAGS)]
+    #[arg(long, value_name = "N", default_value_t = ctrack_core::frag::DEFAULT_MAX_FRAGS,
+          value_parser = bounded(0, MAX_FRAGS_LIMIT))]
     pub max_frags: usize,
-    /// Smallest IPv4 fragment but the last, in bytes of IP packet (at
-    /// least 400).
-    #[arg(long, default_value_t = ctrack_core::frag::DEFAULT_MIN_V4)]
+    /// Smallest IPv4 fragment but the last, in bytes of IP packet (400 to
+    /// 65535).
+    #[arg(long, value_name = "BYTES", default_value_t = ctrack_core::frag::DEFAULT_MIN_V4,
+          value_parser = bounded(MIN_FRAG_LIMIT, MAX_MIN_FRAG))]
     pub min_frag_v4: usize,
-    /// Smallest IPv6 fragment but the last (at least 400).
-    #[arg(long, default_value_t = ctrack_core::frag::DEFAULT_MIN_V6)]
+    /// Smallest IPv6 fragment but the last (400 to 65535).
+    #[arg(long, value_name = "BYTES", default_value_t = ctrack_core::frag::DEFAULT_MIN_V6,
+          value_parser = bounded(MIN_FRAG_LIMIT, MAX_MIN_FRAG))]
     pub min_frag_v6: usize,
     /// Do not check TCP sequence numbers and windows.
     #[arg(long)]
@@ -95,10 +99,16 @@ pub struct ReplayArgs {
     /// Clock to track with.
     #[arg(long, value_enum, default_value_t = Clock::Capture)]
     pub clock: Clock,
-    /// Most connections to hold; commits beyond are refused.
-    #[arg(long, default_value_t = ctrack_core::track::DEFAULT_MAX_CONNS)]
+    /// Most connections to hold (1 to 536870912); at the limit a commit
+    /// evicts an unestablished connection, else is refused.
+    #[arg(long, value_name = "N", default_value_t = ctrack_core::track::DEFAULT_MAX_CONNS,
+          value_parser = bounded(1, MAX_CONNS))]
     pub max_conns: usize,
 }
+
+/// The largest minimum fragment size: an IP packet is at most 65535 bytes
+/// (IPv6: of payload), so a larger minimum would refuse every fragment.
+const MAX_MIN_FRAG: usize = 65535;
 
 /// How many connections a sweep may look at between two packets.
 const SWEEP_BUDGET: usize = 4096;
@@ -118,34 +128,32 @@ struct Tag {
 
 /// The pcap file `--write` fills.
 struct PcapOut {
-    w: PcapWriter<io::BufWriter<File>>,
+    w: CaptureWriter<io::BufWriter<File>>,
+    path: PathBuf,
 }
 
 impl PcapOut {
     fn create(path: &std::path::Path, link: LinkType) -> Result<PcapOut> {
         let f = File::create(path).with_context(|| format!("{}", path.display()))?;
-        let datalink = match link {
-            LinkType::Ethernet => DataLink::ETHERNET,
-            LinkType::RawIp => DataLink::RAW,
-            LinkType::LinuxSll => DataLink::LINUX_SLL,
-            LinkType::LinuxSll2 => DataLink::Unknown(276),
-        };
-        let header = PcapHeader {
-            snaplen: crate::capture::MAX_RECORD as u32,
-            datalink,
-            ts_resolution: TsResolution::NanoSecond,
-            endianness: Endianness::Little,
-            ..PcapHeader::default()
-        };
-        let w = PcapWriter::with_header(io::BufWriter::new(f), header)
+        let w = CaptureWriter::new(io::BufWriter::new(f), link)
             .with_context(|| format!("{}", path.display()))?;
-        Ok(PcapOut { w })
+        Ok(PcapOut {
+            w,
+            path: path.to_owned(),
+        })
     }
 
     fn write(&mut self, ts_nanos: u64, frame: &[u8], cut: u32) -> Result<()> {
-        let ts = std::time::Duration::from_nanos(ts_nanos);
         let orig_len = (frame.len() as u32).saturating_add(cut);
-        self.w.write_packet(&PcapPacket::new(ts, orig_len, frame))?;
+        self.w
+            .write(ts_nanos, frame, orig_len)
+            .with_context(|| format!("{}", self.path.display()))
+    }
+
+    fn finish(self) -> Result<()> {
+        self.w
+            .finish()
+            .with_context(|| format!("{}", self.path.display()))?;
         Ok(())
     }
 }
@@ -189,19 +197,154 @@ struct DroppedJson {
     reason: FragError,
 }
 
+/// A connection of the table (README: "JSON output").
 #[derive(Serialize)]
 struct ConnJson<'a> {
     conn: u64,
-    #[serde(flatten)]
-    entry: &'a Entry,
+    proto: u8,
     proto_name: &'a str,
+    orig: TupleJson,
+    reply: TupleJson,
+    zone: u16,
+    mark: u32,
+    label: String,
+    state: &'a str,
+    timeout: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    helper: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    master: Option<&'a str>,
 }
 
+impl<'a> ConnJson<'a> {
+    fn new(conn: u64, e: &'a Entry) -> Self {
+        ConnJson {
+            conn,
+            proto: e.proto,
+            proto_name: ctrack_wire::ip_proto::name(e.proto).unwrap_or(""),
+            orig: TupleJson::new(&e.orig),
+            reply: TupleJson::new(&e.reply),
+            zone: e.zone,
+            mark: e.mark,
+            label: format!("{:#x}", e.label),
+            state: e.state,
+            timeout: e.timeout,
+            helper: e.helper,
+            master: e.master.as_deref(),
+        }
+    }
+}
+
+/// One direction of a connection.
 #[derive(Serialize)]
-struct StatsJson<'a> {
-    stats: &'a Stats,
+struct TupleJson {
+    src: std::net::IpAddr,
+    dst: std::net::IpAddr,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sport: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dport: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    icmp: Option<IcmpJson>,
+    packets: u64,
+    bytes: u64,
+}
+
+impl TupleJson {
+    fn new(t: &Tuple) -> Self {
+        TupleJson {
+            src: t.src,
+            dst: t.dst,
+            sport: t.sport,
+            dport: t.dport,
+            icmp: t.icmp.map(|(id, ty, code)| IcmpJson { id, ty, code }),
+            packets: t.packets,
+            bytes: t.bytes,
+        }
+    }
+}
+
+/// The ICMP or ICMPv6 query of a connection.
+#[derive(Serialize)]
+struct IcmpJson {
+    id: u16,
+    #[serde(rename = "type")]
+    ty: u8,
+    code: u8,
+}
+
+/// The last line: the tracker's and the reassembler's counters.
+#[derive(Serialize)]
+struct CountersJson<'a> {
+    stats: StatsJson<'a>,
     fragments: &'a FragStats,
     connections: usize,
+}
+
+/// The tracker's counters, with invalid packets counted by reason name.
+#[derive(Serialize)]
+struct StatsJson<'a> {
+    packets: u64,
+    new: u64,
+    established: u64,
+    related: u64,
+    invalid: u64,
+    invalid_by_reason: ByReason<'a>,
+    committed: u64,
+    refused_table_full: u64,
+    refused_zone_limit: u64,
+    evicted: u64,
+    replaced: u64,
+    expired: u64,
+    flushed: u64,
+    refused_nat_exhausted: u64,
+    translated: u64,
+    expectations_created: u64,
+    expectations_matched: u64,
+    expectations_refused: u64,
+    expectations_expired: u64,
+    alg_rewritten: u64,
+}
+
+impl<'a> StatsJson<'a> {
+    fn new(s: &'a Stats) -> Self {
+        StatsJson {
+            packets: s.packets,
+            new: s.new,
+            established: s.established,
+            related: s.related,
+            invalid: s.invalid,
+            invalid_by_reason: ByReason(s),
+            committed: s.committed,
+            refused_table_full: s.refused_table_full,
+            refused_zone_limit: s.refused_zone_limit,
+            evicted: s.evicted,
+            replaced: s.replaced,
+            expired: s.expired,
+            flushed: s.flushed,
+            refused_nat_exhausted: s.refused_nat_exhausted,
+            translated: s.translated,
+            expectations_created: s.expectations_created,
+            expectations_matched: s.expectations_matched,
+            expectations_refused: s.expectations_refused,
+            expectations_expired: s.expectations_expired,
+            alg_rewritten: s.alg_rewritten,
+        }
+    }
+}
+
+/// `{"link_truncated": 0, "not_ip": 2, ...}`: every reason, in counter
+/// order.
+struct ByReason<'a>(&'a Stats);
+
+impl Serialize for ByReason<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(InvalidReason::ALL.len()))?;
+        for r in InvalidReason::ALL {
+            m.serialize_entry(&r, &self.0.invalid_count(r))?;
+        }
+        m.end()
+    }
 }
 
 /// What became of one packet of the capture.
@@ -429,7 +572,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
         }
     };
     if let Some(w) = pcap_out {
-        w.w.into_writer().flush()?;
+        w.finish()?;
     }
 
     match args.format {
@@ -440,21 +583,15 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
             write_frag_summary(out, &pipeline.reassembler().stats())?;
         }
         Format::Json => {
-            let mut conns = Vec::new();
-            tracker.for_each(None, now, |id, c| conns.push((id, c.entry.clone())));
-            for (id, e) in &conns {
-                let j = ConnJson {
-                    conn: numbering.number(*id),
-                    entry: e,
-                    proto_name: ctrack_wire::ip_proto::name(e.proto).unwrap_or(""),
-                };
-                serde_json::to_writer(&mut *out, &j)?;
+            for (n, e) in &connections(tracker, now, &mut numbering) {
+                serde_json::to_writer(&mut *out, &ConnJson::new(*n, e))?;
                 writeln!(out)?;
             }
+            let stats = po.stats;
             serde_json::to_writer(
                 &mut *out,
-                &StatsJson {
-                    stats: &po.stats,
+                &CountersJson {
+                    stats: StatsJson::new(&stats),
                     fragments: &pipeline.reassembler().stats(),
                     connections: tracker.table_len(),
                 },
@@ -464,6 +601,19 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
     }
     out.flush()?;
     result.with_context(|| format!("{}", args.file.display()))
+}
+
+/// The connections of the table with their numbers, in number order (the
+/// order they were first seen), whatever the table's own order.
+fn connections(tracker: &Tracker, now: Time, numbering: &mut Numbering) -> Vec<(u64, Entry)> {
+    let mut conns = Vec::new();
+    tracker.for_each(None, now, |id, c| conns.push((id, c.entry.clone())));
+    let mut numbered: Vec<(u64, Entry)> = conns
+        .into_iter()
+        .map(|(id, e)| (numbering.number(id), e))
+        .collect();
+    numbered.sort_by_key(|(n, _)| *n);
+    numbered
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -570,13 +720,7 @@ fn write_table(
     span: f64,
     s: &Stats,
 ) -> io::Result<()> {
-    let mut conns = Vec::new();
-    tracker.for_each(None, now, |id, c| conns.push((id, c.entry.clone())));
-    let mut numbered: Vec<(u64, Entry)> = conns
-        .into_iter()
-        .map(|(id, e)| (numbering.number(id), e))
-        .collect();
-    numbered.sort_by_key(|(n, _)| *n);
+    let numbered = connections(tracker, now, numbering);
     writeln!(out)?;
     writeln!(out, "connections at {span:.6} s ({}):", numbered.len())?;
     for (n, e) in &numbered {

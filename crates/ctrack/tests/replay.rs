@@ -18,6 +18,18 @@ fn ctrack(args: &[&str]) -> Output {
         .expect("run ctrack")
 }
 
+/// Runs ctrack, which must succeed, and returns what it printed.
+fn ctrack_ok(args: &[&str]) -> String {
+    let out = ctrack(args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
 fn expected(name: &str) -> String {
     std::fs::read_to_string(root().join("tests/expected").join(name)).expect(name)
 }
@@ -29,13 +41,7 @@ fn check(capture: &str, extra: &[&str], reference: &str) {
     let mut args = vec!["replay", "--format", "ovs"];
     args.extend_from_slice(extra);
     args.push(&path);
-    let out = ctrack(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got = String::from_utf8(out.stdout).unwrap();
+    let got = ctrack_ok(&args);
     let want = expected(reference);
     let diffs: Vec<String> = got
         .lines()
@@ -90,9 +96,7 @@ fn no_tcp_loose_matches_linux_loose0() {
 
 #[test]
 fn human_output_lists_packets_connections_and_counters() {
-    let out = ctrack(&["replay", "examples/traffic.pcap"]);
-    assert!(out.status.success());
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = ctrack_ok(&["replay", "examples/traffic.pcap"]);
     let packets = expected("traffic.ovs").lines().count();
     assert!(text.contains("connections at"));
     assert!(text.contains(&format!("{packets} packets:")));
@@ -102,15 +106,19 @@ fn human_output_lists_packets_connections_and_counters() {
     assert!(text.contains("inv|trk (not_ip)"));
 }
 
-#[test]
-fn json_output_is_one_object_per_line() {
-    let out = ctrack(&["replay", "--format", "json", "examples/traffic.pcap"]);
-    assert!(out.status.success());
-    let text = String::from_utf8(out.stdout).unwrap();
-    let values: Vec<serde_json::Value> = text
+/// `replay --format json` of `args`, one value per line.
+fn json_lines(args: &[&str]) -> Vec<serde_json::Value> {
+    let mut all = vec!["replay", "--format", "json"];
+    all.extend_from_slice(args);
+    ctrack_ok(&all)
         .lines()
         .map(|l| serde_json::from_str(l).expect("valid JSON line"))
-        .collect();
+        .collect()
+}
+
+#[test]
+fn json_output_is_one_object_per_line() {
+    let values = json_lines(&["examples/traffic.pcap"]);
     let packets: Vec<_> = values
         .iter()
         .filter(|v| v.get("packet").is_some())
@@ -128,29 +136,148 @@ fn json_output_is_one_object_per_line() {
         stats["stats"]["packets"].as_u64().unwrap() as usize,
         packets.len()
     );
+    // Invalid packets by reason name; the reasons' counts add up.
+    let by_reason = stats["stats"]["invalid_by_reason"].as_object().unwrap();
+    assert_eq!(by_reason["not_ip"], 2);
+    assert_eq!(by_reason["icmp_unsupported_type"], 11);
+    let sum: u64 = by_reason.values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(sum, stats["stats"]["invalid"].as_u64().unwrap());
+    // An ICMP connection's query, by name.
+    let ping = conns.iter().find(|c| c["proto_name"] == "icmp").unwrap();
+    assert_eq!(ping["orig"]["icmp"]["type"], 8);
+    assert_eq!(ping["reply"]["icmp"]["type"], 0);
+    assert_eq!(ping["orig"]["icmp"]["code"], 0);
+    assert_eq!(ping["orig"]["icmp"]["id"], ping["reply"]["icmp"]["id"]);
+    assert!(ping["orig"].get("sport").is_none());
+}
+
+#[test]
+fn json_output_is_the_same_on_every_run() {
+    // The table's order depends on a hash seeded at random: the output
+    // lists connections by number.
+    let first = ctrack_ok(&["replay", "--format", "json", "examples/traffic.pcap"]);
+    for _ in 0..3 {
+        let again = ctrack_ok(&["replay", "--format", "json", "examples/traffic.pcap"]);
+        assert_eq!(first, again);
+    }
+    let numbers: Vec<u64> = first
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v.get("orig").is_some())
+        .map(|v| v["conn"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, (1..=numbers.len() as u64).collect::<Vec<_>>());
+}
+
+/// The fields of every object `replay --format json` printed, by object
+/// type (`packet`, `dropped`, `connection`, `tuple`, `icmp`, `counters`,
+/// `stats`, `invalid_by_reason`, `fragments`).
+fn json_fields(values: &[serde_json::Value]) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    let mut add = |ty: &'static str, v: &serde_json::Value| {
+        for k in v.as_object().unwrap().keys() {
+            out.push((ty, k.clone()));
+        }
+    };
+    for v in values {
+        if v.get("packet").is_some() {
+            add("packet", v);
+        } else if v.get("dropped").is_some() {
+            add("dropped", v);
+        } else if v.get("orig").is_some() {
+            add("connection", v);
+            for dir in ["orig", "reply"] {
+                add("tuple", &v[dir]);
+                if let Some(icmp) = v[dir].get("icmp") {
+                    add("icmp", icmp);
+                }
+            }
+        } else {
+            add("counters", v);
+            add("stats", &v["stats"]);
+            add("invalid_by_reason", &v["stats"]["invalid_by_reason"]);
+            add("fragments", &v["fragments"]);
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Each object type's documented fields: the first column of the table
+/// under each `####` heading (which names the type in backticks) of the
+/// README's JSON section.
+fn documented_fields() -> Vec<(String, String)> {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let start = readme
+        .find("### JSON output")
+        .expect("a JSON section in README.md");
+    let section = &readme[start..];
+    let end = section[4..].find("\n## ").map_or(section.len(), |e| e + 4);
+    let mut out = Vec::new();
+    let mut ty = None;
+    for line in section[..end].lines() {
+        if let Some(h) = line.strip_prefix("#### ") {
+            ty = h.split('`').nth(1).map(str::to_owned);
+        } else if let (Some(t), Some(cell)) = (&ty, line.strip_prefix("| `")) {
+            let field = cell.split('`').next().unwrap();
+            out.push((t.clone(), field.to_owned()));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_json_field_is_documented() {
+    let doc = documented_fields();
+    let mut seen = Vec::new();
+    for args in [
+        &["examples/traffic.pcap"][..],
+        &[
+            "--ct",
+            "commit,nat(src=198.51.100.1),alg=ftp",
+            "examples/nat/ftp4.in.pcap",
+        ],
+        &["--clock", "fixed", "examples/nat/frag4.in.pcap"],
+        &["--max-conns", "2", "examples/traffic.pcap"],
+        &["examples/edge-cases.pcap"],
+    ] {
+        seen.extend(json_fields(&json_lines(args)));
+    }
+    seen.sort();
+    seen.dedup();
+    let undocumented: Vec<String> = seen
+        .iter()
+        .filter(|(t, f)| !doc.iter().any(|(dt, df)| dt == t && df == f))
+        .map(|(t, f)| format!("{t}.{f}"))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "fields printed but not in README.md's JSON section: {undocumented:?}"
+    );
+    // And nothing documented that is never printed by these replays, but
+    // for the fields of rare events.
+    let rare = ["dropped", "reason", "helper", "master", "out", "refused"];
+    let stale: Vec<String> = doc
+        .iter()
+        .filter(|(t, f)| !seen.iter().any(|(st, sf)| st == t && sf == f))
+        .filter(|(_, f)| !rare.contains(&f.as_str()))
+        .map(|(t, f)| format!("{t}.{f}"))
+        .collect();
+    assert!(stale.is_empty(), "documented but never printed: {stale:?}");
 }
 
 #[test]
 fn zone_and_no_commit_options() {
-    let out = ctrack(&[
-        "replay",
-        "--zone",
-        "7",
-        "--format",
-        "json",
-        "examples/traffic.pcap",
-    ]);
-    let text = String::from_utf8(out.stdout).unwrap();
-    let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
-    assert_eq!(first["zone"], 7);
-    let out = ctrack(&[
+    let values = json_lines(&["--zone", "7", "examples/traffic.pcap"]);
+    assert_eq!(values[0]["zone"], 7);
+    let text = ctrack_ok(&[
         "replay",
         "--no-commit",
         "--format",
         "ovs",
         "examples/traffic.pcap",
     ]);
-    let text = String::from_utf8(out.stdout).unwrap();
     assert!(
         !text.contains("est"),
         "nothing committed, nothing established"
@@ -253,7 +380,7 @@ fn fragments_match_ovs_but_for_its_invalid_datagrams() {
             "fixed",
             &format!("examples/nat/{name}.in.pcap"),
         ]);
-        assert!(out.status.success());
+        assert_eq!(out.status.code(), Some(0));
         let got = String::from_utf8(out.stdout).unwrap();
         let want = expected(&format!("nat/{name}.ovs"));
         assert_eq!(got.lines().count(), want.lines().count());

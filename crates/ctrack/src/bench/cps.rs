@@ -18,7 +18,6 @@
 //! directions.
 
 use std::io::Write;
-use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -29,7 +28,9 @@ use ctrack_wire::tcp::flags::{ACK, SYN};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use super::{Machine, packets};
+use super::threads::{StartLine, spawn_all};
+use super::{MAX_BENCH_CONNS, Machine, median, packets};
+use crate::args::{MAX_RUNS, MAX_THREADS, bounded};
 
 /// Protocols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -44,21 +45,21 @@ pub enum Proto {
 /// Arguments of `ctrack bench cps`.
 #[derive(Debug, Args)]
 pub struct CpsArgs {
-    /// Threads.
-    #[arg(long, default_value_t = 1)]
+    /// Threads (1 to 1024).
+    #[arg(long, default_value_t = 1, value_parser = bounded(1, MAX_THREADS))]
     pub threads: usize,
-    /// Connections in the table (filled, then held).
-    #[arg(long, default_value_t = 1_000_000)]
+    /// Connections in the table, filled then held (1 to 400000000).
+    #[arg(long, default_value_t = 1_000_000, value_parser = bounded(1, MAX_BENCH_CONNS))]
     pub conns: u64,
     /// Connections created in the steady phase (default: as many as
-    /// `--conns`).
-    #[arg(long)]
+    /// `--conns`; 1 to 400000000).
+    #[arg(long, value_name = "N", value_parser = bounded(1, MAX_BENCH_CONNS))]
     pub steady: Option<u64>,
     /// Protocol.
     #[arg(long, value_enum, default_value_t = Proto::Udp)]
     pub proto: Proto,
-    /// Runs; the median rate is reported.
-    #[arg(long, default_value_t = 3)]
+    /// Runs; the median rate is reported (1 to 1000).
+    #[arg(long, default_value_t = 3, value_parser = bounded(1, MAX_RUNS))]
     pub runs: usize,
 }
 
@@ -115,28 +116,31 @@ const BATCH: usize = 32;
 const LIFETIME_MS: u64 = 60_000;
 
 pub(crate) fn run(a: &CpsArgs, json: bool, out: &mut dyn Write) -> Result<()> {
-    if a.threads == 0 || a.conns == 0 || a.runs == 0 {
-        bail!("--threads, --conns and --runs must be at least one");
+    let bounds = [
+        (a.threads as u64, MAX_THREADS as u64, "--threads"),
+        (a.conns, MAX_BENCH_CONNS, "--conns"),
+        (a.steady.unwrap_or(a.conns), MAX_BENCH_CONNS, "--steady"),
+        (a.runs as u64, MAX_RUNS as u64, "--runs"),
+    ];
+    for (v, max, name) in bounds {
+        if !(1..=max).contains(&v) {
+            bail!("{name} must be from 1 to {max}");
+        }
     }
     let mut results = Vec::new();
     for _ in 0..a.runs {
-        results.push(run_once(a));
+        results.push(run_once(a)?);
     }
-    let pick = |f: fn(&(Phase, Phase)) -> f64| {
-        let mut v: Vec<f64> = results.iter().map(f).collect();
-        v.sort_by(f64::total_cmp);
-        v
-    };
-    let fill_rates = pick(|r| r.0.conns_per_sec);
-    let steady_rates = pick(|r| r.1.conns_per_sec);
+    let fill_rates: Vec<f64> = results.iter().map(|r| r.0.conns_per_sec).collect();
+    let steady_rates: Vec<f64> = results.iter().map(|r| r.1.conns_per_sec).collect();
     // The run whose fill rate is the median.
-    let med = fill_rates[fill_rates.len() / 2];
+    let med = median(&fill_rates);
     let chosen = results
         .iter()
         .find(|r| r.0.conns_per_sec == med)
         .cloned()
         .expect("a run has the median rate");
-    let smed = steady_rates[steady_rates.len() / 2];
+    let smed = median(&steady_rates);
     let steady = results
         .iter()
         .find(|r| r.1.conns_per_sec == smed)
@@ -194,7 +198,7 @@ fn opening(proto: Proto, i: u64) -> Vec<Vec<u8>> {
     }
 }
 
-fn run_once(a: &CpsArgs) -> (Phase, Phase) {
+fn run_once(a: &CpsArgs) -> Result<(Phase, Phase)> {
     let steady_conns = a.steady.unwrap_or(a.conns);
     let lifetime_s = (LIFETIME_MS / 1000) as u32;
     let policy = TimeoutPolicy {
@@ -220,7 +224,7 @@ fn run_once(a: &CpsArgs) -> (Phase, Phase) {
     let base = Time::from_secs(1);
 
     // Fill.
-    let fill = phase(a, &tracker, a.conns, 0, |_, _| base, false, &action);
+    let fill = phase(a, &tracker, a.conns, 0, |_, _| base, false, &action)?;
     // Steady: connection c is created at virtual time
     // base + (conns + c) * LIFETIME / conns, so that those created more
     // than `conns` creations ago have expired.
@@ -235,8 +239,8 @@ fn run_once(a: &CpsArgs) -> (Phase, Phase) {
         },
         true,
         &action,
-    );
-    (fill, steady)
+    )?;
+    Ok((fill, steady))
 }
 
 /// Runs `n` connection openings spread over the threads, connection
@@ -251,90 +255,87 @@ fn phase(
     clock: impl Fn(u64, usize) -> Time + Sync,
     sweep: bool,
     action: &CtAction,
-) -> Phase {
+) -> Result<Phase> {
     let threads = a.threads;
-    let barrier = Barrier::new(threads + 1);
+    let line = StartLine::new(threads + 1);
     let expired = AtomicU64::new(0);
     let per_conn = opening(a.proto, 0).len();
     // Conns per batch: whole openings only.
     let conns_per_batch = (BATCH / per_conn).max(1);
     let (elapsed, hist) = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let barrier = &barrier;
-                let clock = &clock;
-                let expired = &expired;
-                s.spawn(move || {
-                    // This thread's connections: t, t + threads, ...
-                    let mine: Vec<u64> =
-                        (0..n).filter(|c| c % threads as u64 == t as u64).collect();
-                    // Build every batch up front, packed in one buffer:
-                    // packet building is not what is measured.
-                    let mut buf: Vec<u8> = Vec::new();
-                    let mut batches: Vec<(u64, Vec<(usize, usize)>)> = Vec::new();
-                    for cs in mine.chunks(conns_per_batch) {
-                        let mut spans = Vec::with_capacity(BATCH);
-                        // All first packets of the batch, then all answers:
-                        // a burst of new flows.
-                        let ps: Vec<Vec<Vec<u8>>> =
-                            cs.iter().map(|&c| opening(a.proto, first + c)).collect();
-                        for k in 0..per_conn {
-                            for p in &ps {
-                                spans.push((buf.len(), p[k].len()));
-                                buf.extend_from_slice(&p[k]);
-                            }
-                        }
-                        batches.push((cs[0], spans));
+        let line = &line;
+        let clock = &clock;
+        let expired = &expired;
+        let handles = spawn_all(s, threads, line, move |t| {
+            // This thread's connections: t, t + threads, ...
+            let mine: Vec<u64> = (0..n).filter(|c| c % threads as u64 == t as u64).collect();
+            // Build every batch up front, packed in one buffer:
+            // packet building is not what is measured.
+            let mut buf: Vec<u8> = Vec::new();
+            let mut batches: Vec<(u64, Vec<(usize, usize)>)> = Vec::new();
+            for cs in mine.chunks(conns_per_batch) {
+                let mut spans = Vec::with_capacity(BATCH);
+                // All first packets of the batch, then all answers:
+                // a burst of new flows.
+                let ps: Vec<Vec<Vec<u8>>> =
+                    cs.iter().map(|&c| opening(a.proto, first + c)).collect();
+                for k in 0..per_conn {
+                    for p in &ps {
+                        spans.push((buf.len(), p[k].len()));
+                        buf.extend_from_slice(&p[k]);
                     }
-                    let mut h = histogram();
-                    let mut verdicts = Vec::with_capacity(BATCH);
-                    let mut stats = Stats::default();
-                    let mut refs: Vec<&[u8]> = Vec::with_capacity(BATCH);
-                    barrier.wait();
-                    for (c0, spans) in &batches {
-                        let now = clock(*c0, t);
-                        refs.clear();
-                        refs.extend(spans.iter().map(|&(o, l)| &buf[o..o + l]));
-                        let t0 = Instant::now();
-                        verdicts.clear();
-                        tracker.process_batch(
-                            &refs,
-                            LinkType::Ethernet,
-                            action,
-                            now,
-                            &mut verdicts,
-                            &mut stats,
-                        );
-                        if sweep {
-                            let s = tracker.sweep(now, 2 * BATCH, &mut stats);
-                            expired.fetch_add(s.expired as u64, Ordering::Relaxed);
-                        }
-                        h.record(t0.elapsed().as_nanos().max(1) as u64)
-                            .expect("latency within the histogram's range");
-                    }
-                    std::hint::black_box(&verdicts);
-                    barrier.wait();
-                    h
-                })
-            })
-            .collect();
-        barrier.wait();
+                }
+                batches.push((cs[0], spans));
+            }
+            let mut h = histogram();
+            let mut verdicts = Vec::with_capacity(BATCH);
+            let mut stats = Stats::default();
+            let mut refs: Vec<&[u8]> = Vec::with_capacity(BATCH);
+            if !line.wait() {
+                return h;
+            }
+            for (c0, spans) in &batches {
+                let now = clock(*c0, t);
+                refs.clear();
+                refs.extend(spans.iter().map(|&(o, l)| &buf[o..o + l]));
+                let t0 = Instant::now();
+                verdicts.clear();
+                tracker.process_batch(
+                    &refs,
+                    LinkType::Ethernet,
+                    action,
+                    now,
+                    &mut verdicts,
+                    &mut stats,
+                );
+                if sweep {
+                    let s = tracker.sweep(now, 2 * BATCH, &mut stats);
+                    expired.fetch_add(s.expired as u64, Ordering::Relaxed);
+                }
+                h.record(t0.elapsed().as_nanos().max(1) as u64)
+                    .expect("latency within the histogram's range");
+            }
+            std::hint::black_box(&verdicts);
+            line.wait();
+            h
+        })?;
+        line.wait();
         let start = Instant::now();
-        barrier.wait();
+        line.wait();
         let elapsed = start.elapsed();
         let mut all = histogram();
         for h in handles {
             all.add(h.join().expect("bench thread"))
                 .expect("histograms add");
         }
-        (elapsed, all)
-    });
-    Phase {
+        Ok::<_, anyhow::Error>((elapsed, all))
+    })?;
+    Ok(Phase {
         conns: n,
         seconds: elapsed.as_secs_f64(),
         conns_per_sec: n as f64 / elapsed.as_secs_f64().max(1e-9),
         batch_latency_ns: Latency::of(&hist),
         expired: expired.load(Ordering::Relaxed),
         table_len_after: tracker.table_len(),
-    }
+    })
 }

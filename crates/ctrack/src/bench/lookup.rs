@@ -9,10 +9,9 @@
 //! otherwise.
 
 use std::io::Write;
-use std::sync::Barrier;
 use std::time::Instant;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use ctrack_core::{Config, CtAction, CtState, LinkType, Stats, Time, Tracker};
 use rand::{RngExt, SeedableRng};
@@ -20,29 +19,33 @@ use rand_distr::{Distribution, Zipf};
 use serde::Serialize;
 
 use super::cps::{Latency, histogram};
-use super::{Machine, packets};
+use super::threads::{StartLine, spawn, spawn_all};
+use super::{MAX_BENCH_CONNS, Machine, median, packets};
+use crate::args::{MAX_RUNS, MAX_THREADS, bounded, positive, power_of_two};
 
 /// Arguments of `ctrack bench lookup`.
 #[derive(Debug, Args)]
 pub struct LookupArgs {
-    /// Threads.
-    #[arg(long, default_value_t = 1)]
+    /// Threads (1 to 1024).
+    #[arg(long, default_value_t = 1, value_parser = bounded(1, MAX_THREADS))]
     pub threads: usize,
-    /// Connections in the table.
-    #[arg(long, default_value_t = 1_000_000)]
+    /// Connections in the table (1 to 400000000).
+    #[arg(long, default_value_t = 1_000_000, value_parser = bounded(1, MAX_BENCH_CONNS))]
     pub conns: u64,
-    /// Draw connections from a Zipf law of this exponent instead of
-    /// uniformly.
-    #[arg(long)]
+    /// Draw connections from a Zipf law of this exponent (a positive
+    /// number) instead of uniformly.
+    #[arg(long, value_name = "S", value_parser = positive)]
     pub zipf: Option<f64>,
-    /// Packets each thread sends.
-    #[arg(long, default_value_t = 4_000_000)]
+    /// Packets each thread sends (1 to 1000000000; each thread keeps its
+    /// packets in memory, 64 bytes each).
+    #[arg(long, default_value_t = 4_000_000, value_parser = bounded(1, MAX_PACKETS))]
     pub packets: u64,
-    /// Runs over the same table; the median rate is reported.
-    #[arg(long, default_value_t = 3)]
+    /// Runs over the same table; the median rate is reported (1 to 1000).
+    #[arg(long, default_value_t = 3, value_parser = bounded(1, MAX_RUNS))]
     pub runs: usize,
     /// Table shards per family (a power of two up to 64).
-    #[arg(long, default_value_t = ctrack_table::MAX_SHARDS)]
+    #[arg(long, default_value_t = ctrack_core::MAX_SHARDS,
+          value_parser = power_of_two(ctrack_core::MAX_SHARDS))]
     pub shards: usize,
 }
 
@@ -64,15 +67,31 @@ struct LookupJson {
 
 const BATCH: usize = 32;
 const STRIDE: usize = 64;
+/// The most packets a thread sends.
+const MAX_PACKETS: u64 = 1_000_000_000;
 
 pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()> {
-    if a.threads == 0 || a.conns == 0 || a.runs == 0 || a.packets == 0 {
-        bail!("--threads, --conns, --packets and --runs must be at least one");
+    let bounds = [
+        (a.threads as u64, MAX_THREADS as u64, "--threads"),
+        (a.conns, MAX_BENCH_CONNS, "--conns"),
+        (a.packets, MAX_PACKETS, "--packets"),
+        (a.runs as u64, MAX_RUNS as u64, "--runs"),
+    ];
+    for (v, max, name) in bounds {
+        if !(1..=max).contains(&v) {
+            bail!("{name} must be from 1 to {max}");
+        }
     }
     if let Some(s) = a.zipf
         && !(s > 0.0 && s.is_finite())
     {
         bail!("--zipf must be a positive number");
+    }
+    if !a.shards.is_power_of_two() || a.shards > ctrack_core::MAX_SHARDS {
+        bail!(
+            "--shards must be a power of two from 1 to {}",
+            ctrack_core::MAX_SHARDS
+        );
     }
     let tracker = Tracker::new(Config {
         max_conns: (a.conns as usize).saturating_mul(11) / 10 + 1024,
@@ -81,7 +100,7 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
     });
     let now = Time::from_secs(1);
     let t0 = Instant::now();
-    fill(&tracker, a.conns, a.threads, now);
+    fill(&tracker, a.conns, a.threads, now)?;
     let fill_seconds = t0.elapsed().as_secs_f64();
     if tracker.table_len() as u64 != a.conns {
         bail!(
@@ -99,16 +118,14 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
     let mut runs = Vec::new();
     let mut hist = histogram();
     for _ in 0..a.runs {
-        let (secs, h, bad) = replay(&tracker, &rings, a.threads, now);
+        let (secs, h, bad) = replay(&tracker, &rings, a.threads, now)?;
         if bad != 0 {
             bail!("{bad} packets were not reported established");
         }
         runs.push(a.packets as f64 * a.threads as f64 / secs / 1e6);
         hist.add(h).expect("histograms add");
     }
-    let mut sorted = runs.clone();
-    sorted.sort_by(f64::total_cmp);
-    let mpps = sorted[sorted.len() / 2];
+    let mpps = median(&runs);
     let j = LookupJson {
         bench: "lookup",
         threads: a.threads,
@@ -158,12 +175,14 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
 }
 
 /// Commits `n` UDP connections and answers each, with `threads` threads.
-fn fill(tracker: &Tracker, n: u64, threads: usize, now: Time) {
-    let action = CtAction::commit(0);
+fn fill(tracker: &Tracker, n: u64, threads: usize, now: Time) -> Result<()> {
+    let action = &CtAction::commit(0);
     std::thread::scope(|s| {
-        for t in 0..threads as u64 {
-            s.spawn(move || {
+        for t in 0..threads {
+            spawn(s, t, threads, move || {
+                let t = t as u64;
                 let mut verdicts = Vec::with_capacity(BATCH);
+                let mut stats = Stats::default();
                 let mine: Vec<u64> = (t..n).step_by(threads).collect();
                 for cs in mine.chunks(BATCH / 2) {
                     let frames: Vec<Vec<u8>> = cs
@@ -176,15 +195,16 @@ fn fill(tracker: &Tracker, n: u64, threads: usize, now: Time) {
                     tracker.process_batch(
                         &refs,
                         LinkType::Ethernet,
-                        &action,
+                        action,
                         now,
                         &mut verdicts,
-                        &mut Stats::default(),
+                        &mut stats,
                     );
                 }
-            });
+            })?;
         }
-    });
+        Ok(())
+    })
 }
 
 /// A thread's frames, `STRIDE` bytes apart.
@@ -194,7 +214,17 @@ fn ring(a: &LookupArgs, thread: u64) -> Result<Vec<u8>> {
         Some(s) => Some(Zipf::new(a.conns as f64, s)?),
         None => None,
     };
-    let mut buf = vec![0u8; a.packets as usize * STRIDE];
+    // Asked for, not assumed: a failed allocation is an error, not an abort.
+    let bytes = (a.packets as usize).saturating_mul(STRIDE);
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(bytes).with_context(|| {
+        format!(
+            "cannot allocate {bytes} bytes for the {} packets of thread {}",
+            a.packets,
+            thread + 1
+        )
+    })?;
+    buf.resize(bytes, 0u8);
     for k in 0..a.packets as usize {
         let c = match &zipf {
             Some(z) => {
@@ -218,54 +248,52 @@ fn replay(
     rings: &[Vec<u8>],
     threads: usize,
     now: Time,
-) -> (f64, hdrhistogram::Histogram<u64>, u64) {
-    let barrier = Barrier::new(threads + 1);
-    let action = CtAction::lookup(0);
+) -> Result<(f64, hdrhistogram::Histogram<u64>, u64)> {
+    let line = StartLine::new(threads + 1);
+    let action = &CtAction::lookup(0);
     std::thread::scope(|s| {
-        let handles: Vec<_> = rings
-            .iter()
-            .map(|ring| {
-                let barrier = &barrier;
-                s.spawn(move || {
-                    let len = packets::udp(0, false).len();
-                    let n = ring.len() / STRIDE;
-                    let mut h = histogram();
-                    let mut verdicts = Vec::with_capacity(BATCH);
-                    let mut stats = Stats::default();
-                    let mut refs: Vec<&[u8]> = Vec::with_capacity(BATCH);
-                    let mut bad = 0u64;
-                    barrier.wait();
-                    let mut k = 0;
-                    while k < n {
-                        let end = (k + BATCH).min(n);
-                        refs.clear();
-                        refs.extend((k..end).map(|i| &ring[i * STRIDE..i * STRIDE + len]));
-                        verdicts.clear();
-                        let t0 = Instant::now();
-                        tracker.process_batch(
-                            &refs,
-                            LinkType::Ethernet,
-                            &action,
-                            now,
-                            &mut verdicts,
-                            &mut stats,
-                        );
-                        h.record(t0.elapsed().as_nanos().max(1) as u64)
-                            .expect("latency within the histogram's range");
-                        bad += verdicts
-                            .iter()
-                            .filter(|v| !v.state.contains(CtState::EST))
-                            .count() as u64;
-                        k = end;
-                    }
-                    barrier.wait();
-                    (h, bad)
-                })
-            })
-            .collect();
-        barrier.wait();
+        let line = &line;
+        let handles = spawn_all(s, threads, line, move |t| {
+            let ring = &rings[t];
+            let len = packets::udp(0, false).len();
+            let n = ring.len() / STRIDE;
+            let mut h = histogram();
+            let mut verdicts = Vec::with_capacity(BATCH);
+            let mut stats = Stats::default();
+            let mut refs: Vec<&[u8]> = Vec::with_capacity(BATCH);
+            let mut bad = 0u64;
+            if !line.wait() {
+                return (h, bad);
+            }
+            let mut k = 0;
+            while k < n {
+                let end = (k + BATCH).min(n);
+                refs.clear();
+                refs.extend((k..end).map(|i| &ring[i * STRIDE..i * STRIDE + len]));
+                verdicts.clear();
+                let t0 = Instant::now();
+                tracker.process_batch(
+                    &refs,
+                    LinkType::Ethernet,
+                    action,
+                    now,
+                    &mut verdicts,
+                    &mut stats,
+                );
+                h.record(t0.elapsed().as_nanos().max(1) as u64)
+                    .expect("latency within the histogram's range");
+                bad += verdicts
+                    .iter()
+                    .filter(|v| !v.state.contains(CtState::EST))
+                    .count() as u64;
+                k = end;
+            }
+            line.wait();
+            (h, bad)
+        })?;
+        line.wait();
         let start = Instant::now();
-        barrier.wait();
+        line.wait();
         let secs = start.elapsed().as_secs_f64();
         let mut all = histogram();
         let mut bad = 0;
@@ -274,6 +302,6 @@ fn replay(
             all.add(hh).expect("histograms add");
             bad += b;
         }
-        (secs, all, bad)
+        Ok((secs, all, bad))
     })
 }

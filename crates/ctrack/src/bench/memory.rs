@@ -11,17 +11,38 @@ use ctrack_core::{Config, CtAction, LinkType, Stats, Time, Tracker};
 use serde::Serialize;
 
 use super::{Machine, packets};
+use crate::args::{MAX_CONNS, bounded};
 
 /// Arguments of `ctrack bench memory`.
 #[derive(Debug, Args)]
 pub struct MemoryArgs {
-    /// Connections.
-    #[arg(long, default_value_t = 1_000_000)]
+    /// Connections (1 to 400000000).
+    #[arg(long, default_value_t = 1_000_000, value_parser = bounded(1, super::MAX_BENCH_CONNS))]
     pub conns: u64,
     /// The tracker's connection limit, which sizes its index (default:
-    /// `--conns`).
-    #[arg(long)]
+    /// `--conns`; at least `--conns`, at most 536870912).
+    #[arg(long, value_name = "N", value_parser = bounded(1, MAX_CONNS))]
     pub max_conns: Option<usize>,
+}
+
+impl MemoryArgs {
+    /// Checks the arguments together.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=super::MAX_BENCH_CONNS).contains(&self.conns) {
+            return Err(format!(
+                "--conns must be from 1 to {}",
+                super::MAX_BENCH_CONNS
+            ));
+        }
+        match self.max_conns {
+            Some(m) if m > MAX_CONNS => Err(format!("--max-conns must be at most {MAX_CONNS}")),
+            Some(m) if (m as u64) < self.conns => Err(format!(
+                "--max-conns ({m}) is below --conns ({}): the table could not hold them",
+                self.conns
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -50,13 +71,10 @@ fn rss_bytes() -> Result<i64> {
 }
 
 pub(crate) fn run(a: &MemoryArgs, json: bool, out: &mut dyn Write) -> Result<()> {
-    if a.conns == 0 {
-        bail!("--conns must be at least one");
+    if let Err(e) = a.validate() {
+        bail!(e);
     }
-    let max = a
-        .max_conns
-        .unwrap_or(a.conns as usize)
-        .max(a.conns as usize);
+    let max = a.max_conns.unwrap_or(a.conns as usize);
     let tracker = Tracker::new(Config {
         max_conns: max,
         ..Config::default()

@@ -1,5 +1,5 @@
-//! `ctrack bench`: the measurements of the seed documents, with their
-//! arguments, and the ones they lack.
+//! `ctrack bench`: Open vSwitch's conntrack benchmarks (the workloads of
+//! `ovstest test-conntrack`), with their arguments, and the ones they lack.
 //!
 //! | subcommand | workload |
 //! | --- | --- |
@@ -19,17 +19,20 @@ mod lookup;
 mod memory;
 mod ovs;
 mod packets;
+mod threads;
 mod zones;
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use ctrack_core::{Config, CtAction, LinkType, Stats, Time, Tracker};
 use serde::Serialize;
+
+use crate::args::{MAX_RUNS, MAX_THREADS, at_least, bounded};
+use threads::{StartLine, spawn_all};
 
 /// Arguments of `ctrack bench`.
 #[derive(Debug, Args)]
@@ -65,26 +68,79 @@ pub enum Which {
 /// Arguments of `ctrack bench benchmark`.
 #[derive(Debug, Args)]
 pub struct BenchmarkArgs {
-    /// Threads.
+    /// Threads (1 to 1024).
+    #[arg(value_parser = bounded(1, MAX_THREADS))]
     pub n_threads: usize,
-    /// Packets per thread.
+    /// Packets per thread (at least 1).
+    #[arg(value_parser = at_least(1u64))]
     pub n_pkts: u64,
     /// Packets per batch (1 to 32).
+    #[arg(value_parser = bounded(1, MAX_BATCH))]
     pub batch: usize,
-    /// 1: use destination port 3 instead of 2 (as `ovstest`'s CHANGE).
-    #[arg(default_value_t = 0)]
+    /// 1: use destination port 3 instead of 2 (as `ovstest`'s CHANGE); 0
+    /// or 1.
+    #[arg(default_value_t = 0, value_parser = bounded(0u8, 1))]
     pub change: u8,
     /// Spread each thread's batch over this many connections (packet i of a
-    /// batch on connection i mod K) instead of one.
-    #[arg(long, default_value_t = 1)]
+    /// batch on connection i mod K) instead of one; at most BATCH.
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = bounded(1, MAX_BATCH))]
     pub flows_per_thread: usize,
-    /// Runs; the median is reported.
-    #[arg(long, default_value_t = 3)]
+    /// Runs; the median is reported (1 to 1000).
+    #[arg(long, default_value_t = 3, value_parser = bounded(1, MAX_RUNS))]
     pub runs: usize,
     /// Also run `PATH test-conntrack benchmark` with the same arguments and
     /// report the ratio.
     #[arg(long)]
     pub ovstest: Option<PathBuf>,
+}
+
+/// The most connections a benchmark fills its table with: with the room
+/// `cps` and `lookup` add to their limit, the table stays within
+/// [`MAX_CONNS`](crate::args::MAX_CONNS).
+pub(crate) const MAX_BENCH_CONNS: u64 = 400_000_000;
+
+/// The largest batch of `benchmark` (the tracker's burst).
+const MAX_BATCH: usize = 32;
+
+impl BenchArgs {
+    /// Checks between arguments: Err names the benchmark and says what is
+    /// wrong.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        match &self.which {
+            Which::Benchmark(a) => a.validate().map_err(|e| ("benchmark", e)),
+            Which::Zones(a) => a.validate().map_err(|e| ("zones", e)),
+            Which::Cps(_) | Which::Lookup(_) => Ok(()),
+            Which::Memory(a) => a.validate().map_err(|e| ("memory", e)),
+        }
+    }
+}
+
+impl BenchmarkArgs {
+    /// Checks between arguments (each alone is checked as it is parsed).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.n_threads == 0 || self.n_threads > MAX_THREADS {
+            return Err(format!("N_THREADS must be from 1 to {MAX_THREADS}"));
+        }
+        if self.n_pkts == 0 {
+            return Err("N_PKTS must be at least 1".into());
+        }
+        if self.batch == 0 || self.batch > MAX_BATCH {
+            return Err(format!("BATCH must be from 1 to {MAX_BATCH}"));
+        }
+        if self.change > 1 {
+            return Err("CHANGE must be 0 or 1".into());
+        }
+        if self.runs == 0 || self.runs > MAX_RUNS {
+            return Err(format!("--runs must be from 1 to {MAX_RUNS}"));
+        }
+        if self.flows_per_thread == 0 || self.flows_per_thread > self.batch {
+            return Err(format!(
+                "--flows-per-thread ({}) must be from 1 to BATCH ({}): a batch spreads over at most as many connections as it has packets",
+                self.flows_per_thread, self.batch
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Runs `ctrack bench`.
@@ -98,9 +154,14 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     }
 }
 
-/// The median of some durations.
-pub(crate) fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
+/// The median of some measurements (of an even number, the upper one).
+///
+/// # Panics
+///
+/// If `values` is empty.
+pub(crate) fn median<T: Copy + PartialOrd>(values: &[T]) -> T {
+    let mut v = values.to_vec();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     v[v.len() / 2]
 }
 
@@ -147,28 +208,22 @@ struct BenchmarkJson {
 }
 
 fn benchmark(a: &BenchmarkArgs, json: bool, out: &mut dyn Write) -> Result<()> {
-    if a.n_threads == 0 {
-        bail!("n_threads must be at least one");
-    }
-    if a.batch == 0 || a.batch > 32 {
-        bail!("batch must be between 1 and 32");
-    }
-    if a.flows_per_thread == 0 || a.runs == 0 {
-        bail!("--flows-per-thread and --runs must be at least one");
+    if let Err(e) = a.validate() {
+        bail!(e);
     }
     let mut runs = Vec::new();
     let mut ovs_runs = Vec::new();
     for _ in 0..a.runs {
         // Interleave the two so that both see the same machine state.
-        runs.push(benchmark_once(a));
+        runs.push(benchmark_once(a)?);
         if let Some(path) = &a.ovstest {
             ovs_runs.push(ovs::benchmark(path, a)?);
         }
     }
-    let med = median(runs.clone());
+    let med = median(&runs);
     let total = a.n_threads as f64 * a.n_pkts as f64;
     let mpps = total / med.as_secs_f64() / 1e6;
-    let ovs_med = (!ovs_runs.is_empty()).then(|| median(ovs_runs.clone()));
+    let ovs_med = (!ovs_runs.is_empty()).then(|| median(&ovs_runs));
     let speedup = ovs_med.map(|o| o.as_secs_f64() / med.as_secs_f64());
     if json {
         let j = BenchmarkJson {
@@ -215,49 +270,50 @@ fn benchmark(a: &BenchmarkArgs, json: bool, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-fn benchmark_once(a: &BenchmarkArgs) -> Duration {
+fn benchmark_once(a: &BenchmarkArgs) -> Result<Duration> {
     let tracker = Tracker::new(Config::default());
-    let barrier = Barrier::new(a.n_threads + 1);
+    let line = StartLine::new(a.n_threads + 1);
     let now = Time::from_secs(1);
     let action = CtAction::commit(0);
     std::thread::scope(|s| {
-        for tid in 0..a.n_threads {
-            let tracker = &tracker;
-            let barrier = &barrier;
-            s.spawn(move || {
-                let frames: Vec<Vec<u8>> = (0..a.batch)
-                    .map(|i| {
-                        let flow = (i % a.flows_per_thread) as u16;
-                        let dst = if a.change != 0 { 3 } else { 2 };
-                        // Each thread's own source port, as ovstest; extra
-                        // flows take further destination ports.
-                        packets::ovs_udp(1 + tid as u16, dst + flow * 4)
-                    })
-                    .collect();
-                let batch: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-                let mut verdicts = Vec::with_capacity(a.batch);
-                let mut stats = Stats::default();
-                barrier.wait();
-                let mut i = 0;
-                while i < a.n_pkts {
-                    verdicts.clear();
-                    tracker.process_batch(
-                        &batch,
-                        LinkType::Ethernet,
-                        &action,
-                        now,
-                        &mut verdicts,
-                        &mut stats,
-                    );
-                    i += a.batch as u64;
-                }
-                std::hint::black_box(&verdicts);
-                barrier.wait();
-            });
-        }
-        barrier.wait();
+        let tracker = &tracker;
+        let line = &line;
+        let action = &action;
+        spawn_all(s, a.n_threads, line, move |tid| {
+            let frames: Vec<Vec<u8>> = (0..a.batch)
+                .map(|i| {
+                    let flow = (i % a.flows_per_thread) as u16;
+                    let dst = if a.change != 0 { 3 } else { 2 };
+                    // Each thread's own source port, as ovstest; extra
+                    // flows take further destination ports.
+                    packets::ovs_udp(1 + tid as u16, dst + flow * 4)
+                })
+                .collect();
+            let batch: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+            let mut verdicts = Vec::with_capacity(a.batch);
+            let mut stats = Stats::default();
+            if !line.wait() {
+                return;
+            }
+            let mut i = 0;
+            while i < a.n_pkts {
+                verdicts.clear();
+                tracker.process_batch(
+                    &batch,
+                    LinkType::Ethernet,
+                    action,
+                    now,
+                    &mut verdicts,
+                    &mut stats,
+                );
+                i += a.batch as u64;
+            }
+            std::hint::black_box(&verdicts);
+            line.wait();
+        })?;
+        line.wait();
         let start = Instant::now();
-        barrier.wait();
-        start.elapsed()
+        line.wait();
+        Ok(start.elapsed())
     })
 }

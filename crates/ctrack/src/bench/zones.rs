@@ -18,20 +18,53 @@ use ctrack_core::{Config, CtAction, LinkType, Stats, Time, Tracker};
 use serde::Serialize;
 
 use super::{Machine, ovs, packets};
+use crate::args::bounded;
 
 /// Arguments of `ctrack bench zones`.
 #[derive(Debug, Args)]
 pub struct ZonesArgs {
-    /// Connections per zone.
+    /// Connections per zone (N_CONNS × N_ZONES at most 3000000, the
+    /// table's default limit, as in `ovstest`).
+    #[arg(value_parser = bounded(1, MAX_CONNS))]
     pub n_conns: u64,
-    /// Zones filled at the start.
+    /// Zones filled at the start (1 to 65534: zone 65535 is the empty zone
+    /// flushed).
+    #[arg(value_parser = bounded(1, u64::from(u16::MAX) - 1))]
     pub n_zones: u64,
-    /// Iterations.
+    /// Iterations (1 to 1000000).
+    #[arg(value_parser = bounded(1, MAX_ITERATIONS))]
     pub iterations: u64,
     /// Also run `PATH test-conntrack benchmark-zones` with the same
     /// arguments and report ratios.
     #[arg(long)]
     pub ovstest: Option<PathBuf>,
+}
+
+/// The most connections in all zones: the tracker's default limit.
+const MAX_CONNS: u64 = ctrack_core::track::DEFAULT_MAX_CONNS as u64;
+/// The most iterations (each keeps six timings).
+const MAX_ITERATIONS: u64 = 1_000_000;
+
+impl ZonesArgs {
+    /// Checks the arguments together.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=MAX_CONNS).contains(&self.n_conns) {
+            return Err(format!("N_CONNS must be from 1 to {MAX_CONNS}"));
+        }
+        if !(1..u64::from(u16::MAX)).contains(&self.n_zones) {
+            return Err(format!("N_ZONES must be from 1 to {}", u16::MAX - 1));
+        }
+        if !(1..=MAX_ITERATIONS).contains(&self.iterations) {
+            return Err(format!("ITERATIONS must be from 1 to {MAX_ITERATIONS}"));
+        }
+        if self.n_conns.saturating_mul(self.n_zones) > MAX_CONNS {
+            return Err(format!(
+                "N_CONNS × N_ZONES ({} × {}) must be at most {MAX_CONNS}, the connection limit of the table (as in ovstest): more would be refused",
+                self.n_conns, self.n_zones
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Summary of one column, in microseconds.
@@ -86,14 +119,8 @@ fn frame(i: u64) -> Vec<u8> {
 }
 
 pub(crate) fn run(a: &ZonesArgs, json: bool, out: &mut dyn Write) -> Result<()> {
-    if a.n_conns == 0 || a.n_conns >= u64::from(u32::MAX) {
-        bail!("n_conns must be between 1 and 2^32");
-    }
-    if a.n_zones == 0 || a.n_zones >= u64::from(u16::MAX) {
-        bail!("n_zones must be between 1 and 2^16");
-    }
-    if a.iterations == 0 {
-        bail!("iterations must be greater than 0");
+    if let Err(e) = a.validate() {
+        bail!(e);
     }
     let frames: Vec<Vec<u8>> = (0..a.n_conns).map(frame).collect();
     let tracker = Tracker::new(Config::default());

@@ -1,0 +1,281 @@
+//! Bad arguments are usage errors (exit status 2) that say what is
+//! allowed, huge values included; a benchmark whose threads cannot start
+//! fails with a message. Never a panic.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn ctrack(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ctrack"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("run ctrack")
+}
+
+fn no_panic(err: &str) {
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace") && !err.contains("RUST_BACKTRACE"),
+        "{err}"
+    );
+}
+
+/// `args` must be a usage error whose message contains `says`.
+fn usage_error(args: &[&str], says: &str) {
+    let out = ctrack(args);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(says), "{args:?}: {err}");
+    assert!(err.starts_with("error: "), "{args:?}: {err}");
+    no_panic(&err);
+}
+
+const CAPTURE: &str = "examples/traffic.pcap";
+
+#[test]
+fn huge_values_are_refused_with_the_maximum() {
+    usage_error(
+        &["replay", "--max-conns", "100000000000000", CAPTURE],
+        "from 1 to 536870912",
+    );
+    usage_error(
+        &["bench", "memory", "--conns", "100000000000000"],
+        "from 1 to 400000000",
+    );
+    usage_error(
+        &["bench", "benchmark", "100000", "1000", "32"],
+        "from 1 to 1024",
+    );
+    usage_error(
+        &["bench", "cps", "--threads", "100000", "--conns", "10"],
+        "from 1 to 1024",
+    );
+    usage_error(
+        &["bench", "lookup", "--conns", "100000000000000"],
+        "from 1 to 400000000",
+    );
+    usage_error(
+        &["bench", "lookup", "--packets", "100000000000000"],
+        "from 1 to 1000000000",
+    );
+    usage_error(
+        &["bench", "zones", "100000000000000", "1", "1"],
+        "from 1 to 3000000",
+    );
+    usage_error(
+        &[
+            "replay",
+            "--max-conns",
+            "99999999999999999999999999",
+            CAPTURE,
+        ],
+        "too large",
+    );
+}
+
+#[test]
+fn values_out_of_range_are_usage_errors() {
+    usage_error(
+        &["replay", "--max-frags", "6000", CAPTURE],
+        "from 0 to 5000",
+    );
+    usage_error(
+        &["replay", "--min-frag-v4", "10", CAPTURE],
+        "from 400 to 65535",
+    );
+    usage_error(
+        &["replay", "--min-frag-v6", "100000", CAPTURE],
+        "from 400 to 65535",
+    );
+    usage_error(&["replay", "--max-conns", "0", CAPTURE], "from 1 to");
+    usage_error(&["bench", "benchmark", "0", "1000", "32"], "from 1 to 1024");
+    usage_error(&["bench", "benchmark", "1", "1000", "33"], "from 1 to 32");
+    usage_error(&["bench", "benchmark", "1", "1000", "0"], "from 1 to 32");
+    usage_error(&["bench", "benchmark", "1", "0", "32"], "at least 1");
+    usage_error(
+        &["bench", "benchmark", "1", "1000", "32", "2"],
+        "from 0 to 1",
+    );
+    usage_error(
+        &["bench", "benchmark", "1", "1000", "32", "--runs", "0"],
+        "from 1 to 1000",
+    );
+    usage_error(&["bench", "cps", "--runs", "0"], "from 1 to 1000");
+    usage_error(&["bench", "cps", "--conns", "0"], "from 1 to");
+    usage_error(
+        &["bench", "lookup", "--shards", "3"],
+        "power of two from 1 to 64",
+    );
+    usage_error(
+        &["bench", "lookup", "--shards", "128"],
+        "power of two from 1 to 64",
+    );
+    usage_error(&["bench", "lookup", "--zipf", "0"], "positive number");
+    usage_error(&["bench", "zones", "10", "65535", "1"], "from 1 to 65534");
+    usage_error(&["bench", "zones", "10", "1", "0"], "from 1 to 1000000");
+    usage_error(&["bench", "memory", "--conns", "0"], "from 1 to");
+}
+
+#[test]
+fn arguments_that_contradict_each_other_are_usage_errors() {
+    usage_error(
+        &["bench", "memory", "--conns", "1000", "--max-conns", "10"],
+        "--max-conns (10) is below --conns (1000)",
+    );
+    usage_error(
+        &[
+            "bench",
+            "benchmark",
+            "1",
+            "100",
+            "8",
+            "--flows-per-thread",
+            "9",
+        ],
+        "--flows-per-thread (9) must be from 1 to BATCH (8)",
+    );
+    usage_error(
+        &["bench", "zones", "100000", "100", "1"],
+        "N_CONNS × N_ZONES (100000 × 100) must be at most 3000000",
+    );
+    // The usage shown is the subcommand's.
+    let out = ctrack(&["bench", "memory", "--conns", "1000", "--max-conns", "10"]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("Usage: ctrack bench memory"), "{err}");
+}
+
+#[test]
+fn a_label_wider_than_128_bits_says_so() {
+    let label = format!("commit,label=0x1{}", "0".repeat(32));
+    usage_error(
+        &["replay", "--ct", &label, CAPTURE],
+        "is too wide (128 bits at most)",
+    );
+}
+
+/// Every option, at a value within its range, parses and runs (tiny
+/// workloads).
+#[test]
+fn every_benchmark_option_runs_within_its_range() {
+    let runs: [&[&str]; 5] = [
+        &[
+            "benchmark",
+            "2",
+            "64",
+            "32",
+            "1",
+            "--flows-per-thread",
+            "4",
+            "--runs",
+            "1",
+        ],
+        &["zones", "10", "3", "2"],
+        &[
+            "cps",
+            "--threads",
+            "2",
+            "--conns",
+            "100",
+            "--steady",
+            "50",
+            "--proto",
+            "tcp",
+            "--runs",
+            "1",
+        ],
+        &[
+            "lookup",
+            "--threads",
+            "2",
+            "--conns",
+            "100",
+            "--packets",
+            "64",
+            "--zipf",
+            "1.1",
+            "--shards",
+            "8",
+            "--runs",
+            "1",
+        ],
+        &["memory", "--conns", "100", "--max-conns", "200"],
+    ];
+    for args in runs {
+        let mut all = vec!["bench", "--json"];
+        all.extend_from_slice(args);
+        let out = ctrack(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{all:?}: {err}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+        assert_eq!(v["bench"], args[0]);
+    }
+    let out = ctrack(&[
+        "replay",
+        "--max-frags",
+        "0",
+        "--min-frag-v4",
+        "400",
+        "--min-frag-v6",
+        "65535",
+        "--max-conns",
+        "536870912",
+        "--format",
+        "ovs",
+        CAPTURE,
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The system refuses every thread: a huge minimum stack (RUST_MIN_STACK,
+/// 2^48 bytes) cannot be mapped.
+#[test]
+fn threads_that_cannot_start_are_an_error() {
+    for args in [
+        &["bench", "benchmark", "4", "1000", "32"][..],
+        &[
+            "bench",
+            "cps",
+            "--threads",
+            "2",
+            "--conns",
+            "100",
+            "--runs",
+            "1",
+        ],
+        &[
+            "bench",
+            "lookup",
+            "--threads",
+            "2",
+            "--conns",
+            "100",
+            "--packets",
+            "64",
+            "--runs",
+            "1",
+        ],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_ctrack"))
+            .args(args)
+            .env("RUST_MIN_STACK", "281474976710656")
+            .output()
+            .expect("run ctrack");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.starts_with("ctrack: error: cannot start benchmark thread 1 of "),
+            "{err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+        no_panic(&err);
+    }
+}
