@@ -1,0 +1,191 @@
+//! What the tracker's own tests share: a tracker with a clock, the frames
+//! of a few small conversations, actions, keys and expected verdicts.
+
+use ctrack_wire::build::{self, Frame, L4};
+use ctrack_wire::icmp::v4;
+use ctrack_wire::tcp::flags::{ACK, FIN, SYN};
+
+use super::{Config, Tracker};
+use crate::action::CtAction;
+use crate::key::{ConnId, Dir};
+use crate::time::Time;
+use crate::verdict::{CtState, Verdict};
+use ctrack_wire::LinkType;
+
+/// The client.
+pub(super) const C: [u8; 4] = [10, 0, 0, 1];
+/// The server.
+pub(super) const S: [u8; 4] = [10, 0, 0, 2];
+/// A router between them.
+pub(super) const R: [u8; 4] = [10, 0, 0, 254];
+
+/// The client's TCP port; the server's is 80.
+pub(super) const CPORT: u16 = 40000;
+
+/// The `ct` action written as Open vSwitch users write it.
+pub(super) fn act(s: &str) -> CtAction {
+    s.parse().expect("a valid ct action")
+}
+
+/// A `ct_state` from its names (`"est|rpl|trk"`).
+pub(super) fn st(names: &str) -> CtState {
+    names.split('|').fold(CtState::empty(), |acc, n| {
+        acc | CtState::from_name(&n.to_uppercase()).expect("a ct_state name")
+    })
+}
+
+/// The verdict of a packet with state `names` in zone 0 and nothing else
+/// set: complete it with `..` for the fields a packet sets.
+pub(super) fn verdict(names: &str) -> Verdict {
+    Verdict {
+        state: st(names),
+        ..Verdict::default()
+    }
+}
+
+/// The verdict of a packet judged against connection `id` in direction
+/// `dir`.
+pub(super) fn hit(names: &str, id: ConnId, dir: Dir) -> Verdict {
+    Verdict {
+        conn: Some(id),
+        dir,
+        ..verdict(names)
+    }
+}
+
+/// The verdict of a later packet of the connection `first` committed:
+/// the same zone, mark, label and gateway, in direction `dir`.
+pub(super) fn later(first: &Verdict, names: &str, dir: Dir) -> Verdict {
+    Verdict {
+        state: st(names),
+        dir,
+        committed: false,
+        ..*first
+    }
+}
+
+/// The verdict of a packet that committed connection `id`.
+pub(super) fn committed(names: &str, id: ConnId) -> Verdict {
+    Verdict {
+        committed: true,
+        ..hit(names, id, Dir::Orig)
+    }
+}
+
+/// A TCP segment between C:40000 and S:80, to the server or back.
+pub(super) fn tcp(to_server: bool, flags: u16, seq: u32, ack: u32, payload: &[u8]) -> Frame {
+    if to_server {
+        Frame::v4(
+            C,
+            S,
+            L4::tcp_seg(CPORT, 80, flags, seq, ack, 65535, payload),
+        )
+    } else {
+        Frame::v4(
+            S,
+            C,
+            L4::tcp_seg(80, CPORT, flags, seq, ack, 65535, payload),
+        )
+    }
+}
+
+/// A UDP datagram between C:`port` and S:53, to the server or back.
+pub(super) fn udp(port: u16, to_server: bool) -> Frame {
+    if to_server {
+        Frame::v4(C, S, L4::udp(port, 53, b"query"))
+    } else {
+        Frame::v4(S, C, L4::udp(53, port, b"answer"))
+    }
+}
+
+/// An ICMP echo request C -> S (`request`) or its reply S -> C.
+pub(super) fn ping(id: u16, request: bool) -> Frame {
+    if request {
+        Frame::v4(C, S, L4::icmp_query(v4::ECHO_REQUEST, id, 1))
+    } else {
+        Frame::v4(S, C, L4::icmp_query(v4::ECHO_REPLY, id, 1))
+    }
+}
+
+/// An ICMP destination unreachable from `from` to `to` quoting `quoted`'s
+/// IP header and 8 bytes.
+pub(super) fn unreachable(from: [u8; 4], to: [u8; 4], quoted: &Frame) -> Frame {
+    let q = build::quote(&quoted.ip_packet(), 8);
+    Frame::v4(from, to, L4::icmp_error(v4::DST_UNREACH, 3, &q))
+}
+
+/// The start of every test's clock (ms): a whole second, so that the
+/// sweep's seconds are easy to name.
+pub(super) const T0: u64 = 1_000_000;
+
+/// A tracker and the time its packets arrive at.
+pub(super) struct Sim {
+    pub(super) t: Tracker,
+    pub(super) now: Time,
+}
+
+impl Sim {
+    pub(super) fn new() -> Sim {
+        Sim::with(Config::default())
+    }
+
+    pub(super) fn with(config: Config) -> Sim {
+        Sim {
+            t: Tracker::new(config),
+            now: Time::from_millis(T0),
+        }
+    }
+
+    /// Tracks `f` with `action` now.
+    pub(super) fn send(&self, f: &Frame, action: &str) -> Verdict {
+        self.t
+            .process(&f.build(), LinkType::Ethernet, &act(action), self.now)
+    }
+
+    /// The connection of a committed packet.
+    pub(super) fn open(&self, f: &Frame, action: &str) -> ConnId {
+        let v = self.send(f, action);
+        assert!(v.committed, "{f:?} committed: {v:?}");
+        v.conn.expect("a committed packet has a connection")
+    }
+
+    /// A UDP flow C:`port` <-> S:53 seen both ways (established) in the
+    /// zone of `action`.
+    pub(super) fn udp_both_ways(&self, port: u16, action: &str) -> ConnId {
+        let first = self.send(&udp(port, true), action);
+        assert!(first.committed, "{first:?}");
+        let v = self.send(&udp(port, false), action);
+        assert_eq!(v, later(&first, "est|rpl|trk", Dir::Reply));
+        id_of(&first)
+    }
+
+    /// The TCP handshake C:40000 <-> S:80 (client ISN 100, server ISN
+    /// 500) with `action`, each step's verdict checked.
+    pub(super) fn handshake(&self, action: &str) -> ConnId {
+        let first = self.send(&tcp(true, SYN, 100, 0, b""), action);
+        assert!(first.committed, "{first:?}");
+        let v = self.send(&tcp(false, SYN | ACK, 500, 101, b""), action);
+        assert_eq!(v, later(&first, "est|rpl|trk", Dir::Reply));
+        let v = self.send(&tcp(true, ACK, 101, 501, b""), action);
+        assert_eq!(v, later(&first, "est|trk", Dir::Orig));
+        id_of(&first)
+    }
+
+    /// After [`Sim::handshake`]: FIN from each side and the last ACK,
+    /// leaving both sides closed (TIME_WAIT).
+    pub(super) fn close(&self, action: &str) {
+        for f in [
+            tcp(true, FIN | ACK, 101, 501, b""),
+            tcp(false, FIN | ACK, 501, 102, b""),
+            tcp(true, ACK, 102, 502, b""),
+        ] {
+            let v = self.send(&f, action);
+            assert!(v.state.contains(CtState::EST), "{f:?}: {v:?}");
+        }
+    }
+}
+
+/// The connection a verdict names.
+pub(super) fn id_of(v: &Verdict) -> ConnId {
+    v.conn.expect("the packet has a connection")
+}
