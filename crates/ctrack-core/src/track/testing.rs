@@ -1,13 +1,16 @@
 //! What the tracker's own tests share: a tracker with a clock, the frames
 //! of a few small conversations, actions, keys and expected verdicts.
 
+use std::net::Ipv4Addr;
+
 use ctrack_wire::build::{self, Frame, L4};
 use ctrack_wire::icmp::v4;
+use ctrack_wire::ip_proto;
 use ctrack_wire::tcp::flags::{ACK, FIN, SYN};
 
 use super::{Config, Tracker};
 use crate::action::CtAction;
-use crate::key::{ConnId, Dir};
+use crate::key::{ConnId, ConnKey, Dir, Endpoint, Family, Zone};
 use crate::time::Time;
 use crate::verdict::{CtState, Verdict};
 use ctrack_wire::LinkType;
@@ -114,6 +117,17 @@ pub(super) fn unreachable(from: [u8; 4], to: [u8; 4], quoted: &Frame) -> Frame {
     Frame::v4(from, to, L4::icmp_error(v4::DST_UNREACH, 3, &q))
 }
 
+/// The key of the UDP flow C:`port` -> S:53 in `zone`.
+pub(super) fn udp_key(port: u16, zone: Zone) -> ConnKey {
+    ConnKey {
+        src: Endpoint::v4(Ipv4Addr::from(C), port),
+        dst: Endpoint::v4(Ipv4Addr::from(S), 53),
+        zone,
+        proto: ip_proto::UDP,
+        family: Family::V4,
+    }
+}
+
 /// The start of every test's clock (ms): a whole second, so that the
 /// sweep's seconds are easy to name.
 pub(super) const T0: u64 = 1_000_000;
@@ -129,11 +143,27 @@ impl Sim {
         Sim::with(Config::default())
     }
 
+    /// One shard: what a commit's early drop and a sweep's budget see is
+    /// the whole table.
+    pub(super) fn one_shard(max_conns: usize) -> Sim {
+        Sim::with(Config {
+            max_conns,
+            shards: 1,
+            ..Config::default()
+        })
+    }
+
     pub(super) fn with(config: Config) -> Sim {
         Sim {
             t: Tracker::new(config),
             now: Time::from_millis(T0),
         }
+    }
+
+    /// Moves the clock to `ms` after [`T0`].
+    pub(super) fn at(&mut self, ms: u64) -> &mut Sim {
+        self.now = Time::from_millis(T0 + ms);
+        self
     }
 
     /// Tracks `f` with `action` now.
