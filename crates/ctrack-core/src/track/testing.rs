@@ -117,6 +117,17 @@ pub(super) fn unreachable(from: [u8; 4], to: [u8; 4], quoted: &Frame) -> Frame {
     Frame::v4(from, to, L4::icmp_error(v4::DST_UNREACH, 3, &q))
 }
 
+/// The key of the TCP connection C:40000 -> S:80 in `zone`.
+pub(super) fn tcp_key(zone: Zone) -> ConnKey {
+    ConnKey {
+        src: Endpoint::v4(Ipv4Addr::from(C), CPORT),
+        dst: Endpoint::v4(Ipv4Addr::from(S), 80),
+        zone,
+        proto: ip_proto::TCP,
+        family: Family::V4,
+    }
+}
+
 /// The key of the UDP flow C:`port` -> S:53 in `zone`.
 pub(super) fn udp_key(port: u16, zone: Zone) -> ConnKey {
     ConnKey {
@@ -212,6 +223,15 @@ impl Sim {
             let v = self.send(&f, action);
             assert!(v.state.contains(CtState::EST), "{f:?}: {v:?}");
         }
+    }
+
+    /// The ids of the connections `for_each` visits (of `zone`, if
+    /// given), sorted.
+    pub(super) fn ids(&self, zone: Option<Zone>) -> Vec<ConnId> {
+        let mut v = Vec::new();
+        self.t.for_each(zone, self.now, |id, _| v.push(id));
+        v.sort();
+        v
     }
 }
 
