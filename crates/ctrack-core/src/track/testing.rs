@@ -6,7 +6,7 @@ use std::net::Ipv4Addr;
 use ctrack_wire::build::{self, Frame, L4};
 use ctrack_wire::icmp::v4;
 use ctrack_wire::ip_proto;
-use ctrack_wire::tcp::flags::{ACK, FIN, SYN};
+use ctrack_wire::tcp::flags::{ACK, FIN, PSH, SYN};
 
 use super::{Config, Tracker};
 use crate::action::CtAction;
@@ -232,6 +232,68 @@ impl Sim {
         self.t.for_each(zone, self.now, |id, _| v.push(id));
         v.sort();
         v
+    }
+}
+
+/// A segment of the FTP control connection `client`:40000 <-> S:21.
+pub(super) fn ftp_seg(
+    client: [u8; 4],
+    to_server: bool,
+    flags: u16,
+    seq: u32,
+    ack: u32,
+    data: &[u8],
+) -> Frame {
+    if to_server {
+        Frame::v4(
+            client,
+            S,
+            L4::tcp_seg(CPORT, 21, flags, seq, ack, 65535, data),
+        )
+    } else {
+        Frame::v4(
+            S,
+            client,
+            L4::tcp_seg(21, CPORT, flags, seq, ack, 65535, data),
+        )
+    }
+}
+
+/// The client's next sequence number on the FTP control connection after
+/// [`ftp_port_from`].
+pub(super) const FTP_SEQ_AFTER_PORT: u32 = 101 + 22;
+
+/// The FTP control connection `client`:40000 -> S:21 opened with
+/// `action` (which names `alg=ftp`): its handshake (client ISN 100, server
+/// ISN 500) and the client's `PORT` for its own address and port 40001,
+/// each later packet committed in the action's zone. Returns the control
+/// connection.
+pub(super) fn ftp_port_from(sim: &Sim, client: [u8; 4], action: &str) -> ConnId {
+    let syn = sim.send(&ftp_seg(client, true, SYN, 100, 0, b""), action);
+    assert!(syn.committed && syn.inspect, "{syn:?}");
+    let commit = format!("commit,zone={}", act(action).zone);
+    let v = sim.send(&ftp_seg(client, false, SYN | ACK, 500, 101, b""), &commit);
+    assert_eq!(v, later(&syn, "est|rpl|trk", Dir::Reply));
+    let v = sim.send(&ftp_seg(client, true, ACK, 101, 501, b""), &commit);
+    assert_eq!(v, later(&syn, "est|trk", Dir::Orig));
+    let [a, b, c, d] = client;
+    let port = format!("PORT {a},{b},{c},{d},156,65\r\n");
+    assert_eq!(port.len() as u32, FTP_SEQ_AFTER_PORT - 101);
+    let data = ftp_seg(client, true, PSH | ACK, 101, 501, port.as_bytes());
+    assert_eq!(sim.send(&data, &commit), later(&syn, "est|trk", Dir::Orig));
+    id_of(&syn)
+}
+
+/// [`ftp_port_from`] the client C.
+pub(super) fn ftp_port(sim: &Sim, action: &str) -> ConnId {
+    ftp_port_from(sim, C, action)
+}
+
+/// The FTP control connection's key (C:40000 -> S:21).
+pub(super) fn ftp_key() -> ConnKey {
+    ConnKey {
+        dst: Endpoint::v4(Ipv4Addr::from(S), 21),
+        ..tcp_key(0)
     }
 }
 
