@@ -297,6 +297,22 @@ pub(super) fn ftp_key() -> ConnKey {
     }
 }
 
+/// The server's active-mode data connection to `client`:40001 (the port
+/// `PORT` announced), from source port `sport`.
+pub(super) fn ftp_data_syn(client: [u8; 4], sport: u16) -> Frame {
+    Frame::v4(
+        S,
+        client,
+        L4::tcp_seg(sport, 40001, SYN, 9000, 0, 65535, b""),
+    )
+}
+
+/// `v` for a connection with a gateway, or an expected one: its packets
+/// go to the gateway stage.
+pub(super) fn inspected(v: Verdict) -> Verdict {
+    Verdict { inspect: true, ..v }
+}
+
 /// The connection a verdict names.
 pub(super) fn id_of(v: &Verdict) -> ConnId {
     v.conn.expect("the packet has a connection")
