@@ -389,6 +389,30 @@ fn split_commands() {
 }
 
 #[test]
+fn a_refused_partial_command_is_counted_invalid_not_established() {
+    let n = Net::new();
+    let fwd = "commit,nat(src=198.51.100.1),alg=ftp";
+    snat_control(&n, fwd);
+    let before = n.t.stats();
+    let (v, _) = n.send(
+        &seg(C, 40000, S, 21, PSH | ACK, 101, 501, b"PORT 10,0,0,1,"),
+        fwd,
+    );
+    assert_eq!(v.state.to_string(), "inv|trk");
+    let after = n.t.stats();
+    assert_eq!(after.packets - before.packets, 1);
+    assert_eq!(after.invalid_count(InvalidReason::AlgPartialCommand), 1);
+    // One packet, reported inv: counted inv, and not est as well.
+    assert_eq!(
+        (
+            after.established - before.established,
+            after.invalid - before.invalid
+        ),
+        (0, 1)
+    );
+}
+
+#[test]
 fn hostile_payloads_are_harmless() {
     let n = Net::new();
     let fwd = "commit,nat(src=198.51.100.1),alg=ftp";
