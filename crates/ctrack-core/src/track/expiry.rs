@@ -286,4 +286,27 @@ mod tests {
         // The other zone's connection is untouched.
         assert_eq!(sim.t.lookup(&udp_key(4000, 6), sim.now).unwrap().0, other);
     }
+
+    #[test]
+    fn a_sweep_whose_budget_exactly_frees_a_flushed_zone_has_nothing_left() {
+        let sim = Sim::one_shard(100);
+        for port in [1000, 2000] {
+            sim.open(&udp(port, true), "commit,zone=5");
+        }
+        assert!(sim.t.flush_zone(5));
+        let s = sim.t.sweep(sim.now, 2);
+        assert_eq!(sim.t.table_len(), 0);
+        // Nothing is tracked and nothing is left to free: no call back at
+        // once (`Some(now)` is only for a budget that ran out with work
+        // left).
+        assert_eq!(
+            s,
+            Sweep {
+                flushed: 2,
+                examined: 2,
+                next: None,
+                ..Sweep::default()
+            }
+        );
+    }
 }
