@@ -31,24 +31,53 @@ fn seg(
 /// The control connection's handshake: client 40000 to server port 21,
 /// client ISN 100, server ISN 500.
 fn control(n: &Net, client: [u8; 4], server: [u8; 4], out: [u8; 4], fwd: &str, back: &str) {
-    assert!(
-        n.state(&seg(client, 40000, server, 21, SYN, 100, 0, b""), fwd)
-            .starts_with("new")
+    assert_eq!(
+        n.state(&seg(client, 40000, server, 21, SYN, 100, 0, b""), fwd),
+        "new|trk"
     );
-    n.state(
-        &seg(
-            out,
-            21,
-            client_seen(client, out),
-            40000,
-            SYN | ACK,
-            500,
-            101,
-            b"",
+    assert_eq!(
+        n.state(
+            &seg(
+                out,
+                21,
+                client_seen(client, out),
+                40000,
+                SYN | ACK,
+                500,
+                101,
+                b"",
+            ),
+            back,
         ),
-        back,
+        "est|rpl|trk"
     );
-    n.state(&seg(client, 40000, server, 21, ACK, 101, 501, b""), fwd);
+    assert_eq!(
+        n.state(&seg(client, 40000, server, 21, ACK, 101, 501, b""), fwd),
+        "est|trk"
+    );
+}
+
+/// The control connection's handshake from C through a source NAT to N
+/// (`fwd` out, `nat` back), each packet checked as it leaves.
+fn snat_control(n: &Net, fwd: &str) {
+    n.expect(
+        &seg(C, 40000, S, 21, SYN, 100, 0, b""),
+        fwd,
+        &seg(N, 40000, S, 21, SYN, 100, 0, b""),
+        "new|trk|snat",
+    );
+    n.expect(
+        &seg(S, 21, N, 40000, SYN | ACK, 500, 101, b""),
+        "nat",
+        &seg(S, 21, C, 40000, SYN | ACK, 500, 101, b""),
+        "est|rpl|trk|dnat",
+    );
+    n.expect(
+        &seg(C, 40000, S, 21, ACK, 101, 501, b""),
+        fwd,
+        &seg(N, 40000, S, 21, ACK, 101, 501, b""),
+        "est|trk|snat",
+    );
 }
 
 fn client_seen(client: [u8; 4], _out: [u8; 4]) -> [u8; 4] {
@@ -115,18 +144,21 @@ fn passive_ftp_without_nat_and_marks_inherited() {
     assert_eq!(v.mark, 0x42);
     // 229 (no address).
     let epsv = b"229 Entering Extended Passive Mode (|||50001|)\r\n";
-    n.state(
-        &seg(
-            S,
-            21,
-            C,
-            40000,
-            PSH | ACK,
-            501 + reply.len() as u32,
-            101,
-            epsv,
+    assert_eq!(
+        n.state(
+            &seg(
+                S,
+                21,
+                C,
+                40000,
+                PSH | ACK,
+                501 + reply.len() as u32,
+                101,
+                epsv,
+            ),
+            "commit",
         ),
-        "commit",
+        "est|rpl|trk"
     );
     assert_eq!(
         n.state(&seg(C, 40003, S, 50001, SYN, 1, 0, b""), "commit"),
@@ -139,7 +171,10 @@ fn a_bounce_to_another_host_is_not_expected() {
     let n = Net::new();
     control(&n, C, S, S, "commit,alg=ftp", "commit");
     let port = b"PORT 10,9,9,9,156,65\r\n";
-    n.state(&seg(C, 40000, S, 21, PSH | ACK, 101, 501, port), "commit");
+    assert_eq!(
+        n.state(&seg(C, 40000, S, 21, PSH | ACK, 101, 501, port), "commit"),
+        "est|trk"
+    );
     assert_eq!(n.t.expectation_count(), 0);
 }
 
@@ -147,19 +182,7 @@ fn a_bounce_to_another_host_is_not_expected() {
 fn active_ftp_through_snat_rewrites_text_and_sequence_numbers() {
     let n = Net::new();
     let fwd = "commit,nat(src=198.51.100.1),alg=ftp";
-    n.expect(
-        &seg(C, 40000, S, 21, SYN, 100, 0, b""),
-        fwd,
-        &seg(N, 40000, S, 21, SYN, 100, 0, b""),
-        "new|trk|snat",
-    );
-    n.expect(
-        &seg(S, 21, N, 40000, SYN | ACK, 500, 101, b""),
-        "nat",
-        &seg(S, 21, C, 40000, SYN | ACK, 500, 101, b""),
-        "est|rpl|trk|dnat",
-    );
-    n.send(&seg(C, 40000, S, 21, ACK, 101, 501, b""), fwd);
+    snat_control(&n, fwd);
     let port = b"PORT 10,0,0,1,156,65\r\n";
     let shown = b"PORT 198,51,100,1,156,65\r\n";
     let grow = (shown.len() - port.len()) as u32;
@@ -244,11 +267,18 @@ fn passive_ftp_behind_dnat() {
         &seg(outside, 5000, server, 21, SYN, 1, 0, b""),
         "new|trk|dnat",
     );
-    n.send(
+    n.expect(
         &seg(server, 21, outside, 5000, SYN | ACK, 700, 2, b""),
         "nat",
+        &seg(N, 21, outside, 5000, SYN | ACK, 700, 2, b""),
+        "est|rpl|trk|snat",
     );
-    n.send(&seg(outside, 5000, N, 21, ACK, 2, 701, b""), fwd);
+    n.expect(
+        &seg(outside, 5000, N, 21, ACK, 2, 701, b""),
+        fwd,
+        &seg(outside, 5000, server, 21, ACK, 2, 701, b""),
+        "est|trk|dnat",
+    );
     let reply = b"227 Entering Passive Mode (10,0,0,9,195,80).\r\n";
     let shown = b"227 Entering Passive Mode (198,51,100,1,195,80).\r\n";
     n.expect(
@@ -272,27 +302,32 @@ fn split_commands() {
     // Without NAT the halves are joined.
     let n = Net::new();
     control(&n, C, S, S, "commit,alg=ftp", "commit");
-    n.state(
-        &seg(C, 40000, S, 21, PSH | ACK, 101, 501, b"PORT 10,0,0,1,"),
-        "commit",
+    assert_eq!(
+        n.state(
+            &seg(C, 40000, S, 21, PSH | ACK, 101, 501, b"PORT 10,0,0,1,"),
+            "commit",
+        ),
+        "est|trk"
     );
     assert_eq!(n.t.expectation_count(), 0);
-    n.state(
-        &seg(C, 40000, S, 21, PSH | ACK, 115, 501, b"156,65\r\n"),
-        "commit",
+    assert_eq!(
+        n.state(
+            &seg(C, 40000, S, 21, PSH | ACK, 115, 501, b"156,65\r\n"),
+            "commit",
+        ),
+        "est|trk"
     );
     assert_eq!(n.t.expectation_count(), 1);
 
     // Under NAT the first half is refused until it comes again whole.
     let n = Net::new();
     let fwd = "commit,nat(src=198.51.100.1),alg=ftp";
-    n.send(&seg(C, 40000, S, 21, SYN, 100, 0, b""), fwd);
-    n.send(&seg(S, 21, N, 40000, SYN | ACK, 500, 101, b""), "nat");
-    n.send(&seg(C, 40000, S, 21, ACK, 101, 501, b""), fwd);
+    snat_control(&n, fwd);
     let (v, _) = n.send(
         &seg(C, 40000, S, 21, PSH | ACK, 101, 501, b"PORT 10,0,0,1,"),
         fwd,
     );
+    assert_eq!(v.state.to_string(), "inv|trk");
     assert_eq!(v.invalid, Some(InvalidReason::AlgPartialCommand));
     assert_eq!(n.t.expectation_count(), 0);
     n.expect(
@@ -354,28 +389,55 @@ fn split_commands() {
 }
 
 #[test]
+fn a_refused_partial_command_is_counted_invalid_not_established() {
+    let n = Net::new();
+    let fwd = "commit,nat(src=198.51.100.1),alg=ftp";
+    snat_control(&n, fwd);
+    let before = n.t.stats();
+    let (v, _) = n.send(
+        &seg(C, 40000, S, 21, PSH | ACK, 101, 501, b"PORT 10,0,0,1,"),
+        fwd,
+    );
+    assert_eq!(v.state.to_string(), "inv|trk");
+    let after = n.t.stats();
+    assert_eq!(after.packets - before.packets, 1);
+    assert_eq!(after.invalid_count(InvalidReason::AlgPartialCommand), 1);
+    // One packet, reported inv: counted inv, and not est as well.
+    assert_eq!(
+        (
+            after.established - before.established,
+            after.invalid - before.invalid
+        ),
+        (0, 1)
+    );
+}
+
+#[test]
 fn hostile_payloads_are_harmless() {
     let n = Net::new();
     let fwd = "commit,nat(src=198.51.100.1),alg=ftp";
-    n.send(&seg(C, 40000, S, 21, SYN, 100, 0, b""), fwd);
-    n.send(&seg(S, 21, N, 40000, SYN | ACK, 500, 101, b""), "nat");
-    n.send(&seg(C, 40000, S, 21, ACK, 101, 501, b""), fwd);
+    snat_control(&n, fwd);
     let mut seq = 101u32;
-    let payloads: Vec<Vec<u8>> = vec![
-        [b"PORT ".as_slice(), &[b'9'; 1400]].concat(),
-        b"PORT 999999999999,1,1,1,1,1\r\n".to_vec(),
-        b"EPRT |1|1.2.3.4444|80|\r\n".to_vec(),
-        b"EPRT |9|x|\r\n".to_vec(),
-        vec![0u8; 1000],
-        b"\r\n\r\n\n\n".to_vec(),
+    // Each payload, and how much longer the rewrite makes it.
+    let payloads: Vec<(Vec<u8>, usize)> = vec![
+        ([b"PORT ".as_slice(), &[b'9'; 1400]].concat(), 0),
+        (b"PORT 999999999999,1,1,1,1,1\r\n".to_vec(), 0),
+        (b"EPRT |1|1.2.3.4444|80|\r\n".to_vec(), 0),
+        (b"EPRT |9|x|\r\n".to_vec(), 0),
+        (vec![0u8; 1000], 0),
+        (b"\r\n\r\n\n\n".to_vec(), 0),
         // 256 bytes after the command (the size that overflowed in Open
-        // vSwitch).
-        [b"PORT 10,0,0,1,156,65\r\n".as_slice(), &[b'A'; 256]].concat(),
+        // vSwitch): the command is rewritten, the rest left alone.
+        (
+            [b"PORT 10,0,0,1,156,65\r\n".as_slice(), &[b'A'; 256]].concat(),
+            "198,51,100,1".len() - "10,0,0,1".len(),
+        ),
     ];
-    for p in &payloads {
+    for (p, grow) in &payloads {
         let (v, out) = n.send(&seg(C, 40000, S, 21, PSH | ACK, seq, 501, p), fwd);
-        assert!(v.state.to_string().contains("trk"));
-        assert!(out.len() < p.len() + 100);
+        assert_eq!(v.state.to_string(), "est|trk|snat");
+        // Ethernet, IPv4 and TCP headers, then the payload.
+        assert_eq!(out.len(), 14 + 20 + 20 + p.len() + grow);
         seq = seq.wrapping_add(p.len() as u32);
     }
 }
@@ -390,9 +452,24 @@ fn ipv6_eprt_is_written_in_full() {
         Frame::v6(a, b, L4::tcp_seg(sp, dp, fl, seq, ack, 65535, data))
     };
     let fwd = "commit,nat(src=2001:db8:ffff::1),alg=ftp";
-    n.send(&t6(c, 40000, s, 21, SYN, 100, 0, b""), fwd);
-    n.send(&t6(s, 21, x, 40000, SYN | ACK, 500, 101, b""), "nat");
-    n.send(&t6(c, 40000, s, 21, ACK, 101, 501, b""), fwd);
+    n.expect(
+        &t6(c, 40000, s, 21, SYN, 100, 0, b""),
+        fwd,
+        &t6(x, 40000, s, 21, SYN, 100, 0, b""),
+        "new|trk|snat",
+    );
+    n.expect(
+        &t6(s, 21, x, 40000, SYN | ACK, 500, 101, b""),
+        "nat",
+        &t6(s, 21, c, 40000, SYN | ACK, 500, 101, b""),
+        "est|rpl|trk|dnat",
+    );
+    n.expect(
+        &t6(c, 40000, s, 21, ACK, 101, 501, b""),
+        fwd,
+        &t6(x, 40000, s, 21, ACK, 101, 501, b""),
+        "est|trk|snat",
+    );
     let eprt = b"EPRT |2|fd00::1|40001|\r\n";
     let shown = b"EPRT |2|2001:0db8:ffff:0000:0000:0000:0000:0001|40001|\r\n";
     n.expect(
@@ -453,32 +530,41 @@ fn expectations_are_bounded_and_expire() {
     n.t.set_max_expectations(1);
     control(&n, C, S, S, "commit,alg=ftp", "commit");
     let port = |p: u8| format!("PORT 10,0,0,1,156,{p}\r\n");
-    n.state(
-        &seg(C, 40000, S, 21, PSH | ACK, 101, 501, port(65).as_bytes()),
-        "commit",
+    assert_eq!(
+        n.state(
+            &seg(C, 40000, S, 21, PSH | ACK, 101, 501, port(65).as_bytes()),
+            "commit",
+        ),
+        "est|trk"
     );
     // A second control connection: refused, the table holds its one.
     let c2 = [10, 0, 0, 3];
     control(&n, c2, S, S, "commit,alg=ftp", "commit");
-    n.state(
-        &seg(
-            c2,
-            40000,
-            S,
-            21,
-            PSH | ACK,
-            101,
-            501,
-            b"PORT 10,0,0,3,156,65\r\n",
+    assert_eq!(
+        n.state(
+            &seg(
+                c2,
+                40000,
+                S,
+                21,
+                PSH | ACK,
+                101,
+                501,
+                b"PORT 10,0,0,3,156,65\r\n",
+            ),
+            "commit",
         ),
-        "commit",
+        "est|trk"
     );
     assert_eq!(n.t.expectation_count(), 1);
     assert_eq!(n.stats.get().expectations_refused, 1);
     // A new PORT on the first replaces its own.
-    n.state(
-        &seg(C, 40000, S, 21, PSH | ACK, 123, 501, port(66).as_bytes()),
-        "commit",
+    assert_eq!(
+        n.state(
+            &seg(C, 40000, S, 21, PSH | ACK, 123, 501, port(66).as_bytes()),
+            "commit",
+        ),
+        "est|trk"
     );
     assert_eq!(n.t.expectation_count(), 1);
     assert_eq!(n.t.expectations(n.now)[0].key.dst.port, 40002);
@@ -496,18 +582,21 @@ fn expectations_are_bounded_and_expire() {
 fn expectations_end_with_their_control_connection() {
     let n = Net::new();
     control(&n, C, S, S, "commit,alg=ftp", "commit");
-    n.state(
-        &seg(
-            C,
-            40000,
-            S,
-            21,
-            PSH | ACK,
-            101,
-            501,
-            b"PORT 10,0,0,1,156,65\r\n",
+    assert_eq!(
+        n.state(
+            &seg(
+                C,
+                40000,
+                S,
+                21,
+                PSH | ACK,
+                101,
+                501,
+                b"PORT 10,0,0,1,156,65\r\n",
+            ),
+            "commit",
         ),
-        "commit",
+        "est|trk"
     );
     assert_eq!(n.t.flush_all(), 1);
     assert_eq!(
@@ -520,13 +609,17 @@ fn expectations_end_with_their_control_connection() {
 fn sack_edges_follow_the_offset() {
     let n = Net::new();
     let fwd = "commit,nat(src=198.51.100.1),alg=ftp";
-    n.send(&seg(C, 40000, S, 21, SYN, 100, 0, b""), fwd);
-    n.send(&seg(S, 21, N, 40000, SYN | ACK, 500, 101, b""), "nat");
-    n.send(&seg(C, 40000, S, 21, ACK, 101, 501, b""), fwd);
+    snat_control(&n, fwd);
     let port = b"PORT 10,0,0,1,156,65\r\n";
-    n.send(&seg(C, 40000, S, 21, PSH | ACK, 101, 501, port), fwd);
+    let shown = b"PORT 198,51,100,1,156,65\r\n";
+    n.expect(
+        &seg(C, 40000, S, 21, PSH | ACK, 101, 501, port),
+        fwd,
+        &seg(N, 40000, S, 21, PSH | ACK, 101, 501, shown),
+        "est|trk|snat",
+    );
     let after = 101 + port.len() as u32;
-    let grow = (b"PORT 198,51,100,1,156,65\r\n".len() - port.len()) as u32;
+    let grow = (shown.len() - port.len()) as u32;
     // The server acknowledges up to the rewritten command and selectively
     // a later block, in the longer numbering; both come back shortened.
     let sack = |ack: u32, l: u32, r: u32, to: [u8; 4]| {

@@ -108,3 +108,202 @@ impl Tracker {
         (removed, false)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{Sim, T0, tcp, udp, udp_key};
+    use super::Sweep;
+    use crate::time::Time;
+    use ctrack_wire::tcp::flags::SYN;
+
+    #[test]
+    fn sweeping_an_empty_tracker_finds_nothing_to_do() {
+        let sim = Sim::new();
+        assert_eq!(sim.t.sweep(sim.now, 100), Sweep::default());
+    }
+
+    #[test]
+    fn a_sweep_before_expiry_frees_nothing_and_names_the_second_due() {
+        let mut sim = Sim::one_shard(100);
+        // One way: 60 s, so it expires at T0 + 60.5 s, in the second that
+        // ends at T0 + 61 s.
+        sim.at(500).open(&udp(1000, true), "commit");
+        let s = sim.t.sweep(sim.now, 100);
+        assert_eq!(
+            s,
+            Sweep {
+                next: Some(Time::from_millis(T0 + 61_000)),
+                ..Sweep::default()
+            }
+        );
+        assert_eq!(sim.t.table_len(), 1);
+    }
+
+    #[test]
+    fn a_sweep_frees_expired_connections_and_counts_them() {
+        let mut sim = Sim::one_shard(100);
+        sim.open(&udp(1000, true), "commit");
+        sim.open(&udp(2000, true), "commit");
+        // Not yet: the second of the expiry has not ended.
+        sim.at(60_999);
+        assert_eq!(sim.t.sweep(sim.now, 100).expired, 0);
+        sim.at(61_000);
+        let s = sim.t.sweep(sim.now, 100);
+        assert_eq!(
+            s,
+            Sweep {
+                expired: 2,
+                examined: 2,
+                ..Sweep::default()
+            }
+        );
+        assert_eq!(sim.t.table_len(), 0);
+        assert_eq!(sim.t.stats().expired, 2);
+    }
+
+    #[test]
+    fn next_points_at_the_next_due_second() {
+        let mut sim = Sim::one_shard(100);
+        sim.open(&udp(1000, true), "commit"); // 60 s
+        sim.open(&tcp(true, SYN, 1, 0, b""), "commit"); // SYN_SENT: 30 s
+        let s = sim.t.sweep(sim.now, 100);
+        assert_eq!(s.next, Some(Time::from_millis(T0 + 31_000)));
+        sim.at(31_000);
+        let s = sim.t.sweep(sim.now, 100);
+        assert_eq!(
+            (s.expired, s.next),
+            (1, Some(Time::from_millis(T0 + 61_000)))
+        );
+        sim.at(61_000);
+        let s = sim.t.sweep(sim.now, 100);
+        assert_eq!((s.expired, s.next), (1, None));
+    }
+
+    #[test]
+    fn a_refreshed_connection_is_kept_and_filed_again() {
+        let mut sim = Sim::one_shard(100);
+        let id = sim.open(&udp(1000, true), "commit");
+        sim.at(50_000).send(&udp(1000, true), "commit");
+        // Filed for T0 + 61 s, but refreshed: expires at T0 + 110 s.
+        sim.at(61_000);
+        let s = sim.t.sweep(sim.now, 100);
+        assert_eq!(
+            s,
+            Sweep {
+                examined: 1,
+                next: Some(Time::from_millis(T0 + 111_000)),
+                ..Sweep::default()
+            }
+        );
+        assert_eq!(sim.t.lookup(&udp_key(1000, 0), sim.now).unwrap().0, id);
+    }
+
+    #[test]
+    fn a_sweep_out_of_budget_says_now() {
+        let mut sim = Sim::one_shard(100);
+        for port in [1000, 2000, 3000] {
+            sim.open(&udp(port, true), "commit");
+        }
+        sim.at(61_000);
+        let s = sim.t.sweep(sim.now, 2);
+        assert_eq!(
+            s,
+            Sweep {
+                expired: 2,
+                examined: 2,
+                next: Some(sim.now),
+                ..Sweep::default()
+            }
+        );
+        let s = sim.t.sweep(sim.now, 2);
+        assert_eq!(
+            s,
+            Sweep {
+                expired: 1,
+                examined: 1,
+                next: None,
+                ..Sweep::default()
+            }
+        );
+        assert_eq!(sim.t.stats().expired, 3);
+    }
+
+    #[test]
+    fn a_sweep_whose_budget_exactly_frees_the_expired_has_nothing_left() {
+        let mut sim = Sim::one_shard(100);
+        for port in [1000, 2000] {
+            sim.open(&udp(port, true), "commit");
+        }
+        sim.at(61_000);
+        let s = sim.t.sweep(sim.now, 2);
+        assert_eq!(
+            s,
+            Sweep {
+                expired: 2,
+                examined: 2,
+                next: None,
+                ..Sweep::default()
+            }
+        );
+    }
+
+    #[test]
+    fn a_flushed_zone_is_freed_by_sweeps_within_their_budget() {
+        let sim = Sim::one_shard(100);
+        for port in [1000, 2000, 3000] {
+            sim.open(&udp(port, true), "commit,zone=5");
+        }
+        let other = sim.open(&udp(4000, true), "commit,zone=6");
+        assert!(sim.t.flush_zone(5));
+        assert_eq!(sim.t.table_len(), 4, "flushed, not yet freed");
+        let s = sim.t.sweep(sim.now, 2);
+        assert_eq!(
+            s,
+            Sweep {
+                flushed: 2,
+                examined: 2,
+                next: Some(sim.now),
+                ..Sweep::default()
+            }
+        );
+        assert_eq!(sim.t.table_len(), 2);
+        let s = sim.t.sweep(sim.now, 2);
+        assert_eq!(
+            s,
+            Sweep {
+                flushed: 1,
+                examined: 1,
+                // Zone 6's connection, one way: 60 s.
+                next: Some(Time::from_millis(T0 + 61_000)),
+                ..Sweep::default()
+            }
+        );
+        assert_eq!(sim.t.table_len(), 1);
+        assert_eq!(sim.t.stats().flushed, 3);
+        // The other zone's connection is untouched.
+        assert_eq!(sim.t.lookup(&udp_key(4000, 6), sim.now).unwrap().0, other);
+    }
+
+    #[test]
+    fn a_sweep_whose_budget_exactly_frees_a_flushed_zone_has_nothing_left() {
+        let sim = Sim::one_shard(100);
+        for port in [1000, 2000] {
+            sim.open(&udp(port, true), "commit,zone=5");
+        }
+        assert!(sim.t.flush_zone(5));
+        let s = sim.t.sweep(sim.now, 2);
+        assert_eq!(sim.t.table_len(), 0);
+        // Nothing is tracked and nothing is left to free: no call back at
+        // once (`Some(now)` is only for a budget that ran out with work
+        // left).
+        assert_eq!(
+            s,
+            Sweep {
+                flushed: 2,
+                examined: 2,
+                next: None,
+                ..Sweep::default()
+            }
+        );
+    }
+}

@@ -79,3 +79,124 @@ impl Tracker {
         self.remove_entry(guard, e.0, Removal::Deleted, &mut Stats::default())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{Sim, committed, hit, id_of, tcp, tcp_key, udp, udp_key};
+    use crate::key::Dir;
+    use crate::verdict::Verdict;
+    use ctrack_wire::build::{Frame, L4};
+    use ctrack_wire::tcp::flags::ACK;
+    use std::net::Ipv6Addr;
+
+    #[test]
+    fn flush_key_removes_a_connection_by_its_original_key() {
+        let sim = Sim::new();
+        let id = sim.handshake("commit");
+        assert!(sim.t.flush_key(&tcp_key(0), sim.now));
+        assert_eq!(sim.t.conn(id, sim.now), None);
+        assert_eq!(sim.t.lookup(&tcp_key(0), sim.now), None);
+        assert_eq!(sim.t.stats().flushed, 1);
+        // Gone: a second flush finds nothing.
+        assert!(!sim.t.flush_key(&tcp_key(0), sim.now));
+        assert_eq!(sim.t.stats().flushed, 1);
+    }
+
+    #[test]
+    fn flush_key_removes_a_connection_by_its_reply_key() {
+        let sim = Sim::new();
+        let id = sim.udp_both_ways(1000, "commit");
+        assert!(sim.t.flush_key(&udp_key(1000, 0).reverse(), sim.now));
+        assert_eq!(sim.t.conn(id, sim.now), None);
+        assert_eq!(sim.t.table_len(), 0);
+        // The next packet opens a new connection.
+        let v = sim.send(&udp(1000, false), "commit");
+        assert_eq!(v, committed("new|trk", id_of(&v)));
+    }
+
+    #[test]
+    fn flush_key_is_per_zone() {
+        let sim = Sim::new();
+        sim.open(&udp(1000, true), "commit,zone=1");
+        assert!(!sim.t.flush_key(&udp_key(1000, 2), sim.now));
+        assert!(sim.t.flush_key(&udp_key(1000, 1), sim.now));
+    }
+
+    #[test]
+    fn flush_zone_hides_the_zone_at_once_and_frees_later() {
+        let sim = Sim::new();
+        let old = sim.handshake("commit,zone=5");
+        let other = sim.udp_both_ways(1000, "commit,zone=6");
+        assert_eq!(sim.t.zone_len(5), 1);
+        assert!(sim.t.flush_zone(5));
+        assert_eq!(sim.t.zone_len(5), 0);
+        assert_eq!(sim.t.table_len(), 2, "freed by a later sweep");
+        assert_eq!(sim.t.lookup(&tcp_key(5), sim.now), None);
+        // The established connection's next segment finds none: picked up
+        // as a new one (loose).
+        let v = sim.send(&tcp(true, ACK, 101, 501, b""), "commit,zone=5");
+        let id = id_of(&v);
+        assert_ne!(id, old);
+        assert_eq!(
+            v,
+            Verdict {
+                zone: 5,
+                ..committed("new|trk", id)
+            }
+        );
+        assert_eq!(sim.t.zone_len(5), 1);
+        // Zone 6 is untouched.
+        let v = sim.send(&udp(1000, true), "commit,zone=6");
+        assert_eq!(
+            v,
+            Verdict {
+                zone: 6,
+                ..hit("est|trk", other, Dir::Orig)
+            }
+        );
+        assert_eq!(sim.t.stats().flushed, 0, "nothing freed yet");
+    }
+
+    #[test]
+    fn flush_zone_says_whether_the_zone_had_connections() {
+        let sim = Sim::new();
+        assert!(!sim.t.flush_zone(9));
+        sim.open(&udp(1000, true), "commit,zone=9");
+        assert!(sim.t.flush_zone(9));
+        // Already empty (its connections wait to be freed).
+        assert!(!sim.t.flush_zone(9));
+    }
+
+    #[test]
+    fn flush_zone_now_frees_the_zone_and_earlier_flushes() {
+        let sim = Sim::new();
+        for port in [1000, 2000] {
+            sim.open(&udp(port, true), "commit,zone=5");
+        }
+        assert!(sim.t.flush_zone(5));
+        sim.open(&udp(3000, true), "commit,zone=5");
+        sim.open(&udp(4000, true), "commit,zone=6");
+        assert_eq!(sim.t.flush_zone_now(5), 3);
+        assert_eq!(sim.t.table_len(), 1);
+        assert_eq!(sim.t.stats().flushed, 3);
+        assert_eq!(sim.t.flush_zone_now(5), 0);
+    }
+
+    #[test]
+    fn flush_all_removes_every_connection_and_counts_them() {
+        let sim = Sim::new();
+        sim.handshake("commit");
+        sim.open(&udp(1000, true), "commit,zone=1");
+        sim.open(&udp(2000, true), "commit,zone=2");
+        let c6: Ipv6Addr = "fd00::1".parse().unwrap();
+        let s6: Ipv6Addr = "fd00::2".parse().unwrap();
+        let f6 = Frame::v6(c6, s6, L4::udp(1, 2, b"x"));
+        sim.open(&f6, "commit,zone=2");
+        assert_eq!(sim.t.table_len(), 4);
+        assert_eq!(sim.t.flush_all(), 4);
+        assert_eq!(sim.t.table_len(), 0);
+        assert_eq!(sim.t.stats().flushed, 4);
+        assert_eq!(sim.ids(None), vec![]);
+        assert_eq!(sim.t.flush_all(), 0);
+    }
+}

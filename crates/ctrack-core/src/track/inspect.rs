@@ -210,3 +210,174 @@ impl Tracker {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{C, CPORT, S, Sim, ftp_key, ftp_port, tcp, tcp_key, udp, udp_key};
+    use crate::alg::expect::ExpectationInfo;
+    use crate::key::{ConnId, ConnKey, Dir, Endpoint, Family};
+    use crate::proto::TcpState;
+    use crate::time::Time;
+    use ctrack_wire::ip_proto;
+    use ctrack_wire::tcp::flags::SYN;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn lookup_finds_one_connection_from_both_directions() {
+        let sim = Sim::new();
+        let id = sim.handshake("commit");
+        let (a, info, dir) = sim.t.lookup(&tcp_key(0), sim.now).unwrap();
+        assert_eq!((a, dir), (id, Dir::Orig));
+        assert_eq!(info.entry.state, "ESTABLISHED");
+        let (b, back, dir) = sim.t.lookup(&tcp_key(0).reverse(), sim.now).unwrap();
+        assert_eq!((b, dir), (id, Dir::Reply));
+        assert_eq!(back, info, "the same snapshot either way");
+    }
+
+    #[test]
+    fn lookup_misses_other_zones_and_expired_connections() {
+        let mut sim = Sim::new();
+        let id = sim.open(&udp(1000, true), "commit,zone=1");
+        let found = |sim: &Sim, zone| sim.t.lookup(&udp_key(1000, zone), sim.now).map(|l| l.0);
+        assert_eq!(found(&sim, 1), Some(id));
+        assert_eq!(found(&sim, 2), None);
+        // One way: 60 s.
+        sim.at(59_999);
+        assert_eq!(found(&sim, 1), Some(id));
+        sim.at(60_000);
+        assert_eq!(found(&sim, 1), None);
+    }
+
+    #[test]
+    fn conn_gives_the_snapshot_until_the_connection_is_removed() {
+        let mut sim = Sim::new();
+        let id = sim.handshake("commit");
+        let info = sim.t.conn(id, sim.now).unwrap();
+        assert!(matches!(info.proto, crate::proto::ProtoState::Tcp(c)
+            if c.peers.iter().all(|p| p.state == TcpState::Established)));
+        // Established: 24 hours from the last packet.
+        assert_eq!(
+            info.expires,
+            Time::from_millis(sim.now.as_millis() + 86_400_000)
+        );
+        assert_eq!(info.entry.timeout, 86_400);
+        sim.at(10_000);
+        assert_eq!(sim.t.conn(id, sim.now).unwrap().entry.timeout, 86_390);
+        assert!(sim.t.flush_key(&tcp_key(0), sim.now));
+        assert_eq!(sim.t.conn(id, sim.now), None);
+    }
+
+    #[test]
+    fn conn_after_a_sweep_freed_it_is_none() {
+        let mut sim = Sim::new();
+        let id = sim.open(&udp(1000, true), "commit");
+        sim.at(61_000);
+        assert_eq!(sim.t.sweep(sim.now, usize::MAX).expired, 1);
+        assert_eq!(sim.t.conn(id, sim.now), None);
+    }
+
+    /// Two UDP flows in zone 1, one in zone 2 (60 s one way) and a SYN in
+    /// zone 1 (30 s); the UDP flows' ids by zone.
+    fn two_zones(sim: &Sim) -> (Vec<ConnId>, Vec<ConnId>) {
+        let mut one = vec![
+            sim.open(&udp(1000, true), "commit,zone=1"),
+            sim.open(&udp(2000, true), "commit,zone=1"),
+        ];
+        one.sort();
+        let two = vec![sim.open(&udp(3000, true), "commit,zone=2")];
+        sim.open(&tcp(true, SYN, 1, 0, b""), "commit,zone=1");
+        (one, two)
+    }
+
+    #[test]
+    fn for_each_visits_live_connections_of_every_zone() {
+        let mut sim = Sim::new();
+        let (one, two) = two_zones(&sim);
+        assert_eq!(sim.ids(None).len(), 4);
+        // The SYN has expired; the UDP flows have not.
+        sim.at(30_000);
+        let mut all = [one, two].concat();
+        all.sort();
+        assert_eq!(sim.ids(None), all);
+    }
+
+    #[test]
+    fn for_each_with_a_zone_visits_that_zone_only() {
+        let mut sim = Sim::new();
+        let (one, two) = two_zones(&sim);
+        assert_eq!(sim.ids(Some(1)).len(), 3);
+        sim.at(30_000);
+        assert_eq!(sim.ids(Some(1)), one);
+        assert_eq!(sim.ids(Some(2)), two);
+        assert_eq!(sim.ids(Some(3)), vec![]);
+    }
+
+    #[test]
+    fn for_each_skips_a_flushed_zone() {
+        let sim = Sim::new();
+        sim.open(&udp(1000, true), "commit,zone=1");
+        let kept = sim.open(&udp(1000, true), "commit,zone=2");
+        assert!(sim.t.flush_zone(1));
+        assert_eq!(sim.ids(None), vec![kept]);
+        assert_eq!(sim.ids(Some(1)), vec![]);
+    }
+
+    #[test]
+    fn for_each_gives_each_connection_s_snapshot() {
+        let sim = Sim::new();
+        let id = sim.udp_both_ways(1000, "commit,zone=4");
+        let mut seen = Vec::new();
+        sim.t
+            .for_each(None, sim.now, |i, info| seen.push((i, info.clone())));
+        assert_eq!(seen, vec![(id, sim.t.conn(id, sim.now).unwrap())]);
+        assert_eq!(seen[0].1.entry.zone, 4);
+    }
+
+    #[test]
+    fn expectations_list_what_an_ftp_port_command_announced() {
+        let mut sim = Sim::new();
+        ftp_port(&sim, "commit,alg=ftp,mark=0x42,label=0x7");
+        let want = ExpectationInfo {
+            key: ConnKey {
+                src: Endpoint::v4(Ipv4Addr::from(S), 0),
+                dst: Endpoint::v4(Ipv4Addr::from(C), CPORT + 1),
+                zone: 0,
+                proto: ip_proto::TCP,
+                family: Family::V4,
+            },
+            master: ftp_key(),
+            remaining_ms: 300_000,
+            mark: 0x42,
+            label: 0x7,
+        };
+        assert_eq!(sim.t.expectations(sim.now), vec![want.clone()]);
+        assert_eq!(sim.t.expectation_count(), 1);
+        sim.at(100_000);
+        assert_eq!(
+            sim.t.expectations(sim.now),
+            vec![ExpectationInfo {
+                remaining_ms: 200_000,
+                ..want
+            }]
+        );
+        // Past its five minutes it is no longer listed.
+        sim.at(300_000);
+        assert_eq!(sim.t.expectations(sim.now), vec![]);
+    }
+
+    #[test]
+    fn memory_grows_with_connections() {
+        let sim = Sim::new();
+        let before = sim.t.memory();
+        for port in 1000..1100 {
+            sim.open(&udp(port, true), "commit");
+        }
+        let after = sim.t.memory();
+        assert_eq!(after.slots_in_use, before.slots_in_use + 100);
+        assert!(
+            after.record_bytes > before.record_bytes,
+            "{before:?} {after:?}"
+        );
+        assert!(after.total() > before.total());
+    }
+}

@@ -358,3 +358,210 @@ impl Tracker {
         removed
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{C, R, S, Sim, committed, hit, id_of, ping, tcp, udp, unreachable};
+    use crate::key::Dir;
+    use crate::verdict::{InvalidReason, Verdict};
+    use ctrack_wire::tcp::flags::{ACK, FIN, PSH, SYN};
+
+    #[test]
+    fn the_handshake_is_new_then_est_rpl_then_est() {
+        let sim = Sim::new();
+        let v = sim.send(&tcp(true, SYN, 100, 0, b""), "commit");
+        let id = id_of(&v);
+        assert_eq!(v, committed("new|trk", id));
+        let v = sim.send(&tcp(false, SYN | ACK, 500, 101, b""), "commit");
+        assert_eq!(v, hit("est|rpl|trk", id, Dir::Reply));
+        let v = sim.send(&tcp(true, ACK, 101, 501, b""), "commit");
+        assert_eq!(v, hit("est|trk", id, Dir::Orig));
+        let v = sim.send(&tcp(false, PSH | ACK, 501, 101, b"hello"), "commit");
+        assert_eq!(v, hit("est|rpl|trk", id, Dir::Reply));
+        assert_eq!(sim.t.stats().committed, 1);
+    }
+
+    #[test]
+    fn a_retransmitted_syn_stays_new_on_its_connection() {
+        let sim = Sim::new();
+        let id = sim.open(&tcp(true, SYN, 100, 0, b""), "commit");
+        let v = sim.send(&tcp(true, SYN, 100, 0, b""), "commit");
+        assert_eq!(v, hit("new|trk", id, Dir::Orig));
+    }
+
+    #[test]
+    fn an_out_of_window_segment_is_invalid_on_its_connection() {
+        let sim = Sim::new();
+        let id = sim.handshake("commit");
+        let v = sim.send(&tcp(true, PSH | ACK, 101 + 1_000_000, 501, b"x"), "commit");
+        assert_eq!(
+            v,
+            Verdict {
+                invalid: Some(InvalidReason::TcpOutOfWindow),
+                ..hit("inv|trk", id, Dir::Orig)
+            }
+        );
+        let s = sim.t.stats();
+        assert_eq!(s.invalid_count(InvalidReason::TcpOutOfWindow), 1);
+        assert_eq!(s.invalid, 1);
+        // The connection is untouched: the next segment in window is fine.
+        let v = sim.send(&tcp(true, PSH | ACK, 101, 501, b"x"), "commit");
+        assert_eq!(v, hit("est|trk", id, Dir::Orig));
+    }
+
+    #[test]
+    fn bad_flags_on_a_connection_are_tcp_bad_flags() {
+        let sim = Sim::new();
+        let id = sim.handshake("commit");
+        // FIN without ACK, then SYN with FIN: no stack sends either.
+        for flags in [FIN, SYN | FIN] {
+            let v = sim.send(&tcp(false, flags, 501, 101, b""), "commit");
+            assert_eq!(
+                v,
+                Verdict {
+                    invalid: Some(InvalidReason::TcpBadFlags),
+                    ..hit("inv|trk", id, Dir::Reply)
+                },
+                "flags {flags:#x}"
+            );
+        }
+        assert_eq!(sim.t.stats().invalid_count(InvalidReason::TcpBadFlags), 2);
+        assert_eq!(sim.t.conn(id, sim.now).unwrap().entry.state, "ESTABLISHED");
+    }
+
+    #[test]
+    fn a_syn_after_both_sides_closed_replaces_the_connection() {
+        let sim = Sim::new();
+        sim.handshake("commit");
+        sim.close("commit");
+        let v = sim.send(&tcp(true, SYN, 7_000_000, 0, b""), "commit");
+        // The slot may or may not be reused: the id is whatever was given.
+        let id = id_of(&v);
+        assert_eq!(v, committed("new|trk", id));
+        let s = sim.t.stats();
+        assert_eq!((s.replaced, s.committed), (1, 2));
+        assert_eq!(sim.t.table_len(), 1);
+        assert_eq!(sim.t.conn(id, sim.now).unwrap().entry.state, "SYN_SENT");
+        // The new connection's answer is judged against it.
+        let v = sim.send(&tcp(false, SYN | ACK, 9_000_000, 7_000_001, b""), "commit");
+        assert_eq!(v, hit("est|rpl|trk", id, Dir::Reply));
+    }
+
+    #[test]
+    fn a_syn_after_both_sides_closed_without_commit_ends_the_connection() {
+        let sim = Sim::new();
+        sim.handshake("commit");
+        sim.close("commit");
+        let v = sim.send(&tcp(true, SYN, 7_000_000, 0, b""), "");
+        assert_eq!(v, super::super::testing::verdict("new|trk"));
+        assert_eq!(sim.t.stats().replaced, 1);
+        assert_eq!(sim.t.table_len(), 0);
+    }
+
+    #[test]
+    fn an_icmp_echo_reply_is_est_rpl() {
+        let sim = Sim::new();
+        let id = sim.open(&ping(7, true), "commit");
+        assert_eq!(
+            sim.send(&ping(7, true), "commit"),
+            hit("new|trk", id, Dir::Orig)
+        );
+        assert_eq!(
+            sim.send(&ping(7, false), "commit"),
+            hit("est|rpl|trk", id, Dir::Reply)
+        );
+        assert_eq!(
+            sim.send(&ping(7, true), "commit"),
+            hit("est|trk", id, Dir::Orig)
+        );
+    }
+
+    #[test]
+    fn an_icmp_error_from_the_reply_side_is_rel_rpl() {
+        let sim = Sim::new();
+        let id = sim.open(&udp(5353, true), "commit");
+        // The server's port unreachable about the client's datagram.
+        let v = sim.send(&unreachable(S, C, &udp(5353, true)), "commit");
+        assert_eq!(v, hit("rel|rpl|trk", id, Dir::Reply));
+        assert_eq!(sim.t.stats().related, 1);
+        // It neither moves nor counts the connection.
+        let e = sim.t.conn(id, sim.now).unwrap().entry;
+        assert_eq!((e.state, e.orig.packets, e.reply.packets), ("FIRST", 1, 0));
+    }
+
+    #[test]
+    fn an_icmp_error_about_a_reply_is_rel_in_the_original_direction() {
+        let sim = Sim::new();
+        let id = sim.udp_both_ways(5353, "commit");
+        // A router tells the server its answer did not get through.
+        let v = sim.send(&unreachable(R, S, &udp(5353, false)), "commit");
+        assert_eq!(v, hit("rel|trk", id, Dir::Orig));
+    }
+
+    #[test]
+    fn an_icmp_error_quoting_no_connection_is_related_not_found() {
+        let sim = Sim::new();
+        let v = sim.send(&unreachable(S, C, &udp(5353, true)), "commit");
+        assert_eq!(
+            v,
+            Verdict {
+                invalid: Some(InvalidReason::RelatedNotFound),
+                ..super::super::testing::verdict("inv|trk")
+            }
+        );
+        assert_eq!(sim.t.table_len(), 0);
+    }
+
+    #[test]
+    fn the_action_sets_mark_and_label_on_a_hit() {
+        let sim = Sim::new();
+        let id = sim.open(&udp(5353, true), "commit");
+        let v = sim.send(&udp(5353, false), "commit,mark=0x15/0xff,label=0x300");
+        assert_eq!(
+            v,
+            Verdict {
+                mark: 0x15,
+                label: 0x300,
+                ..hit("est|rpl|trk", id, Dir::Reply)
+            }
+        );
+        // A masked update keeps the other bits; a plain hit reads them back.
+        let v = sim.send(&udp(5353, true), "commit,mark=0xa0/0xf0");
+        assert_eq!((v.mark, v.label), (0xa5, 0x300));
+        let v = sim.send(&udp(5353, true), "commit");
+        assert_eq!((v.mark, v.label), (0xa5, 0x300));
+        let e = sim.t.conn(id, sim.now).unwrap().entry;
+        assert_eq!((e.mark, e.label), (0xa5, 0x300));
+    }
+
+    #[test]
+    fn the_action_sets_the_mark_on_an_icmp_error_hit() {
+        let sim = Sim::new();
+        let id = sim.open(&udp(5353, true), "commit");
+        let v = sim.send(&unreachable(S, C, &udp(5353, true)), "commit,mark=0x9");
+        assert_eq!(
+            v,
+            Verdict {
+                mark: 0x9,
+                ..hit("rel|rpl|trk", id, Dir::Reply)
+            }
+        );
+        assert_eq!(sim.t.conn(id, sim.now).unwrap().entry.mark, 0x9);
+    }
+
+    #[test]
+    fn a_hit_in_another_zone_is_a_different_connection() {
+        let sim = Sim::new();
+        let a = sim.open(&udp(5353, true), "commit,zone=1");
+        let v = sim.send(&udp(5353, false), "commit,zone=2");
+        let b = id_of(&v);
+        assert_ne!(a, b);
+        assert_eq!(
+            v,
+            Verdict {
+                zone: 2,
+                ..committed("new|trk", b)
+            }
+        );
+    }
+}

@@ -26,6 +26,8 @@ mod process;
 mod setup;
 mod shared;
 mod stages;
+#[cfg(test)]
+mod testing;
 mod tracker;
 
 pub use config::{Config, DEFAULT_MAX_CONNS, EARLY_DROP_SCAN};

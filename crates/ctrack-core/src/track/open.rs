@@ -343,3 +343,323 @@ fn refuse<'g, A: Fam>(
     *out = v;
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::packet::Pkt;
+    use super::super::testing::{Sim, committed, id_of, ping, tcp, udp, udp_key, verdict};
+    use super::may_open;
+    use crate::key::{Tuple, V6};
+    use crate::packet::L4Info;
+    use crate::proto::tcp::{Segment, WSCALE_UNKNOWN};
+    use crate::proto::{IcmpState, OtherState, ProtoState, TcpState};
+    use crate::verdict::{InvalidReason, Refusal, Verdict};
+    use ctrack_wire::icmp::{v4, v6};
+    use ctrack_wire::tcp::flags::{ACK, FIN, PSH, RST, SYN};
+
+    use super::EARLY_DROP_SCAN;
+
+    fn pkt<A: Default>(l4: L4Info) -> Pkt<A> {
+        Pkt {
+            tuple: Tuple::default(),
+            proto: 0,
+            related: false,
+            l4,
+            ip_len: 40,
+        }
+    }
+
+    fn seg(flags: u16) -> L4Info {
+        L4Info::Tcp(Segment {
+            flags,
+            seq: 1000,
+            win: 65535,
+            ..Segment::default()
+        })
+    }
+
+    /// The two sides' states of a TCP connection `may_open` starts.
+    fn tcp_states(r: Result<ProtoState, InvalidReason>) -> (TcpState, TcpState) {
+        match r {
+            Ok(ProtoState::Tcp(c)) => (c.peers[0].state, c.peers[1].state),
+            other => panic!("not a TCP connection: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn may_open_a_syn_starts_syn_sent() {
+        for loose in [false, true] {
+            let r = may_open::<u32>(&pkt(seg(SYN)), loose);
+            assert_eq!(tcp_states(r), (TcpState::SynSent, TcpState::Closed));
+        }
+    }
+
+    #[test]
+    fn may_open_never_a_syn_ack() {
+        for loose in [false, true] {
+            let r = may_open::<u32>(&pkt(seg(SYN | ACK)), loose);
+            assert_eq!(r, Err(InvalidReason::CannotOpen), "loose {loose}");
+        }
+    }
+
+    #[test]
+    fn may_open_mid_stream_only_when_loose() {
+        for flags in [ACK, PSH | ACK, FIN | ACK, RST] {
+            let strict = may_open::<u32>(&pkt(seg(flags)), false);
+            assert_eq!(strict, Err(InvalidReason::CannotOpen), "{flags:#x}");
+            let Ok(ProtoState::Tcp(c)) = may_open::<u32>(&pkt(seg(flags)), true) else {
+                panic!("{flags:#x} opens when loose");
+            };
+            // Picked up mid-stream: neither side's window scale is known.
+            assert_eq!(c.peers[0].state, TcpState::SynSent);
+            assert_eq!(c.peers[0].wscale, WSCALE_UNKNOWN);
+            assert_eq!(c.peers[1].wscale, WSCALE_UNKNOWN);
+        }
+    }
+
+    #[test]
+    fn may_open_refuses_bad_flags_before_anything_else() {
+        for flags in [SYN | RST, SYN | FIN, FIN, PSH, 0] {
+            for loose in [false, true] {
+                let r = may_open::<u32>(&pkt(seg(flags)), loose);
+                assert_eq!(r, Err(InvalidReason::TcpBadFlags), "{flags:#x}");
+            }
+        }
+    }
+
+    #[test]
+    fn may_open_icmp_requests_only() {
+        let q = |msg_type| L4Info::IcmpQuery { msg_type };
+        for ty in [v4::ECHO_REQUEST, v4::TIMESTAMP, v4::INFO_REQUEST] {
+            let r = may_open::<u32>(&pkt(q(ty)), true);
+            assert_eq!(r, Ok(ProtoState::Icmp(IcmpState::First)), "type {ty}");
+        }
+        let r = may_open::<u32>(&pkt(q(v4::ECHO_REPLY)), true);
+        assert_eq!(r, Err(InvalidReason::CannotOpen));
+        let r = may_open::<V6>(&pkt(q(v6::ECHO_REQUEST)), true);
+        assert_eq!(r, Ok(ProtoState::Icmp(IcmpState::First)));
+        let r = may_open::<V6>(&pkt(q(v6::ECHO_REPLY)), true);
+        assert_eq!(r, Err(InvalidReason::CannotOpen));
+        // An IPv4 echo request's number means nothing in ICMPv6.
+        let r = may_open::<V6>(&pkt(q(v4::ECHO_REQUEST)), true);
+        assert_eq!(r, Err(InvalidReason::CannotOpen));
+    }
+
+    #[test]
+    fn may_open_any_other_protocol() {
+        let r = may_open::<u32>(&pkt(L4Info::Other), false);
+        assert_eq!(r, Ok(ProtoState::Other(OtherState::First)));
+    }
+
+    fn invalid(reason: InvalidReason) -> Verdict {
+        Verdict {
+            invalid: Some(reason),
+            ..verdict("inv|trk")
+        }
+    }
+
+    #[test]
+    fn a_syn_ack_cannot_open() {
+        let sim = Sim::new();
+        let v = sim.send(&tcp(false, SYN | ACK, 500, 101, b""), "commit");
+        assert_eq!(v, invalid(InvalidReason::CannotOpen));
+        assert_eq!(sim.t.stats().invalid_count(InvalidReason::CannotOpen), 1);
+        assert_eq!(sim.t.table_len(), 0);
+    }
+
+    #[test]
+    fn an_icmp_echo_reply_cannot_open() {
+        let sim = Sim::new();
+        let v = sim.send(&ping(7, false), "commit");
+        assert_eq!(v, invalid(InvalidReason::CannotOpen));
+        assert_eq!(sim.t.table_len(), 0);
+    }
+
+    #[test]
+    fn bad_flags_cannot_open() {
+        let sim = Sim::new();
+        let v = sim.send(&tcp(true, SYN | RST, 100, 0, b""), "commit");
+        assert_eq!(v, invalid(InvalidReason::TcpBadFlags));
+        assert_eq!(sim.t.stats().invalid_count(InvalidReason::TcpBadFlags), 1);
+        assert_eq!(sim.t.table_len(), 0);
+    }
+
+    #[test]
+    fn tcp_loose_on_picks_up_a_connection_mid_stream() {
+        let sim = Sim::new();
+        let v = sim.send(&tcp(true, PSH | ACK, 1000, 2000, b"data"), "commit");
+        assert_eq!(v, committed("new|trk", id_of(&v)));
+        assert_eq!(sim.t.table_len(), 1);
+    }
+
+    #[test]
+    fn tcp_loose_off_lets_only_a_syn_open() {
+        let sim = Sim::new();
+        sim.t.set_tcp_loose(false);
+        let v = sim.send(&tcp(true, PSH | ACK, 1000, 2000, b"data"), "commit");
+        assert_eq!(v, invalid(InvalidReason::CannotOpen));
+        assert_eq!(sim.t.table_len(), 0);
+        let v = sim.send(&tcp(true, SYN, 100, 0, b""), "commit");
+        assert_eq!(v, committed("new|trk", id_of(&v)));
+        // Back on: mid-stream pickup again.
+        sim.t.set_tcp_loose(true);
+        sim.t.flush_all();
+        let v = sim.send(&tcp(true, PSH | ACK, 1000, 2000, b"data"), "commit");
+        assert!(v.committed, "{v:?}");
+    }
+
+    #[test]
+    fn without_commit_a_packet_is_new_with_no_connection() {
+        let sim = Sim::new();
+        for _ in 0..2 {
+            let v = sim.send(&tcp(true, SYN, 100, 0, b""), "zone=3");
+            assert_eq!(
+                v,
+                Verdict {
+                    zone: 3,
+                    ..verdict("new|trk")
+                }
+            );
+        }
+        assert_eq!(sim.t.table_len(), 0);
+        assert_eq!(sim.t.stats().committed, 0);
+        assert_eq!(sim.t.zone_limit(3), (0, 0));
+    }
+
+    #[test]
+    fn a_zone_at_its_limit_refuses_and_counts() {
+        let sim = Sim::one_shard(100);
+        sim.t.set_zone_limit(3, 1);
+        sim.udp_both_ways(1000, "commit,zone=3");
+        let v = sim.send(&tcp(true, SYN, 100, 0, b""), "commit,zone=3");
+        assert_eq!(
+            v,
+            Verdict {
+                zone: 3,
+                refused: Some(Refusal::ZoneLimit),
+                ..verdict("new|trk")
+            }
+        );
+        let s = sim.t.stats();
+        assert_eq!((s.refused_zone_limit, s.evicted, s.committed), (1, 0, 1));
+        assert_eq!(sim.t.zone_limit(3), (1, 1));
+        // Another zone has no limit.
+        let v = sim.send(&tcp(true, SYN, 100, 0, b""), "commit,zone=4");
+        assert!(v.committed, "{v:?}");
+    }
+
+    #[test]
+    fn a_zone_at_its_limit_evicts_an_unestablished_connection() {
+        let sim = Sim::one_shard(100);
+        sim.t.set_zone_limit(3, 1);
+        sim.open(&udp(1000, true), "commit,zone=3");
+        let v = sim.send(&tcp(true, SYN, 100, 0, b""), "commit,zone=3");
+        assert_eq!(
+            v,
+            Verdict {
+                zone: 3,
+                ..committed("new|trk", id_of(&v))
+            }
+        );
+        assert_eq!(sim.t.stats().evicted, 1);
+        assert_eq!(sim.t.zone_limit(3), (1, 1));
+        assert!(sim.t.lookup(&udp_key(1000, 3), sim.now).is_none());
+    }
+
+    #[test]
+    fn a_full_table_evicts_an_unestablished_connection_of_the_zone() {
+        let sim = Sim::one_shard(2);
+        let kept = sim.udp_both_ways(1000, "commit");
+        sim.open(&udp(2000, true), "commit");
+        let v = sim.send(&udp(3000, true), "commit");
+        assert_eq!(v, committed("new|trk", id_of(&v)));
+        let s = sim.t.stats();
+        assert_eq!((s.evicted, s.refused_table_full), (1, 0));
+        assert_eq!(sim.t.table_len(), 2);
+        assert!(sim.t.lookup(&udp_key(2000, 0), sim.now).is_none());
+        assert_eq!(sim.t.lookup(&udp_key(1000, 0), sim.now).unwrap().0, kept);
+    }
+
+    #[test]
+    fn a_full_table_never_evicts_an_established_connection() {
+        let sim = Sim::one_shard(1);
+        let kept = sim.udp_both_ways(1000, "commit");
+        let v = sim.send(&tcp(true, SYN, 100, 0, b""), "commit");
+        assert_eq!(
+            v,
+            Verdict {
+                refused: Some(Refusal::TableFull),
+                ..verdict("new|trk")
+            }
+        );
+        let s = sim.t.stats();
+        assert_eq!((s.evicted, s.refused_table_full), (0, 1));
+        assert_eq!(sim.t.lookup(&udp_key(1000, 0), sim.now).unwrap().0, kept);
+    }
+
+    #[test]
+    fn a_full_table_does_not_evict_from_another_zone() {
+        let sim = Sim::one_shard(1);
+        sim.open(&udp(1000, true), "commit,zone=1");
+        let v = sim.send(&udp(2000, true), "commit,zone=2");
+        assert_eq!(
+            v,
+            Verdict {
+                zone: 2,
+                refused: Some(Refusal::TableFull),
+                ..verdict("new|trk")
+            }
+        );
+        assert_eq!(sim.t.stats().evicted, 0);
+        assert!(sim.t.lookup(&udp_key(1000, 1), sim.now).is_some());
+    }
+
+    #[test]
+    fn a_full_table_evicts_an_expired_established_connection() {
+        let mut sim = Sim::one_shard(1);
+        sim.udp_both_ways(1000, "commit");
+        // Both ways: 30 s. Expired, not yet swept.
+        sim.at(31_000);
+        assert_eq!(sim.t.table_len(), 1);
+        let v = sim.send(&udp(2000, true), "commit");
+        assert_eq!(v, committed("new|trk", id_of(&v)));
+        assert_eq!(sim.t.stats().evicted, 1);
+    }
+
+    /// A full table of `EARLY_DROP_SCAN + 1` connections, established but
+    /// for the one at `unestablished` (0: the oldest).
+    fn full_with_one_unestablished_at(unestablished: usize) -> Sim {
+        let sim = Sim::one_shard(EARLY_DROP_SCAN + 1);
+        for i in 0..=EARLY_DROP_SCAN {
+            let port = 1000 + i as u16;
+            if i == unestablished {
+                sim.open(&udp(port, true), "commit");
+            } else {
+                sim.udp_both_ways(port, "commit");
+            }
+        }
+        assert_eq!(sim.t.table_len(), EARLY_DROP_SCAN + 1);
+        sim
+    }
+
+    #[test]
+    fn early_drop_looks_at_the_zone_s_oldest_connections() {
+        let sim = full_with_one_unestablished_at(EARLY_DROP_SCAN - 1);
+        let v = sim.send(&udp(3000, true), "commit");
+        assert_eq!(v, committed("new|trk", id_of(&v)));
+        assert_eq!(sim.t.stats().evicted, 1);
+        let gone = 1000 + EARLY_DROP_SCAN as u16 - 1;
+        assert!(sim.t.lookup(&udp_key(gone, 0), sim.now).is_none());
+    }
+
+    #[test]
+    fn early_drop_looks_no_further_than_early_drop_scan() {
+        let sim = full_with_one_unestablished_at(EARLY_DROP_SCAN);
+        let v = sim.send(&udp(3000, true), "commit");
+        assert_eq!(v.refused, Some(Refusal::TableFull));
+        assert_eq!(v.conn, None);
+        let s = sim.t.stats();
+        assert_eq!((s.evicted, s.refused_table_full), (0, 1));
+        assert_eq!(sim.t.table_len(), EARLY_DROP_SCAN + 1);
+    }
+}

@@ -152,3 +152,155 @@ impl Tracker {
         Ok(setup)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{
+        C, FTP_SEQ_AFTER_PORT, S, Sim, committed, ftp_data_syn, ftp_key, ftp_port, ftp_port_from,
+        ftp_seg, hit, id_of, inspected, verdict,
+    };
+    use crate::alg::expect::DEFAULT_MAX;
+    use crate::key::Dir;
+    use crate::verdict::Verdict;
+    use ctrack_wire::build::{Frame, L4};
+    use ctrack_wire::tcp::flags::{ACK, PSH, RST, SYN};
+
+    #[test]
+    fn an_expectation_lets_its_data_connection_in_as_related_with_mark_and_label() {
+        let sim = Sim::new();
+        ftp_port(&sim, "commit,alg=ftp,mark=0x42,label=0x7");
+        assert_eq!(sim.t.expectation_count(), 1);
+        let v = sim.send(&ftp_data_syn(C, 20), "commit");
+        assert_eq!(
+            v,
+            inspected(Verdict {
+                mark: 0x42,
+                label: 0x7,
+                ..committed("new|rel|trk", id_of(&v))
+            })
+        );
+        let e = sim.t.conn(id_of(&v), sim.now).unwrap().entry;
+        assert_eq!((e.mark, e.label), (0x42, 0x7));
+        assert_eq!(
+            e.master.as_deref(),
+            Some("src=10.0.0.1,dst=10.0.0.2,sport=40000,dport=21")
+        );
+        let s = sim.t.stats();
+        assert_eq!((s.expectations_created, s.expectations_matched), (1, 1));
+    }
+
+    #[test]
+    fn the_action_s_mark_overrides_the_inherited_one() {
+        let sim = Sim::new();
+        ftp_port(&sim, "commit,alg=ftp,mark=0x42");
+        let v = sim.send(&ftp_data_syn(C, 20), "commit,mark=0x1/0xf");
+        assert_eq!(
+            v,
+            inspected(Verdict {
+                mark: 0x41,
+                ..committed("new|rel|trk", id_of(&v))
+            })
+        );
+    }
+
+    #[test]
+    fn every_packet_of_an_expected_connection_is_related() {
+        let sim = Sim::new();
+        ftp_port(&sim, "commit,alg=ftp");
+        let id = sim.open(&ftp_data_syn(C, 20), "commit");
+        let syn_ack = Frame::v4(
+            C,
+            S,
+            L4::tcp_seg(40001, 20, SYN | ACK, 7000, 9001, 65535, b""),
+        );
+        let v = sim.send(&syn_ack, "commit");
+        assert_eq!(v, inspected(hit("est|rel|rpl|trk", id, Dir::Reply)));
+        let ack = Frame::v4(S, C, L4::tcp_seg(20, 40001, ACK, 9001, 7001, 65535, b""));
+        let v = sim.send(&ack, "commit");
+        assert_eq!(v, inspected(hit("est|rel|trk", id, Dir::Orig)));
+    }
+
+    #[test]
+    fn an_expectation_is_consumed_by_the_connection_it_lets_in() {
+        let sim = Sim::new();
+        ftp_port(&sim, "commit,alg=ftp,mark=0x42");
+        sim.open(&ftp_data_syn(C, 20), "commit");
+        assert_eq!(sim.t.expectation_count(), 0);
+        // Another connection to the same port is not expected.
+        let v = sim.send(&ftp_data_syn(C, 2020), "commit");
+        assert_eq!(v, committed("new|trk", id_of(&v)));
+        assert_eq!(sim.t.stats().expectations_matched, 1);
+    }
+
+    #[test]
+    fn without_commit_an_expected_connection_is_related_and_the_expectation_stays() {
+        let sim = Sim::new();
+        ftp_port(&sim, "commit,alg=ftp,mark=0x42");
+        let v = sim.send(&ftp_data_syn(C, 20), "");
+        assert_eq!(
+            v,
+            Verdict {
+                mark: 0x42,
+                ..verdict("new|rel|trk")
+            }
+        );
+        assert_eq!(sim.t.expectation_count(), 1);
+        assert_eq!(sim.t.table_len(), 1);
+    }
+
+    #[test]
+    fn an_expectation_is_refused_after_its_control_connection_is_removed() {
+        let sim = Sim::new();
+        ftp_port(&sim, "commit,alg=ftp,mark=0x42");
+        assert!(sim.t.flush_key(&ftp_key(), sim.now));
+        let v = sim.send(&ftp_data_syn(C, 20), "commit");
+        assert_eq!(v, committed("new|trk", id_of(&v)));
+        assert_eq!(sim.t.expectation_count(), 0);
+        let s = sim.t.stats();
+        assert_eq!((s.expectations_matched, s.expectations_expired), (0, 1));
+    }
+
+    #[test]
+    fn an_expectation_is_refused_after_its_control_connection_expired() {
+        let mut sim = Sim::new();
+        let control = ftp_port(&sim, "commit,alg=ftp");
+        // A reset closes the control connection (30 s); a sweep frees it.
+        let rst = ftp_seg(C, true, RST, FTP_SEQ_AFTER_PORT, 0, b"");
+        let v = sim.send(&rst, "commit");
+        assert_eq!(v, inspected(hit("est|trk", control, Dir::Orig)));
+        sim.at(31_000);
+        assert_eq!(sim.t.sweep(sim.now, usize::MAX).expired, 1);
+        // The sweep ends the expectation with its control connection.
+        assert_eq!(sim.t.expectation_count(), 0);
+        assert_eq!(sim.t.stats().expectations_expired, 1);
+        let v = sim.send(&ftp_data_syn(C, 20), "commit");
+        assert_eq!(v, committed("new|trk", id_of(&v)));
+    }
+
+    #[test]
+    fn set_max_expectations_bounds_them() {
+        let sim = Sim::new();
+        assert_eq!(sim.t.max_expectations(), DEFAULT_MAX);
+        sim.t.set_max_expectations(1);
+        assert_eq!(sim.t.max_expectations(), 1);
+        ftp_port(&sim, "commit,alg=ftp");
+        // A second client's PORT is refused: the table holds its one.
+        let c2 = [10, 0, 0, 3];
+        let second = ftp_port_from(&sim, c2, "commit,alg=ftp");
+        assert_eq!(sim.t.expectation_count(), 1);
+        assert_eq!(sim.t.stats().expectations_refused, 1);
+        let v = sim.send(&ftp_data_syn(c2, 20), "commit");
+        assert_eq!(v, committed("new|trk", id_of(&v)));
+        // Once the first is consumed, there is room again.
+        sim.open(&ftp_data_syn(C, 20), "commit");
+        assert_eq!(sim.t.expectation_count(), 0);
+        let again = b"PORT 10,0,0,3,156,66\r\n";
+        let v = sim.send(
+            &ftp_seg(c2, true, PSH | ACK, FTP_SEQ_AFTER_PORT, 501, again),
+            "commit",
+        );
+        assert_eq!(v, inspected(hit("est|trk", second, Dir::Orig)));
+        assert_eq!(sim.t.expectation_count(), 1);
+        assert_eq!(sim.t.stats().expectations_created, 2);
+    }
+}
