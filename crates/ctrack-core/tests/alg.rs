@@ -393,13 +393,13 @@ fn a_refused_partial_command_is_counted_invalid_not_established() {
     let n = Net::new();
     let fwd = "commit,nat(src=198.51.100.1),alg=ftp";
     snat_control(&n, fwd);
-    let before = n.t.stats();
+    let before = n.stats.get();
     let (v, _) = n.send(
         &seg(C, 40000, S, 21, PSH | ACK, 101, 501, b"PORT 10,0,0,1,"),
         fwd,
     );
     assert_eq!(v.state.to_string(), "inv|trk");
-    let after = n.t.stats();
+    let after = n.stats.get();
     assert_eq!(after.packets - before.packets, 1);
     assert_eq!(after.invalid_count(InvalidReason::AlgPartialCommand), 1);
     // One packet, reported inv: counted inv, and not est as well.
@@ -598,7 +598,7 @@ fn expectations_end_with_their_control_connection() {
         ),
         "est|trk"
     );
-    assert_eq!(n.t.flush_all(), 1);
+    assert_eq!(n.t.flush_all(&mut Stats::default()), 1);
     assert_eq!(
         n.state(&seg(S, 20, C, 40001, SYN, 1, 0, b""), "commit"),
         "new|trk"

@@ -262,7 +262,7 @@ fn flushes_sweeps_and_limits_during_traffic() {
     assert!(t.zone_limit(2).1 <= 50);
     assert_eq!(s.packets, u64::from(THREADS) * u64::from(rounds) * 16);
     // Everything goes, and nothing is left behind.
-    t.flush_all();
+    t.flush_all(&mut s);
     assert_eq!(t.table_len(), 0);
     let end = Time::from_millis(clock.load(Ordering::Relaxed) + 10_000_000);
     assert_eq!(t.sweep(end, usize::MAX, &mut s).next, None);

@@ -582,8 +582,8 @@ fn zones_are_separate() {
     assert_eq!((v.state.to_string(), v.zone), ("new|trk".into(), 2));
     sim.action = CtAction::commit(1);
     assert_eq!(sim.state(&udp(false)), "est|rpl|trk");
-    assert_eq!(sim.t.flush_zone_now(1), 1);
-    assert_eq!(sim.t.flush_zone_now(1), 0);
+    assert_eq!(sim.t.flush_zone_now(1, &mut sim.stats), 1);
+    assert_eq!(sim.t.flush_zone_now(1, &mut sim.stats), 0);
     sim.action = CtAction::commit(2);
     assert_eq!(sim.state(&udp(false)), "est|rpl|trk", "zone 2 is untouched");
 }

@@ -468,7 +468,7 @@ pub fn tracker(data: &[u8]) {
                 assert_eq!(t.zone_len(z), 0);
             }
             Op::FlushAll => {
-                t.flush_all();
+                t.flush_all(&mut stats);
                 assert_eq!(t.table_len(), 0);
             }
         }

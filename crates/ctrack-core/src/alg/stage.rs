@@ -215,9 +215,8 @@ fn scan<A: Addr>(
     let found = st.streams[d.index()].feed(seq, payload, side, v6, rewrite);
     if found.partial && rewrite {
         v.state = CtState::INV | CtState::TRK;
+        // Counted as the verdict says, once the stages are done.
         v.invalid = Some(InvalidReason::AlgPartialCommand);
-        cx.stats.add(C::Invalid, 1);
-        cx.stats.invalid(InvalidReason::AlgPartialCommand);
     }
     let mut edits = Vec::new();
     for f in found.found {

@@ -162,6 +162,7 @@ mod tests {
     use crate::key::{ConnKey, Endpoint, Family};
     use crate::time::Time;
     use crate::track::Tracker;
+    use crate::verdict::Stats;
     use crate::{CtAction, LinkType};
     use ctrack_wire::build::{Frame, L4};
     use ctrack_wire::icmp::v4;
@@ -180,7 +181,13 @@ mod tests {
         let action: CtAction = action.parse().unwrap();
         let mut last = None;
         for f in frames {
-            let v = t.process(&f.build(), LinkType::Ethernet, &action, NOW);
+            let v = t.process(
+                &f.build(),
+                LinkType::Ethernet,
+                &action,
+                NOW,
+                &mut Stats::default(),
+            );
             last = v.conn;
         }
         t.conn(last.expect("a connection"), at).unwrap().entry
@@ -296,10 +303,22 @@ mod tests {
         ));
         for (i, f) in frames.iter().enumerate() {
             let a = if i == 0 { &ftp } else { &commit };
-            t.process(&f.build(), LinkType::Ethernet, a, NOW);
+            t.process(
+                &f.build(),
+                LinkType::Ethernet,
+                a,
+                NOW,
+                &mut Stats::default(),
+            );
         }
         let data = Frame::v4(S, C, L4::tcp_seg(20, 40001, SYN, 9000, 0, 65535, b""));
-        let v = t.process(&data.build(), LinkType::Ethernet, &commit, NOW);
+        let v = t.process(
+            &data.build(),
+            LinkType::Ethernet,
+            &commit,
+            NOW,
+            &mut Stats::default(),
+        );
         let e = t.conn(v.conn.unwrap(), NOW).unwrap().entry;
         assert_eq!(
             e.to_string(),

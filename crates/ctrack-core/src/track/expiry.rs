@@ -85,7 +85,20 @@ impl Tracker {
                 };
                 while d.shard < shards {
                     if removed >= budget {
-                        return (removed, true);
+                        // Out of budget: work is left only if a shard still
+                        // holds connections of this instance.
+                        let table_len = |s| {
+                            if d.family == 0 {
+                                self.v4.instance_len(s, inst)
+                            } else {
+                                self.v6.instance_len(s, inst)
+                            }
+                        };
+                        if table_len(d.shard) != 0 {
+                            return (removed, true);
+                        }
+                        d.shard += 1;
+                        continue;
                     }
                     let (n, more) = if d.family == 0 {
                         self.v4
@@ -119,7 +132,7 @@ mod tests {
     #[test]
     fn sweeping_an_empty_tracker_finds_nothing_to_do() {
         let sim = Sim::new();
-        assert_eq!(sim.t.sweep(sim.now, 100), Sweep::default());
+        assert_eq!(sim.sweep(sim.now, 100), Sweep::default());
     }
 
     #[test]
@@ -128,7 +141,7 @@ mod tests {
         // One way: 60 s, so it expires at T0 + 60.5 s, in the second that
         // ends at T0 + 61 s.
         sim.at(500).open(&udp(1000, true), "commit");
-        let s = sim.t.sweep(sim.now, 100);
+        let s = sim.sweep(sim.now, 100);
         assert_eq!(
             s,
             Sweep {
@@ -146,9 +159,9 @@ mod tests {
         sim.open(&udp(2000, true), "commit");
         // Not yet: the second of the expiry has not ended.
         sim.at(60_999);
-        assert_eq!(sim.t.sweep(sim.now, 100).expired, 0);
+        assert_eq!(sim.sweep(sim.now, 100).expired, 0);
         sim.at(61_000);
-        let s = sim.t.sweep(sim.now, 100);
+        let s = sim.sweep(sim.now, 100);
         assert_eq!(
             s,
             Sweep {
@@ -158,7 +171,7 @@ mod tests {
             }
         );
         assert_eq!(sim.t.table_len(), 0);
-        assert_eq!(sim.t.stats().expired, 2);
+        assert_eq!(sim.stats.get().expired, 2);
     }
 
     #[test]
@@ -166,16 +179,16 @@ mod tests {
         let mut sim = Sim::one_shard(100);
         sim.open(&udp(1000, true), "commit"); // 60 s
         sim.open(&tcp(true, SYN, 1, 0, b""), "commit"); // SYN_SENT: 30 s
-        let s = sim.t.sweep(sim.now, 100);
+        let s = sim.sweep(sim.now, 100);
         assert_eq!(s.next, Some(Time::from_millis(T0 + 31_000)));
         sim.at(31_000);
-        let s = sim.t.sweep(sim.now, 100);
+        let s = sim.sweep(sim.now, 100);
         assert_eq!(
             (s.expired, s.next),
             (1, Some(Time::from_millis(T0 + 61_000)))
         );
         sim.at(61_000);
-        let s = sim.t.sweep(sim.now, 100);
+        let s = sim.sweep(sim.now, 100);
         assert_eq!((s.expired, s.next), (1, None));
     }
 
@@ -186,7 +199,7 @@ mod tests {
         sim.at(50_000).send(&udp(1000, true), "commit");
         // Filed for T0 + 61 s, but refreshed: expires at T0 + 110 s.
         sim.at(61_000);
-        let s = sim.t.sweep(sim.now, 100);
+        let s = sim.sweep(sim.now, 100);
         assert_eq!(
             s,
             Sweep {
@@ -205,7 +218,7 @@ mod tests {
             sim.open(&udp(port, true), "commit");
         }
         sim.at(61_000);
-        let s = sim.t.sweep(sim.now, 2);
+        let s = sim.sweep(sim.now, 2);
         assert_eq!(
             s,
             Sweep {
@@ -215,7 +228,7 @@ mod tests {
                 ..Sweep::default()
             }
         );
-        let s = sim.t.sweep(sim.now, 2);
+        let s = sim.sweep(sim.now, 2);
         assert_eq!(
             s,
             Sweep {
@@ -225,7 +238,7 @@ mod tests {
                 ..Sweep::default()
             }
         );
-        assert_eq!(sim.t.stats().expired, 3);
+        assert_eq!(sim.stats.get().expired, 3);
     }
 
     #[test]
@@ -235,7 +248,7 @@ mod tests {
             sim.open(&udp(port, true), "commit");
         }
         sim.at(61_000);
-        let s = sim.t.sweep(sim.now, 2);
+        let s = sim.sweep(sim.now, 2);
         assert_eq!(
             s,
             Sweep {
@@ -256,7 +269,7 @@ mod tests {
         let other = sim.open(&udp(4000, true), "commit,zone=6");
         assert!(sim.t.flush_zone(5));
         assert_eq!(sim.t.table_len(), 4, "flushed, not yet freed");
-        let s = sim.t.sweep(sim.now, 2);
+        let s = sim.sweep(sim.now, 2);
         assert_eq!(
             s,
             Sweep {
@@ -267,7 +280,7 @@ mod tests {
             }
         );
         assert_eq!(sim.t.table_len(), 2);
-        let s = sim.t.sweep(sim.now, 2);
+        let s = sim.sweep(sim.now, 2);
         assert_eq!(
             s,
             Sweep {
@@ -279,7 +292,7 @@ mod tests {
             }
         );
         assert_eq!(sim.t.table_len(), 1);
-        assert_eq!(sim.t.stats().flushed, 3);
+        assert_eq!(sim.stats.get().flushed, 3);
         // The other zone's connection is untouched.
         assert_eq!(sim.t.lookup(&udp_key(4000, 6), sim.now).unwrap().0, other);
     }
@@ -291,7 +304,7 @@ mod tests {
             sim.open(&udp(port, true), "commit,zone=5");
         }
         assert!(sim.t.flush_zone(5));
-        let s = sim.t.sweep(sim.now, 2);
+        let s = sim.sweep(sim.now, 2);
         assert_eq!(sim.t.table_len(), 0);
         // Nothing is tracked and nothing is left to free: no call back at
         // once (`Some(now)` is only for a budget that ran out with work

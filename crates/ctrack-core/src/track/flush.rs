@@ -35,15 +35,18 @@ impl Tracker {
 
     /// Flushes `zone` and frees its connections now. Returns how many
     /// connections were freed (those of earlier flushes still pending
-    /// included).
-    pub fn flush_zone_now(&self, zone: Zone) -> usize {
+    /// included), and counts them (`flushed`) in the caller's `stats`.
+    pub fn flush_zone_now(&self, zone: Zone, stats: &mut Stats) -> usize {
         self.flush_zone(zone);
-        self.reclaim_dead(&Counted::new(&self.shared), &pin(), usize::MAX)
-            .0
+        let counted = Counted::new(&self.shared);
+        let n = self.reclaim_dead(&counted, &pin(), usize::MAX).0;
+        counted.count_into(stats);
+        n
     }
 
-    /// Removes every connection now; returns how many.
-    pub fn flush_all(&self) -> usize {
+    /// Removes every connection now; returns how many, and counts them
+    /// (`flushed`) in the caller's `stats`.
+    pub fn flush_all(&self, stats: &mut Stats) -> usize {
         let zones: Vec<Zone> = self
             .shared
             .zones
@@ -55,28 +58,35 @@ impl Tracker {
             self.flush_zone(z);
         }
         let guard = pin();
-        let mut n = self
-            .reclaim_dead(&Counted::new(&self.shared), &guard, usize::MAX)
-            .0;
+        let counted = Counted::new(&self.shared);
+        let mut n = self.reclaim_dead(&counted, &guard, usize::MAX).0;
         // Connections of zone instances a racing flush left behind.
-        n += self.v4.clear(&self.shared, &guard) + self.v6.clear(&self.shared, &guard);
+        n += self.v4.clear(&counted, &guard) + self.v6.clear(&counted, &guard);
+        counted.count_into(stats);
         n
     }
 
-    /// Removes the connection with `key` (either direction), if live.
-    pub fn flush_key(&self, key: &ConnKey, now: Time) -> bool {
+    /// Removes the connection with `key` (either direction), if live, and
+    /// counts it (`flushed`) in the caller's `stats`.
+    pub fn flush_key(&self, key: &ConnKey, now: Time, stats: &mut Stats) -> bool {
         let guard = pin();
         match key.family {
-            Family::V4 => self.flush_key_in::<u32>(&guard, key, now),
-            Family::V6 => self.flush_key_in::<V6>(&guard, key, now),
+            Family::V4 => self.flush_key_in::<u32>(&guard, key, now, stats),
+            Family::V6 => self.flush_key_in::<V6>(&guard, key, now, stats),
         }
     }
 
-    pub(super) fn flush_key_in<A: Fam>(&self, guard: &Guard, key: &ConnKey, now: Time) -> bool {
+    fn flush_key_in<A: Fam>(
+        &self,
+        guard: &Guard,
+        key: &ConnKey,
+        now: Time,
+        stats: &mut Stats,
+    ) -> bool {
         let Some(e) = self.find::<A>(guard, key, now) else {
             return false;
         };
-        self.remove_entry(guard, e.0, Removal::Deleted, &mut Stats::default())
+        self.remove_entry(guard, e.0, Removal::Deleted, stats)
     }
 }
 
@@ -93,20 +103,20 @@ mod tests {
     fn flush_key_removes_a_connection_by_its_original_key() {
         let sim = Sim::new();
         let id = sim.handshake("commit");
-        assert!(sim.t.flush_key(&tcp_key(0), sim.now));
+        assert!(sim.flush_key(&tcp_key(0)));
         assert_eq!(sim.t.conn(id, sim.now), None);
         assert_eq!(sim.t.lookup(&tcp_key(0), sim.now), None);
-        assert_eq!(sim.t.stats().flushed, 1);
+        assert_eq!(sim.stats.get().flushed, 1);
         // Gone: a second flush finds nothing.
-        assert!(!sim.t.flush_key(&tcp_key(0), sim.now));
-        assert_eq!(sim.t.stats().flushed, 1);
+        assert!(!sim.flush_key(&tcp_key(0)));
+        assert_eq!(sim.stats.get().flushed, 1);
     }
 
     #[test]
     fn flush_key_removes_a_connection_by_its_reply_key() {
         let sim = Sim::new();
         let id = sim.udp_both_ways(1000, "commit");
-        assert!(sim.t.flush_key(&udp_key(1000, 0).reverse(), sim.now));
+        assert!(sim.flush_key(&udp_key(1000, 0).reverse()));
         assert_eq!(sim.t.conn(id, sim.now), None);
         assert_eq!(sim.t.table_len(), 0);
         // The next packet opens a new connection.
@@ -118,8 +128,8 @@ mod tests {
     fn flush_key_is_per_zone() {
         let sim = Sim::new();
         sim.open(&udp(1000, true), "commit,zone=1");
-        assert!(!sim.t.flush_key(&udp_key(1000, 2), sim.now));
-        assert!(sim.t.flush_key(&udp_key(1000, 1), sim.now));
+        assert!(!sim.flush_key(&udp_key(1000, 2)));
+        assert!(sim.flush_key(&udp_key(1000, 1)));
     }
 
     #[test]
@@ -154,7 +164,7 @@ mod tests {
                 ..hit("est|trk", other, Dir::Orig)
             }
         );
-        assert_eq!(sim.t.stats().flushed, 0, "nothing freed yet");
+        assert_eq!(sim.stats.get().flushed, 0, "nothing freed yet");
     }
 
     #[test]
@@ -176,10 +186,10 @@ mod tests {
         assert!(sim.t.flush_zone(5));
         sim.open(&udp(3000, true), "commit,zone=5");
         sim.open(&udp(4000, true), "commit,zone=6");
-        assert_eq!(sim.t.flush_zone_now(5), 3);
+        assert_eq!(sim.flush_zone_now(5), 3);
         assert_eq!(sim.t.table_len(), 1);
-        assert_eq!(sim.t.stats().flushed, 3);
-        assert_eq!(sim.t.flush_zone_now(5), 0);
+        assert_eq!(sim.stats.get().flushed, 3);
+        assert_eq!(sim.flush_zone_now(5), 0);
     }
 
     #[test]
@@ -193,10 +203,10 @@ mod tests {
         let f6 = Frame::v6(c6, s6, L4::udp(1, 2, b"x"));
         sim.open(&f6, "commit,zone=2");
         assert_eq!(sim.t.table_len(), 4);
-        assert_eq!(sim.t.flush_all(), 4);
+        assert_eq!(sim.flush_all(), 4);
         assert_eq!(sim.t.table_len(), 0);
-        assert_eq!(sim.t.stats().flushed, 4);
+        assert_eq!(sim.stats.get().flushed, 4);
         assert_eq!(sim.ids(None), vec![]);
-        assert_eq!(sim.t.flush_all(), 0);
+        assert_eq!(sim.flush_all(), 0);
     }
 }

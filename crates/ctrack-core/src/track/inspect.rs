@@ -61,7 +61,7 @@ impl Tracker {
     /// A snapshot of connection `id`, if it is live.
     pub fn conn(&self, id: ConnId, now: Time) -> Option<ConnInfo> {
         let guard = pin();
-        match id.family() {
+        let info = match id.family() {
             Family::V4 => {
                 let e = self.v4.get(&guard, id.record())?;
                 self.info(e.record(), now, &guard)
@@ -70,7 +70,10 @@ impl Tracker {
                 let e = self.v6.get(&guard, id.record())?;
                 self.info(e.record(), now, &guard)
             }
-        }
+        }?;
+        // Live means not expired, as for `lookup` and `for_each` (an
+        // expired connection waits for a sweep, unseen by packets).
+        (info.expires > now).then_some(info)
     }
 
     pub(super) fn info<A: Addr>(&self, c: &Conn<A>, now: Time, guard: &Guard) -> Option<ConnInfo> {
@@ -263,8 +266,21 @@ mod tests {
         assert_eq!(info.entry.timeout, 86_400);
         sim.at(10_000);
         assert_eq!(sim.t.conn(id, sim.now).unwrap().entry.timeout, 86_390);
-        assert!(sim.t.flush_key(&tcp_key(0), sim.now));
+        assert!(sim.flush_key(&tcp_key(0)));
         assert_eq!(sim.t.conn(id, sim.now), None);
+    }
+
+    #[test]
+    fn conn_of_an_expired_connection_is_none_before_any_sweep() {
+        let mut sim = Sim::new();
+        let id = sim.open(&udp(1000, true), "commit");
+        // UDP one way: 60 s. The last millisecond it is live; then not,
+        // though no sweep has freed it yet.
+        sim.at(59_999);
+        assert_eq!(sim.t.conn(id, sim.now).unwrap().entry.timeout, 0);
+        sim.at(60_000);
+        assert_eq!(sim.t.conn(id, sim.now), None);
+        assert_eq!(sim.t.table_len(), 1);
     }
 
     #[test]
@@ -272,7 +288,7 @@ mod tests {
         let mut sim = Sim::new();
         let id = sim.open(&udp(1000, true), "commit");
         sim.at(61_000);
-        assert_eq!(sim.t.sweep(sim.now, usize::MAX).expired, 1);
+        assert_eq!(sim.sweep(sim.now, usize::MAX).expired, 1);
         assert_eq!(sim.t.conn(id, sim.now), None);
     }
 

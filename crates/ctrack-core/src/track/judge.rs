@@ -378,7 +378,7 @@ mod tests {
         assert_eq!(v, hit("est|trk", id, Dir::Orig));
         let v = sim.send(&tcp(false, PSH | ACK, 501, 101, b"hello"), "commit");
         assert_eq!(v, hit("est|rpl|trk", id, Dir::Reply));
-        assert_eq!(sim.t.stats().committed, 1);
+        assert_eq!(sim.stats.get().committed, 1);
     }
 
     #[test]
@@ -401,7 +401,7 @@ mod tests {
                 ..hit("inv|trk", id, Dir::Orig)
             }
         );
-        let s = sim.t.stats();
+        let s = sim.stats.get();
         assert_eq!(s.invalid_count(InvalidReason::TcpOutOfWindow), 1);
         assert_eq!(s.invalid, 1);
         // The connection is untouched: the next segment in window is fine.
@@ -425,7 +425,7 @@ mod tests {
                 "flags {flags:#x}"
             );
         }
-        assert_eq!(sim.t.stats().invalid_count(InvalidReason::TcpBadFlags), 2);
+        assert_eq!(sim.stats.get().invalid_count(InvalidReason::TcpBadFlags), 2);
         assert_eq!(sim.t.conn(id, sim.now).unwrap().entry.state, "ESTABLISHED");
     }
 
@@ -438,7 +438,7 @@ mod tests {
         // The slot may or may not be reused: the id is whatever was given.
         let id = id_of(&v);
         assert_eq!(v, committed("new|trk", id));
-        let s = sim.t.stats();
+        let s = sim.stats.get();
         assert_eq!((s.replaced, s.committed), (1, 2));
         assert_eq!(sim.t.table_len(), 1);
         assert_eq!(sim.t.conn(id, sim.now).unwrap().entry.state, "SYN_SENT");
@@ -454,7 +454,7 @@ mod tests {
         sim.close("commit");
         let v = sim.send(&tcp(true, SYN, 7_000_000, 0, b""), "");
         assert_eq!(v, super::super::testing::verdict("new|trk"));
-        assert_eq!(sim.t.stats().replaced, 1);
+        assert_eq!(sim.stats.get().replaced, 1);
         assert_eq!(sim.t.table_len(), 0);
     }
 
@@ -483,7 +483,7 @@ mod tests {
         // The server's port unreachable about the client's datagram.
         let v = sim.send(&unreachable(S, C, &udp(5353, true)), "commit");
         assert_eq!(v, hit("rel|rpl|trk", id, Dir::Reply));
-        assert_eq!(sim.t.stats().related, 1);
+        assert_eq!(sim.stats.get().related, 1);
         // It neither moves nor counts the connection.
         let e = sim.t.conn(id, sim.now).unwrap().entry;
         assert_eq!((e.state, e.orig.packets, e.reply.packets), ("FIRST", 1, 0));

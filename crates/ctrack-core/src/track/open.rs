@@ -463,7 +463,7 @@ mod tests {
         let sim = Sim::new();
         let v = sim.send(&tcp(false, SYN | ACK, 500, 101, b""), "commit");
         assert_eq!(v, invalid(InvalidReason::CannotOpen));
-        assert_eq!(sim.t.stats().invalid_count(InvalidReason::CannotOpen), 1);
+        assert_eq!(sim.stats.get().invalid_count(InvalidReason::CannotOpen), 1);
         assert_eq!(sim.t.table_len(), 0);
     }
 
@@ -480,7 +480,7 @@ mod tests {
         let sim = Sim::new();
         let v = sim.send(&tcp(true, SYN | RST, 100, 0, b""), "commit");
         assert_eq!(v, invalid(InvalidReason::TcpBadFlags));
-        assert_eq!(sim.t.stats().invalid_count(InvalidReason::TcpBadFlags), 1);
+        assert_eq!(sim.stats.get().invalid_count(InvalidReason::TcpBadFlags), 1);
         assert_eq!(sim.t.table_len(), 0);
     }
 
@@ -503,7 +503,7 @@ mod tests {
         assert_eq!(v, committed("new|trk", id_of(&v)));
         // Back on: mid-stream pickup again.
         sim.t.set_tcp_loose(true);
-        sim.t.flush_all();
+        sim.flush_all();
         let v = sim.send(&tcp(true, PSH | ACK, 1000, 2000, b"data"), "commit");
         assert!(v.committed, "{v:?}");
     }
@@ -522,7 +522,7 @@ mod tests {
             );
         }
         assert_eq!(sim.t.table_len(), 0);
-        assert_eq!(sim.t.stats().committed, 0);
+        assert_eq!(sim.stats.get().committed, 0);
         assert_eq!(sim.t.zone_limit(3), (0, 0));
     }
 
@@ -540,7 +540,7 @@ mod tests {
                 ..verdict("new|trk")
             }
         );
-        let s = sim.t.stats();
+        let s = sim.stats.get();
         assert_eq!((s.refused_zone_limit, s.evicted, s.committed), (1, 0, 1));
         assert_eq!(sim.t.zone_limit(3), (1, 1));
         // Another zone has no limit.
@@ -561,7 +561,7 @@ mod tests {
                 ..committed("new|trk", id_of(&v))
             }
         );
-        assert_eq!(sim.t.stats().evicted, 1);
+        assert_eq!(sim.stats.get().evicted, 1);
         assert_eq!(sim.t.zone_limit(3), (1, 1));
         assert!(sim.t.lookup(&udp_key(1000, 3), sim.now).is_none());
     }
@@ -573,7 +573,7 @@ mod tests {
         sim.open(&udp(2000, true), "commit");
         let v = sim.send(&udp(3000, true), "commit");
         assert_eq!(v, committed("new|trk", id_of(&v)));
-        let s = sim.t.stats();
+        let s = sim.stats.get();
         assert_eq!((s.evicted, s.refused_table_full), (1, 0));
         assert_eq!(sim.t.table_len(), 2);
         assert!(sim.t.lookup(&udp_key(2000, 0), sim.now).is_none());
@@ -592,7 +592,7 @@ mod tests {
                 ..verdict("new|trk")
             }
         );
-        let s = sim.t.stats();
+        let s = sim.stats.get();
         assert_eq!((s.evicted, s.refused_table_full), (0, 1));
         assert_eq!(sim.t.lookup(&udp_key(1000, 0), sim.now).unwrap().0, kept);
     }
@@ -610,7 +610,7 @@ mod tests {
                 ..verdict("new|trk")
             }
         );
-        assert_eq!(sim.t.stats().evicted, 0);
+        assert_eq!(sim.stats.get().evicted, 0);
         assert!(sim.t.lookup(&udp_key(1000, 1), sim.now).is_some());
     }
 
@@ -623,7 +623,7 @@ mod tests {
         assert_eq!(sim.t.table_len(), 1);
         let v = sim.send(&udp(2000, true), "commit");
         assert_eq!(v, committed("new|trk", id_of(&v)));
-        assert_eq!(sim.t.stats().evicted, 1);
+        assert_eq!(sim.stats.get().evicted, 1);
     }
 
     /// A full table of `EARLY_DROP_SCAN + 1` connections, established but
@@ -647,7 +647,7 @@ mod tests {
         let sim = full_with_one_unestablished_at(EARLY_DROP_SCAN - 1);
         let v = sim.send(&udp(3000, true), "commit");
         assert_eq!(v, committed("new|trk", id_of(&v)));
-        assert_eq!(sim.t.stats().evicted, 1);
+        assert_eq!(sim.stats.get().evicted, 1);
         let gone = 1000 + EARLY_DROP_SCAN as u16 - 1;
         assert!(sim.t.lookup(&udp_key(gone, 0), sim.now).is_none());
     }
@@ -658,7 +658,7 @@ mod tests {
         let v = sim.send(&udp(3000, true), "commit");
         assert_eq!(v.refused, Some(Refusal::TableFull));
         assert_eq!(v.conn, None);
-        let s = sim.t.stats();
+        let s = sim.stats.get();
         assert_eq!((s.evicted, s.refused_table_full), (0, 1));
         assert_eq!(sim.t.table_len(), EARLY_DROP_SCAN + 1);
     }

@@ -90,6 +90,7 @@ impl Tracker {
         if v.conn.is_some() && (action.nat.is_some() || v.inspect) {
             self.stages(&mut cx, Buf::Mut(frame), &layers, &mut v);
         }
+        count(cx.stats, &v);
         v
     }
 
@@ -163,8 +164,8 @@ impl Tracker {
         v
     }
 
-    /// The per-packet path: track, count, and run the gateway's inspection
-    /// if the connection has one.
+    /// The per-packet path: track, run the gateway's inspection if the
+    /// connection has one, and count the packet as the stages left it.
     #[inline]
     fn one<'g>(
         &'g self,
@@ -177,6 +178,7 @@ impl Tracker {
     ) {
         self.track_frame(cx, frame, link, layers, cache, v);
         self.inspect(cx, frame, link, v);
+        count(cx.stats, v);
     }
 
     /// The gateway stage of a read-only entry point (creates expectations,
@@ -189,8 +191,8 @@ impl Tracker {
         }
     }
 
-    /// Tracks and counts one frame: the IPv4 fast path when it applies,
-    /// else the general extraction.
+    /// Tracks one frame: the IPv4 fast path when it applies, else the
+    /// general extraction. The caller counts it once the stages are done.
     #[inline]
     fn track_frame<'g>(
         &'g self,
@@ -225,7 +227,6 @@ impl Tracker {
                 Err(reason) => *v = Verdict::invalid(cx.action.zone, reason),
             }
         }
-        count(cx.stats, v);
     }
 
     /// Up to [`BURST`] frames: the prefetch passes, then each packet in
@@ -258,13 +259,14 @@ impl Tracker {
                 policy,
             };
             self.track::<u32>(cx, p, &mut cache.v4, Some(pre), &mut outs[i]);
-            count(cx.stats, &outs[i]);
             if outs[i].inspect {
                 // A gateway's connection: each packet on its own.
                 self.inspect(cx, frames[i], link, &mut outs[i]);
+                count(cx.stats, &outs[i]);
                 i += 1;
                 continue;
             }
+            count(cx.stats, &outs[i]);
             i += 1;
             i = self.run_of_flow(cx, &lanes, i, policy, cache, outs);
         }

@@ -185,7 +185,7 @@ mod tests {
             e.master.as_deref(),
             Some("src=10.0.0.1,dst=10.0.0.2,sport=40000,dport=21")
         );
-        let s = sim.t.stats();
+        let s = sim.stats.get();
         assert_eq!((s.expectations_created, s.expectations_matched), (1, 1));
     }
 
@@ -229,7 +229,7 @@ mod tests {
         // Another connection to the same port is not expected.
         let v = sim.send(&ftp_data_syn(C, 2020), "commit");
         assert_eq!(v, committed("new|trk", id_of(&v)));
-        assert_eq!(sim.t.stats().expectations_matched, 1);
+        assert_eq!(sim.stats.get().expectations_matched, 1);
     }
 
     #[test]
@@ -252,11 +252,11 @@ mod tests {
     fn an_expectation_is_refused_after_its_control_connection_is_removed() {
         let sim = Sim::new();
         ftp_port(&sim, "commit,alg=ftp,mark=0x42");
-        assert!(sim.t.flush_key(&ftp_key(), sim.now));
+        assert!(sim.flush_key(&ftp_key()));
         let v = sim.send(&ftp_data_syn(C, 20), "commit");
         assert_eq!(v, committed("new|trk", id_of(&v)));
         assert_eq!(sim.t.expectation_count(), 0);
-        let s = sim.t.stats();
+        let s = sim.stats.get();
         assert_eq!((s.expectations_matched, s.expectations_expired), (0, 1));
     }
 
@@ -269,10 +269,10 @@ mod tests {
         let v = sim.send(&rst, "commit");
         assert_eq!(v, inspected(hit("est|trk", control, Dir::Orig)));
         sim.at(31_000);
-        assert_eq!(sim.t.sweep(sim.now, usize::MAX).expired, 1);
+        assert_eq!(sim.sweep(sim.now, usize::MAX).expired, 1);
         // The sweep ends the expectation with its control connection.
         assert_eq!(sim.t.expectation_count(), 0);
-        assert_eq!(sim.t.stats().expectations_expired, 1);
+        assert_eq!(sim.stats.get().expectations_expired, 1);
         let v = sim.send(&ftp_data_syn(C, 20), "commit");
         assert_eq!(v, committed("new|trk", id_of(&v)));
     }
@@ -288,7 +288,7 @@ mod tests {
         let c2 = [10, 0, 0, 3];
         let second = ftp_port_from(&sim, c2, "commit,alg=ftp");
         assert_eq!(sim.t.expectation_count(), 1);
-        assert_eq!(sim.t.stats().expectations_refused, 1);
+        assert_eq!(sim.stats.get().expectations_refused, 1);
         let v = sim.send(&ftp_data_syn(c2, 20), "commit");
         assert_eq!(v, committed("new|trk", id_of(&v)));
         // Once the first is consumed, there is room again.
@@ -301,6 +301,6 @@ mod tests {
         );
         assert_eq!(v, inspected(hit("est|trk", second, Dir::Orig)));
         assert_eq!(sim.t.expectation_count(), 1);
-        assert_eq!(sim.t.stats().expectations_created, 2);
+        assert_eq!(sim.stats.get().expectations_created, 2);
     }
 }

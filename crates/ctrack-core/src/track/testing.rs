@@ -1,6 +1,7 @@
 //! What the tracker's own tests share: a tracker with a clock, the frames
 //! of a few small conversations, actions, keys and expected verdicts.
 
+use std::cell::Cell;
 use std::net::Ipv4Addr;
 
 use ctrack_wire::build::{self, Frame, L4};
@@ -8,11 +9,11 @@ use ctrack_wire::icmp::v4;
 use ctrack_wire::ip_proto;
 use ctrack_wire::tcp::flags::{ACK, FIN, PSH, SYN};
 
-use super::{Config, Tracker};
+use super::{Config, Sweep, Tracker};
 use crate::action::CtAction;
 use crate::key::{ConnId, ConnKey, Dir, Endpoint, Family, Zone};
 use crate::time::Time;
-use crate::verdict::{CtState, Verdict};
+use crate::verdict::{CtState, Stats, Verdict};
 use ctrack_wire::LinkType;
 
 /// The client.
@@ -147,6 +148,8 @@ pub(super) const T0: u64 = 1_000_000;
 pub(super) struct Sim {
     pub(super) t: Tracker,
     pub(super) now: Time,
+    /// The counters of the test's one worker.
+    pub(super) stats: Cell<Stats>,
 }
 
 impl Sim {
@@ -168,6 +171,7 @@ impl Sim {
         Sim {
             t: Tracker::new(config),
             now: Time::from_millis(T0),
+            stats: Cell::new(Stats::default()),
         }
     }
 
@@ -179,8 +183,48 @@ impl Sim {
 
     /// Tracks `f` with `action` now.
     pub(super) fn send(&self, f: &Frame, action: &str) -> Verdict {
-        self.t
-            .process(&f.build(), LinkType::Ethernet, &act(action), self.now)
+        let mut stats = self.stats.get();
+        let v = self.t.process(
+            &f.build(),
+            LinkType::Ethernet,
+            &act(action),
+            self.now,
+            &mut stats,
+        );
+        self.stats.set(stats);
+        v
+    }
+
+    /// [`Tracker::flush_all`], counting in this worker's counters.
+    pub(super) fn flush_all(&self) -> usize {
+        let mut stats = self.stats.get();
+        let n = self.t.flush_all(&mut stats);
+        self.stats.set(stats);
+        n
+    }
+
+    /// [`Tracker::flush_zone_now`], counting in this worker's counters.
+    pub(super) fn flush_zone_now(&self, zone: Zone) -> usize {
+        let mut stats = self.stats.get();
+        let n = self.t.flush_zone_now(zone, &mut stats);
+        self.stats.set(stats);
+        n
+    }
+
+    /// [`Tracker::flush_key`] now, counting in this worker's counters.
+    pub(super) fn flush_key(&self, key: &ConnKey) -> bool {
+        let mut stats = self.stats.get();
+        let found = self.t.flush_key(key, self.now, &mut stats);
+        self.stats.set(stats);
+        found
+    }
+
+    /// Sweeps at `now`, looking at no more than `budget` connections.
+    pub(super) fn sweep(&self, now: Time, budget: usize) -> Sweep {
+        let mut stats = self.stats.get();
+        let s = self.t.sweep(now, budget, &mut stats);
+        self.stats.set(stats);
+        s
     }
 
     /// The connection of a committed packet.
