@@ -108,14 +108,107 @@ pub mod ip_proto {
     }
 }
 
-/// Reads a big-endian u16 at `at`. The caller has checked the bounds.
+/// Reads the big-endian `u16` at byte `at` of `data`.
+///
+/// For offsets already known to be in bounds (a view after `new_checked`,
+/// a fixed header whose length was checked); use [`read_be16`] otherwise.
+///
+/// # Panics
+///
+/// If `data` is shorter than `at + 2`.
 #[inline]
-pub(crate) fn be16(data: &[u8], at: usize) -> u16 {
+pub fn be16(data: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([data[at], data[at + 1]])
 }
 
-/// Reads a big-endian u32 at `at`. The caller has checked the bounds.
+/// Reads the big-endian `u32` at byte `at` of `data`.
+///
+/// The counterpart of [`be16`]; [`read_be32`] is the checked one.
+///
+/// # Panics
+///
+/// If `data` is shorter than `at + 4`.
 #[inline]
-pub(crate) fn be32(data: &[u8], at: usize) -> u32 {
+pub fn be32(data: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]])
+}
+
+/// Reads the big-endian `u16` at byte `at` of `data`, or `None` if the two
+/// bytes are not all inside `data`. Never panics, whatever `at` is.
+#[inline]
+pub fn read_be16(data: &[u8], at: usize) -> Option<u16> {
+    data.get(at..)?
+        .first_chunk()
+        .map(|b| u16::from_be_bytes(*b))
+}
+
+/// Reads the big-endian `u32` at byte `at` of `data`, or `None` if the four
+/// bytes are not all inside `data`. Never panics, whatever `at` is.
+#[inline]
+pub fn read_be32(data: &[u8], at: usize) -> Option<u32> {
+    data.get(at..)?
+        .first_chunk()
+        .map(|b| u32::from_be_bytes(*b))
+}
+
+/// Writes `value` big-endian at byte `at` of `data`. Returns `false`, and
+/// writes nothing, if the two bytes are not all inside `data`.
+#[inline]
+pub fn write_be16(data: &mut [u8], at: usize, value: u16) -> bool {
+    match data.get_mut(at..).and_then(|d| d.first_chunk_mut::<2>()) {
+        Some(b) => {
+            *b = value.to_be_bytes();
+            true
+        }
+        None => false,
+    }
+}
+
+/// Writes `value` big-endian at byte `at` of `data`. Returns `false`, and
+/// writes nothing, if the four bytes are not all inside `data`.
+#[inline]
+pub fn write_be32(data: &mut [u8], at: usize, value: u32) -> bool {
+    match data.get_mut(at..).and_then(|d| d.first_chunk_mut::<4>()) {
+        Some(b) => {
+            *b = value.to_be_bytes();
+            true
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn big_endian_reads_and_writes() {
+        let mut d = [0x12, 0x34, 0x56, 0x78, 0x9a];
+        assert_eq!(be16(&d, 0), 0x1234);
+        assert_eq!(be16(&d, 3), 0x789a);
+        assert_eq!(be32(&d, 1), 0x3456_789a);
+        assert_eq!(read_be16(&d, 3), Some(0x789a));
+        assert_eq!(read_be32(&d, 1), Some(0x3456_789a));
+        for at in [4, 5, 6, usize::MAX] {
+            assert_eq!(read_be16(&d, at), None, "{at}");
+        }
+        for at in [2, 5, usize::MAX - 1] {
+            assert_eq!(read_be32(&d, at), None, "{at}");
+        }
+        assert!(write_be16(&mut d, 3, 0xbeef));
+        assert_eq!(d, [0x12, 0x34, 0x56, 0xbe, 0xef]);
+        assert!(write_be32(&mut d, 0, 0xdead_0001));
+        assert_eq!(d, [0xde, 0xad, 0x00, 0x01, 0xef]);
+        // Out of bounds: nothing written.
+        assert!(!write_be16(&mut d, 4, 0));
+        assert!(!write_be32(&mut d, 2, 0));
+        assert!(!write_be32(&mut d, usize::MAX, 0));
+        assert_eq!(d, [0xde, 0xad, 0x00, 0x01, 0xef]);
+    }
+
+    #[test]
+    #[should_panic]
+    fn be16_panics_out_of_bounds() {
+        be16(&[1, 2, 3], 2);
+    }
 }
