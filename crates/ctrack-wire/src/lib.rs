@@ -24,11 +24,13 @@ pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
 pub mod sctp;
+pub mod seq;
 pub mod tcp;
 pub mod udp;
 
 pub use frame::{Frame, IpLayer, IpVersion, LinkType, NotIp, parse_frame};
 pub use ipv6::Fragment;
+pub use seq::SeqNum;
 
 /// Why a header could not be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
