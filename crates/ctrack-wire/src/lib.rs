@@ -14,6 +14,47 @@
 //! padding, which headers are skipped, what counts as a fragment), and this
 //! is the hottest code in the datapath. `benches/parse.rs` compares it with
 //! `etherparse` on the same frames.
+//!
+//! Besides the views: [`checksum`] (full and incremental Internet checksums,
+//! SCTP's CRC32c), [`SeqNum`] (TCP sequence numbers, compared modulo 2^32),
+//! [`build`] (frames for tests and benchmarks), and big-endian field access
+//! ([`be16`] and [`be32`] where the bounds are known, [`read_be16`],
+//! [`read_be32`], [`write_be16`] and [`write_be32`] where they are not).
+//!
+//! # Example
+//!
+//! Build a VLAN-tagged TCP SYN, find its layers, read its TCP header:
+//!
+//! ```
+//! use ctrack_wire::build::{Frame as Builder, L4};
+//! use ctrack_wire::tcp::{TcpPacket, flags};
+//! use ctrack_wire::{Fragment, IpVersion, LinkType, SeqNum, ip_proto, parse_frame};
+//!
+//! let mut syn = L4::tcp(40000, 80, flags::SYN);
+//! if let L4::Tcp { seq, .. } = &mut syn {
+//!     *seq = u32::MAX; // the SYN takes the last number before the wrap
+//! }
+//! let bytes = Builder::v4([10, 0, 0, 1], [10, 0, 0, 2], syn)
+//!     .vlan(0x8100, 42)
+//!     .build();
+//!
+//! let frame = parse_frame(&bytes, LinkType::Ethernet);
+//! assert_eq!(frame.vlans.as_slice()[0].vid(), 42);
+//! assert_eq!(frame.l3, Some(14 + 4));
+//! let ip = frame.ip.expect("an IPv4 frame");
+//! assert_eq!(ip.version, IpVersion::V4);
+//! assert_eq!(ip.proto, ip_proto::TCP);
+//! assert_eq!(ip.frag, Fragment::No);
+//! assert_eq!((ip.l4, ip.end), (18 + 20, bytes.len()));
+//!
+//! // The views read the layer's bytes, checked once by `new_checked`.
+//! let tcp = TcpPacket::new_checked(&bytes[ip.l4..ip.end])?;
+//! assert_eq!((tcp.src_port(), tcp.dst_port()), (40000, 80));
+//! assert_eq!(tcp.flags(), flags::SYN);
+//! // The SYN occupies one number: the peer's ACK will be 0.
+//! assert_eq!(SeqNum(tcp.seq()) + 1, SeqNum(0));
+//! # Ok::<(), ctrack_wire::Error>(())
+//! ```
 #![forbid(unsafe_code)]
 
 pub mod build;
