@@ -21,62 +21,30 @@
 # output, in `ovstest` notation, that ctrack's --format ovs must reproduce.
 #
 # Needs root, iproute2, ethtool, tcpdump, nftables, conntrack, curl, iputils-ping,
-# python3. Sends nothing outside the namespaces it creates.
+# python3. Sends nothing outside the namespaces it creates (built by
+# scripts/lib/netns.sh). With --setup-only as first argument it builds the
+# namespaces as the captures have them, prints their state and removes them.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=lib/netns.sh
+. "$here/scripts/lib/netns.sh"
+setup_only=
+if [ "${1:-}" = --setup-only ]; then setup_only=1; shift; fi
 out=${1:-$here/examples}
 expected=${2:-$here/tests/expected}
-mkdir -p "$out" "$expected"
+[ -n "$setup_only" ] || mkdir -p "$out" "$expected"
+netns_cleanup 2>/dev/null || true
 work=$(mktemp -d)
-
-C=ctc R=ctr S=cts
-cleanup() {
-    for ns in $C $R $S; do ip netns pids $ns 2>/dev/null | xargs -r kill 2>/dev/null || true; done
-    for ns in $C $R $S; do ip netns del $ns 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-cleanup 2>/dev/null || true
-work=$(mktemp -d)
+netns_trap 'rm -rf "$work"'
 
 setup() {
-    for ns in $C $R $S; do ip netns add $ns; ip -n $ns link set lo up; done
-    ip link add c0 netns $C type veth peer name r0 netns $R
-    ip link add s0 netns $S type veth peer name r1 netns $R
-    ip -n $C link set c0 address 02:00:00:00:01:02
-    ip -n $R link set r0 address 02:00:00:00:01:01
-    ip -n $R link set r1 address 02:00:00:00:02:01
-    ip -n $S link set s0 address 02:00:00:00:02:02
-    ip -n $C addr add 10.10.1.2/24 dev c0
-    ip -n $C addr add fd00:1::2/64 dev c0 nodad
-    ip -n $R addr add 10.10.1.1/24 dev r0
-    ip -n $R addr add fd00:1::1/64 dev r0 nodad
-    ip -n $R addr add 10.10.2.1/24 dev r1
-    ip -n $R addr add fd00:2::1/64 dev r1 nodad
-    ip -n $S addr add 10.10.2.2/24 dev s0
-    ip -n $S addr add fd00:2::2/64 dev s0 nodad
-    for l in "$C c0" "$R r0" "$R r1" "$S s0"; do set -- $l; ip -n $1 link set $2 up; done
-    # No offloads: checksums on the wire must be real.
-    for l in "$C c0" "$R r0" "$R r1" "$S s0"; do
-        set -- $l
-        ip netns exec $1 ethtool -K $2 tx off rx off >/dev/null
-    done
-    ip -n $C route add default via 10.10.1.1
-    ip -n $C -6 route add default via fd00:1::1
-    ip -n $S route add default via 10.10.2.1
-    ip -n $S -6 route add default via fd00:2::1
-    ip netns exec $R sysctl -qw net.ipv4.ip_forward=1
-    ip netns exec $R sysctl -qw net.ipv6.conf.all.forwarding=1
-    # Quiet, reproducible captures: no router solicitations, no MLD reports.
-    for ns in $C $S; do
-        ip netns exec $ns sysctl -qw net.ipv6.conf.all.router_solicitations=0 || true
-        ip netns exec $ns sysctl -qw net.ipv6.conf.default.router_solicitations=0 || true
-        ip netns exec $ns sysctl -qw net.ipv6.conf.all.force_mld_version=2 || true
-    done
+    netns_setup --mld-v2
     mkdir -p "$work/www"
     python3 -c "import sys; sys.stdout.write(''.join(f'line {i:05d} of the test page\n' for i in range(800)))" > "$work/www/page.txt"
 }
+
+if [ -n "$setup_only" ]; then setup; netns_show; exit 0; fi
 
 start_servers() {
     ip netns exec $S python3 -m http.server 8080 --bind :: --directory "$work/www" >/dev/null 2>&1 &
@@ -154,13 +122,7 @@ traffic_capture() {
     sleep 0.5
     kill -INT $dump; wait $dump || true
     cp "$work/traffic.pcap" "$out/traffic.pcap"
-    cleanup_ns
-}
-
-cleanup_ns() {
-    for ns in $C $R $S; do ip netns pids $ns 2>/dev/null | xargs -r kill 2>/dev/null || true; done
-    sleep 0.2
-    for ns in $C $R $S; do ip netns del $ns 2>/dev/null || true; done
+    netns_cleanup
 }
 
 # A client that sends a line every 200 ms on one TCP connection, pausing
@@ -200,7 +162,7 @@ linux_reference() { # loose: 0 or 1
     kill -INT $dump; wait $dump || true
     python3 "$here/scripts/nflog2pcap.py" "$work/nflog.pcap" \
         "$out/linux-midstream-loose$loose.pcap" "$expected/linux-midstream-loose$loose.linux"
-    cleanup_ns
+    netns_cleanup
 }
 
 # Logs every forwarded packet to NFLOG group 1 with the kernel's ct state.

@@ -15,57 +15,28 @@
 # link-layer header aside). crates/ctrack/tests/nat_captures.rs checks it.
 #
 # Needs root, iproute2, ethtool, tcpdump, nftables, curl, python3 with
-# pyftpdlib. Sends nothing outside the namespaces it creates.
+# pyftpdlib. Sends nothing outside the namespaces it creates (built by
+# scripts/lib/netns.sh). With --setup-only as first argument it builds the
+# namespaces as the scenarios have them, prints their state and removes
+# them.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=lib/netns.sh
+. "$here/scripts/lib/netns.sh"
+setup_only=
+if [ "${1:-}" = --setup-only ]; then setup_only=1; shift; fi
 out=${1:-$here/examples/nat}
-mkdir -p "$out"
+[ -n "$setup_only" ] || mkdir -p "$out"
 work=$(mktemp -d)
-C=ctc R=ctr S=cts
-
-cleanup_ns() {
-    for ns in $C $R $S; do ip netns pids $ns 2>/dev/null | xargs -r kill 2>/dev/null || true; done
-    sleep 0.2
-    for ns in $C $R $S; do ip netns del $ns 2>/dev/null || true; done
-}
-trap 'cleanup_ns; rm -rf "$work"' EXIT
-cleanup_ns 2>/dev/null || true
+netns_trap 'rm -rf "$work"'
+netns_cleanup 2>/dev/null || true
 
 setup() {
-    for ns in $C $R $S; do ip netns add $ns; ip -n $ns link set lo up; done
-    ip link add c0 netns $C type veth peer name r0 netns $R
-    ip link add s0 netns $S type veth peer name r1 netns $R
-    ip -n $C link set c0 address 02:00:00:00:01:02
-    ip -n $R link set r0 address 02:00:00:00:01:01
-    ip -n $R link set r1 address 02:00:00:00:02:01
-    ip -n $S link set s0 address 02:00:00:00:02:02
-    ip -n $C addr add 10.10.1.2/24 dev c0
-    ip -n $C addr add fd00:1::2/64 dev c0 nodad
-    ip -n $R addr add 10.10.1.1/24 dev r0
-    ip -n $R addr add fd00:1::1/64 dev r0 nodad
-    ip -n $R addr add 10.10.2.1/24 dev r1
-    ip -n $R addr add fd00:2::1/64 dev r1 nodad
-    ip -n $S addr add 10.10.2.2/24 dev s0
-    for i in 3 4 5 6 7 8 9; do ip -n $S addr add 10.10.2.$i/24 dev s0; done
-    ip -n $S addr add fd00:2::2/64 dev s0 nodad
-    for l in "$C c0" "$R r0" "$R r1" "$S s0"; do
-        set -- $l
-        ip -n $1 link set $2 up
-        # No offloads: checksums on the wire must be real, segments as sent.
-        ip netns exec $1 ethtool -K $2 tx off rx off >/dev/null
-        for o in gso gro tso; do ip netns exec $1 ethtool -K $2 $o off >/dev/null 2>&1 || true; done
-    done
-    ip -n $C route add default via 10.10.1.1
-    ip -n $C -6 route add default via fd00:1::1
-    ip -n $S route add default via 10.10.2.1
-    ip -n $S -6 route add default via fd00:2::1
-    ip netns exec $R sysctl -qw net.ipv4.ip_forward=1
-    ip netns exec $R sysctl -qw net.ipv6.conf.all.forwarding=1
-    for ns in $C $S; do
-        ip netns exec $ns sysctl -qw net.ipv6.conf.all.router_solicitations=0 || true
-        ip netns exec $ns sysctl -qw net.ipv6.conf.default.router_solicitations=0 || true
-    done
+    # Segments as sent; spare server addresses for the range4 scenario.
+    local extra=() i
+    for i in 3 4 5 6 7 8 9; do extra+=(--server-addr "10.10.2.$i/24"); done
+    netns_setup --no-segment-offload "${extra[@]}"
     mkdir -p "$work/www" "$work/ftp"
     python3 -c "import sys; sys.stdout.write(''.join(f'line {i:03d} of the test page\n' for i in range(150)))" > "$work/www/page.txt"
     cp "$work/www/page.txt" "$work/ftp/page.txt"
@@ -74,6 +45,8 @@ setup() {
     ip netns exec $C ping -q -6 -c 1 fd00:2::2 >/dev/null || true
     ip netns exec $C ping -q -c 1 10.10.1.1 >/dev/null
 }
+
+if [ -n "$setup_only" ]; then setup; netns_show; exit 0; fi
 
 servers() {
     ip netns exec $S python3 -m http.server 8080 --bind :: --directory "$work/www" >/dev/null 2>&1 &
@@ -169,7 +142,7 @@ scenario() {
     python3 "$here/scripts/pcapmerge.py" "$out/$name.in.pcap" "$work/$name.r0.in.pcap" "$work/$name.r1.in.pcap"
     python3 "$here/scripts/pcapmerge.py" "$out/$name.out.pcap" "$work/$name.r0.out.pcap" "$work/$name.r1.out.pcap"
     printf '%s\t%s\n' "$name" "$action" >> "$out/scenarios.tsv.new"
-    cleanup_ns
+    netns_cleanup
 }
 
 snat4_traffic() {

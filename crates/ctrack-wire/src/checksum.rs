@@ -5,6 +5,12 @@
 //! payload) can be added before one final fold. Written by hand: it is on the
 //! per-packet path and a word-at-a-time loop is several times faster than
 //! summing 16-bit words.
+//!
+//! [`Delta`] updates a checksum after some fields changed (RFC 1624), for
+//! address and port translation; [`sctp_update`] does the same for SCTP's
+//! CRC32c.
+
+use crate::{read_be16, read_be32, write_be16, write_be32};
 
 /// Adds `data` to a running one's-complement sum.
 ///
@@ -99,124 +105,287 @@ pub fn sctp_crc32c(packet: &[u8]) -> u32 {
     crc32c::crc32c_append(crc, &packet[CSUM.end..])
 }
 
+/// The changes made to a checksummed area, summed so that a checksum over
+/// the area can be updated without reading the rest of it (RFC 1624 eqn. 3:
+/// `HC' = ~(~HC + Σ~m + Σm')`).
+///
+/// Record each changed field (the `set_*` methods write a field and record
+/// its change in one go), then apply the delta to every checksum that covers
+/// those fields: one delta serves the IPv4 header checksum and the
+/// transport checksum whose pseudo-header holds the same address, and
+/// deltas add up ([`Delta::add`], `+`, `+=`).
+///
+/// Offsets: the sum is over 16-bit words counted from the start of the
+/// checksummed area. [`word`](Delta::word), [`word32`](Delta::word32),
+/// [`bytes`](Delta::bytes) and the `set_*` methods take fields that start
+/// at an even offset from there (every address, port, sequence number and
+/// length field does); [`bytes_at`](Delta::bytes_at) takes any field at any
+/// offset (a TCP option's value).
+///
+/// Exactness: if the checksum was right before, the updated checksum is the
+/// one a full recomputation gives, bit for bit, provided the area (with its
+/// pseudo-header) is not all zeros afterwards, which a protocol number or an
+/// IPv4 version field always prevents. If it was wrong, it stays wrong by
+/// the same amount, so a corrupt packet is not repaired in passing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Delta(u64);
+
+impl Delta {
+    /// No change.
+    pub const fn new() -> Delta {
+        Delta(0)
+    }
+
+    /// Records that the 16-bit word `old` became `new`.
+    #[inline]
+    pub fn word(&mut self, old: u16, new: u16) {
+        if old != new {
+            // A u64 takes 2^47 of these before it could overflow.
+            self.0 += u64::from(!old) + u64::from(new);
+        }
+    }
+
+    /// Records that the 32 bits `old` (two words: an IPv4 address, a
+    /// sequence number) became `new`.
+    #[inline]
+    pub fn word32(&mut self, old: u32, new: u32) {
+        self.word((old >> 16) as u16, (new >> 16) as u16);
+        self.word(old as u16, new as u16);
+    }
+
+    /// Records that the bytes `old` became `new` (an IPv4 address, 4 bytes,
+    /// or an IPv6 one, 16), the field starting at an even offset of the
+    /// area. An odd last byte counts as the high half of a word.
+    ///
+    /// # Panics
+    ///
+    /// If `old` and `new` differ in length.
+    #[inline]
+    pub fn bytes(&mut self, old: &[u8], new: &[u8]) {
+        assert_eq!(
+            old.len(),
+            new.len(),
+            "checksum::Delta::bytes: lengths differ"
+        );
+        let (mut o, mut n) = (old.chunks_exact(2), new.chunks_exact(2));
+        for (o, n) in (&mut o).zip(&mut n) {
+            self.word(
+                u16::from_be_bytes([o[0], o[1]]),
+                u16::from_be_bytes([n[0], n[1]]),
+            );
+        }
+        if let (Some(&o), Some(&n)) = (o.remainder().first(), n.remainder().first()) {
+            self.word(u16::from(o) << 8, u16::from(n) << 8);
+        }
+    }
+
+    /// Records that the bytes `old`, at `offset` from the start of the
+    /// checksummed area, became `new`: any length, any offset. A field at
+    /// an odd offset (a TCP SACK edge after a 1-byte NOP) straddles words;
+    /// its first byte is the low half of one.
+    ///
+    /// # Panics
+    ///
+    /// If `old` and `new` differ in length.
+    #[inline]
+    pub fn bytes_at(&mut self, offset: usize, old: &[u8], new: &[u8]) {
+        assert_eq!(
+            old.len(),
+            new.len(),
+            "checksum::Delta::bytes_at: lengths differ"
+        );
+        match (old.split_first(), new.split_first()) {
+            (Some((&o, old_rest)), Some((&n, new_rest))) if offset % 2 == 1 => {
+                // ~(0x00oo) + 0x00nn: the unchanged high half cancels out.
+                self.word(u16::from(o), u16::from(n));
+                self.bytes(old_rest, new_rest);
+            }
+            _ => self.bytes(old, new),
+        }
+    }
+
+    /// Adds the changes recorded in `other`.
+    #[inline]
+    pub fn add(&mut self, other: Delta) {
+        self.0 += other.0;
+    }
+
+    /// True if nothing that changes a sum was recorded: applying the delta
+    /// leaves every checksum as it is.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.0 == 0
+    }
+
+    /// The checksum field value `check` updated for the recorded changes.
+    #[inline]
+    #[must_use]
+    pub fn apply(self, check: u16) -> u16 {
+        !fold(u64::from(!check) + self.0)
+    }
+
+    /// [`apply`](Delta::apply) for a UDP checksum over IPv4 (RFC 768): a
+    /// field of zero means "no checksum" and stays zero, and a result of
+    /// zero is written 0xffff, its other form in one's complement. (Also
+    /// used for UDP over IPv6, where a zero field is invalid and is left as
+    /// received.)
+    #[inline]
+    #[must_use]
+    pub fn apply_udp(self, check: u16) -> u16 {
+        if check == 0 {
+            return 0;
+        }
+        match self.apply(check) {
+            0 => 0xffff,
+            c => c,
+        }
+    }
+
+    /// Updates the checksum field at byte `at` of `data` for the recorded
+    /// changes. Returns the change to the field itself, for a checksum that
+    /// covers this one (an ICMP error's checksum over the quoted IPv4 header
+    /// and transport checksum). Does nothing if the delta is empty or the
+    /// field is not inside `data`.
+    #[inline]
+    pub fn apply_at(self, data: &mut [u8], at: usize) -> Delta {
+        self.apply_field(data, at, Delta::apply)
+    }
+
+    /// [`apply_at`](Delta::apply_at) with the UDP rule of
+    /// [`apply_udp`](Delta::apply_udp).
+    #[inline]
+    pub fn apply_udp_at(self, data: &mut [u8], at: usize) -> Delta {
+        self.apply_field(data, at, Delta::apply_udp)
+    }
+
+    #[inline]
+    fn apply_field(self, data: &mut [u8], at: usize, apply: fn(Delta, u16) -> u16) -> Delta {
+        let mut own = Delta::new();
+        if self.is_empty() {
+            return own;
+        }
+        if let Some(old) = read_be16(data, at) {
+            let new = apply(self, old);
+            write_be16(data, at, new);
+            own.word(old, new);
+        }
+        own
+    }
+
+    /// Writes `value` big-endian at byte `at` of `data` and records the
+    /// change (at an even offset of the area). Returns `false`, and changes
+    /// nothing, if the field is not inside `data`.
+    #[inline]
+    pub fn set_be16(&mut self, data: &mut [u8], at: usize, value: u16) -> bool {
+        let Some(old) = read_be16(data, at) else {
+            return false;
+        };
+        write_be16(data, at, value);
+        self.word(old, value);
+        true
+    }
+
+    /// Writes `value` big-endian at byte `at` of `data` and records the
+    /// change (at an even offset of the area; [`bytes_at`](Delta::bytes_at)
+    /// for an odd one). Returns `false`, and changes nothing, if the field
+    /// is not inside `data`.
+    #[inline]
+    pub fn set_be32(&mut self, data: &mut [u8], at: usize, value: u32) -> bool {
+        let Some(old) = read_be32(data, at) else {
+            return false;
+        };
+        write_be32(data, at, value);
+        self.word32(old, value);
+        true
+    }
+
+    /// Writes `value` at byte `at` of `data` (an address) and records the
+    /// change (at an even offset of the area). Returns `false`, and changes
+    /// nothing, if the field is not inside `data`.
+    #[inline]
+    pub fn set_bytes(&mut self, data: &mut [u8], at: usize, value: &[u8]) -> bool {
+        let Some(field) = at
+            .checked_add(value.len())
+            .and_then(|end| data.get_mut(at..end))
+        else {
+            return false;
+        };
+        if field != value {
+            self.bytes(field, value);
+            field.copy_from_slice(value);
+        }
+        true
+    }
+}
+
+impl core::ops::Add for Delta {
+    type Output = Delta;
+    #[inline]
+    fn add(mut self, other: Delta) -> Delta {
+        Delta::add(&mut self, other);
+        self
+    }
+}
+
+impl core::ops::AddAssign for Delta {
+    #[inline]
+    fn add_assign(&mut self, other: Delta) {
+        Delta::add(self, other);
+    }
+}
+
 /// Incremental update of a checksum field (RFC 1624 eqn. 3) when a 16-bit
 /// word of the covered area changes from `old` to `new`.
 #[inline]
 pub fn update_u16(check: u16, old: u16, new: u16) -> u16 {
-    // HC' = ~(~HC + ~m + m')
-    let acc = u64::from(!check) + u64::from(!old) + u64::from(new);
-    !fold(acc)
+    let mut d = Delta::new();
+    d.word(old, new);
+    d.apply(check)
 }
 
 /// Incremental update when 32 bits of the covered area change (an IPv4
 /// address, a sequence number).
 #[inline]
 pub fn update_u32(check: u16, old: u32, new: u32) -> u16 {
-    let check = update_u16(check, (old >> 16) as u16, (new >> 16) as u16);
-    update_u16(check, old as u16, new as u16)
+    let mut d = Delta::new();
+    d.word32(old, new);
+    d.apply(check)
 }
 
-/// Incremental update when a 16-byte field (an IPv6 address) changes.
+/// Incremental update when a field at an even offset of the covered area
+/// changes (an IPv6 address).
+///
+/// # Panics
+///
+/// If `old` and `new` differ in length.
 pub fn update_bytes(check: u16, old: &[u8], new: &[u8]) -> u16 {
-    debug_assert_eq!(old.len(), new.len());
-    debug_assert!(old.len().is_multiple_of(2));
-    // ~(~HC + sum(~m) + sum(m')) in one pass.
-    let mut acc = u64::from(!check);
-    for (o, n) in old.chunks_exact(2).zip(new.chunks_exact(2)) {
-        acc += u64::from(!u16::from_be_bytes([o[0], o[1]]));
-        acc += u64::from(u16::from_be_bytes([n[0], n[1]]));
+    let mut d = Delta::new();
+    d.bytes(old, new);
+    d.apply(check)
+}
+
+/// Changes an SCTP packet (common header and chunks) in place with `edit`
+/// and moves its CRC32c field by the change of the CRC, so that a correct
+/// CRC stays correct and a wrong one stays wrong by the same bits, as Open
+/// vSwitch does. (For a fixed length the CRC is affine over GF(2):
+/// `crc(a) ^ crc(b) ^ crc(c) = crc(a ^ b ^ c)`, so the stored value `s`
+/// becomes `s ^ crc(before) ^ crc(after)`.)
+///
+/// Whatever `edit` writes to the checksum field (bytes 8..12) is replaced.
+/// Returns `false`, without calling `edit`, if `packet` is shorter than the
+/// common header.
+pub fn sctp_update(packet: &mut [u8], edit: impl FnOnce(&mut [u8])) -> bool {
+    const CSUM: core::ops::Range<usize> = 8..12;
+    if packet.len() < crate::sctp::HEADER_LEN {
+        return false;
     }
-    !fold(acc)
+    let before = sctp_crc32c(packet);
+    let stored = u32::from_le_bytes([packet[8], packet[9], packet[10], packet[11]]);
+    edit(packet);
+    let after = sctp_crc32c(packet);
+    packet[CSUM].copy_from_slice(&(stored ^ before ^ after).to_le_bytes());
+    true
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The straightforward definition, to check the fast one against.
-    fn reference(data: &[u8]) -> u16 {
-        let mut acc: u32 = 0;
-        for c in data.chunks(2) {
-            let w = if c.len() == 2 {
-                u16::from_be_bytes([c[0], c[1]])
-            } else {
-                u16::from(c[0]) << 8
-            };
-            acc += u32::from(w);
-        }
-        while acc >> 16 != 0 {
-            acc = (acc & 0xffff) + (acc >> 16);
-        }
-        !(acc as u16)
-    }
-
-    #[test]
-    fn rfc1071_example() {
-        // RFC 1071 §3: the words 0001 f203 f4f5 f6f7 sum to ddf2.
-        let data = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
-        assert_eq!(fold(sum(0, &data)), 0xddf2);
-        assert_eq!(checksum(&data), !0xddf2);
-    }
-
-    #[test]
-    fn matches_reference_on_all_lengths() {
-        let data: Vec<u8> = (0..300u32).map(|i| (i * 7 + 13) as u8).collect();
-        for len in 0..data.len() {
-            assert_eq!(checksum(&data[..len]), reference(&data[..len]), "len {len}");
-        }
-        let ones = vec![0xffu8; 77];
-        assert_eq!(checksum(&ones), reference(&ones));
-    }
-
-    #[test]
-    fn ipv4_header_verifies() {
-        // A real IPv4 header (from a ping), checksum 0xb861.
-        let hdr = [
-            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8,
-            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
-        ];
-        assert_eq!(checksum(&hdr), 0);
-        let mut zeroed = hdr;
-        zeroed[10] = 0;
-        zeroed[11] = 0;
-        assert_eq!(checksum(&zeroed), 0xb861);
-    }
-
-    #[test]
-    fn incremental_update_matches_recompute() {
-        let mut hdr = [
-            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8,
-            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
-        ];
-        let old = u32::from_be_bytes([hdr[12], hdr[13], hdr[14], hdr[15]]);
-        let new = 0x0a00_0001u32;
-        let check = u16::from_be_bytes([hdr[10], hdr[11]]);
-        let updated = update_u32(check, old, new);
-        hdr[12..16].copy_from_slice(&new.to_be_bytes());
-        hdr[10] = 0;
-        hdr[11] = 0;
-        assert_eq!(updated, checksum(&hdr));
-
-        let old6 = [1u8; 16];
-        let new6 = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9];
-        let mut area = [0u8; 20];
-        area[..16].copy_from_slice(&old6);
-        area[16] = 0x12;
-        let c0 = checksum(&area);
-        let c1 = update_bytes(c0, &old6, &new6);
-        area[..16].copy_from_slice(&new6);
-        assert_eq!(c1, checksum(&area));
-    }
-
-    #[test]
-    fn crc32c_check_value() {
-        // The CRC32c check value of "123456789" is 0xe3069283.
-        assert_eq!(crc32c::crc32c(b"123456789"), 0xe306_9283);
-        // The checksum field does not take part.
-        let mut pkt = [0u8; 16];
-        pkt[..8].copy_from_slice(b"12345678");
-        let a = sctp_crc32c(&pkt);
-        pkt[8..12].copy_from_slice(&[1, 2, 3, 4]);
-        assert_eq!(a, sctp_crc32c(&pkt));
-    }
-}
+mod tests;

@@ -1,7 +1,7 @@
 //! IPv6 headers (RFC 8200) and the extension headers conntrack walks:
 //! hop-by-hop options, routing, fragment, destination options, and AH.
 
-use crate::{Error, Result, be16, ip_proto};
+use crate::{Error, Result, be16, be32, ip_proto};
 
 /// Length of the fixed IPv6 header.
 pub const HEADER_LEN: usize = 40;
@@ -200,7 +200,7 @@ pub fn walk_extensions(data: &[u8], next_header: u8) -> Result<ExtChain> {
         let next = hdr[0];
         if proto == ip_proto::FRAGMENT {
             frag_header = Some(off);
-            let offlg = u16::from_be_bytes([hdr[2], hdr[3]]);
+            let offlg = be16(hdr, 2);
             off += len;
             if offlg != 0 {
                 // Offset (13 bits, in 8-byte units) and the M flag; bits 1-2
@@ -240,12 +240,12 @@ impl FragHeader {
     /// Reads a fragment header from the first 8 bytes of `data`.
     pub fn parse(data: &[u8]) -> Result<Self> {
         let h = data.get(..FRAG_HEADER_LEN).ok_or(Error::Truncated)?;
-        let offlg = u16::from_be_bytes([h[2], h[3]]);
+        let offlg = be16(h, 2);
         Ok(FragHeader {
             next_header: h[0],
             offset: offlg & 0xfff8,
             more: offlg & 1 != 0,
-            ident: u32::from_be_bytes([h[4], h[5], h[6], h[7]]),
+            ident: be32(h, 4),
         })
     }
 }

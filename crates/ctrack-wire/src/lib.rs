@@ -14,6 +14,47 @@
 //! padding, which headers are skipped, what counts as a fragment), and this
 //! is the hottest code in the datapath. `benches/parse.rs` compares it with
 //! `etherparse` on the same frames.
+//!
+//! Besides the views: [`checksum`] (full and incremental Internet checksums,
+//! SCTP's CRC32c), [`SeqNum`] (TCP sequence numbers, compared modulo 2^32),
+//! [`build`] (frames for tests and benchmarks), and big-endian field access
+//! ([`be16`] and [`be32`] where the bounds are known, [`read_be16`],
+//! [`read_be32`], [`write_be16`] and [`write_be32`] where they are not).
+//!
+//! # Example
+//!
+//! Build a VLAN-tagged TCP SYN, find its layers, read its TCP header:
+//!
+//! ```
+//! use ctrack_wire::build::{Frame as Builder, L4};
+//! use ctrack_wire::tcp::{TcpPacket, flags};
+//! use ctrack_wire::{Fragment, IpVersion, LinkType, SeqNum, ip_proto, parse_frame};
+//!
+//! let mut syn = L4::tcp(40000, 80, flags::SYN);
+//! if let L4::Tcp { seq, .. } = &mut syn {
+//!     *seq = u32::MAX; // the SYN takes the last number before the wrap
+//! }
+//! let bytes = Builder::v4([10, 0, 0, 1], [10, 0, 0, 2], syn)
+//!     .vlan(0x8100, 42)
+//!     .build();
+//!
+//! let frame = parse_frame(&bytes, LinkType::Ethernet);
+//! assert_eq!(frame.vlans.as_slice()[0].vid(), 42);
+//! assert_eq!(frame.l3, Some(14 + 4));
+//! let ip = frame.ip.expect("an IPv4 frame");
+//! assert_eq!(ip.version, IpVersion::V4);
+//! assert_eq!(ip.proto, ip_proto::TCP);
+//! assert_eq!(ip.frag, Fragment::No);
+//! assert_eq!((ip.l4, ip.end), (18 + 20, bytes.len()));
+//!
+//! // The views read the layer's bytes, checked once by `new_checked`.
+//! let tcp = TcpPacket::new_checked(&bytes[ip.l4..ip.end])?;
+//! assert_eq!((tcp.src_port(), tcp.dst_port()), (40000, 80));
+//! assert_eq!(tcp.flags(), flags::SYN);
+//! // The SYN occupies one number: the peer's ACK will be 0.
+//! assert_eq!(SeqNum(tcp.seq()) + 1, SeqNum(0));
+//! # Ok::<(), ctrack_wire::Error>(())
+//! ```
 #![forbid(unsafe_code)]
 
 pub mod build;
@@ -24,11 +65,13 @@ pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
 pub mod sctp;
+pub mod seq;
 pub mod tcp;
 pub mod udp;
 
 pub use frame::{Frame, IpLayer, IpVersion, LinkType, NotIp, parse_frame};
 pub use ipv6::Fragment;
+pub use seq::SeqNum;
 
 /// Why a header could not be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -108,14 +151,107 @@ pub mod ip_proto {
     }
 }
 
-/// Reads a big-endian u16 at `at`. The caller has checked the bounds.
+/// Reads the big-endian `u16` at byte `at` of `data`.
+///
+/// For offsets already known to be in bounds (a view after `new_checked`,
+/// a fixed header whose length was checked); use [`read_be16`] otherwise.
+///
+/// # Panics
+///
+/// If `data` is shorter than `at + 2`.
 #[inline]
-pub(crate) fn be16(data: &[u8], at: usize) -> u16 {
+pub fn be16(data: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([data[at], data[at + 1]])
 }
 
-/// Reads a big-endian u32 at `at`. The caller has checked the bounds.
+/// Reads the big-endian `u32` at byte `at` of `data`.
+///
+/// The counterpart of [`be16`]; [`read_be32`] is the checked one.
+///
+/// # Panics
+///
+/// If `data` is shorter than `at + 4`.
 #[inline]
-pub(crate) fn be32(data: &[u8], at: usize) -> u32 {
+pub fn be32(data: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]])
+}
+
+/// Reads the big-endian `u16` at byte `at` of `data`, or `None` if the two
+/// bytes are not all inside `data`. Never panics, whatever `at` is.
+#[inline]
+pub fn read_be16(data: &[u8], at: usize) -> Option<u16> {
+    data.get(at..)?
+        .first_chunk()
+        .map(|b| u16::from_be_bytes(*b))
+}
+
+/// Reads the big-endian `u32` at byte `at` of `data`, or `None` if the four
+/// bytes are not all inside `data`. Never panics, whatever `at` is.
+#[inline]
+pub fn read_be32(data: &[u8], at: usize) -> Option<u32> {
+    data.get(at..)?
+        .first_chunk()
+        .map(|b| u32::from_be_bytes(*b))
+}
+
+/// Writes `value` big-endian at byte `at` of `data`. Returns `false`, and
+/// writes nothing, if the two bytes are not all inside `data`.
+#[inline]
+pub fn write_be16(data: &mut [u8], at: usize, value: u16) -> bool {
+    match data.get_mut(at..).and_then(|d| d.first_chunk_mut::<2>()) {
+        Some(b) => {
+            *b = value.to_be_bytes();
+            true
+        }
+        None => false,
+    }
+}
+
+/// Writes `value` big-endian at byte `at` of `data`. Returns `false`, and
+/// writes nothing, if the four bytes are not all inside `data`.
+#[inline]
+pub fn write_be32(data: &mut [u8], at: usize, value: u32) -> bool {
+    match data.get_mut(at..).and_then(|d| d.first_chunk_mut::<4>()) {
+        Some(b) => {
+            *b = value.to_be_bytes();
+            true
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn big_endian_reads_and_writes() {
+        let mut d = [0x12, 0x34, 0x56, 0x78, 0x9a];
+        assert_eq!(be16(&d, 0), 0x1234);
+        assert_eq!(be16(&d, 3), 0x789a);
+        assert_eq!(be32(&d, 1), 0x3456_789a);
+        assert_eq!(read_be16(&d, 3), Some(0x789a));
+        assert_eq!(read_be32(&d, 1), Some(0x3456_789a));
+        for at in [4, 5, 6, usize::MAX] {
+            assert_eq!(read_be16(&d, at), None, "{at}");
+        }
+        for at in [2, 5, usize::MAX - 1] {
+            assert_eq!(read_be32(&d, at), None, "{at}");
+        }
+        assert!(write_be16(&mut d, 3, 0xbeef));
+        assert_eq!(d, [0x12, 0x34, 0x56, 0xbe, 0xef]);
+        assert!(write_be32(&mut d, 0, 0xdead_0001));
+        assert_eq!(d, [0xde, 0xad, 0x00, 0x01, 0xef]);
+        // Out of bounds: nothing written.
+        assert!(!write_be16(&mut d, 4, 0));
+        assert!(!write_be32(&mut d, 2, 0));
+        assert!(!write_be32(&mut d, usize::MAX, 0));
+        assert_eq!(d, [0xde, 0xad, 0x00, 0x01, 0xef]);
+    }
+
+    #[test]
+    #[should_panic]
+    fn be16_panics_out_of_bounds() {
+        be16(&[1, 2, 3], 2);
+    }
 }
