@@ -24,6 +24,7 @@
 //! had a heap overflow in this place: CVE-less fix 7c31be6d6).
 
 use core::ops::Range;
+use ctrack_wire::SeqNum;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Longest line kept across segments. An announcement is under 100 bytes;
@@ -291,11 +292,6 @@ pub struct Stream {
     last_cmd: Option<(u32, u32)>,
 }
 
-/// `a` is after `b` in sequence space.
-fn after(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) > 0
-}
-
 impl Stream {
     /// Reads a segment of `side` starting at sequence number `seq`. With
     /// `hold_partial`, a segment that ends in an unfinished announcement is
@@ -314,11 +310,11 @@ impl Stream {
         if payload.is_empty() {
             return scan;
         }
-        let end = seq.wrapping_add(payload.len() as u32);
+        let end = (SeqNum(seq) + payload.len()).0;
         match self.next {
             Some(n) if n == seq => {}
             None => {}
-            Some(n) if after(n, seq) => {
+            Some(n) if SeqNum(n).after(SeqNum(seq)) => {
                 // Old data. A retransmitted announcement is read (and
                 // rewritten) again, as a line of its own.
                 if self.last_cmd == Some((seq, payload.len() as u32)) {

@@ -15,7 +15,7 @@
 use core::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-use ctrack_wire::{IpLayer, ip_proto};
+use ctrack_wire::{IpLayer, ip_proto, read_be16, read_be32};
 
 use crate::action::Alg;
 use crate::alg::expect::{self, ExpKey, Expectation, Expectations, Target};
@@ -356,12 +356,4 @@ fn expect_data<A: Addr>(
 
 fn port(l4: u32) -> u16 {
     (l4 >> 16) as u16
-}
-
-fn read_be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
-}
-
-fn read_be32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }

@@ -1,8 +1,8 @@
 //! A datagram made whole, and the fragments rebuilt from it as they came.
 
-use ctrack_wire::{LinkType, ipv4, ipv6, parse_frame};
+use ctrack_wire::{LinkType, ipv4, ipv6, parse_frame, read_be16};
 
-use super::identify::{be16, v6_next_header_field};
+use super::identify::v6_next_header_field;
 
 /// A fragment held, and what its caller tagged it with.
 #[derive(Debug)]
@@ -64,7 +64,7 @@ pub(super) fn build<T>(frags: Vec<Held<T>>, link: LinkType, v6: bool) -> Option<
         let total = u16::try_from(ip_len).ok()?;
         frame[l3 + 2..l3 + 4].copy_from_slice(&total.to_be_bytes());
         // No more fragments, offset 0; DF and the reserved bit stay.
-        let ff = be16(&frame, l3 + 6)? & 0xc000;
+        let ff = read_be16(&frame, l3 + 6)? & 0xc000;
         frame[l3 + 6..l3 + 8].copy_from_slice(&ff.to_be_bytes());
         let mut h = ipv4::Ipv4Packet::new_unchecked(&mut frame[l3..]);
         h.fill_checksum();

@@ -32,10 +32,6 @@ pub(super) struct Info {
     pub(super) head: usize,
 }
 
-pub(super) fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
-}
-
 /// Reads what a fragment is.
 pub(super) fn info(
     frame: &[u8],

@@ -25,91 +25,25 @@
 //! Every offset is checked: a packet too short for a field is left as it is
 //! (the tracker only hands over packets it parsed, so this does not happen).
 
-use ctrack_wire::{IpLayer, IpVersion, checksum, ip_proto, ipv6};
+use ctrack_wire::checksum::Delta;
+use ctrack_wire::{IpLayer, IpVersion, checksum, ip_proto, ipv6, read_be16, read_be32, write_be16};
 
 use crate::key::Family;
 use crate::key::{Addr, Tuple};
 use crate::nat::is_icmp;
 
-/// Running sum of changed 16-bit words, to update a checksum that covers
-/// them: HC' = ~(~HC + Σ~m + Σm').
-#[derive(Debug, Clone, Copy, Default)]
-struct Delta(u64);
-
-impl Delta {
-    #[inline]
-    fn word(&mut self, old: u16, new: u16) {
-        self.0 += u64::from(!old) + u64::from(new);
-    }
-
-    fn bytes(&mut self, old: &[u8], new: &[u8]) {
-        for (o, n) in old.chunks_exact(2).zip(new.chunks_exact(2)) {
-            self.word(
-                u16::from_be_bytes([o[0], o[1]]),
-                u16::from_be_bytes([n[0], n[1]]),
-            );
-        }
-    }
-
-    fn add(&mut self, other: Delta) {
-        self.0 += other.0;
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0 == 0
-    }
-
-    #[inline]
-    fn apply(&self, check: u16) -> u16 {
-        !checksum::fold(u64::from(!check) + self.0)
-    }
-}
-
-fn get16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
-}
-
-fn put16(b: &mut [u8], at: usize, v: u16) -> bool {
-    match b.get_mut(at..at + 2) {
-        Some(s) => {
-            s.copy_from_slice(&v.to_be_bytes());
-            true
-        }
-        None => false,
-    }
-}
-
-/// Writes a 16-bit field, adding the change to `d`.
 fn set16(b: &mut [u8], at: usize, v: u16, d: &mut Delta) {
-    if let Some(old) = get16(b, at)
-        && old != v
-        && put16(b, at, v)
-    {
-        d.word(old, v);
-    }
+    d.set_be16(b, at, v);
 }
 
 /// Updates the checksum field at `at` by `d`; with `zero_means_none` (UDP)
 /// a zero field stays zero and a result of zero is written as 0xffff.
 fn fix_check(b: &mut [u8], at: usize, d: Delta, zero_means_none: bool) -> Delta {
-    let mut own = Delta::default();
-    if d.is_empty() {
-        return own;
+    if zero_means_none {
+        d.apply_udp_at(b, at)
+    } else {
+        d.apply_at(b, at)
     }
-    let Some(old) = get16(b, at) else {
-        return own;
-    };
-    if zero_means_none && old == 0 {
-        return own;
-    }
-    let mut new = d.apply(old);
-    if zero_means_none && new == 0 {
-        new = 0xffff;
-    }
-    if put16(b, at, new) {
-        own.word(old, new);
-    }
-    own
 }
 
 /// The bytes of an address of family `A`: 4 or 16 of the array.
@@ -127,13 +61,7 @@ fn addr_bytes<A: Addr>(a: A) -> ([u8; 16], usize) {
 /// Writes an address at `at`, adding the change to `d`.
 fn set_addr<A: Addr>(b: &mut [u8], at: usize, a: A, d: &mut Delta) {
     let (bytes, n) = addr_bytes(a);
-    let Some(field) = b.get_mut(at..at + n) else {
-        return;
-    };
-    if field != &bytes[..n] {
-        d.bytes(field, &bytes[..n]);
-        field.copy_from_slice(&bytes[..n]);
-    }
+    d.set_bytes(b, at, &bytes[..n]);
 }
 
 /// Where the source and destination addresses are in an IP header.
@@ -191,15 +119,10 @@ fn rewrite_l4<A: Addr>(
         let Some(seg) = b.get_mut(l4..end) else {
             return;
         };
-        if seg.len() < ctrack_wire::sctp::HEADER_LEN {
-            return;
-        }
-        let before = checksum::sctp_crc32c(seg);
-        seg[0..2].copy_from_slice(&port(to.src_l4).to_be_bytes());
-        seg[2..4].copy_from_slice(&port(to.dst_l4).to_be_bytes());
-        let after = checksum::sctp_crc32c(seg);
-        let stored = u32::from_le_bytes([seg[8], seg[9], seg[10], seg[11]]);
-        seg[8..12].copy_from_slice(&(stored ^ before ^ after).to_le_bytes());
+        checksum::sctp_update(seg, |seg| {
+            seg[0..2].copy_from_slice(&port(to.src_l4).to_be_bytes());
+            seg[2..4].copy_from_slice(&port(to.dst_l4).to_be_bytes());
+        });
         return;
     }
     if has_ports(proto) {
@@ -330,12 +253,9 @@ pub(crate) fn tcp_adjust(
     ack: Option<&crate::nat::seqadj::SeqAdj>,
 ) {
     let mut d = Delta::default();
-    let word = |b: &[u8], at: usize| -> Option<u32> {
-        Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
-    };
+    let word = read_be32;
     let set32 = |b: &mut [u8], at: usize, v: u32, d: &mut Delta| {
-        set16(b, at, (v >> 16) as u16, d);
-        set16(b, at + 2, v as u16, d);
+        d.set_be32(b, at, v);
     };
     if let Some(a) = seq.filter(|a| a.active())
         && let Some(old) = word(b, l4 + 4)
@@ -397,14 +317,11 @@ pub(crate) fn tcp_adjust(
 /// Writes 4 bytes at an odd offset from `base`, adding the change of the
 /// 16-bit words (aligned to `base`) they touch to `d`.
 fn set_unaligned32(b: &mut [u8], base: usize, at: usize, v: u32, d: &mut Delta) {
-    let first = at - 1;
-    let Some(old) = b.get(first..first + 6).map(|s| s.to_vec()) else {
+    let Some(old) = read_be32(b, at) else {
         return;
     };
-    b[at..at + 4].copy_from_slice(&v.to_be_bytes());
-    let new = b[first..first + 6].to_vec();
-    debug_assert_eq!((first - base) % 2, 0);
-    d.bytes(&old, &new);
+    ctrack_wire::write_be32(b, at, v);
+    d.bytes_at(at - base, &old.to_be_bytes(), &v.to_be_bytes());
 }
 
 /// Recomputes a TCP checksum in full (after a payload changed length).
@@ -446,7 +363,7 @@ pub(crate) fn tcp_checksum(b: &mut [u8], ip: &IpLayer, end: usize) {
 pub(crate) fn ip_length(b: &mut [u8], ip: &IpLayer, delta: isize) {
     match ip.version {
         IpVersion::V4 => {
-            let Some(old) = get16(b, ip.l3 + 2) else {
+            let Some(old) = read_be16(b, ip.l3 + 2) else {
                 return;
             };
             let new = (old as isize + delta) as u16;
@@ -455,10 +372,10 @@ pub(crate) fn ip_length(b: &mut [u8], ip: &IpLayer, delta: isize) {
             fix_check(b, ip.l3 + 10, d, false);
         }
         IpVersion::V6 => {
-            let Some(old) = get16(b, ip.l3 + 4) else {
+            let Some(old) = read_be16(b, ip.l3 + 4) else {
                 return;
             };
-            put16(b, ip.l3 + 4, (old as isize + delta) as u16);
+            write_be16(b, ip.l3 + 4, (old as isize + delta) as u16);
         }
     }
 }
@@ -517,8 +434,8 @@ mod tests {
             assert!(all_valid(&f));
             let ip = parse_frame(&f, LinkType::Ethernet).ip.unwrap();
             assert_eq!(&f[ip.l3 + 12..ip.l3 + 16], &[192, 0, 2, 1]);
-            assert_eq!(get16(&f, ip.l4), Some(1024));
-            assert_eq!(get16(&f, ip.l4 + 2), Some(8080));
+            assert_eq!(read_be16(&f, ip.l4), Some(1024));
+            assert_eq!(read_be16(&f, ip.l4 + 2), Some(8080));
         }
     }
 
@@ -528,9 +445,9 @@ mod tests {
         let to = t4([10, 9, 9, 9], 7, [10, 0, 0, 2], 6);
         let mut f = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::udp(5, 6, b"x")).build();
         let ip = parse_frame(&f, LinkType::Ethernet).ip.unwrap();
-        put16(&mut f, ip.l4 + 6, 0);
+        write_be16(&mut f, ip.l4 + 6, 0);
         packet(&mut f, &ip, &from, &to);
-        assert_eq!(get16(&f, ip.l4 + 6), Some(0));
+        assert_eq!(read_be16(&f, ip.l4 + 6), Some(0));
         assert!(all_valid(&f));
     }
 
@@ -541,13 +458,13 @@ mod tests {
         let mut good = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::tcp(40000, 80, 2)).build();
         let ip = parse_frame(&good, LinkType::Ethernet).ip.unwrap();
         let mut bad = good.clone();
-        let c = get16(&bad, ip.l4 + 16).unwrap();
-        put16(&mut bad, ip.l4 + 16, c ^ 0x0101);
+        let c = read_be16(&bad, ip.l4 + 16).unwrap();
+        write_be16(&mut bad, ip.l4 + 16, c ^ 0x0101);
         packet(&mut good, &ip, &from, &to);
         packet(&mut bad, &ip, &from, &to);
         assert_eq!(
-            get16(&good, ip.l4 + 16).unwrap() ^ 0x0101,
-            get16(&bad, ip.l4 + 16).unwrap()
+            read_be16(&good, ip.l4 + 16).unwrap() ^ 0x0101,
+            read_be16(&bad, ip.l4 + 16).unwrap()
         );
     }
 
@@ -568,7 +485,7 @@ mod tests {
         let f = rewrite_v4(L4::icmp_query(8, 7, 1), from, to);
         assert!(all_valid(&f));
         let ip = parse_frame(&f, LinkType::Ethernet).ip.unwrap();
-        assert_eq!(get16(&f, ip.l4 + 4), Some(9));
+        assert_eq!(read_be16(&f, ip.l4 + 4), Some(9));
 
         let a: Ipv6Addr = "fd00::1".parse().unwrap();
         let b: Ipv6Addr = "fd00::2".parse().unwrap();
@@ -657,7 +574,7 @@ mod tests {
             assert_eq!(&f[ip.l3 + 16..ip.l3 + 20], &[10, 0, 0, 1]);
             let q = ip.l4 + 8;
             assert_eq!(&f[q + 12..q + 16], &[10, 0, 0, 1]);
-            assert_eq!(get16(&f, q + 20), Some(40000));
+            assert_eq!(read_be16(&f, q + 20), Some(40000));
             let h = ctrack_wire::ipv4::Ipv4Packet::new_unchecked(&f[q..q + 20]);
             assert!(h.verify_checksum());
             if quoted.len() >= 40 {

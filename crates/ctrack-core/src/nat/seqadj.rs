@@ -2,11 +2,7 @@
 //! (Linux's `nf_ct_seqadj`): each direction remembers where its numbering
 //! moved, so later segments, acknowledgments and SACK edges are shifted.
 
-/// `a` comes after `b` in sequence space.
-#[inline]
-pub(crate) fn seq_after(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) > 0
-}
+use ctrack_wire::SeqNum;
 
 /// How a direction's sequence numbers moved after its payload was
 /// lengthened or shortened: bytes up to and including the segment at `pos`
@@ -31,7 +27,7 @@ impl SeqAdj {
         if delta == 0 {
             return;
         }
-        if self.before == self.after || seq_after(seq, self.pos) {
+        if self.before == self.after || SeqNum(seq).after(SeqNum(self.pos)) {
             self.pos = seq;
             self.before = self.after;
             self.after = self.after.wrapping_add(delta);
@@ -40,23 +36,25 @@ impl SeqAdj {
 
     /// A sequence number of this direction as the receiver sees it.
     pub(crate) fn seq(&self, seq: u32) -> u32 {
-        let off = if seq_after(seq, self.pos) {
+        let (seq, pos) = (SeqNum(seq), SeqNum(self.pos));
+        let off = if seq.after(pos) {
             self.after
         } else {
             self.before
         };
-        seq.wrapping_add(off as u32)
+        (seq + off).0
     }
 
     /// An acknowledgment (or SACK edge) of this direction's bytes, sent by
     /// the receiver, put back in the sender's numbering.
     pub(crate) fn ack(&self, ack: u32) -> u32 {
-        let off = if seq_after(ack.wrapping_sub(self.before as u32), self.pos) {
+        let (ack, pos) = (SeqNum(ack), SeqNum(self.pos));
+        let off = if (ack - self.before).after(pos) {
             self.after
         } else {
             self.before
         };
-        ack.wrapping_sub(off as u32)
+        (ack - off).0
     }
 }
 

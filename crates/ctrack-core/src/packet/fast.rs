@@ -15,7 +15,7 @@
 //! [`ConnKey`]: crate::ConnKey
 
 use ctrack_wire::tcp::{TcpPacket, ovs_wscale};
-use ctrack_wire::{checksum, ip_proto};
+use ctrack_wire::{be16, checksum, ip_proto};
 
 use crate::key::Tuple;
 use crate::packet::extract::L4Info;
@@ -32,11 +32,6 @@ pub struct Fast {
     pub l4: L4Info,
     /// Bytes of the IP datagram.
     pub ip_len: u32,
-}
-
-#[inline(always)]
-fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
 }
 
 /// The one's-complement sum of a 20-byte IPv4 header, unfolded: five

@@ -14,6 +14,7 @@
 
 use crate::proto::Update;
 use crate::zone::Timeout;
+use ctrack_wire::SeqNum as S;
 use ctrack_wire::tcp::{MAX_WSCALE, flags};
 
 /// TCP states per side, in the order Open vSwitch and Linux number them
@@ -143,14 +144,14 @@ impl Segment {
     /// The sequence space the segment occupies: payload, plus one each for
     /// SYN and FIN.
     fn end(&self) -> u32 {
-        let mut end = self.seq.wrapping_add(self.payload_len);
+        let mut end = S(self.seq) + self.payload_len;
         if self.has(flags::SYN) {
-            end = end.wrapping_add(1);
+            end += 1u32;
         }
         if self.has(flags::FIN) {
-            end = end.wrapping_add(1);
+            end += 1u32;
         }
-        end
+        end.0
     }
 
     /// The window-scale announcement as a [`Peer::wscale`] value.
@@ -160,16 +161,6 @@ impl Segment {
             None => 0,
         }
     }
-}
-
-/// Sequence-number comparison modulo 2^32: `a >= b`.
-fn seq_geq(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) >= 0
-}
-
-/// Sequence-number comparison modulo 2^32: `a > b`.
-fn seq_gt(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) > 0
 }
 
 /// Flag combinations no TCP sends: SYN with RST or FIN; neither SYN, ACK nor
@@ -314,7 +305,7 @@ fn init_peer(
     // Slide the window if needed (seqhi may come from a mid-stream pickup).
     let mut check_ackskew = true;
     let allowed = (u32::from(dst.max_win) << *dws).max(1);
-    if src.seqhi == 1 || seq_geq(end.wrapping_add(allowed), src.seqhi) {
+    if src.seqhi == 1 || S(end.wrapping_add(allowed)).at_or_after(S(src.seqhi)) {
         src.seqhi = end.wrapping_add(allowed);
         // A new connection, or one already in place: be lenient on ACKs.
         check_ackskew = false;
@@ -342,8 +333,8 @@ fn in_window(
     dws: u8,
 ) -> bool {
     let back = (u32::from(dst.max_win)) << dws;
-    seq_geq(src.seqhi, end)
-        && seq_geq(seq, src.seqlo.wrapping_sub(back))
+    S(src.seqhi).at_or_after(S(end))
+        && S(seq).at_or_after(S(src.seqlo) - back)
         && i64::from(ackskew) >= -MAX_ACK_WINDOW
         && i64::from(ackskew) <= (MAX_ACK_WINDOW << sws)
         && (f & flags::RST == 0
@@ -362,8 +353,8 @@ fn in_loose_window(seq: u32, end: u32, src: &Peer, dst: &Peer) -> bool {
     (dst.state < TcpState::SynSent
         || dst.state >= TcpState::FinWait2
         || src.state >= TcpState::FinWait2)
-        && seq_geq(src.seqhi.wrapping_add(MAX_ACK_WINDOW as u32), end)
-        && seq_geq(seq, src.seqlo.wrapping_sub(MAX_ACK_WINDOW as u32))
+        && S(src.seqhi.wrapping_add(MAX_ACK_WINDOW as u32)).at_or_after(S(end))
+        && S(seq).at_or_after(S(src.seqlo.wrapping_sub(MAX_ACK_WINDOW as u32)))
 }
 
 /// Moves the windows after an accepted segment.
@@ -371,11 +362,9 @@ fn advance(src: &mut Peer, dst: &mut Peer, win: u16, end: u32, ack: u32, sws: u8
     if src.max_win < win {
         src.max_win = win;
     }
-    if seq_gt(end, src.seqlo) {
-        src.seqlo = end;
-    }
+    src.seqlo = S(src.seqlo).max(S(end)).0;
     let scaled = u32::from(win) << sws;
-    if seq_geq(ack.wrapping_add(scaled), dst.seqhi) {
+    if S(ack.wrapping_add(scaled)).at_or_after(S(dst.seqhi)) {
         dst.seqhi = ack.wrapping_add(scaled.max(1));
     }
 }
@@ -456,7 +445,7 @@ pub fn update(
     }
 
     let ackskew = if check_ackskew {
-        dst.seqlo.wrapping_sub(ack) as i32
+        S(dst.seqlo) - S(ack)
     } else {
         0
     };
