@@ -217,9 +217,22 @@ def main():
                 if length > FN_MAX:
                     print(f"fn {length} lines (max {FN_MAX}): {rel}:{line} {name}")
                     bad += 1
+        # Modules declared `#[cfg(test)] mod name;` (test files) are left
+        # out of the graph, as inline test modules are.
+        test_mods = set()
+        for f in files:
+            me = tuple(module_of(src, f))
+            lines = f.read_text(errors="replace").split("\n")
+            for i, l in enumerate(lines[:-1]):
+                if re.match(r"^\s*#\[cfg\(test\)\]", l):
+                    m = re.match(r"^\s*(pub(\([^)]*\))?\s+)?mod\s+(\w+)\s*;", lines[i + 1])
+                    if m:
+                        test_mods.add(me + (m.group(3),))
         file_graph, top_graph = {}, {}
         for f in files:
             me = tuple(module_of(src, f))
+            if any(me[: len(t)] == t for t in test_mods):
+                continue
             is_dir_mod = f.name in ("mod.rs", "lib.rs", "main.rs")
             for t in imports(parsed[f], list(me), is_dir_mod, mods):
                 # A folder's mod.rs declaring or re-exporting its children.

@@ -7,7 +7,7 @@
 //! summing 16-bit words.
 //!
 //! [`Delta`] updates a checksum after some fields changed (RFC 1624), for
-//! address and port translation; [`sctp_update`] does the same for SCTP's
+//! address and port translation; [`crate::sctp::edit_keeping_crc`] does the same for SCTP's
 //! CRC32c.
 
 use crate::{read_be16, read_be32, write_be16, write_be32};
@@ -362,29 +362,6 @@ pub fn update_bytes(check: u16, old: &[u8], new: &[u8]) -> u16 {
     let mut d = Delta::new();
     d.bytes(old, new);
     d.apply(check)
-}
-
-/// Changes an SCTP packet (common header and chunks) in place with `edit`
-/// and moves its CRC32c field by the change of the CRC, so that a correct
-/// CRC stays correct and a wrong one stays wrong by the same bits, as Open
-/// vSwitch does. (For a fixed length the CRC is affine over GF(2):
-/// `crc(a) ^ crc(b) ^ crc(c) = crc(a ^ b ^ c)`, so the stored value `s`
-/// becomes `s ^ crc(before) ^ crc(after)`.)
-///
-/// Whatever `edit` writes to the checksum field (bytes 8..12) is replaced.
-/// Returns `false`, without calling `edit`, if `packet` is shorter than the
-/// common header.
-pub fn sctp_update(packet: &mut [u8], edit: impl FnOnce(&mut [u8])) -> bool {
-    const CSUM: core::ops::Range<usize> = 8..12;
-    if packet.len() < crate::sctp::HEADER_LEN {
-        return false;
-    }
-    let before = sctp_crc32c(packet);
-    let stored = u32::from_le_bytes([packet[8], packet[9], packet[10], packet[11]]);
-    edit(packet);
-    let after = sctp_crc32c(packet);
-    packet[CSUM].copy_from_slice(&(stored ^ before ^ after).to_le_bytes());
-    true
 }
 
 #[cfg(test)]

@@ -93,6 +93,29 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> SctpPacket<T> {
     }
 }
 
+/// Changes an SCTP packet (common header and chunks) in place with `edit`
+/// and moves its CRC32c field by the change of the CRC, so that a correct
+/// CRC stays correct and a wrong one stays wrong by the same bits, as Open
+/// vSwitch does. (For a fixed length the CRC is affine over GF(2):
+/// `crc(a) ^ crc(b) ^ crc(c) = crc(a ^ b ^ c)`, so the stored value `s`
+/// becomes `s ^ crc(before) ^ crc(after)`.)
+///
+/// Whatever `edit` writes to the checksum field (bytes 8..12) is replaced.
+/// Returns `false`, without calling `edit`, if `packet` is shorter than the
+/// common header.
+pub fn edit_keeping_crc(packet: &mut [u8], edit: impl FnOnce(&mut [u8])) -> bool {
+    const CSUM: core::ops::Range<usize> = 8..12;
+    if packet.len() < HEADER_LEN {
+        return false;
+    }
+    let before = crate::checksum::sctp_crc32c(packet);
+    let stored = u32::from_le_bytes([packet[8], packet[9], packet[10], packet[11]]);
+    edit(packet);
+    let after = crate::checksum::sctp_crc32c(packet);
+    packet[CSUM].copy_from_slice(&(stored ^ before ^ after).to_le_bytes());
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -119,7 +119,7 @@ fn rewrite_l4<A: Addr>(
         let Some(seg) = b.get_mut(l4..end) else {
             return;
         };
-        checksum::sctp_update(seg, |seg| {
+        ctrack_wire::sctp::edit_keeping_crc(seg, |seg| {
             seg[0..2].copy_from_slice(&port(to.src_l4).to_be_bytes());
             seg[2..4].copy_from_slice(&port(to.dst_l4).to_be_bytes());
         });

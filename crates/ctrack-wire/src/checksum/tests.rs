@@ -209,14 +209,16 @@ fn sctp_update_keeps_the_error() {
     let mut bad = pkt.clone();
     bad[9] ^= 0x40;
     let edit = |p: &mut [u8]| p[0..2].copy_from_slice(&5001u16.to_be_bytes());
-    assert!(sctp_update(&mut pkt, edit));
-    assert!(sctp_update(&mut bad, edit));
+    assert!(crate::sctp::edit_keeping_crc(&mut pkt, edit));
+    assert!(crate::sctp::edit_keeping_crc(&mut bad, edit));
     let want = sctp_crc32c(&pkt);
     assert_eq!(pkt[8..12], want.to_le_bytes());
     assert_eq!(bad[9] ^ 0x40, pkt[9]);
     assert_eq!((&bad[..9], &bad[10..]), (&pkt[..9], &pkt[10..]));
     let mut short = [0u8; 11];
-    assert!(!sctp_update(&mut short, |_| panic!("not called")));
+    assert!(!crate::sctp::edit_keeping_crc(&mut short, |_| panic!(
+        "not called"
+    )));
 }
 
 mod prop {
@@ -387,7 +389,7 @@ mod prop {
         ) {
             let crc = sctp_crc32c(&pkt);
             pkt[8..12].copy_from_slice(&(crc ^ err).to_le_bytes());
-            let done = sctp_update(&mut pkt, |p| {
+            let done = crate::sctp::edit_keeping_crc(&mut pkt, |p| {
                 p[0..2].copy_from_slice(&sport.to_be_bytes());
                 p[4..8].copy_from_slice(&vtag.to_be_bytes());
                 p[9] = !p[9];
