@@ -14,12 +14,10 @@ const C: [u8; 4] = [10, 0, 0, 1];
 const S: [u8; 4] = [192, 0, 2, 2];
 const N: [u8; 4] = [198, 51, 100, 1];
 
-#[allow(clippy::too_many_arguments)]
+/// A TCP segment from `(address, port)` to `(address, port)`.
 fn seg(
-    src: [u8; 4],
-    sp: u16,
-    dst: [u8; 4],
-    dp: u16,
+    (src, sp): ([u8; 4], u16),
+    (dst, dp): ([u8; 4], u16),
     flags: u16,
     seq: u32,
     ack: u32,
@@ -32,16 +30,14 @@ fn seg(
 /// client ISN 100, server ISN 500.
 fn control(n: &Net, client: [u8; 4], server: [u8; 4], out: [u8; 4], fwd: &str, back: &str) {
     assert_eq!(
-        n.state(&seg(client, 40000, server, 21, SYN, 100, 0, b""), fwd),
+        n.state(&seg((client, 40000), (server, 21), SYN, 100, 0, b""), fwd),
         "new|trk"
     );
     assert_eq!(
         n.state(
             &seg(
-                out,
-                21,
-                client_seen(client, out),
-                40000,
+                (out, 21),
+                (client_seen(client, out), 40000),
                 SYN | ACK,
                 500,
                 101,
@@ -52,7 +48,7 @@ fn control(n: &Net, client: [u8; 4], server: [u8; 4], out: [u8; 4], fwd: &str, b
         "est|rpl|trk"
     );
     assert_eq!(
-        n.state(&seg(client, 40000, server, 21, ACK, 101, 501, b""), fwd),
+        n.state(&seg((client, 40000), (server, 21), ACK, 101, 501, b""), fwd),
         "est|trk"
     );
 }
@@ -61,21 +57,21 @@ fn control(n: &Net, client: [u8; 4], server: [u8; 4], out: [u8; 4], fwd: &str, b
 /// (`fwd` out, `nat` back), each packet checked as it leaves.
 fn snat_control(n: &Net, fwd: &str) {
     n.expect(
-        &seg(C, 40000, S, 21, SYN, 100, 0, b""),
+        &seg((C, 40000), (S, 21), SYN, 100, 0, b""),
         fwd,
-        &seg(N, 40000, S, 21, SYN, 100, 0, b""),
+        &seg((N, 40000), (S, 21), SYN, 100, 0, b""),
         "new|trk|snat",
     );
     n.expect(
-        &seg(S, 21, N, 40000, SYN | ACK, 500, 101, b""),
+        &seg((S, 21), (N, 40000), SYN | ACK, 500, 101, b""),
         "nat",
-        &seg(S, 21, C, 40000, SYN | ACK, 500, 101, b""),
+        &seg((S, 21), (C, 40000), SYN | ACK, 500, 101, b""),
         "est|rpl|trk|dnat",
     );
     n.expect(
-        &seg(C, 40000, S, 21, ACK, 101, 501, b""),
+        &seg((C, 40000), (S, 21), ACK, 101, 501, b""),
         fwd,
-        &seg(N, 40000, S, 21, ACK, 101, 501, b""),
+        &seg((N, 40000), (S, 21), ACK, 101, 501, b""),
         "est|trk|snat",
     );
 }
@@ -90,7 +86,10 @@ fn active_ftp_without_nat() {
     control(&n, C, S, S, "commit,alg=ftp", "commit");
     let port = b"PORT 10,0,0,1,156,65\r\n"; // 40001
     assert_eq!(
-        n.state(&seg(C, 40000, S, 21, PSH | ACK, 101, 501, port), "commit"),
+        n.state(
+            &seg((C, 40000), (S, 21), PSH | ACK, 101, 501, port),
+            "commit"
+        ),
         "est|trk"
     );
     assert_eq!(n.t.expectation_count(), 1);
@@ -101,21 +100,24 @@ fn active_ftp_without_nat() {
     );
     // The server's data connection is related; every packet of it.
     assert_eq!(
-        n.state(&seg(S, 20, C, 40001, SYN, 9000, 0, b""), "commit"),
+        n.state(&seg((S, 20), (C, 40001), SYN, 9000, 0, b""), "commit"),
         "new|rel|trk"
     );
     assert_eq!(
-        n.state(&seg(C, 40001, S, 20, SYN | ACK, 7000, 9001, b""), "commit"),
+        n.state(
+            &seg((C, 40001), (S, 20), SYN | ACK, 7000, 9001, b""),
+            "commit"
+        ),
         "est|rel|rpl|trk"
     );
     assert_eq!(
-        n.state(&seg(S, 20, C, 40001, ACK, 9001, 7001, b""), "commit"),
+        n.state(&seg((S, 20), (C, 40001), ACK, 9001, 7001, b""), "commit"),
         "est|rel|trk"
     );
     // Consumed: another connection to the same port is not expected.
     assert_eq!(n.t.expectation_count(), 0);
     assert_eq!(
-        n.state(&seg(S, 2020, C, 40001, SYN, 1, 0, b""), "commit"),
+        n.state(&seg((S, 2020), (C, 40001), SYN, 1, 0, b""), "commit"),
         "new|trk"
     );
     let st = n.stats.get();
@@ -136,10 +138,13 @@ fn passive_ftp_without_nat_and_marks_inherited() {
     control(&n, C, S, S, "commit,alg=ftp,mark=0x42", "commit");
     let reply = b"227 Entering Passive Mode (192,0,2,2,195,80).\r\n"; // 50000
     assert_eq!(
-        n.state(&seg(S, 21, C, 40000, PSH | ACK, 501, 101, reply), "commit"),
+        n.state(
+            &seg((S, 21), (C, 40000), PSH | ACK, 501, 101, reply),
+            "commit"
+        ),
         "est|rpl|trk"
     );
-    let (v, _) = n.send(&seg(C, 40002, S, 50000, SYN, 1, 0, b""), "commit");
+    let (v, _) = n.send(&seg((C, 40002), (S, 50000), SYN, 1, 0, b""), "commit");
     assert_eq!(v.state.to_string(), "new|rel|trk");
     assert_eq!(v.mark, 0x42);
     // 229 (no address).
@@ -147,10 +152,8 @@ fn passive_ftp_without_nat_and_marks_inherited() {
     assert_eq!(
         n.state(
             &seg(
-                S,
-                21,
-                C,
-                40000,
+                (S, 21),
+                (C, 40000),
                 PSH | ACK,
                 501 + reply.len() as u32,
                 101,
@@ -161,7 +164,7 @@ fn passive_ftp_without_nat_and_marks_inherited() {
         "est|rpl|trk"
     );
     assert_eq!(
-        n.state(&seg(C, 40003, S, 50001, SYN, 1, 0, b""), "commit"),
+        n.state(&seg((C, 40003), (S, 50001), SYN, 1, 0, b""), "commit"),
         "new|rel|trk"
     );
 }
@@ -172,7 +175,10 @@ fn a_bounce_to_another_host_is_not_expected() {
     control(&n, C, S, S, "commit,alg=ftp", "commit");
     let port = b"PORT 10,9,9,9,156,65\r\n";
     assert_eq!(
-        n.state(&seg(C, 40000, S, 21, PSH | ACK, 101, 501, port), "commit"),
+        n.state(
+            &seg((C, 40000), (S, 21), PSH | ACK, 101, 501, port),
+            "commit"
+        ),
         "est|trk"
     );
     assert_eq!(n.t.expectation_count(), 0);
@@ -187,18 +193,18 @@ fn active_ftp_through_snat_rewrites_text_and_sequence_numbers() {
     let shown = b"PORT 198,51,100,1,156,65\r\n";
     let grow = (shown.len() - port.len()) as u32;
     n.expect(
-        &seg(C, 40000, S, 21, PSH | ACK, 101, 501, port),
+        &seg((C, 40000), (S, 21), PSH | ACK, 101, 501, port),
         fwd,
-        &seg(N, 40000, S, 21, PSH | ACK, 101, 501, shown),
+        &seg((N, 40000), (S, 21), PSH | ACK, 101, 501, shown),
         "est|trk|snat",
     );
     // The server acknowledges the longer text; the client sees its own
     // numbering.
     let after = 101 + port.len() as u32;
     n.expect(
-        &seg(S, 21, N, 40000, ACK, 501, after + grow, b""),
+        &seg((S, 21), (N, 40000), ACK, 501, after + grow, b""),
         "nat",
-        &seg(S, 21, C, 40000, ACK, 501, after, b""),
+        &seg((S, 21), (C, 40000), ACK, 501, after, b""),
         "est|rpl|trk|dnat",
     );
     // Many packets later, both ways, the offset holds and the tracker
@@ -208,48 +214,55 @@ fn active_ftp_through_snat_rewrites_text_and_sequence_numbers() {
     for i in 0..100u32 {
         let data = format!("NOOP {i}\r\n");
         n.expect(
-            &seg(C, 40000, S, 21, PSH | ACK, cs, ss, data.as_bytes()),
+            &seg((C, 40000), (S, 21), PSH | ACK, cs, ss, data.as_bytes()),
             fwd,
-            &seg(N, 40000, S, 21, PSH | ACK, cs + grow, ss, data.as_bytes()),
+            &seg(
+                (N, 40000),
+                (S, 21),
+                PSH | ACK,
+                cs + grow,
+                ss,
+                data.as_bytes(),
+            ),
             "est|trk|snat",
         );
         cs += data.len() as u32;
         let answer = b"200 NOOP ok\r\n";
         n.expect(
-            &seg(S, 21, N, 40000, PSH | ACK, ss, cs + grow, answer),
+            &seg((S, 21), (N, 40000), PSH | ACK, ss, cs + grow, answer),
             "nat",
-            &seg(S, 21, C, 40000, PSH | ACK, ss, cs, answer),
+            &seg((S, 21), (C, 40000), PSH | ACK, ss, cs, answer),
             "est|rpl|trk|dnat",
         );
         ss += answer.len() as u32;
     }
     // The data connection, to the translated address, goes to the client.
     n.expect(
-        &seg(S, 20, N, 40001, SYN, 9000, 0, b""),
+        &seg((S, 20), (N, 40001), SYN, 9000, 0, b""),
         "commit,nat",
-        &seg(S, 20, C, 40001, SYN, 9000, 0, b""),
+        &seg((S, 20), (C, 40001), SYN, 9000, 0, b""),
         "new|rel|trk|dnat",
     );
     n.expect(
-        &seg(C, 40001, S, 20, SYN | ACK, 7000, 9001, b""),
+        &seg((C, 40001), (S, 20), SYN | ACK, 7000, 9001, b""),
         "commit,nat",
-        &seg(N, 40001, S, 20, SYN | ACK, 7000, 9001, b""),
+        &seg((N, 40001), (S, 20), SYN | ACK, 7000, 9001, b""),
         "est|rel|rpl|trk|snat",
     );
     // A second PORT moves the offset again.
     let port2 = b"PORT 10,0,0,1,156,66\r\n";
     let shown2 = b"PORT 198,51,100,1,156,66\r\n";
     n.expect(
-        &seg(C, 40000, S, 21, PSH | ACK, cs, ss, port2),
+        &seg((C, 40000), (S, 21), PSH | ACK, cs, ss, port2),
         fwd,
-        &seg(N, 40000, S, 21, PSH | ACK, cs + grow, ss, shown2),
+        &seg((N, 40000), (S, 21), PSH | ACK, cs + grow, ss, shown2),
         "est|trk|snat",
     );
     cs += port2.len() as u32;
     n.expect(
-        &seg(C, 40000, S, 21, ACK, cs, ss, b""),
+        &seg((C, 40000), (S, 21), ACK, cs, ss, b""),
         fwd,
-        &seg(N, 40000, S, 21, ACK, cs + 2 * grow, ss, b""),
+        &seg((N, 40000), (S, 21), ACK, cs + 2 * grow, ss, b""),
         "est|trk|snat",
     );
     assert_eq!(n.stats.get().alg_rewritten, 2);
@@ -262,37 +275,37 @@ fn passive_ftp_behind_dnat() {
     let server: [u8; 4] = [10, 0, 0, 9];
     let fwd = "commit,nat(dst=10.0.0.9),alg=ftp";
     n.expect(
-        &seg(outside, 5000, N, 21, SYN, 1, 0, b""),
+        &seg((outside, 5000), (N, 21), SYN, 1, 0, b""),
         fwd,
-        &seg(outside, 5000, server, 21, SYN, 1, 0, b""),
+        &seg((outside, 5000), (server, 21), SYN, 1, 0, b""),
         "new|trk|dnat",
     );
     n.expect(
-        &seg(server, 21, outside, 5000, SYN | ACK, 700, 2, b""),
+        &seg((server, 21), (outside, 5000), SYN | ACK, 700, 2, b""),
         "nat",
-        &seg(N, 21, outside, 5000, SYN | ACK, 700, 2, b""),
+        &seg((N, 21), (outside, 5000), SYN | ACK, 700, 2, b""),
         "est|rpl|trk|snat",
     );
     n.expect(
-        &seg(outside, 5000, N, 21, ACK, 2, 701, b""),
+        &seg((outside, 5000), (N, 21), ACK, 2, 701, b""),
         fwd,
-        &seg(outside, 5000, server, 21, ACK, 2, 701, b""),
+        &seg((outside, 5000), (server, 21), ACK, 2, 701, b""),
         "est|trk|dnat",
     );
     let reply = b"227 Entering Passive Mode (10,0,0,9,195,80).\r\n";
     let shown = b"227 Entering Passive Mode (198,51,100,1,195,80).\r\n";
     n.expect(
-        &seg(server, 21, outside, 5000, PSH | ACK, 701, 2, reply),
+        &seg((server, 21), (outside, 5000), PSH | ACK, 701, 2, reply),
         "nat",
-        &seg(N, 21, outside, 5000, PSH | ACK, 701, 2, shown),
+        &seg((N, 21), (outside, 5000), PSH | ACK, 701, 2, shown),
         "est|rpl|trk|snat",
     );
     // The client connects to the public address; the data connection goes
     // to the server.
     n.expect(
-        &seg(outside, 5001, N, 50000, SYN, 1, 0, b""),
+        &seg((outside, 5001), (N, 50000), SYN, 1, 0, b""),
         "commit,nat",
-        &seg(outside, 5001, server, 50000, SYN, 1, 0, b""),
+        &seg((outside, 5001), (server, 50000), SYN, 1, 0, b""),
         "new|rel|trk|dnat",
     );
 }
@@ -304,7 +317,7 @@ fn split_commands() {
     control(&n, C, S, S, "commit,alg=ftp", "commit");
     assert_eq!(
         n.state(
-            &seg(C, 40000, S, 21, PSH | ACK, 101, 501, b"PORT 10,0,0,1,"),
+            &seg((C, 40000), (S, 21), PSH | ACK, 101, 501, b"PORT 10,0,0,1,"),
             "commit",
         ),
         "est|trk"
@@ -312,7 +325,7 @@ fn split_commands() {
     assert_eq!(n.t.expectation_count(), 0);
     assert_eq!(
         n.state(
-            &seg(C, 40000, S, 21, PSH | ACK, 115, 501, b"156,65\r\n"),
+            &seg((C, 40000), (S, 21), PSH | ACK, 115, 501, b"156,65\r\n"),
             "commit",
         ),
         "est|trk"
@@ -324,7 +337,7 @@ fn split_commands() {
     let fwd = "commit,nat(src=198.51.100.1),alg=ftp";
     snat_control(&n, fwd);
     let (v, _) = n.send(
-        &seg(C, 40000, S, 21, PSH | ACK, 101, 501, b"PORT 10,0,0,1,"),
+        &seg((C, 40000), (S, 21), PSH | ACK, 101, 501, b"PORT 10,0,0,1,"),
         fwd,
     );
     assert_eq!(v.state.to_string(), "inv|trk");
@@ -332,10 +345,8 @@ fn split_commands() {
     assert_eq!(n.t.expectation_count(), 0);
     n.expect(
         &seg(
-            C,
-            40000,
-            S,
-            21,
+            (C, 40000),
+            (S, 21),
             PSH | ACK,
             101,
             501,
@@ -343,10 +354,8 @@ fn split_commands() {
         ),
         fwd,
         &seg(
-            N,
-            40000,
-            S,
-            21,
+            (N, 40000),
+            (S, 21),
             PSH | ACK,
             101,
             501,
@@ -358,10 +367,8 @@ fn split_commands() {
     // A retransmission is rewritten the same way and moves nothing.
     n.expect(
         &seg(
-            C,
-            40000,
-            S,
-            21,
+            (C, 40000),
+            (S, 21),
             PSH | ACK,
             101,
             501,
@@ -369,10 +376,8 @@ fn split_commands() {
         ),
         fwd,
         &seg(
-            N,
-            40000,
-            S,
-            21,
+            (N, 40000),
+            (S, 21),
             PSH | ACK,
             101,
             501,
@@ -381,9 +386,9 @@ fn split_commands() {
         "est|trk|snat",
     );
     n.expect(
-        &seg(C, 40000, S, 21, ACK, 123, 501, b""),
+        &seg((C, 40000), (S, 21), ACK, 123, 501, b""),
         fwd,
-        &seg(N, 40000, S, 21, ACK, 127, 501, b""),
+        &seg((N, 40000), (S, 21), ACK, 127, 501, b""),
         "est|trk|snat",
     );
 }
@@ -395,7 +400,7 @@ fn a_refused_partial_command_is_counted_invalid_not_established() {
     snat_control(&n, fwd);
     let before = n.stats.get();
     let (v, _) = n.send(
-        &seg(C, 40000, S, 21, PSH | ACK, 101, 501, b"PORT 10,0,0,1,"),
+        &seg((C, 40000), (S, 21), PSH | ACK, 101, 501, b"PORT 10,0,0,1,"),
         fwd,
     );
     assert_eq!(v.state.to_string(), "inv|trk");
@@ -434,7 +439,7 @@ fn hostile_payloads_are_harmless() {
         ),
     ];
     for (p, grow) in &payloads {
-        let (v, out) = n.send(&seg(C, 40000, S, 21, PSH | ACK, seq, 501, p), fwd);
+        let (v, out) = n.send(&seg((C, 40000), (S, 21), PSH | ACK, seq, 501, p), fwd);
         assert_eq!(v.state.to_string(), "est|trk|snat");
         // Ethernet, IPv4 and TCP headers, then the payload.
         assert_eq!(out.len(), 14 + 20 + 20 + p.len() + grow);
@@ -532,7 +537,14 @@ fn expectations_are_bounded_and_expire() {
     let port = |p: u8| format!("PORT 10,0,0,1,156,{p}\r\n");
     assert_eq!(
         n.state(
-            &seg(C, 40000, S, 21, PSH | ACK, 101, 501, port(65).as_bytes()),
+            &seg(
+                (C, 40000),
+                (S, 21),
+                PSH | ACK,
+                101,
+                501,
+                port(65).as_bytes()
+            ),
             "commit",
         ),
         "est|trk"
@@ -543,10 +555,8 @@ fn expectations_are_bounded_and_expire() {
     assert_eq!(
         n.state(
             &seg(
-                c2,
-                40000,
-                S,
-                21,
+                (c2, 40000),
+                (S, 21),
                 PSH | ACK,
                 101,
                 501,
@@ -561,7 +571,14 @@ fn expectations_are_bounded_and_expire() {
     // A new PORT on the first replaces its own.
     assert_eq!(
         n.state(
-            &seg(C, 40000, S, 21, PSH | ACK, 123, 501, port(66).as_bytes()),
+            &seg(
+                (C, 40000),
+                (S, 21),
+                PSH | ACK,
+                123,
+                501,
+                port(66).as_bytes()
+            ),
             "commit",
         ),
         "est|trk"
@@ -571,7 +588,7 @@ fn expectations_are_bounded_and_expire() {
     // Five minutes later it is gone.
     n.now = Time::from_secs(100 + 301);
     assert_eq!(
-        n.state(&seg(S, 20, C, 40002, SYN, 1, 0, b""), "commit"),
+        n.state(&seg((S, 20), (C, 40002), SYN, 1, 0, b""), "commit"),
         "new|trk"
     );
     n.t.sweep(n.now, 1000, &mut Stats::default());
@@ -585,10 +602,8 @@ fn expectations_end_with_their_control_connection() {
     assert_eq!(
         n.state(
             &seg(
-                C,
-                40000,
-                S,
-                21,
+                (C, 40000),
+                (S, 21),
                 PSH | ACK,
                 101,
                 501,
@@ -600,7 +615,7 @@ fn expectations_end_with_their_control_connection() {
     );
     assert_eq!(n.t.flush_all(&mut Stats::default()), 1);
     assert_eq!(
-        n.state(&seg(S, 20, C, 40001, SYN, 1, 0, b""), "commit"),
+        n.state(&seg((S, 20), (C, 40001), SYN, 1, 0, b""), "commit"),
         "new|trk"
     );
 }
@@ -613,9 +628,9 @@ fn sack_edges_follow_the_offset() {
     let port = b"PORT 10,0,0,1,156,65\r\n";
     let shown = b"PORT 198,51,100,1,156,65\r\n";
     n.expect(
-        &seg(C, 40000, S, 21, PSH | ACK, 101, 501, port),
+        &seg((C, 40000), (S, 21), PSH | ACK, 101, 501, port),
         fwd,
-        &seg(N, 40000, S, 21, PSH | ACK, 101, 501, shown),
+        &seg((N, 40000), (S, 21), PSH | ACK, 101, 501, shown),
         "est|trk|snat",
     );
     let after = 101 + port.len() as u32;

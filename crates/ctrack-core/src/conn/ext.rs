@@ -1,6 +1,7 @@
 //! What few connections need: the extension allocated on first use, and what a new connection starts with.
 
 use crate::key::Tuple;
+use crate::proto::ProtoState;
 use core::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::AtomicU64;
 
@@ -52,4 +53,14 @@ impl<A> Default for Setup<A> {
             master: None,
         }
     }
+}
+
+/// A new connection's first packet: the protocol state it opens, whether
+/// it counts against its zone's limit, when it came, and its IP length.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct First {
+    pub proto: ProtoState,
+    pub counted: bool,
+    pub now: u64,
+    pub bytes: u32,
 }

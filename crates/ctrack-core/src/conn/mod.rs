@@ -11,7 +11,7 @@ mod record;
 pub use counters::Counters;
 pub use dump::Entry;
 pub use ext::Ext;
-pub(crate) use ext::Setup;
+pub(crate) use ext::{First, Setup};
 pub use info::ConnInfo;
 pub use record::Conn;
 pub(crate) use record::{DNAT, Kind, SNAT};

@@ -14,7 +14,7 @@ use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
 use ctrack_table::{EpochBox, Guard, Header, Record};
 use ctrack_wire::ip_proto;
 
-use crate::conn::{Counters, Ext, Setup};
+use crate::conn::{Counters, Ext, First, Setup};
 use crate::key::{Addr, Dir, LookupKey, Tuple, instance};
 use crate::key::{Family, Zone};
 use crate::proto::tcp::{Peer, TcpConn, TcpState};
@@ -77,18 +77,16 @@ pub(crate) fn kind_of(family: Family, proto: u8) -> Kind {
 }
 
 impl<A: Addr> Conn<A> {
-    /// Fills a vacant slot with a new connection (exclusive access).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn init(
-        &mut self,
-        key: &LookupKey<A>,
-        proto: &ProtoState,
-        class: Timeout,
-        counted: bool,
-        now: u64,
-        first_bytes: u32,
-        setup: Setup<A>,
-    ) {
+    /// Fills a vacant slot with a new connection (exclusive access): its
+    /// key, its first packet's state, count and time, and its set-up.
+    pub(crate) fn init(&mut self, key: &LookupKey<A>, first: &First, setup: Setup<A>) {
+        let First {
+            proto,
+            counted,
+            now,
+            bytes: first_bytes,
+        } = *first;
+        let class = proto.initial_timeout();
         self.orig = key.tuple;
         self.generation = key.generation;
         self.zone = key.zone;
@@ -102,7 +100,7 @@ impl<A: Addr> Conn<A> {
             Relaxed,
         );
         self.mark.store(0, Relaxed);
-        self.set_proto_state(proto);
+        self.set_proto_state(&proto);
         self.last_seen.store(now, Relaxed);
         self.counters[0].store(1, Relaxed);
         self.counters[1].store(u64::from(first_bytes), Relaxed);
@@ -430,17 +428,16 @@ mod tests {
                 },
             ],
         };
-        c.init(
-            &key,
-            &ProtoState::Tcp(t),
-            Timeout::TcpEstablished,
-            true,
-            9,
-            60,
-            Setup::default(),
-        );
+        let first = First {
+            proto: ProtoState::Tcp(t),
+            counted: true,
+            now: 9,
+            bytes: 60,
+        };
+        c.init(&key, &first, Setup::default());
         assert_eq!(c.proto_state(), ProtoState::Tcp(t));
-        assert_eq!(c.class(), Timeout::TcpEstablished);
+        // A new connection's class is its protocol's first.
+        assert_eq!(c.class(), Timeout::TcpFirstPacket);
         assert!(c.counted());
         c.refresh(11, Timeout::TcpClosing);
         assert_eq!((c.last_seen(), c.class()), (11, Timeout::TcpClosing));

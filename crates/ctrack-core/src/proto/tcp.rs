@@ -316,22 +316,34 @@ fn init_peer(
     (win, check_ackskew)
 }
 
-/// The window check: the segment's last byte fits the other side's window,
-/// it retransmits at most one window back, and its ACK is neither more than
-/// a window behind nor ahead. A RST must carry the exact sequence number
-/// (or one off).
-#[allow(clippy::too_many_arguments)]
-fn in_window(
-    f: u16,
+/// What the window check reads of a segment: its flags, its sequence
+/// number as sent and as tracked, the end of its data, how far its ACK is
+/// behind the other side's data, and both sides' window shifts.
+#[derive(Debug, Clone, Copy)]
+struct Range {
+    flags: u16,
     orig_seq: u32,
     seq: u32,
     end: u32,
     ackskew: i32,
-    src: &Peer,
-    dst: &Peer,
     sws: u8,
     dws: u8,
-) -> bool {
+}
+
+/// The window check: the segment's last byte fits the other side's window,
+/// it retransmits at most one window back, and its ACK is neither more than
+/// a window behind nor ahead. A RST must carry the exact sequence number
+/// (or one off).
+fn in_window(g: &Range, src: &Peer, dst: &Peer) -> bool {
+    let Range {
+        flags: f,
+        orig_seq,
+        seq,
+        end,
+        ackskew,
+        sws,
+        dws,
+    } = *g;
     let back = (u32::from(dst.max_win)) << dws;
     S(src.seqhi).at_or_after(S(end))
         && S(seq).at_or_after(S(src.seqlo) - back)
@@ -450,7 +462,16 @@ pub fn update(
         0
     };
 
-    if !seq_check || in_window(f, orig_seq, seq, end, ackskew, src, dst, sws, dws) {
+    let range = Range {
+        flags: f,
+        orig_seq,
+        seq,
+        end,
+        ackskew,
+        sws,
+        dws,
+    };
+    if !seq_check || in_window(&range, src, dst) {
         advance(src, dst, win, end, ack, sws);
         if f & flags::SYN != 0 && src.state < TcpState::SynSent {
             src.state = TcpState::SynSent;

@@ -11,7 +11,7 @@ use super::packet::{Call, Found, Pkt};
 use super::shared::Counted;
 use super::tracker::{Fam, NAT_RETRIES, RECLAIM_ON_FULL, Tracker};
 use crate::alg::expect::{ExpKey, Expectation};
-use crate::conn::{Conn, Setup};
+use crate::conn::{Conn, First, Setup};
 use crate::key::{ConnId, Dir, Family, LookupKey, instance};
 use crate::packet::L4Info;
 use crate::proto::{IcmpState, OtherState, ProtoState, tcp};
@@ -140,10 +140,15 @@ impl Tracker {
             Err(r) => return Some(refuse(o.v, r, cx.stats, out)),
         };
         let action = cx.action;
-        let class = o.proto.initial_timeout();
+        let first = First {
+            proto: o.proto,
+            counted,
+            now,
+            bytes: p.ip_len,
+        };
         let inherit = o.expected.as_ref().map(|(_, x)| (x.mark, x.label));
         let res = w.insert(shared, &hashes, now, |c| {
-            c.init(key, &o.proto, class, counted, now, p.ip_len, setup);
+            c.init(key, &first, setup);
             if let Some((mark, label)) = inherit {
                 c.set_mark(mark, u32::MAX);
                 if label != 0 {

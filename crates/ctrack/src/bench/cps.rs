@@ -246,7 +246,6 @@ fn run_once(a: &CpsArgs) -> Result<(Phase, Phase)> {
 /// Runs `n` connection openings spread over the threads, connection
 /// numbers from `first`; `clock(c, thread)` is the time of a batch whose
 /// first connection is the `c`-th of the phase.
-#[allow(clippy::too_many_arguments)]
 fn phase(
     a: &CpsArgs,
     tracker: &Tracker,
