@@ -234,9 +234,30 @@ impl PacketSpec {
         }
     }
 
+    /// The frame this spec describes; `depth` counts the ICMP errors it is
+    /// quoted inside.
     fn frame(&self, depth: u8) -> Frame {
+        let mut f = Frame::new(self.addr(self.src), self.addr(self.dst), self.l4(depth));
+        for i in 0..self.vlans % 4 {
+            f = f.vlan(
+                if i == 0 {
+                    ethertype::QINQ
+                } else {
+                    ethertype::VLAN
+                },
+                u16::from(i),
+            );
+        }
+        self.shape_ip(&mut f);
+        f.padding = usize::from(self.padding % 24);
+        f
+    }
+
+    /// The transport layer, with ports, types and sequence numbers drawn
+    /// from the pools.
+    fn l4(&self, depth: u8) -> L4 {
         let ports = [80u16, 443, 40000, 40001, 0];
-        let l4 = match &self.l4 {
+        match &self.l4 {
             L4Spec::Tcp {
                 sport,
                 dport,
@@ -319,18 +340,11 @@ impl PacketSpec {
                 proto: *proto,
                 payload: vec![0; usize::from(*len)],
             },
-        };
-        let mut f = Frame::new(self.addr(self.src), self.addr(self.dst), l4);
-        for i in 0..self.vlans % 4 {
-            f = f.vlan(
-                if i == 0 {
-                    ethertype::QINQ
-                } else {
-                    ethertype::VLAN
-                },
-                u16::from(i),
-            );
         }
+    }
+
+    /// IPv6 extension headers, or IPv4 fragment fields and options.
+    fn shape_ip(&self, f: &mut Frame) {
         if self.v6 {
             if let Some(e) = self.ext {
                 f.ext = match e % 5 {
@@ -354,8 +368,6 @@ impl PacketSpec {
             };
             f.ip_options = vec![1; usize::from(self.ip_options % 12)];
         }
-        f.padding = usize::from(self.padding % 24);
-        f
     }
 
     fn bytes(&self) -> Vec<u8> {

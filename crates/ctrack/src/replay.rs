@@ -1,6 +1,8 @@
 //! `ctrack replay`: runs a capture through the tracker and prints what it
 //! decides for every packet, then the connection table.
 
+mod json;
+
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufReader, Write};
@@ -8,19 +10,17 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use ctrack_core::conn::dump::EntryTuple as Tuple;
 use ctrack_core::frag::{FragConfig, MAX_FRAGS_LIMIT, MIN_FRAG_LIMIT};
 use ctrack_core::{
     Config, ConnId, CtAction, Entry, FragError, FragStats, InvalidReason, LinkType, Out, Outputs,
     Pipeline, Stats, Time, Tracker, Verdict,
 };
-use ctrack_datapath::capture::{CaptureReader, CaptureWriter};
+use ctrack_datapath::capture::{CaptureReader, CaptureWriter, Packet};
 use ctrack_wire::parse_frame;
-use serde::Serialize;
-use serde::ser::SerializeMap;
 
 use crate::args::{MAX_CONNS, bounded};
 use crate::describe::describe;
+use json::{ConnJson, CountersJson, DroppedJson, PacketJson, StatsJson};
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -158,195 +158,6 @@ impl PcapOut {
     }
 }
 
-#[derive(Serialize)]
-struct PacketJson<'a> {
-    packet: u64,
-    time: f64,
-    state: String,
-    flags: Vec<&'static str>,
-    zone: u16,
-    mark: u32,
-    label: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    conn: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    dir: Option<ctrack_core::Dir>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    invalid: Option<InvalidReason>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    refused: Option<ctrack_core::Refusal>,
-    summary: &'a str,
-    /// The packet as it leaves, if it changed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    out: Option<String>,
-    /// A fragment held for reassembly (its verdict comes with the
-    /// datagram's last fragment).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    held: bool,
-    /// A fragment dropped, and why.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    dropped: Option<FragError>,
-    /// The packets of the datagram this one completed.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    fragments: Vec<u64>,
-}
-
-#[derive(Serialize)]
-struct DroppedJson {
-    dropped: u64,
-    reason: FragError,
-}
-
-/// A connection of the table (README: "JSON output").
-#[derive(Serialize)]
-struct ConnJson<'a> {
-    conn: u64,
-    proto: u8,
-    proto_name: &'a str,
-    orig: TupleJson,
-    reply: TupleJson,
-    zone: u16,
-    mark: u32,
-    label: String,
-    state: &'a str,
-    timeout: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    helper: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    master: Option<&'a str>,
-}
-
-impl<'a> ConnJson<'a> {
-    fn new(conn: u64, e: &'a Entry) -> Self {
-        ConnJson {
-            conn,
-            proto: e.proto,
-            proto_name: ctrack_wire::ip_proto::name(e.proto).unwrap_or(""),
-            orig: TupleJson::new(&e.orig),
-            reply: TupleJson::new(&e.reply),
-            zone: e.zone,
-            mark: e.mark,
-            label: format!("{:#x}", e.label),
-            state: e.state,
-            timeout: e.timeout,
-            helper: e.helper,
-            master: e.master.as_deref(),
-        }
-    }
-}
-
-/// One direction of a connection.
-#[derive(Serialize)]
-struct TupleJson {
-    src: std::net::IpAddr,
-    dst: std::net::IpAddr,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    sport: Option<u16>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    dport: Option<u16>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    icmp: Option<IcmpJson>,
-    packets: u64,
-    bytes: u64,
-}
-
-impl TupleJson {
-    fn new(t: &Tuple) -> Self {
-        TupleJson {
-            src: t.src,
-            dst: t.dst,
-            sport: t.sport,
-            dport: t.dport,
-            icmp: t.icmp.map(|(id, ty, code)| IcmpJson { id, ty, code }),
-            packets: t.packets,
-            bytes: t.bytes,
-        }
-    }
-}
-
-/// The ICMP or ICMPv6 query of a connection.
-#[derive(Serialize)]
-struct IcmpJson {
-    id: u16,
-    #[serde(rename = "type")]
-    ty: u8,
-    code: u8,
-}
-
-/// The last line: the tracker's and the reassembler's counters.
-#[derive(Serialize)]
-struct CountersJson<'a> {
-    stats: StatsJson<'a>,
-    fragments: &'a FragStats,
-    connections: usize,
-}
-
-/// The tracker's counters, with invalid packets counted by reason name.
-#[derive(Serialize)]
-struct StatsJson<'a> {
-    packets: u64,
-    new: u64,
-    established: u64,
-    related: u64,
-    invalid: u64,
-    invalid_by_reason: ByReason<'a>,
-    committed: u64,
-    refused_table_full: u64,
-    refused_zone_limit: u64,
-    evicted: u64,
-    replaced: u64,
-    expired: u64,
-    flushed: u64,
-    refused_nat_exhausted: u64,
-    translated: u64,
-    expectations_created: u64,
-    expectations_matched: u64,
-    expectations_refused: u64,
-    expectations_expired: u64,
-    alg_rewritten: u64,
-}
-
-impl<'a> StatsJson<'a> {
-    fn new(s: &'a Stats) -> Self {
-        StatsJson {
-            packets: s.packets,
-            new: s.new,
-            established: s.established,
-            related: s.related,
-            invalid: s.invalid,
-            invalid_by_reason: ByReason(s),
-            committed: s.committed,
-            refused_table_full: s.refused_table_full,
-            refused_zone_limit: s.refused_zone_limit,
-            evicted: s.evicted,
-            replaced: s.replaced,
-            expired: s.expired,
-            flushed: s.flushed,
-            refused_nat_exhausted: s.refused_nat_exhausted,
-            translated: s.translated,
-            expectations_created: s.expectations_created,
-            expectations_matched: s.expectations_matched,
-            expectations_refused: s.expectations_refused,
-            expectations_expired: s.expectations_expired,
-            alg_rewritten: s.alg_rewritten,
-        }
-    }
-}
-
-/// `{"link_truncated": 0, "not_ip": 2, ...}`: every reason, in counter
-/// order.
-struct ByReason<'a>(&'a Stats);
-
-impl Serialize for ByReason<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(InvalidReason::ALL.len()))?;
-        for r in InvalidReason::ALL {
-            m.serialize_entry(&r, &self.0.invalid_count(r))?;
-        }
-        m.end()
-    }
-}
-
 /// What became of one packet of the capture.
 enum Fate<'a> {
     /// Tracked (alone, or as the last fragment of a datagram whose
@@ -356,6 +167,27 @@ enum Fate<'a> {
     Held,
     /// A fragment dropped.
     Dropped(FragError),
+}
+
+impl<'a> Fate<'a> {
+    /// The fate of packet `n`, given the packets that left and the
+    /// fragments dropped while tracking it.
+    fn of(n: u64, outs: &'a [Out<Tag>], dropped: &[(Tag, FragError)]) -> Self {
+        match outs.iter().find(|o| o.tag.n == n) {
+            Some(o) => {
+                let others: Vec<u64> = if outs.len() > 1 {
+                    outs.iter().map(|o| o.tag.n).collect()
+                } else {
+                    Vec::new()
+                };
+                Fate::Out(o, others)
+            }
+            None => match dropped.iter().find(|(t, _)| t.n == n) {
+                Some((_, why)) => Fate::Dropped(*why),
+                None => Fate::Held,
+            },
+        }
+    }
 }
 
 /// Numbers connections in the order they are first seen. A connection id
@@ -394,40 +226,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
     let file = File::open(&args.file).with_context(|| format!("{}", args.file.display()))?;
     let mut reader = CaptureReader::new(BufReader::new(file))
         .with_context(|| format!("{}", args.file.display()))?;
-    let config = Config {
-        tcp_seq_check: !args.no_tcp_seq_check,
-        tcp_loose: !args.no_tcp_loose,
-        checksums: !args.no_checksum,
-        max_conns: args.max_conns,
-        ..Config::default()
-    };
-    let frag = FragConfig {
-        v4: !args.no_reassembly,
-        v6: !args.no_reassembly,
-        max_frags: args.max_frags,
-        min_v4: args.min_frag_v4,
-        min_v6: args.min_frag_v6,
-        ..FragConfig::default()
-    };
-    frag.validate().map_err(anyhow::Error::msg)?;
-    let pipeline: Pipeline<Tag> = Pipeline::new(Tracker::new(config), frag);
-    let tracker = pipeline.tracker();
-    let action = args.ct.unwrap_or(CtAction {
-        zone: args.zone,
-        commit: !args.no_commit,
-        ..CtAction::default()
-    });
-    let mut pcap_out: Option<PcapOut> = None;
-    let mut numbering = Numbering::default();
-    let mut n: u64 = 0;
-    let mut first_ns: Option<u64> = None;
-    let mut next_sweep = Time::ZERO;
-    let mut now = Time::ZERO;
-    let mut last_ns = 0;
-    // The frames leaving, the fragments dropped, and the counters of this
-    // one worker.
-    let mut po: Outputs<Tag> = Outputs::default();
-
+    let mut replay = Replay::new(args)?;
     if args.format == Format::Human {
         writeln!(
             out,
@@ -436,198 +235,264 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
         )?;
     }
     let result = loop {
-        let pkt = match reader.next_packet() {
-            Ok(Some(p)) => p,
+        match reader.next_packet() {
+            Ok(Some(pkt)) => replay.packet(&pkt, out)?,
             Ok(None) => break Ok(()),
             Err(e) => break Err(e),
-        };
-        n += 1;
-        let first = *first_ns.get_or_insert(pkt.ts_nanos);
-        last_ns = pkt.ts_nanos;
-        now = match args.clock {
-            Clock::Capture => Time::from_nanos(pkt.ts_nanos),
-            Clock::Fixed => Time::from_nanos(first),
-        };
-        if now >= next_sweep {
-            let s = tracker.sweep(now, SWEEP_BUDGET, &mut po.stats);
-            next_sweep = s.next.unwrap_or(Time::MAX);
-        }
-        if pcap_out.is_none()
-            && let Some(path) = &args.write
-        {
-            pcap_out = Some(PcapOut::create(path, pkt.link)?);
-        }
-        po.out.clear();
-        po.dropped.clear();
-        let tag = Tag {
-            n,
-            cut: pkt.orig_len.saturating_sub(pkt.data.len() as u32),
-        };
-        pipeline.process(pkt.data.to_vec(), tag, pkt.link, &action, now, &mut po);
-        let (outs, dropped) = (&po.out, &po.dropped);
-        for o in outs {
-            numbering.see(&o.verdict);
-            if let Some(w) = pcap_out.as_mut() {
-                w.write(pkt.ts_nanos, &o.frame, o.tag.cut)?;
-            }
-        }
-        let fate = match outs.iter().find(|o| o.tag.n == n) {
-            Some(o) => {
-                let others: Vec<u64> = if outs.len() > 1 {
-                    outs.iter().map(|o| o.tag.n).collect()
-                } else {
-                    Vec::new()
-                };
-                Fate::Out(o, others)
-            }
-            None => match dropped.iter().find(|(t, _)| t.n == n) {
-                Some((_, why)) => Fate::Dropped(*why),
-                None => Fate::Held,
-            },
-        };
-        let rel = pkt.ts_nanos.saturating_sub(first) as f64 / 1e9;
-        match args.format {
-            // Open vSwitch's test tool prints a held fragment's empty state
-            // as "0", and a fragment it refuses as invalid.
-            Format::Ovs => match &fate {
-                Fate::Out(o, _) => writeln!(out, "{n}: {}", o.verdict.state)?,
-                Fate::Held => writeln!(out, "{n}: 0")?,
-                Fate::Dropped(_) => writeln!(out, "{n}: inv|trk")?,
-            },
-            Format::Human => {
-                let layers = parse_frame(pkt.data, pkt.link);
-                let summary = describe(pkt.data, &layers);
-                write_human(
-                    out,
-                    n,
-                    rel,
-                    &summary,
-                    &fate,
-                    &mut numbering,
-                    pkt.data,
-                    pkt.link,
-                )?;
-                for (t, why) in dropped.iter().filter(|(t, _)| t.n != n) {
-                    writeln!(
-                        out,
-                        "{:>6} {:>12}  packet {} dropped ({})",
-                        "",
-                        "",
-                        t.n,
-                        why.name()
-                    )?;
-                }
-            }
-            Format::Json => {
-                let layers = parse_frame(pkt.data, pkt.link);
-                let summary = describe(pkt.data, &layers);
-                let (v, changed, frags) = match &fate {
-                    Fate::Out(o, others) => (
-                        Some(o.verdict),
-                        (o.frame != pkt.data)
-                            .then(|| describe(&o.frame, &parse_frame(&o.frame, pkt.link))),
-                        others.clone(),
-                    ),
-                    _ => (None, None, Vec::new()),
-                };
-                let v0 = v.unwrap_or_default();
-                let j = PacketJson {
-                    packet: n,
-                    time: rel,
-                    state: if v.is_some() {
-                        v0.state.to_string()
-                    } else {
-                        String::new()
-                    },
-                    flags: v0.state.names().collect(),
-                    zone: action.zone,
-                    mark: v0.mark,
-                    label: format!("{:#x}", v0.label),
-                    conn: v0.conn.map(|id| numbering.number(id)),
-                    dir: v0.conn.map(|_| v0.dir),
-                    invalid: v0.invalid,
-                    refused: v0.refused,
-                    summary: &summary,
-                    out: changed,
-                    held: matches!(fate, Fate::Held),
-                    dropped: match fate {
-                        Fate::Dropped(w) => Some(w),
-                        _ => None,
-                    },
-                    fragments: frags,
-                };
-                serde_json::to_writer(&mut *out, &j)?;
-                writeln!(out)?;
-                for (t, why) in dropped.iter().filter(|(t, _)| t.n != n) {
-                    serde_json::to_writer(
-                        &mut *out,
-                        &DroppedJson {
-                            dropped: t.n,
-                            reason: *why,
-                        },
-                    )?;
-                    writeln!(out)?;
-                }
-            }
         }
     };
-    if let Some(w) = pcap_out {
-        w.finish()?;
-    }
-
-    match args.format {
-        Format::Ovs => {}
-        Format::Human => {
-            let span = last_ns.saturating_sub(first_ns.unwrap_or(last_ns)) as f64 / 1e9;
-            write_table(out, tracker, now, &mut numbering, n, span, &po.stats)?;
-            write_frag_summary(out, &pipeline.reassembler().stats())?;
-        }
-        Format::Json => {
-            for (n, e) in &connections(tracker, now, &mut numbering) {
-                serde_json::to_writer(&mut *out, &ConnJson::new(*n, e))?;
-                writeln!(out)?;
-            }
-            let stats = po.stats;
-            serde_json::to_writer(
-                &mut *out,
-                &CountersJson {
-                    stats: StatsJson::new(&stats),
-                    fragments: &pipeline.reassembler().stats(),
-                    connections: tracker.table_len(),
-                },
-            )?;
-            writeln!(out)?;
-        }
-    }
-    out.flush()?;
+    replay.finish(out)?;
     result.with_context(|| format!("{}", args.file.display()))
 }
 
-/// The connections of the table with their numbers, in number order (the
-/// order they were first seen), whatever the table's own order.
-fn connections(tracker: &Tracker, now: Time, numbering: &mut Numbering) -> Vec<(u64, Entry)> {
-    let mut conns = Vec::new();
-    tracker.for_each(None, now, |id, c| conns.push((id, c.entry.clone())));
-    let mut numbered: Vec<(u64, Entry)> = conns
-        .into_iter()
-        .map(|(id, e)| (numbering.number(id), e))
-        .collect();
-    numbered.sort_by_key(|(n, _)| *n);
-    numbered
+/// A replay under way: the pipeline and everything carried from one packet
+/// of the capture to the next.
+struct Replay<'a> {
+    args: &'a ReplayArgs,
+    pipeline: Pipeline<Tag>,
+    /// The `ct` action applied to every packet.
+    action: CtAction,
+    /// The `--write` file, created at the first packet (it takes that
+    /// packet's link type).
+    pcap_out: Option<PcapOut>,
+    numbering: Numbering,
+    /// Packets read so far; the number of the last one.
+    n: u64,
+    /// Capture time of the first packet and of the last one.
+    first_ns: Option<u64>,
+    last_ns: u64,
+    /// The tracker's clock, and when it next sweeps.
+    now: Time,
+    next_sweep: Time,
+    /// The frames leaving, the fragments dropped, and the counters of this
+    /// one worker.
+    po: Outputs<Tag>,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn write_human(
-    out: &mut dyn Write,
+impl<'a> Replay<'a> {
+    fn new(args: &'a ReplayArgs) -> Result<Self> {
+        let config = Config {
+            tcp_seq_check: !args.no_tcp_seq_check,
+            tcp_loose: !args.no_tcp_loose,
+            checksums: !args.no_checksum,
+            max_conns: args.max_conns,
+            ..Config::default()
+        };
+        let frag = FragConfig {
+            v4: !args.no_reassembly,
+            v6: !args.no_reassembly,
+            max_frags: args.max_frags,
+            min_v4: args.min_frag_v4,
+            min_v6: args.min_frag_v6,
+            ..FragConfig::default()
+        };
+        frag.validate().map_err(anyhow::Error::msg)?;
+        let action = args.ct.unwrap_or(CtAction {
+            zone: args.zone,
+            commit: !args.no_commit,
+            ..CtAction::default()
+        });
+        Ok(Replay {
+            args,
+            pipeline: Pipeline::new(Tracker::new(config), frag),
+            action,
+            pcap_out: None,
+            numbering: Numbering::default(),
+            n: 0,
+            first_ns: None,
+            last_ns: 0,
+            now: Time::ZERO,
+            next_sweep: Time::ZERO,
+            po: Outputs::default(),
+        })
+    }
+
+    /// Tracks the next packet of the capture and prints what became of it.
+    fn packet(&mut self, pkt: &Packet<'_>, out: &mut dyn Write) -> Result<()> {
+        self.n += 1;
+        let n = self.n;
+        let first = *self.first_ns.get_or_insert(pkt.ts_nanos);
+        self.last_ns = pkt.ts_nanos;
+        self.tick(pkt.ts_nanos, first);
+        if self.pcap_out.is_none()
+            && let Some(path) = &self.args.write
+        {
+            self.pcap_out = Some(PcapOut::create(path, pkt.link)?);
+        }
+        self.track(pkt)?;
+        let (outs, dropped) = (&self.po.out, &self.po.dropped);
+        let line = Line {
+            n,
+            rel: pkt.ts_nanos.saturating_sub(first) as f64 / 1e9,
+            data: pkt.data,
+            link: pkt.link,
+            fate: Fate::of(n, outs, dropped),
+            dropped,
+        };
+        match self.args.format {
+            Format::Ovs => write_ovs(out, &line)?,
+            Format::Human => write_human(out, &line, &mut self.numbering)?,
+            Format::Json => write_json(out, &line, self.action.zone, &mut self.numbering)?,
+        }
+        Ok(())
+    }
+
+    /// Moves the clock to a packet captured at `ts_nanos` (the first one
+    /// at `first`), sweeping when a sweep is due.
+    fn tick(&mut self, ts_nanos: u64, first: u64) {
+        self.now = match self.args.clock {
+            Clock::Capture => Time::from_nanos(ts_nanos),
+            Clock::Fixed => Time::from_nanos(first),
+        };
+        if self.now >= self.next_sweep {
+            let s = self
+                .pipeline
+                .tracker()
+                .sweep(self.now, SWEEP_BUDGET, &mut self.po.stats);
+            self.next_sweep = s.next.unwrap_or(Time::MAX);
+        }
+    }
+
+    /// Runs packet number `self.n` through the pipeline; numbers the
+    /// connections committed and writes the packets leaving to `--write`.
+    fn track(&mut self, pkt: &Packet<'_>) -> Result<()> {
+        self.po.out.clear();
+        self.po.dropped.clear();
+        let tag = Tag {
+            n: self.n,
+            cut: pkt.orig_len.saturating_sub(pkt.data.len() as u32),
+        };
+        self.pipeline.process(
+            pkt.data.to_vec(),
+            tag,
+            pkt.link,
+            &self.action,
+            self.now,
+            &mut self.po,
+        );
+        for o in &self.po.out {
+            self.numbering.see(&o.verdict);
+            if let Some(w) = self.pcap_out.as_mut() {
+                w.write(pkt.ts_nanos, &o.frame, o.tag.cut)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Completes the `--write` file, prints the connection table and the
+    /// counters (the ovs format has neither) and flushes `out`.
+    fn finish(mut self, out: &mut dyn Write) -> Result<()> {
+        if let Some(w) = self.pcap_out.take() {
+            w.finish()?;
+        }
+        let tracker = self.pipeline.tracker();
+        match self.args.format {
+            Format::Ovs => {}
+            Format::Human => {
+                let first_ns = self.first_ns.unwrap_or(self.last_ns);
+                let span = self.last_ns.saturating_sub(first_ns) as f64 / 1e9;
+                let stats = &self.po.stats;
+                write_table(
+                    out,
+                    tracker,
+                    self.now,
+                    &mut self.numbering,
+                    self.n,
+                    span,
+                    stats,
+                )?;
+                write_frag_summary(out, &self.pipeline.reassembler().stats())?;
+            }
+            Format::Json => {
+                for (n, e) in &connections(tracker, self.now, &mut self.numbering) {
+                    serde_json::to_writer(&mut *out, &ConnJson::new(*n, e))?;
+                    writeln!(out)?;
+                }
+                let stats = self.po.stats;
+                serde_json::to_writer(
+                    &mut *out,
+                    &CountersJson {
+                        stats: StatsJson::new(&stats),
+                        fragments: &self.pipeline.reassembler().stats(),
+                        connections: tracker.table_len(),
+                    },
+                )?;
+                writeln!(out)?;
+            }
+        }
+        out.flush()?;
+        Ok(())
+    }
+}
+
+/// One packet of the capture as the formats print it.
+struct Line<'a> {
+    /// Its number in the capture (from 1).
     n: u64,
+    /// Seconds since the first packet.
     rel: f64,
-    summary: &str,
-    fate: &Fate<'_>,
-    numbering: &mut Numbering,
-    data: &[u8],
+    /// The packet as it came, and its link type.
+    data: &'a [u8],
     link: LinkType,
+    fate: Fate<'a>,
+    /// The fragments dropped while tracking it (possibly its own, possibly
+    /// of earlier packets).
+    dropped: &'a [(Tag, FragError)],
+}
+
+impl Line<'_> {
+    /// The packet as it came, in one line.
+    fn summary(&self) -> String {
+        describe(self.data, &parse_frame(self.data, self.link))
+    }
+
+    /// The packet `o` leaving, in one line, if it differs from the packet
+    /// as it came.
+    fn changed(&self, o: &Out<Tag>) -> Option<String> {
+        (o.frame != self.data).then(|| describe(&o.frame, &parse_frame(&o.frame, self.link)))
+    }
+
+    /// The fragments of earlier packets dropped while tracking this one.
+    fn others_dropped(&self) -> impl Iterator<Item = &(Tag, FragError)> {
+        self.dropped.iter().filter(|(t, _)| t.n != self.n)
+    }
+}
+
+/// `N: state`. Open vSwitch's test tool prints a held fragment's empty
+/// state as "0", and a fragment it refuses as invalid.
+fn write_ovs(out: &mut dyn Write, line: &Line<'_>) -> io::Result<()> {
+    let n = line.n;
+    match &line.fate {
+        Fate::Out(o, _) => writeln!(out, "{n}: {}", o.verdict.state),
+        Fate::Held => writeln!(out, "{n}: 0"),
+        Fate::Dropped(_) => writeln!(out, "{n}: inv|trk"),
+    }
+}
+
+/// The packet's line (and those of the datagram it completed and of what
+/// it became), then one line per fragment of an earlier packet dropped.
+fn write_human(out: &mut dyn Write, line: &Line<'_>, numbering: &mut Numbering) -> io::Result<()> {
+    write_human_packet(out, line, numbering)?;
+    for (t, why) in line.others_dropped() {
+        writeln!(
+            out,
+            "{:>6} {:>12}  packet {} dropped ({})",
+            "",
+            "",
+            t.n,
+            why.name()
+        )?;
+    }
+    Ok(())
+}
+
+fn write_human_packet(
+    out: &mut dyn Write,
+    line: &Line<'_>,
+    numbering: &mut Numbering,
 ) -> io::Result<()> {
-    let (o, others) = match fate {
+    let (n, rel, summary) = (line.n, line.rel, line.summary());
+    let (o, others) = match &line.fate {
         Fate::Out(o, others) => (o, others),
         Fate::Held => {
             return writeln!(out, "{n:>6} {rel:>12.6}  {summary:<58} (fragment held)");
@@ -677,11 +542,77 @@ fn write_human(
             list.join(", ")
         )?;
     }
-    if o.frame != data {
-        let after = describe(&o.frame, &parse_frame(&o.frame, link));
+    if let Some(after) = line.changed(o) {
         writeln!(out, "{:>6} {:>12}  -> {after}", "", "")?;
     }
     Ok(())
+}
+
+/// The packet's object, then one object per fragment of an earlier packet
+/// dropped.
+fn write_json(
+    out: &mut dyn Write,
+    line: &Line<'_>,
+    zone: u16,
+    numbering: &mut Numbering,
+) -> Result<()> {
+    let summary = line.summary();
+    let (v, changed, frags) = match &line.fate {
+        Fate::Out(o, others) => (Some(o.verdict), line.changed(o), others.clone()),
+        _ => (None, None, Vec::new()),
+    };
+    let v0 = v.unwrap_or_default();
+    let j = PacketJson {
+        packet: line.n,
+        time: line.rel,
+        state: if v.is_some() {
+            v0.state.to_string()
+        } else {
+            String::new()
+        },
+        flags: v0.state.names().collect(),
+        zone,
+        mark: v0.mark,
+        label: format!("{:#x}", v0.label),
+        conn: v0.conn.map(|id| numbering.number(id)),
+        dir: v0.conn.map(|_| v0.dir),
+        invalid: v0.invalid,
+        refused: v0.refused,
+        summary: &summary,
+        out: changed,
+        held: matches!(line.fate, Fate::Held),
+        dropped: match line.fate {
+            Fate::Dropped(w) => Some(w),
+            _ => None,
+        },
+        fragments: frags,
+    };
+    serde_json::to_writer(&mut *out, &j)?;
+    writeln!(out)?;
+    for (t, why) in line.others_dropped() {
+        serde_json::to_writer(
+            &mut *out,
+            &DroppedJson {
+                dropped: t.n,
+                reason: *why,
+            },
+        )?;
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// The connections of the table with their numbers, in number order (the
+/// order they were first seen), whatever the table's own order.
+fn connections(tracker: &Tracker, now: Time, numbering: &mut Numbering) -> Vec<(u64, Entry)> {
+    let mut conns = Vec::new();
+    tracker.for_each(None, now, |id, c| conns.push((id, c.entry.clone())));
+    let mut numbered: Vec<(u64, Entry)> = conns
+        .into_iter()
+        .map(|(id, e)| (numbering.number(id), e))
+        .collect();
+    numbered.sort_by_key(|(n, _)| *n);
+    numbered
 }
 
 fn write_frag_summary(out: &mut dyn Write, f: &FragStats) -> io::Result<()> {

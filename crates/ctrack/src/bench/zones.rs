@@ -118,58 +118,101 @@ fn frame(i: u64) -> Vec<u8> {
     )
 }
 
-pub(crate) fn run(a: &ZonesArgs, json: bool, out: &mut dyn Write) -> Result<()> {
-    if let Err(e) = a.validate() {
-        bail!(e);
+/// The table under test and the frames that fill one zone of it.
+struct Workload {
+    frames: Vec<Vec<u8>>,
+    tracker: Tracker,
+    now: Time,
+}
+
+impl Workload {
+    fn new(n_conns: u64) -> Self {
+        Workload {
+            frames: (0..n_conns).map(frame).collect(),
+            tracker: Tracker::new(Config::default()),
+            now: Time::from_secs(1),
+        }
     }
-    let frames: Vec<Vec<u8>> = (0..a.n_conns).map(frame).collect();
-    let tracker = Tracker::new(Config::default());
-    let now = Time::from_secs(1);
-    let run_zone = |zone: u16, commit: bool| {
+
+    /// Sends every frame once in `zone`, committing or not.
+    fn run_zone(&self, zone: u16, commit: bool) {
         let action = CtAction {
             zone,
             commit,
             ..CtAction::default()
         };
         let mut stats = Stats::default();
-        for f in &frames {
-            std::hint::black_box(tracker.process(f, LinkType::Ethernet, &action, now, &mut stats));
+        for f in &self.frames {
+            std::hint::black_box(self.tracker.process(
+                f,
+                LinkType::Ethernet,
+                &action,
+                self.now,
+                &mut stats,
+            ));
         }
-    };
-
-    let start = Instant::now();
-    for z in 0..a.n_zones {
-        run_zone(z as u16, true);
     }
-    let insert = start.elapsed();
 
-    let (mut commit, mut no_commit, mut flush, mut reclaim, mut both, mut empty) =
-        (vec![], vec![], vec![], vec![], vec![], vec![]);
-    let run_start = Instant::now();
-    for _ in 0..a.iterations {
-        let t = Instant::now();
-        tracker.flush_zone(1);
-        let f = t.elapsed();
-        let t = Instant::now();
-        tracker.sweep(now, usize::MAX, &mut Stats::default());
-        let r = t.elapsed();
-        flush.push(f);
-        reclaim.push(r);
-        both.push(f + r);
-
-        let t = Instant::now();
-        run_zone(1, true);
-        commit.push(t.elapsed());
-
-        let t = Instant::now();
-        run_zone(1, false);
-        no_commit.push(t.elapsed());
-
-        let t = Instant::now();
-        tracker.flush_zone(u16::MAX);
-        empty.push(t.elapsed());
+    /// Fills zones `0..n_zones`; returns how long it took.
+    fn fill(&self, n_zones: u64) -> Duration {
+        let start = Instant::now();
+        for z in 0..n_zones {
+            self.run_zone(z as u16, true);
+        }
+        start.elapsed()
     }
-    let run_time = run_start.elapsed();
+
+    /// Runs `iterations` iterations, keeping every timing; returns them
+    /// and the time the whole run took.
+    fn iterate(&self, iterations: u64) -> (Samples, Duration) {
+        let mut s = Samples::default();
+        let run_start = Instant::now();
+        for _ in 0..iterations {
+            let t = Instant::now();
+            self.tracker.flush_zone(1);
+            let f = t.elapsed();
+            let t = Instant::now();
+            self.tracker
+                .sweep(self.now, usize::MAX, &mut Stats::default());
+            let r = t.elapsed();
+            s.flush.push(f);
+            s.reclaim.push(r);
+            s.both.push(f + r);
+
+            let t = Instant::now();
+            self.run_zone(1, true);
+            s.commit.push(t.elapsed());
+
+            let t = Instant::now();
+            self.run_zone(1, false);
+            s.no_commit.push(t.elapsed());
+
+            let t = Instant::now();
+            self.tracker.flush_zone(u16::MAX);
+            s.empty.push(t.elapsed());
+        }
+        (s, run_start.elapsed())
+    }
+}
+
+/// Every iteration's timings, per column.
+#[derive(Default)]
+struct Samples {
+    commit: Vec<Duration>,
+    no_commit: Vec<Duration>,
+    flush: Vec<Duration>,
+    reclaim: Vec<Duration>,
+    both: Vec<Duration>,
+    empty: Vec<Duration>,
+}
+
+pub(crate) fn run(a: &ZonesArgs, json: bool, out: &mut dyn Write) -> Result<()> {
+    if let Err(e) = a.validate() {
+        bail!(e);
+    }
+    let w = Workload::new(a.n_conns);
+    let insert = w.fill(a.n_zones);
+    let (samples, run_time) = w.iterate(a.iterations);
     let ovs = match &a.ovstest {
         Some(p) => Some(ovs::zones(p, a.n_conns, a.n_zones, a.iterations)?),
         None => None,
@@ -181,12 +224,12 @@ pub(crate) fn run(a: &ZonesArgs, json: bool, out: &mut dyn Write) -> Result<()> 
         iterations: a.iterations,
         initial_insert_ms: insert.as_secs_f64() * 1e3,
         initial_insert_conns_per_sec: (a.n_conns * a.n_zones) as f64 / insert.as_secs_f64(),
-        commit: summarize(commit),
-        no_commit: summarize(no_commit),
-        flush_full_zone: summarize(flush),
-        reclaim_flushed_zone: summarize(reclaim),
-        flush_and_reclaim: summarize(both),
-        flush_empty_zone: summarize(empty),
+        commit: summarize(samples.commit),
+        no_commit: summarize(samples.no_commit),
+        flush_full_zone: summarize(samples.flush),
+        reclaim_flushed_zone: summarize(samples.reclaim),
+        flush_and_reclaim: summarize(samples.both),
+        flush_empty_zone: summarize(samples.empty),
         ovs,
         machine: Machine::this(),
     };
@@ -195,6 +238,15 @@ pub(crate) fn run(a: &ZonesArgs, json: bool, out: &mut dyn Write) -> Result<()> 
         writeln!(out)?;
         return Ok(());
     }
+    write_table(out, &r, run_time)?;
+    if let Some(o) = &r.ovs {
+        write_ovs(out, &r, o)?;
+    }
+    Ok(())
+}
+
+/// ctrack's own results, as a table.
+fn write_table(out: &mut dyn Write, r: &ZonesJson, run_time: Duration) -> Result<()> {
     writeln!(
         out,
         "initial insert time: {:.0} ms ({:.2} M connections/s)",
@@ -226,48 +278,52 @@ pub(crate) fn run(a: &ZonesArgs, json: bool, out: &mut dyn Write) -> Result<()> 
             s.min, s.max, s.p95, s.mean
         )?;
     }
-    if let Some(o) = &r.ovs {
-        writeln!(out)?;
+    Ok(())
+}
+
+/// `ovstest`'s results with the same arguments, and ctrack's ratios to
+/// them.
+fn write_ovs(out: &mut dyn Write, r: &ZonesJson, o: &ovs::ZonesResult) -> Result<()> {
+    writeln!(out)?;
+    writeln!(
+        out,
+        "ovstest, same arguments: initial insert {} ms (ctrack {:.1}x faster)",
+        o.initial_insert_ms,
+        o.initial_insert_ms as f64 / r.initial_insert_ms
+    )?;
+    writeln!(
+        out,
+        "| {:<24} | {:>12} | {:>12} | {:>12} | {:>12} | {:>16} |",
+        "ovstest", "Min", "Max", "95%ile", "Avg (EWMA)", "ctrack faster by"
+    )?;
+    let ours = [
+        r.commit,
+        r.no_commit,
+        r.flush_and_reclaim,
+        r.flush_empty_zone,
+    ];
+    let names = [
+        "ct execute (commit)",
+        "ct execute (no commit)",
+        "flush full zone",
+        "flush empty zone",
+    ];
+    for (i, name) in names.iter().enumerate() {
+        let [min, max, p95, avg] = o.table[i];
+        let ratio = if ours[i].min > 0.0 {
+            format!("{:.1}x (min)", min / ours[i].min)
+        } else {
+            "-".into()
+        };
         writeln!(
             out,
-            "ovstest, same arguments: initial insert {} ms (ctrack {:.1}x faster)",
-            o.initial_insert_ms,
-            o.initial_insert_ms as f64 / r.initial_insert_ms
-        )?;
-        writeln!(
-            out,
-            "| {:<24} | {:>12} | {:>12} | {:>12} | {:>12} | {:>16} |",
-            "ovstest", "Min", "Max", "95%ile", "Avg (EWMA)", "ctrack faster by"
-        )?;
-        let ours = [
-            r.commit,
-            r.no_commit,
-            r.flush_and_reclaim,
-            r.flush_empty_zone,
-        ];
-        let names = [
-            "ct execute (commit)",
-            "ct execute (no commit)",
-            "flush full zone",
-            "flush empty zone",
-        ];
-        for (i, name) in names.iter().enumerate() {
-            let [min, max, p95, avg] = o.table[i];
-            let ratio = if ours[i].min > 0.0 {
-                format!("{:.1}x (min)", min / ours[i].min)
-            } else {
-                "-".into()
-            };
-            writeln!(
-                out,
-                "| {name:<24} | {min:>12.0} | {max:>12.0} | {p95:>12.2} | {avg:>12.2} | {ratio:>16} |"
-            )?;
-        }
-        writeln!(
-            out,
-            "(flush full zone compared with ctrack's flush + reclaim; the flush alone is {:.1}x faster by min)",
-            o.table[2][0] / r.flush_full_zone.min.max(1e-3)
+            "| {name:<24} | {min:>12.0} | {max:>12.0} | {p95:>12.2} | {avg:>12.2} | {ratio:>16} |"
         )?;
     }
+    writeln!(
+        out,
+        "(flush full zone compared with ctrack's flush + reclaim; the flush alone is {:.1}x faster by min)",
+        o.table[2][0] / r.flush_full_zone.min.max(1e-3)
+    )?;
     Ok(())
 }
