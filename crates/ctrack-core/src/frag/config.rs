@@ -18,7 +18,7 @@ pub const DEFAULT_MAX_BYTES: usize = 64 << 20;
 pub(super) const SHARDS: usize = 16;
 pub(super) const MAX_DATAGRAM: usize = 65535;
 
-/// Settings of a [`Reassembler`].
+/// Settings of a [`Reassembler`](crate::frag::Reassembler).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FragConfig {
     /// Reassemble IPv4 (off: IPv4 fragments are refused as such).
@@ -114,7 +114,7 @@ impl FragError {
     }
 }
 
-/// Counters of a [`Reassembler`].
+/// Counters of a [`Reassembler`](crate::frag::Reassembler).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct FragStats {

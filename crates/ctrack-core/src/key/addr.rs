@@ -11,9 +11,9 @@ pub trait Addr:
 {
     /// The family.
     const FAMILY: Family;
-    /// From the 128-bit form of [`Endpoint::addr`].
+    /// From the 128-bit form of [`Endpoint::addr`](crate::key::Endpoint::addr).
     fn from_u128(a: u128) -> Self;
-    /// To the 128-bit form of [`Endpoint::addr`].
+    /// To the 128-bit form of [`Endpoint::addr`](crate::key::Endpoint::addr).
     fn to_u128(self) -> u128;
     /// Feeds the address and an L4 word to a hasher.
     fn hash_with(self, l4: u32, h: &mut impl Hasher);
