@@ -250,6 +250,13 @@ impl<R: Record> Shard<R> {
         }
     }
 
+    /// Files `slot` again, now expiring at `expiry`, no earlier than
+    /// `min_tick`.
+    pub(crate) fn refile(&self, inner: &mut Inner, slot: u32, expiry: u64, min_tick: u64) {
+        self.unfile(inner, slot);
+        self.file(inner, slot, expiry, min_tick);
+    }
+
     /// Takes `slot` out of the wheel, if it is in it.
     pub(crate) fn unfile(&self, inner: &mut Inner, slot: u32) {
         let h = rec(&self.slab, slot).header();
