@@ -1,5 +1,6 @@
 //! ctrack's concurrent connection table: the only crate of ctrack with
-//! `unsafe` code, each block justified where it stands.
+//! `unsafe` code, confined to the modules that need it (`unsafe_code` is
+//! denied everywhere else) and each block justified where it stands.
 //!
 //! A [`Table`] holds records in [`MAX_SHARDS`] shards chosen by the top bits
 //! of a record's hash. Each shard has:
@@ -26,19 +27,27 @@
 //!
 //! Counts are per shard (`len` sums them); there is no global lock and no
 //! shared counter on any path.
+#![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[allow(unsafe_code)]
 mod arena;
+#[allow(unsafe_code)]
 mod epoch;
 mod header;
+#[allow(unsafe_code)]
 pub mod index;
+#[allow(unsafe_code)]
+mod prefetch;
 mod shard;
+#[allow(unsafe_code)]
 pub mod slab;
 mod sync;
 mod table;
 
 pub use epoch::{EpochBox, Guard, pin};
 pub use header::Header;
+pub use prefetch::prefetch;
 pub use table::{
     APPROX_STEP, EntryLock, EntryRef, Hint, InsertError, MAX_SHARDS, MemoryStats, RecordId,
     SweepStats, Table, TableConfig, Writer,
@@ -103,25 +112,6 @@ pub trait Context<R> {
     /// (`occupied`) or loses its last.
     fn occupancy(&self, instance: u64, shard: usize, occupied: bool) {
         let _ = (instance, shard, occupied);
-    }
-}
-
-/// Hints the processor to load the cache line at `p` (no effect elsewhere).
-#[inline(always)]
-pub fn prefetch(p: *const u8) {
-    #[cfg(all(target_arch = "x86_64", not(loom)))]
-    {
-        if !p.is_null() {
-            // SAFETY: a prefetch is a hint that never faults, whatever the
-            // address; SSE is part of the x86-64 baseline.
-            unsafe {
-                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast())
-            };
-        }
-    }
-    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
-    {
-        let _ = p;
     }
 }
 

@@ -5,8 +5,6 @@
 //! link fields it manipulates live in the records' [`Header`]s as relaxed
 //! atomics: readers never follow them.
 
-use std::sync::Arc;
-
 use crossbeam_utils::CachePadded;
 use hashbrown::HashMap;
 
@@ -16,7 +14,7 @@ use crate::epoch::{EpochBox, Guard, defer};
 use crate::header::{Header, NO_WHEEL};
 use crate::index::Index;
 use crate::slab::{MAX_SLOTS, Slab};
-use crate::sync::{AtomicU8, AtomicU32, AtomicU64, Mutex, Ordering};
+use crate::sync::{Arc, AtomicU8, AtomicU32, AtomicU64, Mutex, Ordering};
 
 /// Timer-wheel slots per shard. A record expiring further ahead than the
 /// wheel spans is filed in the last slot and filed again when it comes due.
@@ -146,13 +144,12 @@ pub(crate) fn rec<R: Record>(slab: &Slab<R>, slot: u32) -> &R {
 
 impl<R: Record> Shard<R> {
     /// A shard expected to hold about `share` records, with an index of
-    /// `index_buckets` buckets, its memory from `arena` (which must outlive
-    /// it).
-    pub(crate) fn new(index_buckets: usize, share: usize, arena: &Arena) -> Shard<R> {
+    /// `index_buckets` buckets, its memory from `arena`.
+    pub(crate) fn new(index_buckets: usize, share: usize, arena: &Arc<Arena>) -> Shard<R> {
         Shard {
             index: EpochBox::new(Some(Box::new(Index::new(index_buckets, arena)))),
-            slab: Slab::new(share),
-            aliases: Slab::new(0),
+            slab: Slab::new(share, arena),
+            aliases: Slab::new(0, arena),
             inner: CachePadded::new(Mutex::new(Inner::new())),
             live: CachePadded::new(AtomicU64::new(0)),
             next_due: AtomicU64::new(u64::MAX),
@@ -316,7 +313,7 @@ impl<R: Record> Shard<R> {
 
     /// A vacant slot whose grace period has passed, or `None` if the shard
     /// is at its slot limit.
-    pub(crate) fn alloc(&self, inner: &mut Inner, arena: &Arena) -> Option<u32> {
+    pub(crate) fn alloc(&self, inner: &mut Inner) -> Option<u32> {
         if inner.free == 0 {
             self.drain_mailbox(inner);
         }
@@ -327,7 +324,7 @@ impl<R: Record> Shard<R> {
             return Some(s);
         }
         let s = inner.next_fresh;
-        if s >= MAX_SLOTS || !self.slab.ensure(s, arena) {
+        if s >= MAX_SLOTS || !self.slab.ensure(s) {
             return None;
         }
         inner.next_fresh += 1;
@@ -346,7 +343,7 @@ impl<R: Record> Shard<R> {
     }
 
     /// A fresh alias number.
-    pub(crate) fn alloc_alias(&self, inner: &mut Inner, arena: &Arena) -> Option<u32> {
+    pub(crate) fn alloc_alias(&self, inner: &mut Inner) -> Option<u32> {
         if inner.alias_free.is_empty() {
             self.drain_mailbox(inner);
         }
@@ -355,7 +352,7 @@ impl<R: Record> Shard<R> {
             return Some(a);
         }
         let a = inner.alias_next_fresh;
-        if a >= MAX_SLOTS || !self.aliases.ensure(a, arena) {
+        if a >= MAX_SLOTS || !self.aliases.ensure(a) {
             return None;
         }
         inner.alias_next_fresh += 1;

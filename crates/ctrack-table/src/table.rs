@@ -21,14 +21,16 @@ use crossbeam_utils::CachePadded;
 use crate::arena::Arena;
 use crate::epoch::Guard;
 use crate::index::{ALIAS_BIT, BUCKET_ENTRIES, Index};
+use crate::prefetch::prefetch_lines;
 use crate::shard::{Inner, List, Shard};
-use crate::sync::{AtomicI64, AtomicU64, Ordering};
+use crate::sync::{Arc, AtomicI64, AtomicU64, Ordering};
 use crate::{Hashes, Record};
 
 mod entry;
 mod expiry;
 mod resize;
 mod unlink;
+#[allow(unsafe_code)]
 mod writer;
 mod zones;
 
@@ -101,8 +103,9 @@ pub struct Table<R: Record> {
     /// Sum of the shards' counts, each shard adding its changes in steps of
     /// [`APPROX_STEP`]: within `shards * APPROX_STEP` of the truth.
     approx: CachePadded<AtomicI64>,
-    // After `shards`, which use its memory: dropped after them.
-    arena: Arena,
+    /// The memory of the shards' slabs and indexes, each of which holds the
+    /// arena too (so field order does not matter).
+    arena: Arc<Arena>,
 }
 
 impl<R: Record> fmt::Debug for Table<R> {
@@ -114,29 +117,13 @@ impl<R: Record> fmt::Debug for Table<R> {
     }
 }
 
-/// Prefetches every cache line a record at `p` touches (a 120-byte record
-/// straddles three lines more often than two).
-#[inline(always)]
-fn prefetch_lines<R>(p: *const R) {
-    if p.is_null() {
-        return;
-    }
-    let start = p as usize;
-    let end = start + core::mem::size_of::<R>() - 1;
-    let mut line = start & !63;
-    while line <= end {
-        crate::prefetch(line as *const u8);
-        line += 64;
-    }
-}
-
 impl<R: Record> Table<R> {
     /// An empty table.
     pub fn new(cfg: TableConfig) -> Table<R> {
         let n = cfg.shards.clamp(1, MAX_SHARDS).next_power_of_two();
         let buckets = Self::buckets_for(cfg.capacity, n);
         let share = cfg.capacity.div_ceil(n);
-        let arena = Arena::default();
+        let arena = Arc::new(Arena::default());
         Table {
             shards: (0..n).map(|_| Shard::new(buckets, share, &arena)).collect(),
             mask: n - 1,

@@ -209,7 +209,7 @@ impl<'g, R: Record> Writer<'g, R> {
         let (home, alias) = self.pair(shard, a_shard);
         let home = home.ok_or(InsertError::NotLocked)?;
         table.make_room(ctx, guard, shard, home);
-        let slot = sh.alloc(home, &table.arena).ok_or(InsertError::NoSlot)?;
+        let slot = sh.alloc(home).ok_or(InsertError::NoSlot)?;
         {
             // SAFETY: `slot` came from `alloc`: never handed out, or freed
             // through the epoch (its grace period has passed, so no reader
@@ -390,9 +390,7 @@ impl<R: Record> Table<R> {
         inner: &mut Inner,
     ) -> Result<(), InsertError> {
         let ash = &self.shards[a];
-        let no = ash
-            .alloc_alias(inner, &self.arena)
-            .ok_or(InsertError::NoSlot)?;
+        let no = ash.alloc_alias(inner).ok_or(InsertError::NoSlot)?;
         if let Some(cell) = ash.aliases.get(no) {
             cell.store(id.as_u32(), Ordering::Release);
         }
