@@ -44,6 +44,9 @@ mod shard;
 pub mod slab;
 mod sync;
 mod table;
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+pub mod testing;
 
 pub use epoch::{EpochBox, Guard, pin};
 pub use header::Header;

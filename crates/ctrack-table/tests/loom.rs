@@ -8,49 +8,20 @@
 //! liveness publication), not crossbeam's collector.
 #![cfg(loom)]
 
+use std::sync::atomic::Ordering;
+
 use loom::sync::Arc;
-use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::thread;
 
-use ctrack_table::{Context, Guard, Hashes, Header, Record, Removal, Table, TableConfig, pin};
-
-#[derive(Debug, Default)]
-struct Rec {
-    h: Header,
-    key: u64,
-    alt: u64,
-    inst: u64,
-    exp: AtomicU64,
-    val: AtomicU64,
-}
-
-impl Record for Rec {
-    fn header(&self) -> &Header {
-        &self.h
-    }
-}
-
-struct Ctx;
+use ctrack_table::testing::{Ctx, Rec};
+use ctrack_table::{Table, TableConfig, pin};
 
 /// Hashes that all land in shard 0 and bucket 0, tags differing.
-fn hash(k: u64) -> u64 {
+fn same_bucket(k: u64) -> u64 {
     k & 0xff
 }
 
-impl Context<Rec> for Ctx {
-    fn hashes(&self, r: &Rec, _: &Guard) -> Hashes {
-        Hashes {
-            primary: hash(r.key),
-            secondary: (r.alt != 0).then(|| hash(r.alt)),
-        }
-    }
-    fn instance(&self, r: &Rec) -> u64 {
-        r.inst
-    }
-    fn expiry(&self, r: &Rec, _: &Guard) -> u64 {
-        r.exp.load(Ordering::Relaxed)
-    }
-}
+const CTX: Ctx = Ctx::<fn(u64) -> u64>::new(same_bucket);
 
 fn table() -> Arc<Table<Rec>> {
     Arc::new(Table::new(TableConfig {
@@ -67,41 +38,20 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
     b.check(f);
 }
 
-/// Inserts unless `key` or `alt` is held (as either key).
+/// Inserts unless `key` or `alt` is held (as either key); value `key * 10`.
 fn insert(t: &Table<Rec>, key: u64, alt: u64, inst: u64, exp: u64) -> bool {
-    let g = pin();
-    let h = Hashes {
-        primary: hash(key),
-        secondary: (alt != 0).then(|| hash(alt)),
-    };
-    let mut w = t.write(&g, &h);
-    let held = |k: u64| w.find(hash(k), |r| r.key == k || r.alt == k).is_some();
-    if held(key) || (alt != 0 && held(alt)) {
-        return false;
-    }
-    w.insert(&Ctx, &h, 0, |r| {
-        r.key = key;
-        r.alt = alt;
-        r.inst = inst;
-        r.exp.store(exp, Ordering::Relaxed);
-        r.val.store(key * 10, Ordering::Relaxed);
-    })
-    .is_ok()
+    CTX.insert_new(t, key, alt, inst, exp, key * 10)
+        .expect("room in the table")
 }
 
 fn find(t: &Table<Rec>, key: u64) -> Option<(u64, u64)> {
     let g = pin();
-    t.find(&g, hash(key), |r| r.key == key || r.alt == key)
+    t.find(&g, CTX.hash(key), |r| r.has_key(key))
         .map(|e| (e.record().key, e.record().val.load(Ordering::Relaxed)))
 }
 
 fn remove(t: &Table<Rec>, key: u64) -> bool {
-    let g = pin();
-    let Some(e) = t.find(&g, hash(key), |r| r.key == key) else {
-        return false;
-    };
-    let h = Ctx.hashes(e.record(), &g);
-    t.write(&g, &h).remove(&Ctx, e, Removal::Deleted)
+    CTX.remove(t, key)
 }
 
 #[test]
@@ -143,7 +93,7 @@ fn remove_against_lookup_and_lock() {
         let t2 = Arc::clone(&t);
         let h = thread::spawn(move || {
             let g = pin();
-            if let Some(e) = t2.find(&g, hash(6), |r| r.alt == 6) {
+            if let Some(e) = t2.find(&g, CTX.hash(6), |r| r.alt == 6) {
                 // Locked, it is live and whole; else it was removed.
                 if let Some(l) = e.lock() {
                     assert!(e.is_live());
@@ -167,7 +117,7 @@ fn instance_reclaim_against_insert() {
         let t2 = Arc::clone(&t);
         let h = thread::spawn(move || insert(&t2, 2, 0, 9, u64::MAX));
         let g = pin();
-        let (removed, _) = t.reclaim_instance(&Ctx, &g, 0, 9, usize::MAX);
+        let (removed, _) = t.reclaim_instance(&CTX, &g, 0, 9, usize::MAX);
         assert!(h.join().unwrap());
         assert!(removed >= 1);
         assert_eq!(find(&t, 1), None);
@@ -187,14 +137,14 @@ fn expiry_against_refresh() {
         // A packet refreshes the connection under its lock...
         let h = thread::spawn(move || {
             let g = pin();
-            let e = t2.find(&g, hash(3), |r| r.key == 3)?;
+            let e = t2.find(&g, CTX.hash(3), |r| r.key == 3)?;
             let l = e.lock()?;
             l.exp.store(100_000, Ordering::Relaxed);
             Some(())
         });
         // ...while a sweep at 20 finds it expired.
         let g = pin();
-        let s = t.sweep(&Ctx, &g, 20_000, usize::MAX);
+        let s = t.sweep(&CTX, &g, 20_000, usize::MAX);
         let refreshed = h.join().unwrap().is_some();
         // A refreshed connection is never swept; an unrefreshed one is.
         assert_eq!(refreshed, find(&t, 3).is_some());
