@@ -1,25 +1,75 @@
 //! Memory reclamation: readers pin an epoch, writers defer frees until every
 //! reader pinned before the unlink has unpinned.
 //!
-//! Normal builds use crossbeam-epoch's process-wide collector. Under
-//! `--cfg loom` the model checker cannot drive crossbeam's collector, so a
-//! guard is a token and deferred work is dropped without running: nothing
-//! is reused or freed while a model runs, which keeps the models about the
-//! table's own races (crossbeam models its collector itself).
+//! Normal builds use crossbeam-epoch's process-wide collector, behind a
+//! [`Guard`] that only this crate makes ([`pin`]): every guard a caller can
+//! hold is a guard of that collector, the one the table defers its frees
+//! on, so a guard of another collector can never stand in for it.
+//!
+//! Under `--cfg loom` the model checker cannot drive crossbeam's collector;
+//! a small model collector (`model`, below) takes its place. It counts the
+//! guards pinned in each epoch and runs a deferred closure once no guard
+//! pinned before the defer is alive, so that the models see slots reused
+//! and boxes freed, at every point the interleaving allows.
 
 use core::fmt;
 use core::marker::PhantomData;
 
 use crate::sync::{AtomicPtr, Ordering};
 
+/// A pinned epoch: references read from the table (and from an
+/// [`EpochBox`]) under it stay valid until it is dropped. Made by [`pin`]
+/// only.
+///
+/// A guard of any other collector is not a `Guard`, so it cannot vouch for
+/// the table's memory:
+///
+/// ```compile_fail,E0308
+/// let other = crossbeam_epoch::Collector::new();
+/// let handle = other.register();
+/// let foreign = handle.pin();
+/// let b = ctrack_table::EpochBox::new(Some(Box::new(1u32)));
+/// let _ = b.get(&foreign);
+/// ```
+///
+/// nor can one be wrapped into a `Guard` outside this crate:
+///
+/// ```compile_fail,E0423
+/// let g = ctrack_table::Guard(crossbeam_epoch::pin());
+/// ```
+///
+/// ```compile_fail,E0451
+/// let g = ctrack_table::Guard { inner: crossbeam_epoch::pin() };
+/// ```
+///
+/// while the crate's own guard is accepted:
+///
+/// ```
+/// let b = ctrack_table::EpochBox::new(Some(Box::new(1u32)));
+/// let guard = ctrack_table::pin();
+/// assert_eq!(b.get(&guard), Some(&1));
+/// ```
 #[cfg(not(loom))]
-pub use crossbeam_epoch::Guard;
+#[derive(Debug)]
+pub struct Guard {
+    inner: crossbeam_epoch::Guard,
+}
 
-/// A pinned epoch (model-checking build: a token).
+/// A pinned epoch (model-checking build: a guard of the model collector).
 #[cfg(loom)]
 #[derive(Debug)]
 pub struct Guard {
-    _private: (),
+    /// The epoch it pinned.
+    epoch: u64,
+    /// Like crossbeam's guard, it stays on the thread that pinned it.
+    _not_send: PhantomData<*const ()>,
+}
+
+#[cfg(loom)]
+impl Drop for Guard {
+    fn drop(&mut self) {
+        model::unpin(self.epoch);
+    }
 }
 
 /// Pins the current thread: references read from the table stay valid
@@ -29,11 +79,16 @@ pub struct Guard {
 pub fn pin() -> Guard {
     #[cfg(not(loom))]
     {
-        crossbeam_epoch::pin()
+        Guard {
+            inner: crossbeam_epoch::pin(),
+        }
     }
     #[cfg(loom)]
     {
-        Guard { _private: () }
+        Guard {
+            epoch: model::pin(),
+            _not_send: PhantomData,
+        }
     }
 }
 
@@ -41,12 +96,90 @@ pub fn pin() -> Guard {
 pub(crate) fn defer(guard: &Guard, f: impl FnOnce() + Send + 'static) {
     #[cfg(not(loom))]
     {
-        guard.defer(f);
+        guard.inner.defer(f);
     }
     #[cfg(loom)]
     {
         let _ = guard;
-        drop(f);
+        model::defer(Box::new(f));
+    }
+}
+
+/// The collector of the model-checking build: guards counted per epoch
+/// under a (model-checked) lock, deferred closures run by whoever drops
+/// the last guard that could still see what they free.
+///
+/// Its rule is crossbeam's guarantee, stated directly: a closure deferred
+/// in epoch `d` runs once no guard pinned in an epoch up to `d` is alive.
+/// Each defer starts a new epoch, so guards pinned after it never hold it
+/// back. The lock makes pinning a stronger synchronisation than
+/// crossbeam's fence; what the models check is that the table defers the
+/// right work under the right guards, and never frees or reuses memory a
+/// guard can still reach.
+#[cfg(loom)]
+mod model {
+    use std::collections::BTreeMap;
+
+    use loom::sync::Mutex;
+
+    type Deferred = Box<dyn FnOnce() + Send>;
+
+    #[derive(Default)]
+    struct State {
+        /// The current epoch.
+        epoch: u64,
+        /// Guards alive, by the epoch they pinned.
+        pinned: BTreeMap<u64, usize>,
+        /// Deferred closures, with the epoch they were deferred in.
+        deferred: Vec<(u64, Deferred)>,
+    }
+
+    loom::lazy_static! {
+        // One per model execution: loom resets its statics between them.
+        static ref STATE: Mutex<State> = Mutex::new(State::default());
+    }
+
+    fn lock() -> loom::sync::MutexGuard<'static, State> {
+        STATE.lock().expect("model collector poisoned")
+    }
+
+    pub(super) fn pin() -> u64 {
+        let mut s = lock();
+        let e = s.epoch;
+        *s.pinned.entry(e).or_default() += 1;
+        e
+    }
+
+    pub(super) fn unpin(epoch: u64) {
+        if std::thread::panicking() {
+            // A failing model unwinds: leave the state alone.
+            return;
+        }
+        let ready: Vec<Deferred> = {
+            let mut s = lock();
+            let n = s.pinned.get_mut(&epoch).expect("a pinned epoch");
+            *n -= 1;
+            if *n == 0 {
+                s.pinned.remove(&epoch);
+            }
+            let oldest = s.pinned.keys().next().copied().unwrap_or(u64::MAX);
+            let (ready, wait) = core::mem::take(&mut s.deferred)
+                .into_iter()
+                .partition(|(d, _)| *d < oldest);
+            s.deferred = wait;
+            ready.into_iter().map(|(_, f)| f).collect()
+        };
+        // Outside the lock: the closures take locks of their own.
+        for f in ready {
+            f();
+        }
+    }
+
+    pub(super) fn defer(f: Deferred) {
+        let mut s = lock();
+        let d = s.epoch;
+        s.deferred.push((d, f));
+        s.epoch += 1;
     }
 }
 
@@ -102,10 +235,11 @@ impl<T: Send + Sync + 'static> EpochBox<T> {
         // `new`, `set`, `replace` or `get_or_init`) and is freed only by
         // `Drop` (no reader can exist then), by `set` (exclusive access), or
         // by a destructor that `replace` deferred through the epoch after
-        // swapping the pointer out. The collector runs that destructor only
-        // once every guard pinned before the swap is dropped, and `guard`,
-        // which loaded the pointer, is one of them; so the value outlives
-        // 'g.
+        // swapping the pointer out. `guard` is a `Guard`, which only `pin`
+        // makes, so it is pinned on the very collector `defer` hands that
+        // destructor to; the collector runs it only once every guard pinned
+        // before the swap is dropped, and `guard`, which loaded the pointer,
+        // is one of them; so the value outlives 'g.
         unsafe { p.as_ref() }
     }
 

@@ -21,8 +21,12 @@ use crate::sync::{Arc, AtomicU8, AtomicU32, AtomicU64, Mutex, Ordering};
 pub(crate) const WHEEL_SLOTS: usize = 256;
 /// Width of a wheel slot, in milliseconds.
 pub(crate) const TICK_MS: u64 = 1000;
-/// Freed slots handed to the epoch in batches of this many.
+/// Freed slots handed to the epoch in batches of this many (one at a time
+/// under the model checker, so that its small models see slots reused).
+#[cfg(not(loom))]
 const LIMBO_BATCH: usize = 64;
+#[cfg(loom)]
+const LIMBO_BATCH: usize = 1;
 
 /// A doubly linked list of slots (through a pair of header links).
 #[derive(Debug, Clone, Copy, Default)]
