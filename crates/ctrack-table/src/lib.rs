@@ -39,6 +39,7 @@ mod header;
 pub mod index;
 #[allow(unsafe_code)]
 mod prefetch;
+#[allow(unsafe_code)]
 mod shard;
 #[allow(unsafe_code)]
 pub mod slab;

@@ -140,6 +140,18 @@ pub(crate) struct Shard<R> {
     mailbox: Arc<Mailbox>,
 }
 
+impl<R> Drop for Shard<R> {
+    fn drop(&mut self) {
+        // SAFETY: every reference to a shard's index comes from
+        // `Table::index`, which only the table's own methods call and none
+        // returns, so none outlives the borrow of the table it was made
+        // under; the table is being dropped (this shard with it), so none
+        // is alive. Freed now rather than after a grace period, the index
+        // gives its hold on the arena back with the table.
+        unsafe { self.index.take_now() };
+    }
+}
+
 #[inline]
 pub(crate) fn rec<R: Record>(slab: &Slab<R>, slot: u32) -> &R {
     slab.get(slot)

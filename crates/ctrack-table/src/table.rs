@@ -150,6 +150,9 @@ impl<R: Record> Table<R> {
         ((hash >> 58) as usize) & self.mask
     }
 
+    /// The current index of `shard`. The reference must not leave the
+    /// method borrowing the table that called this: a shard frees its
+    /// index at once when the table is dropped (see `Shard`'s `Drop`).
     fn index<'g>(&self, shard: usize, guard: &'g Guard) -> &'g Index
     where
         R: 'g,

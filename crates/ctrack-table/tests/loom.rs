@@ -264,6 +264,28 @@ fn replaced_value_outlives_the_readers_that_saw_it() {
 }
 
 #[test]
+fn dropped_box_outlives_the_readers_that_saw_its_value() {
+    model(|| {
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let b = Arc::new(EpochBox::new(tracked(1, &dropped)));
+        let (b2, dropped2) = (Arc::clone(&b), Arc::clone(&dropped));
+        let reader = thread::spawn(move || {
+            let g = pin();
+            let v = b2.get(&g).expect("set");
+            // The box goes here or in the other thread, whichever lets go
+            // of it last: the value stays while `g` is pinned.
+            drop(b2);
+            thread::yield_now();
+            assert_eq!(dropped2.load(Ordering::SeqCst), 0, "freed under a guard");
+            assert_eq!(v.n, 1);
+        });
+        drop(b);
+        reader.join().unwrap();
+        assert_eq!(dropped.load(Ordering::SeqCst), 1);
+    });
+}
+
+#[test]
 fn deferred_free_runs_once_no_guard_is_held() {
     model(|| {
         let dropped = Arc::new(AtomicUsize::new(0));
