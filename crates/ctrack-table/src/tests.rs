@@ -1,13 +1,23 @@
 //! Single-threaded tests of the table's bookkeeping. The concurrent
 //! behaviour is covered by `tests/stress.rs` and `tests/loom.rs`.
+//!
+//! They run under Miri too, with fewer shards and records: Miri interprets
+//! every access and retags every reference to a shard (two arrays of 274
+//! chunk pointers), so the native sizes would take the best part of an
+//! hour there.
 
 use super::*;
 use crate::testing::{MIXED, Rec, mix};
 use std::sync::atomic::Ordering;
 
+/// `native`, or the smaller `miri` under Miri.
+const fn size(native: u64, miri: u64) -> u64 {
+    if cfg!(miri) { miri } else { native }
+}
+
 fn table() -> Table<Rec> {
     Table::new(TableConfig {
-        shards: 8,
+        shards: size(8, 2) as usize,
         capacity: 1024,
     })
 }
@@ -51,7 +61,7 @@ fn insert_find_remove() {
 #[test]
 fn secondary_key_finds_and_goes_with_the_record() {
     let t = table();
-    let n = 200;
+    let n = size(200, 24);
     for i in 1..n {
         insert(&t, i, 1_000_000 + i, 1, 100_000);
     }
@@ -82,7 +92,7 @@ fn secondary_key_finds_and_goes_with_the_record() {
 #[test]
 fn zone_instances_are_separate_lists() {
     let t = table();
-    let n = 300;
+    let n = size(300, 30);
     for i in 1..=n {
         insert(&t, i, 0, i % 3, 100_000);
     }
@@ -158,7 +168,7 @@ fn sweep_removes_expired_and_refiles_refreshed() {
 #[test]
 fn sweep_budget_and_round_robin() {
     let t = table();
-    let n = 100;
+    let n = size(100, 30);
     for i in 1..=n {
         insert(&t, i, 0, 0, 1_000);
     }
@@ -210,7 +220,8 @@ fn shards_grow_past_their_sizing() {
         shards: 2,
         capacity: 16,
     });
-    let n = 2000;
+    // Past the first chunk of slots and several index rebuilds.
+    let n = size(2000, 150);
     for i in 1..=n {
         insert(&t, i, 10_000 + i, 0, 100_000);
     }
@@ -230,13 +241,13 @@ fn reserve_rebuilds_the_index() {
         shards: 2,
         capacity: 16,
     });
-    let n = 500;
+    let n = size(500, 40);
     for i in 1..=n {
         insert(&t, i, 5000 + i, 0, 100_000);
     }
     let g = pin();
     let before = t.memory(&g).index_bytes;
-    t.reserve(&MIXED, &g, 100_000);
+    t.reserve(&MIXED, &g, size(100_000, 2_000) as usize);
     assert!(t.memory(&g).index_bytes > before);
     for i in 1..=n {
         assert!(find(&t, i).is_some());
