@@ -7,9 +7,9 @@
 //! words and finds the entries whose tag matches with a few word
 //! operations (SWAR), instead of loading and testing every entry: this was
 //! the largest single cost of a lookup when tags lived inside the entries.
-//! An entry is a 24-bit reference to a record slot (or, with [`ALIAS_BIT`],
-//! to an alias naming a record in another shard); references are never
-//! zero.
+//! An entry is a 24-bit reference to a record slot (or, with its alias
+//! bit, to an alias naming a record in another shard); references are
+//! never zero.
 //!
 //! Deletion needs no tombstones: each bucket counts the entries stored past
 //! it because it was full when they were inserted (F14's "outbound overflow

@@ -8,9 +8,9 @@
 //! - an index of 32-bit entries in cache-line buckets ([`index`]), read with
 //!   plain atomic loads: a lookup takes no lock and writes nothing shared;
 //! - slots that never move ([`slab`]), so a reference found in the index
-//!   stays valid while the reader's epoch is pinned ([`epoch`]); removed
-//!   slots are reused only after every reader that could have seen them
-//!   has unpinned (crossbeam-epoch), in batches;
+//!   stays valid while the reader's epoch is pinned ([`pin`], [`Guard`]);
+//!   removed slots are reused only after every reader that could have
+//!   seen them has unpinned (crossbeam-epoch), in batches;
 //! - a lock, taken by writers only: inserting or removing a record takes the
 //!   locks of the one or two shards its entries live in, in increasing
 //!   shard order, so both entries of a translated connection appear and
@@ -27,6 +27,74 @@
 //!
 //! Counts are per shard (`len` sums them); there is no global lock and no
 //! shared counter on any path.
+//!
+//! # Example
+//!
+//! ```
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//!
+//! use ctrack_table::{Context, Guard, Hashes, Header, Record, Removal, Table, TableConfig, pin};
+//!
+//! /// A record: the table's header and the caller's fields.
+//! #[derive(Debug, Default)]
+//! struct Conn {
+//!     header: Header,
+//!     key: u64,
+//!     /// Changed by packets under the entry lock, hence atomic.
+//!     expires: AtomicU64,
+//! }
+//!
+//! impl Record for Conn {
+//!     fn header(&self) -> &Header {
+//!         &self.header
+//!     }
+//! }
+//!
+//! fn hash(key: u64) -> u64 {
+//!     key.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+//! }
+//!
+//! /// How the table sees records: their hashes, zone and expiry.
+//! struct Ctx;
+//!
+//! impl Context<Conn> for Ctx {
+//!     fn hashes(&self, c: &Conn, _: &Guard) -> Hashes {
+//!         Hashes { primary: hash(c.key), secondary: None }
+//!     }
+//!     fn instance(&self, _: &Conn) -> u64 {
+//!         0
+//!     }
+//!     fn expiry(&self, c: &Conn, _: &Guard) -> u64 {
+//!         c.expires.load(Ordering::Relaxed)
+//!     }
+//! }
+//!
+//! let table = Table::<Conn>::new(TableConfig { shards: 4, capacity: 1024 });
+//! let guard = pin();
+//! let hashes = Hashes { primary: hash(42), secondary: None };
+//!
+//! // Insert: lock the record's shard, fill a slot (every field).
+//! let mut w = table.write(&guard, &hashes);
+//! let id = w
+//!     .insert(&Ctx, &hashes, 0, |c| {
+//!         c.key = 42;
+//!         *c.expires.get_mut() = 60_000;
+//!     })
+//!     .expect("room")
+//!     .id();
+//! drop(w);
+//!
+//! // Look up: no lock; the reference is good while `guard` is pinned.
+//! let found = table.find(&guard, hash(42), |c| c.key == 42).expect("inserted");
+//! assert_eq!(found.id(), id);
+//! assert_eq!(found.record().expires.load(Ordering::Relaxed), 60_000);
+//! assert!(table.find(&guard, hash(7), |c| c.key == 7).is_none());
+//!
+//! // Remove: lock its shard again.
+//! assert!(table.write(&guard, &hashes).remove(&Ctx, found, Removal::Deleted));
+//! assert!(table.find(&guard, hash(42), |c| c.key == 42).is_none());
+//! assert!(table.is_empty());
+//! ```
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 

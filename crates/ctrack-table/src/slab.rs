@@ -4,7 +4,7 @@
 //! to reach it.
 //!
 //! Chunk sizes follow the shard's expected share of the table: the first
-//! [`FIXED`] chunks hold `S` slots each, where `S` is about 1/256 of the
+//! 256 chunks hold `S` slots each, where `S` is about 1/256 of the
 //! shard's share (so that a table at its expected size leaves at most one
 //! chunk partly empty per shard: well under 1% of its memory), and later
 //! chunks double, so a shard can grow far past its share. Slot 0 is never handed out, so a
