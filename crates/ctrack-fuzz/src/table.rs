@@ -3,55 +3,19 @@
 //! agree after every step.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use arbitrary::{Arbitrary, Unstructured};
-use ctrack_table::{Context, Guard, Hashes, Header, Record, Removal, Table, TableConfig, pin};
-
-#[derive(Debug, Default)]
-struct Rec {
-    h: Header,
-    key: u64,
-    alt: u64,
-    inst: u64,
-    exp: AtomicU64,
-    val: AtomicU64,
-}
-
-impl Record for Rec {
-    fn header(&self) -> &Header {
-        &self.h
-    }
-}
+use ctrack_table::testing::{Ctx, Rec};
+use ctrack_table::{Context, Removal, Table, TableConfig, pin};
 
 /// A deliberately poor hash: few distinct values, so that buckets overflow,
 /// tags collide and shards fill unevenly.
-struct Ctx {
-    bits: u32,
-}
-
-impl Ctx {
-    fn hash(&self, k: u64) -> u64 {
-        let h = k.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        // Keep `bits` bits of entropy, spread over shard, bucket and tag.
-        let e = h >> (64 - self.bits);
-        e.wrapping_mul(0xd6e8_feb8_6659_fd93).rotate_left(17)
-    }
-}
-
-impl Context<Rec> for Ctx {
-    fn hashes(&self, r: &Rec, _: &Guard) -> Hashes {
-        Hashes {
-            primary: self.hash(r.key),
-            secondary: (r.alt != 0).then(|| self.hash(r.alt)),
-        }
-    }
-    fn instance(&self, r: &Rec) -> u64 {
-        r.inst
-    }
-    fn expiry(&self, r: &Rec, _: &Guard) -> u64 {
-        r.exp.load(Ordering::Relaxed)
-    }
+fn poor_hash(bits: u32, k: u64) -> u64 {
+    let h = k.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    // Keep `bits` bits of entropy, spread over shard, bucket and tag.
+    let e = h >> (64 - bits);
+    e.wrapping_mul(0xd6e8_feb8_6659_fd93).rotate_left(17)
 }
 
 #[derive(Debug, Arbitrary)]
@@ -101,9 +65,8 @@ struct M {
 pub fn table(data: &[u8]) {
     let mut u = Unstructured::new(data);
     let shards = 1usize << u.int_in_range(0..=3u32).unwrap_or(0);
-    let ctx = Ctx {
-        bits: u.int_in_range(3..=20u32).unwrap_or(8),
-    };
+    let bits = u.int_in_range(3..=20u32).unwrap_or(8);
+    let ctx = Ctx::new(move |k| poor_hash(bits, k));
     let t: Table<Rec> = Table::new(TableConfig {
         shards,
         capacity: usize::from(u.arbitrary::<u8>().unwrap_or(0)),
@@ -128,10 +91,7 @@ pub fn table(data: &[u8]) {
                 let alt = alt.map_or(0, |a| 1000 + u64::from(a));
                 let inst = u64::from(inst % 4);
                 let exp = now + 1 + u64::from(life) * 100;
-                let h = Hashes {
-                    primary: ctx.hash(key),
-                    secondary: (alt != 0).then(|| ctx.hash(alt)),
-                };
+                let h = ctx.hashes_of(key, alt);
                 let mut w = t.write(&g, &h);
                 let live = |m: &M| m.exp > now;
                 let held = |k: u64| {
@@ -157,13 +117,7 @@ pub fn table(data: &[u8]) {
                         assert!(w.remove(&ctx, e, Removal::Replaced));
                         model.remove(&k);
                     }
-                    let ok = w.insert(&ctx, &h, now, |r| {
-                        r.key = key;
-                        r.alt = alt;
-                        r.inst = inst;
-                        *r.exp.get_mut() = exp;
-                        *r.val.get_mut() = key;
-                    });
+                    let ok = w.insert(&ctx, &h, now, |r| r.fill(key, alt, inst, exp, key));
                     assert!(ok.is_ok(), "{ok:?}");
                     model.insert(key, M { alt, inst, exp });
                 }
@@ -201,10 +155,7 @@ pub fn table(data: &[u8]) {
             Op::Evict { key, inst, scan } => {
                 let key = u64::from(key).max(1);
                 let inst = u64::from(inst % 4);
-                let h = Hashes {
-                    primary: ctx.hash(key),
-                    secondary: None,
-                };
+                let h = ctx.hashes_of(key, 0);
                 let mut w = t.write(&g, &h);
                 let before = t.len();
                 let mut victim = None;

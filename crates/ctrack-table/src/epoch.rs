@@ -1,25 +1,75 @@
 //! Memory reclamation: readers pin an epoch, writers defer frees until every
 //! reader pinned before the unlink has unpinned.
 //!
-//! Normal builds use crossbeam-epoch's process-wide collector. Under
-//! `--cfg loom` the model checker cannot drive crossbeam's collector, so a
-//! guard is a token and deferred work is dropped without running: nothing
-//! is reused or freed while a model runs, which keeps the models about the
-//! table's own races (crossbeam models its collector itself).
+//! Normal builds use crossbeam-epoch's process-wide collector, behind a
+//! [`Guard`] that only this crate makes ([`pin`]): every guard a caller can
+//! hold is a guard of that collector, the one the table defers its frees
+//! on, so a guard of another collector can never stand in for it.
+//!
+//! Under `--cfg loom` the model checker cannot drive crossbeam's collector;
+//! a small model collector (`model`, below) takes its place. It counts the
+//! guards pinned in each epoch and runs a deferred closure once no guard
+//! pinned before the defer is alive, so that the models see slots reused
+//! and boxes freed, at every point the interleaving allows.
 
 use core::fmt;
 use core::marker::PhantomData;
 
 use crate::sync::{AtomicPtr, Ordering};
 
+/// A pinned epoch: references read from the table (and from an
+/// [`EpochBox`]) under it stay valid until it is dropped. Made by [`pin`]
+/// only.
+///
+/// A guard of any other collector is not a `Guard`, so it cannot vouch for
+/// the table's memory:
+///
+/// ```compile_fail,E0308
+/// let other = crossbeam_epoch::Collector::new();
+/// let handle = other.register();
+/// let foreign = handle.pin();
+/// let b = ctrack_table::EpochBox::new(Some(Box::new(1u32)));
+/// let _ = b.get(&foreign);
+/// ```
+///
+/// nor can one be wrapped into a `Guard` outside this crate:
+///
+/// ```compile_fail,E0423
+/// let g = ctrack_table::Guard(crossbeam_epoch::pin());
+/// ```
+///
+/// ```compile_fail,E0451
+/// let g = ctrack_table::Guard { inner: crossbeam_epoch::pin() };
+/// ```
+///
+/// while the crate's own guard is accepted:
+///
+/// ```
+/// let b = ctrack_table::EpochBox::new(Some(Box::new(1u32)));
+/// let guard = ctrack_table::pin();
+/// assert_eq!(b.get(&guard), Some(&1));
+/// ```
 #[cfg(not(loom))]
-pub use crossbeam_epoch::Guard;
+#[derive(Debug)]
+pub struct Guard {
+    inner: crossbeam_epoch::Guard,
+}
 
-/// A pinned epoch (model-checking build: a token).
+/// A pinned epoch (model-checking build: a guard of the model collector).
 #[cfg(loom)]
 #[derive(Debug)]
 pub struct Guard {
-    _private: (),
+    /// The epoch it pinned.
+    epoch: u64,
+    /// Like crossbeam's guard, it stays on the thread that pinned it.
+    _not_send: PhantomData<*const ()>,
+}
+
+#[cfg(loom)]
+impl Drop for Guard {
+    fn drop(&mut self) {
+        model::unpin(self.epoch);
+    }
 }
 
 /// Pins the current thread: references read from the table stay valid
@@ -29,11 +79,16 @@ pub struct Guard {
 pub fn pin() -> Guard {
     #[cfg(not(loom))]
     {
-        crossbeam_epoch::pin()
+        Guard {
+            inner: crossbeam_epoch::pin(),
+        }
     }
     #[cfg(loom)]
     {
-        Guard { _private: () }
+        Guard {
+            epoch: model::pin(),
+            _not_send: PhantomData,
+        }
     }
 }
 
@@ -41,12 +96,90 @@ pub fn pin() -> Guard {
 pub(crate) fn defer(guard: &Guard, f: impl FnOnce() + Send + 'static) {
     #[cfg(not(loom))]
     {
-        guard.defer(f);
+        guard.inner.defer(f);
     }
     #[cfg(loom)]
     {
         let _ = guard;
-        drop(f);
+        model::defer(Box::new(f));
+    }
+}
+
+/// The collector of the model-checking build: guards counted per epoch
+/// under a (model-checked) lock, deferred closures run by whoever drops
+/// the last guard that could still see what they free.
+///
+/// Its rule is crossbeam's guarantee, stated directly: a closure deferred
+/// in epoch `d` runs once no guard pinned in an epoch up to `d` is alive.
+/// Each defer starts a new epoch, so guards pinned after it never hold it
+/// back. The lock makes pinning a stronger synchronisation than
+/// crossbeam's fence; what the models check is that the table defers the
+/// right work under the right guards, and never frees or reuses memory a
+/// guard can still reach.
+#[cfg(loom)]
+mod model {
+    use std::collections::BTreeMap;
+
+    use loom::sync::Mutex;
+
+    type Deferred = Box<dyn FnOnce() + Send>;
+
+    #[derive(Default)]
+    struct State {
+        /// The current epoch.
+        epoch: u64,
+        /// Guards alive, by the epoch they pinned.
+        pinned: BTreeMap<u64, usize>,
+        /// Deferred closures, with the epoch they were deferred in.
+        deferred: Vec<(u64, Deferred)>,
+    }
+
+    loom::lazy_static! {
+        // One per model execution: loom resets its statics between them.
+        static ref STATE: Mutex<State> = Mutex::new(State::default());
+    }
+
+    fn lock() -> loom::sync::MutexGuard<'static, State> {
+        STATE.lock().expect("model collector poisoned")
+    }
+
+    pub(super) fn pin() -> u64 {
+        let mut s = lock();
+        let e = s.epoch;
+        *s.pinned.entry(e).or_default() += 1;
+        e
+    }
+
+    pub(super) fn unpin(epoch: u64) {
+        if std::thread::panicking() {
+            // A failing model unwinds: leave the state alone.
+            return;
+        }
+        let ready: Vec<Deferred> = {
+            let mut s = lock();
+            let n = s.pinned.get_mut(&epoch).expect("a pinned epoch");
+            *n -= 1;
+            if *n == 0 {
+                s.pinned.remove(&epoch);
+            }
+            let oldest = s.pinned.keys().next().copied().unwrap_or(u64::MAX);
+            let (ready, wait) = core::mem::take(&mut s.deferred)
+                .into_iter()
+                .partition(|(d, _)| *d < oldest);
+            s.deferred = wait;
+            ready.into_iter().map(|(_, f)| f).collect()
+        };
+        // Outside the lock: the closures take locks of their own.
+        for f in ready {
+            f();
+        }
+    }
+
+    pub(super) fn defer(f: Deferred) {
+        let mut s = lock();
+        let d = s.epoch;
+        s.deferred.push((d, f));
+        s.epoch += 1;
     }
 }
 
@@ -59,14 +192,47 @@ struct SendPtr<T>(*mut T);
 // is sound when `T: Send`.
 unsafe impl<T: Send> Send for SendPtr<T> {}
 
+/// Drops the box at `p` (from `Box::into_raw`, null allowed) once every
+/// guard pinned now is gone: a reader may still hold a reference to it.
+fn retire_box<T: Send + 'static>(p: *mut T, guard: &Guard) {
+    if p.is_null() {
+        return;
+    }
+    let p = SendPtr(p);
+    defer(guard, move || {
+        let p = p;
+        // SAFETY: `p.0` came from `Box::into_raw` and was unlinked from its
+        // `EpochBox` before this was deferred, so nothing else frees it and
+        // no new reader can find it; the epoch runs this only once every
+        // guard that could have loaded it is gone.
+        drop(unsafe { Box::from_raw(p.0) });
+    });
+}
+
 /// An optional heap value that readers borrow under a [`Guard`] and writers
 /// replace, the old value being dropped after the grace period.
-pub struct EpochBox<T> {
+///
+/// A value borrowed through [`EpochBox::get`] lives as long as the guard,
+/// not as long as the borrow of the box, so even the box's own drop (and
+/// [`EpochBox::set`]) hands the value it held to the epoch rather than
+/// freeing it at once: a reader pinned before may still hold it.
+///
+/// ```
+/// use ctrack_table::{EpochBox, pin};
+///
+/// let guard = pin();
+/// let b = EpochBox::new(Some(Box::new(String::from("policy"))));
+/// let v = b.get(&guard).unwrap();
+/// drop(b);
+/// // Still valid: freed only after `guard` is dropped.
+/// assert_eq!(v, "policy");
+/// ```
+pub struct EpochBox<T: Send + Sync + 'static> {
     ptr: AtomicPtr<T>,
     _owns: PhantomData<Box<T>>,
 }
 
-impl<T> fmt::Debug for EpochBox<T> {
+impl<T: Send + Sync + 'static> fmt::Debug for EpochBox<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EpochBox")
             .field("set", &!self.ptr.load(Ordering::Relaxed).is_null())
@@ -74,7 +240,7 @@ impl<T> fmt::Debug for EpochBox<T> {
     }
 }
 
-impl<T> Default for EpochBox<T> {
+impl<T: Send + Sync + 'static> Default for EpochBox<T> {
     fn default() -> Self {
         EpochBox {
             ptr: AtomicPtr::new(core::ptr::null_mut()),
@@ -99,13 +265,15 @@ impl<T: Send + Sync + 'static> EpochBox<T> {
         let _ = guard;
         let p = self.ptr.load(Ordering::Acquire);
         // SAFETY: a non-null pointer here came from `Box::into_raw` (in
-        // `new`, `set`, `replace` or `get_or_init`) and is freed only by
-        // `Drop` (no reader can exist then), by `set` (exclusive access), or
-        // by a destructor that `replace` deferred through the epoch after
-        // swapping the pointer out. The collector runs that destructor only
-        // once every guard pinned before the swap is dropped, and `guard`,
-        // which loaded the pointer, is one of them; so the value outlives
-        // 'g.
+        // `new`, `set`, `replace` or `get_or_init`) and is freed only by a
+        // destructor deferred through the epoch after the pointer was
+        // unlinked (by `replace`, `set` or `Drop`), or by `take_now`, whose
+        // caller vouches that no reference from here is alive. `guard` is
+        // a `Guard`, which only `pin` makes, so it is pinned on the very
+        // collector `defer` hands that destructor to; the collector runs it
+        // only once every guard pinned before the unlink is dropped, and
+        // `guard`, which loaded the pointer, is one of them; so the value
+        // outlives 'g.
         unsafe { p.as_ref() }
     }
 
@@ -142,20 +310,19 @@ impl<T: Send + Sync + 'static> EpochBox<T> {
         !self.ptr.load(Ordering::Acquire).is_null()
     }
 
-    /// Replaces the value with exclusive access: nobody else can be
-    /// reading, so the old value is dropped at once.
+    /// Replaces the value with exclusive access to the box: a plain load
+    /// and store, no locked exchange. The old value, if any, goes after
+    /// the grace period (references from [`EpochBox::get`] are tied to
+    /// their guard, not to the box); replacing nothing costs nothing more.
     pub fn set(&mut self, value: Option<Box<T>>) {
         let new = value.map_or(core::ptr::null_mut(), Box::into_raw);
-        // Exclusive access: a plain load and store, no locked exchange.
         let old = self.ptr.load(Ordering::Relaxed);
         if old.is_null() && new.is_null() {
             return;
         }
         self.ptr.store(new, Ordering::Release);
         if !old.is_null() {
-            // SAFETY: `old` came from `Box::into_raw` and, with `&mut self`,
-            // no reader can hold a reference to it.
-            drop(unsafe { Box::from_raw(old) });
+            retire_box(old, &pin());
         }
     }
 
@@ -164,26 +331,93 @@ impl<T: Send + Sync + 'static> EpochBox<T> {
     pub fn replace(&self, value: Option<Box<T>>, guard: &Guard) {
         let new = value.map_or(core::ptr::null_mut(), Box::into_raw);
         let old = self.ptr.swap(new, Ordering::AcqRel);
-        if !old.is_null() {
-            let p = SendPtr(old);
-            defer(guard, move || {
-                let p = p;
-                // SAFETY: `p.0` came from `Box::into_raw`, was unlinked by
-                // the swap above, and the epoch guarantees no reader still
-                // holds it when this runs.
-                drop(unsafe { Box::from_raw(p.0) });
-            });
+        retire_box(old, guard);
+    }
+
+    /// Drops the value at once.
+    ///
+    /// # Safety
+    /// No reference returned by [`EpochBox::get`] or
+    /// [`EpochBox::get_or_init`] on this box may be alive.
+    pub(crate) unsafe fn take_now(&mut self) {
+        let p = self.ptr.load(Ordering::Relaxed);
+        self.ptr.store(core::ptr::null_mut(), Ordering::Relaxed);
+        if !p.is_null() {
+            // SAFETY: `p` came from `Box::into_raw` and is unlinked; by the
+            // contract no reference to the value is alive.
+            drop(unsafe { Box::from_raw(p) });
         }
     }
 }
 
-impl<T> Drop for EpochBox<T> {
+impl<T: Send + Sync + 'static> Drop for EpochBox<T> {
     fn drop(&mut self) {
         let p = self.ptr.load(Ordering::Relaxed);
         if !p.is_null() {
-            // SAFETY: the pointer came from `Box::into_raw`; dropping the
-            // box means no reader can be borrowing through it.
-            drop(unsafe { Box::from_raw(p) });
+            // A reader pinned before may hold the value (its reference is
+            // tied to its guard, not to the box): after the grace period.
+            retire_box(p, &pin());
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicUsize;
+
+    struct Counted(Arc<AtomicUsize>);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn get_or_init_installs_once() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let b: EpochBox<Counted> = EpochBox::default();
+        let g = pin();
+        assert!(b.get(&g).is_none());
+        let first: *const Counted = b.get_or_init(&g, || Box::new(Counted(Arc::clone(&drops))));
+        let again: *const Counted = b.get_or_init(&g, || unreachable!("already set"));
+        assert_eq!(first, again);
+        assert!(b.is_set());
+        assert_eq!(drops.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn values_outlive_the_box_while_a_guard_holds_them() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let g = pin();
+        let mut b = EpochBox::new(Some(Box::new(Counted(Arc::clone(&drops)))));
+        let first = b.get(&g).unwrap();
+        // Neither `set`, nor `replace`, nor the box's drop frees a value
+        // under the guard that read it.
+        b.set(Some(Box::new(Counted(Arc::clone(&drops)))));
+        let second = b.get(&g).unwrap();
+        b.replace(None, &g);
+        assert!(!b.is_set());
+        b.set(Some(Box::new(Counted(Arc::clone(&drops)))));
+        let third = b.get(&g).unwrap();
+        drop(b);
+        assert_eq!(drops.load(Ordering::Relaxed), 0);
+        for v in [first, second, third] {
+            assert!(Arc::ptr_eq(&v.0, &drops));
+        }
+        drop(g);
+        // Freed after the guard, when the collector gets to it.
+    }
+
+    #[test]
+    fn take_now_frees_at_once() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut b = EpochBox::new(Some(Box::new(Counted(Arc::clone(&drops)))));
+        // SAFETY: no reference from `get` was made.
+        unsafe { b.take_now() };
+        assert_eq!(drops.load(Ordering::Relaxed), 1);
+        assert!(!b.is_set());
     }
 }

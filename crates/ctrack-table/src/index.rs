@@ -7,9 +7,9 @@
 //! words and finds the entries whose tag matches with a few word
 //! operations (SWAR), instead of loading and testing every entry: this was
 //! the largest single cost of a lookup when tags lived inside the entries.
-//! An entry is a 24-bit reference to a record slot (or, with [`ALIAS_BIT`],
-//! to an alias naming a record in another shard); references are never
-//! zero.
+//! An entry is a 24-bit reference to a record slot (or, with its alias
+//! bit, to an alias naming a record in another shard); references are
+//! never zero.
 //!
 //! Deletion needs no tombstones: each bucket counts the entries stored past
 //! it because it was full when they were inserted (F14's "outbound overflow
@@ -22,7 +22,8 @@
 //! may find a record that is being removed (the record's own liveness flag
 //! tells).
 
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::arena::Arena;
+use crate::sync::{Arc, AtomicU32, AtomicU64, Ordering};
 
 /// Entries per bucket.
 pub(crate) const BUCKET_ENTRIES: usize = 12;
@@ -120,8 +121,8 @@ impl Bucket {
     }
 }
 
-/// One shard's index: `n` buckets in arena memory (or, under the model
-/// checker, a boxed slice).
+/// One shard's index: `n` buckets in arena memory, the arena kept alive by
+/// the index itself (or, under the model checker, a boxed slice).
 #[derive(Debug)]
 pub(crate) struct Index {
     #[cfg(not(loom))]
@@ -129,11 +130,14 @@ pub(crate) struct Index {
     #[cfg(loom)]
     buckets: Box<[Bucket]>,
     n: usize,
+    /// Owner of the memory `buckets` points into.
+    #[cfg(not(loom))]
+    _arena: Arc<Arena>,
 }
 
-// SAFETY: the buckets are atomics in memory the arena keeps until the table
-// (which owns every index) is dropped; sharing or sending the pointer is
-// sharing `&[Bucket]`, which is `Send + Sync`.
+// SAFETY: the buckets are atomics in memory of the arena the index holds
+// (so it outlives the index); sharing or sending the pointer is sharing
+// `&[Bucket]`, which is `Send + Sync`.
 #[cfg(not(loom))]
 unsafe impl Send for Index {}
 // SAFETY: as above.
@@ -147,12 +151,24 @@ const MAX_PROBE_BUCKETS: usize = 64;
 impl Index {
     /// An index of `buckets` buckets (any number: positions are found by
     /// multiplying, not masking), every entry empty, in `arena`'s memory.
-    /// The arena must outlive the index.
-    pub(crate) fn new(buckets: usize, arena: &crate::arena::Arena) -> Index {
+    /// The index holds the arena, which therefore outlives it.
+    pub(crate) fn new(buckets: usize, arena: &Arc<Arena>) -> Index {
         let n = buckets.max(1);
-        Index {
-            buckets: zeroed_buckets(n, arena),
-            n,
+        #[cfg(not(loom))]
+        {
+            Index {
+                buckets: zeroed_buckets(n, arena),
+                n,
+                _arena: Arc::clone(arena),
+            }
+        }
+        #[cfg(loom)]
+        {
+            let _ = arena;
+            Index {
+                buckets: (0..n).map(|_| Bucket::default()).collect(),
+                n,
+            }
         }
     }
 
@@ -161,8 +177,8 @@ impl Index {
         #[cfg(not(loom))]
         {
             // SAFETY: `buckets` points to `n` zero-initialised buckets
-            // (atomics, valid at zero) in arena memory that outlives the
-            // index (see `new`).
+            // (atomics, valid at zero) in memory of `_arena`, which the
+            // index holds, so it lives at least as long as `&self`.
             unsafe { core::slice::from_raw_parts(self.buckets, self.n) }
         }
         #[cfg(loom)]
@@ -319,7 +335,7 @@ impl Index {
     }
 
     /// Number of occupied entries (a full scan, for tests).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn occupied(&self) -> usize {
         self.b()
             .iter()
@@ -329,18 +345,13 @@ impl Index {
 }
 
 #[cfg(not(loom))]
-fn zeroed_buckets(n: usize, arena: &crate::arena::Arena) -> *const Bucket {
+fn zeroed_buckets(n: usize, arena: &Arena) -> *const Bucket {
     let p = arena.alloc_zeroed(n * core::mem::size_of::<Bucket>(), 64);
     assert!(!p.is_null(), "out of memory for a connection index");
     // A `Bucket` is atomics, for which all-zero bytes are a valid value (0);
     // arena memory is zeroed and committed as touched, so an index sized
     // for the connection limit costs memory only where used.
     p.cast()
-}
-
-#[cfg(loom)]
-fn zeroed_buckets(n: usize, _arena: &crate::arena::Arena) -> Box<[Bucket]> {
-    (0..n).map(|_| Bucket::default()).collect()
 }
 
 #[cfg(all(test, not(loom)))]
@@ -371,7 +382,7 @@ mod tests {
 
     #[test]
     fn insert_find_remove() {
-        let arena = crate::arena::Arena::default();
+        let arena = Arc::new(Arena::default());
         let ix = Index::new(4, &arena);
         let h = 0x1234_5678_9abc_de01u64;
         ix.insert(h, 7).unwrap();
@@ -390,7 +401,7 @@ mod tests {
     #[test]
     fn overflow_chains_and_removal() {
         // One bucket's worth plus more, all with the same home bucket.
-        let arena = crate::arena::Arena::default();
+        let arena = Arc::new(Arena::default());
         let ix = Index::new(4, &arena);
         let home_bits = 0xc000_0000u64 << 8;
         let n = BUCKET_ENTRIES as u32 * 2 + 3;
@@ -422,7 +433,7 @@ mod tests {
 
     #[test]
     fn many_keys_in_a_small_index() {
-        let arena = crate::arena::Arena::default();
+        let arena = Arc::new(Arena::default());
         let ix = Index::new(8, &arena);
         let mut rng = 0x9e37_79b9_7f4a_7c15u64;
         let mut keys = Vec::new();
@@ -446,7 +457,7 @@ mod tests {
 
     #[test]
     fn full_index_refuses() {
-        let arena = crate::arena::Arena::default();
+        let arena = Arc::new(Arena::default());
         let ix = Index::new(1, &arena);
         for r in 1..=BUCKET_ENTRIES as u32 {
             ix.insert(u64::from(r), r).unwrap();

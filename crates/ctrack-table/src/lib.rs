@@ -1,5 +1,6 @@
 //! ctrack's concurrent connection table: the only crate of ctrack with
-//! `unsafe` code, each block justified where it stands.
+//! `unsafe` code, confined to the modules that need it (`unsafe_code` is
+//! denied everywhere else) and each block justified where it stands.
 //!
 //! A [`Table`] holds records in [`MAX_SHARDS`] shards chosen by the top bits
 //! of a record's hash. Each shard has:
@@ -7,9 +8,9 @@
 //! - an index of 32-bit entries in cache-line buckets ([`index`]), read with
 //!   plain atomic loads: a lookup takes no lock and writes nothing shared;
 //! - slots that never move ([`slab`]), so a reference found in the index
-//!   stays valid while the reader's epoch is pinned ([`epoch`]); removed
-//!   slots are reused only after every reader that could have seen them
-//!   has unpinned (crossbeam-epoch), in batches;
+//!   stays valid while the reader's epoch is pinned ([`pin`], [`Guard`]);
+//!   removed slots are reused only after every reader that could have
+//!   seen them has unpinned (crossbeam-epoch), in batches;
 //! - a lock, taken by writers only: inserting or removing a record takes the
 //!   locks of the one or two shards its entries live in, in increasing
 //!   shard order, so both entries of a translated connection appear and
@@ -26,19 +27,99 @@
 //!
 //! Counts are per shard (`len` sums them); there is no global lock and no
 //! shared counter on any path.
+//!
+//! # Example
+//!
+//! ```
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//!
+//! use ctrack_table::{Context, Guard, Hashes, Header, Record, Removal, Table, TableConfig, pin};
+//!
+//! /// A record: the table's header and the caller's fields.
+//! #[derive(Debug, Default)]
+//! struct Conn {
+//!     header: Header,
+//!     key: u64,
+//!     /// Changed by packets under the entry lock, hence atomic.
+//!     expires: AtomicU64,
+//! }
+//!
+//! impl Record for Conn {
+//!     fn header(&self) -> &Header {
+//!         &self.header
+//!     }
+//! }
+//!
+//! fn hash(key: u64) -> u64 {
+//!     key.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+//! }
+//!
+//! /// How the table sees records: their hashes, zone and expiry.
+//! struct Ctx;
+//!
+//! impl Context<Conn> for Ctx {
+//!     fn hashes(&self, c: &Conn, _: &Guard) -> Hashes {
+//!         Hashes { primary: hash(c.key), secondary: None }
+//!     }
+//!     fn instance(&self, _: &Conn) -> u64 {
+//!         0
+//!     }
+//!     fn expiry(&self, c: &Conn, _: &Guard) -> u64 {
+//!         c.expires.load(Ordering::Relaxed)
+//!     }
+//! }
+//!
+//! let table = Table::<Conn>::new(TableConfig { shards: 4, capacity: 1024 });
+//! let guard = pin();
+//! let hashes = Hashes { primary: hash(42), secondary: None };
+//!
+//! // Insert: lock the record's shard, fill a slot (every field).
+//! let mut w = table.write(&guard, &hashes);
+//! let id = w
+//!     .insert(&Ctx, &hashes, 0, |c| {
+//!         c.key = 42;
+//!         *c.expires.get_mut() = 60_000;
+//!     })
+//!     .expect("room")
+//!     .id();
+//! drop(w);
+//!
+//! // Look up: no lock; the reference is good while `guard` is pinned.
+//! let found = table.find(&guard, hash(42), |c| c.key == 42).expect("inserted");
+//! assert_eq!(found.id(), id);
+//! assert_eq!(found.record().expires.load(Ordering::Relaxed), 60_000);
+//! assert!(table.find(&guard, hash(7), |c| c.key == 7).is_none());
+//!
+//! // Remove: lock its shard again.
+//! assert!(table.write(&guard, &hashes).remove(&Ctx, found, Removal::Deleted));
+//! assert!(table.find(&guard, hash(42), |c| c.key == 42).is_none());
+//! assert!(table.is_empty());
+//! ```
+#![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[allow(unsafe_code)]
 mod arena;
+#[allow(unsafe_code)]
 mod epoch;
 mod header;
+#[allow(unsafe_code)]
 pub mod index;
+#[allow(unsafe_code)]
+mod prefetch;
+#[allow(unsafe_code)]
 mod shard;
+#[allow(unsafe_code)]
 pub mod slab;
 mod sync;
 mod table;
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+pub mod testing;
 
 pub use epoch::{EpochBox, Guard, pin};
 pub use header::Header;
+pub use prefetch::prefetch;
 pub use table::{
     APPROX_STEP, EntryLock, EntryRef, Hint, InsertError, MAX_SHARDS, MemoryStats, RecordId,
     SweepStats, Table, TableConfig, Writer,
@@ -103,25 +184,6 @@ pub trait Context<R> {
     /// (`occupied`) or loses its last.
     fn occupancy(&self, instance: u64, shard: usize, occupied: bool) {
         let _ = (instance, shard, occupied);
-    }
-}
-
-/// Hints the processor to load the cache line at `p` (no effect elsewhere).
-#[inline(always)]
-pub fn prefetch(p: *const u8) {
-    #[cfg(all(target_arch = "x86_64", not(loom)))]
-    {
-        if !p.is_null() {
-            // SAFETY: a prefetch is a hint that never faults, whatever the
-            // address; SSE is part of the x86-64 baseline.
-            unsafe {
-                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast())
-            };
-        }
-    }
-    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
-    {
-        let _ = p;
     }
 }
 

@@ -5,8 +5,6 @@
 //! link fields it manipulates live in the records' [`Header`]s as relaxed
 //! atomics: readers never follow them.
 
-use std::sync::Arc;
-
 use crossbeam_utils::CachePadded;
 use hashbrown::HashMap;
 
@@ -16,15 +14,19 @@ use crate::epoch::{EpochBox, Guard, defer};
 use crate::header::{Header, NO_WHEEL};
 use crate::index::Index;
 use crate::slab::{MAX_SLOTS, Slab};
-use crate::sync::{AtomicU8, AtomicU32, AtomicU64, Mutex, Ordering};
+use crate::sync::{Arc, AtomicU8, AtomicU32, AtomicU64, Mutex, Ordering};
 
 /// Timer-wheel slots per shard. A record expiring further ahead than the
 /// wheel spans is filed in the last slot and filed again when it comes due.
 pub(crate) const WHEEL_SLOTS: usize = 256;
 /// Width of a wheel slot, in milliseconds.
 pub(crate) const TICK_MS: u64 = 1000;
-/// Freed slots handed to the epoch in batches of this many.
+/// Freed slots handed to the epoch in batches of this many (one at a time
+/// under the model checker, so that its small models see slots reused).
+#[cfg(not(loom))]
 const LIMBO_BATCH: usize = 64;
+#[cfg(loom)]
+const LIMBO_BATCH: usize = 1;
 
 /// A doubly linked list of slots (through a pair of header links).
 #[derive(Debug, Clone, Copy, Default)]
@@ -138,6 +140,18 @@ pub(crate) struct Shard<R> {
     mailbox: Arc<Mailbox>,
 }
 
+impl<R> Drop for Shard<R> {
+    fn drop(&mut self) {
+        // SAFETY: every reference to a shard's index comes from
+        // `Table::index`, which only the table's own methods call and none
+        // returns, so none outlives the borrow of the table it was made
+        // under; the table is being dropped (this shard with it), so none
+        // is alive. Freed now rather than after a grace period, the index
+        // gives its hold on the arena back with the table.
+        unsafe { self.index.take_now() };
+    }
+}
+
 #[inline]
 pub(crate) fn rec<R: Record>(slab: &Slab<R>, slot: u32) -> &R {
     slab.get(slot)
@@ -146,13 +160,12 @@ pub(crate) fn rec<R: Record>(slab: &Slab<R>, slot: u32) -> &R {
 
 impl<R: Record> Shard<R> {
     /// A shard expected to hold about `share` records, with an index of
-    /// `index_buckets` buckets, its memory from `arena` (which must outlive
-    /// it).
-    pub(crate) fn new(index_buckets: usize, share: usize, arena: &Arena) -> Shard<R> {
+    /// `index_buckets` buckets, its memory from `arena`.
+    pub(crate) fn new(index_buckets: usize, share: usize, arena: &Arc<Arena>) -> Shard<R> {
         Shard {
             index: EpochBox::new(Some(Box::new(Index::new(index_buckets, arena)))),
-            slab: Slab::new(share),
-            aliases: Slab::new(0),
+            slab: Slab::new(share, arena),
+            aliases: Slab::new(0, arena),
             inner: CachePadded::new(Mutex::new(Inner::new())),
             live: CachePadded::new(AtomicU64::new(0)),
             next_due: AtomicU64::new(u64::MAX),
@@ -250,6 +263,13 @@ impl<R: Record> Shard<R> {
         }
     }
 
+    /// Files `slot` again, now expiring at `expiry`, no earlier than
+    /// `min_tick`.
+    pub(crate) fn refile(&self, inner: &mut Inner, slot: u32, expiry: u64, min_tick: u64) {
+        self.unfile(inner, slot);
+        self.file(inner, slot, expiry, min_tick);
+    }
+
     /// Takes `slot` out of the wheel, if it is in it.
     pub(crate) fn unfile(&self, inner: &mut Inner, slot: u32) {
         let h = rec(&self.slab, slot).header();
@@ -309,7 +329,7 @@ impl<R: Record> Shard<R> {
 
     /// A vacant slot whose grace period has passed, or `None` if the shard
     /// is at its slot limit.
-    pub(crate) fn alloc(&self, inner: &mut Inner, arena: &Arena) -> Option<u32> {
+    pub(crate) fn alloc(&self, inner: &mut Inner) -> Option<u32> {
         if inner.free == 0 {
             self.drain_mailbox(inner);
         }
@@ -320,7 +340,7 @@ impl<R: Record> Shard<R> {
             return Some(s);
         }
         let s = inner.next_fresh;
-        if s >= MAX_SLOTS || !self.slab.ensure(s, arena) {
+        if s >= MAX_SLOTS || !self.slab.ensure(s) {
             return None;
         }
         inner.next_fresh += 1;
@@ -339,7 +359,7 @@ impl<R: Record> Shard<R> {
     }
 
     /// A fresh alias number.
-    pub(crate) fn alloc_alias(&self, inner: &mut Inner, arena: &Arena) -> Option<u32> {
+    pub(crate) fn alloc_alias(&self, inner: &mut Inner) -> Option<u32> {
         if inner.alias_free.is_empty() {
             self.drain_mailbox(inner);
         }
@@ -348,7 +368,7 @@ impl<R: Record> Shard<R> {
             return Some(a);
         }
         let a = inner.alias_next_fresh;
-        if a >= MAX_SLOTS || !self.aliases.ensure(a, arena) {
+        if a >= MAX_SLOTS || !self.aliases.ensure(a) {
             return None;
         }
         inner.alias_next_fresh += 1;

@@ -15,6 +15,12 @@ pub(crate) use loom::sync::atomic::{
     AtomicI64, AtomicPtr, AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering,
 };
 
+#[cfg(not(loom))]
+pub(crate) use std::sync::Arc;
+
+#[cfg(loom)]
+pub(crate) use loom::sync::Arc;
+
 /// A mutex whose `lock` cannot fail (no poisoning): parking_lot's, or
 /// loom's under the model checker.
 #[derive(Debug, Default)]

@@ -1,56 +1,32 @@
 //! Loom models of the table's races. Run with
-//! `RUSTFLAGS="--cfg loom" cargo test --release -p ctrack-table --test loom`
-//! (`.ci/run` does, into its own target directory). The models use one
-//! shard and a one-bucket index, so that every operation contends.
+//! `LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom
+//! cargo test --release -p ctrack-table --test loom` (`.ci/run` does). The
+//! models use one shard and a one-bucket index, so that every operation
+//! contends.
 //!
-//! Under loom the epoch never frees anything (see `epoch.rs`): these models
-//! check the table's own protocol (shard locks, entry locks, index and
-//! liveness publication), not crossbeam's collector.
+//! Under loom the epoch is a model collector (see `epoch.rs`) that really
+//! runs deferred work once no guard pinned before the defer is alive, and
+//! freed slots are handed to it one at a time: removed slots are reused
+//! and replaced boxes freed within a model, so the models check that no
+//! reader ever sees either through its guard, besides the table's own
+//! protocol (shard locks, entry locks, index and liveness publication).
 #![cfg(loom)]
 
+use std::sync::atomic::Ordering;
+
 use loom::sync::Arc;
-use loom::sync::atomic::{AtomicU64, Ordering};
+use loom::sync::atomic::AtomicUsize;
 use loom::thread;
 
-use ctrack_table::{Context, Guard, Hashes, Header, Record, Removal, Table, TableConfig, pin};
-
-#[derive(Debug, Default)]
-struct Rec {
-    h: Header,
-    key: u64,
-    alt: u64,
-    inst: u64,
-    exp: AtomicU64,
-    val: AtomicU64,
-}
-
-impl Record for Rec {
-    fn header(&self) -> &Header {
-        &self.h
-    }
-}
-
-struct Ctx;
+use ctrack_table::testing::{Ctx, Rec};
+use ctrack_table::{EpochBox, RecordId, Table, TableConfig, pin};
 
 /// Hashes that all land in shard 0 and bucket 0, tags differing.
-fn hash(k: u64) -> u64 {
+fn same_bucket(k: u64) -> u64 {
     k & 0xff
 }
 
-impl Context<Rec> for Ctx {
-    fn hashes(&self, r: &Rec, _: &Guard) -> Hashes {
-        Hashes {
-            primary: hash(r.key),
-            secondary: (r.alt != 0).then(|| hash(r.alt)),
-        }
-    }
-    fn instance(&self, r: &Rec) -> u64 {
-        r.inst
-    }
-    fn expiry(&self, r: &Rec, _: &Guard) -> u64 {
-        r.exp.load(Ordering::Relaxed)
-    }
-}
+const CTX: Ctx = Ctx::<fn(u64) -> u64>::new(same_bucket);
 
 fn table() -> Arc<Table<Rec>> {
     Arc::new(Table::new(TableConfig {
@@ -67,41 +43,27 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
     b.check(f);
 }
 
-/// Inserts unless `key` or `alt` is held (as either key).
+/// Inserts unless `key` or `alt` is held (as either key); value `key * 10`.
 fn insert(t: &Table<Rec>, key: u64, alt: u64, inst: u64, exp: u64) -> bool {
+    CTX.insert_new(t, key, alt, inst, exp, key * 10)
+        .expect("room in the table")
+}
+
+/// The id of the live record of `key` (as either key).
+fn id_of(t: &Table<Rec>, key: u64) -> Option<RecordId> {
     let g = pin();
-    let h = Hashes {
-        primary: hash(key),
-        secondary: (alt != 0).then(|| hash(alt)),
-    };
-    let mut w = t.write(&g, &h);
-    let held = |k: u64| w.find(hash(k), |r| r.key == k || r.alt == k).is_some();
-    if held(key) || (alt != 0 && held(alt)) {
-        return false;
-    }
-    w.insert(&Ctx, &h, 0, |r| {
-        r.key = key;
-        r.alt = alt;
-        r.inst = inst;
-        r.exp.store(exp, Ordering::Relaxed);
-        r.val.store(key * 10, Ordering::Relaxed);
-    })
-    .is_ok()
+    t.find(&g, CTX.hash(key), |r| r.has_key(key))
+        .map(|e| e.id())
 }
 
 fn find(t: &Table<Rec>, key: u64) -> Option<(u64, u64)> {
     let g = pin();
-    t.find(&g, hash(key), |r| r.key == key || r.alt == key)
+    t.find(&g, CTX.hash(key), |r| r.has_key(key))
         .map(|e| (e.record().key, e.record().val.load(Ordering::Relaxed)))
 }
 
 fn remove(t: &Table<Rec>, key: u64) -> bool {
-    let g = pin();
-    let Some(e) = t.find(&g, hash(key), |r| r.key == key) else {
-        return false;
-    };
-    let h = Ctx.hashes(e.record(), &g);
-    t.write(&g, &h).remove(&Ctx, e, Removal::Deleted)
+    CTX.remove(t, key)
 }
 
 #[test]
@@ -143,7 +105,7 @@ fn remove_against_lookup_and_lock() {
         let t2 = Arc::clone(&t);
         let h = thread::spawn(move || {
             let g = pin();
-            if let Some(e) = t2.find(&g, hash(6), |r| r.alt == 6) {
+            if let Some(e) = t2.find(&g, CTX.hash(6), |r| r.alt == 6) {
                 // Locked, it is live and whole; else it was removed.
                 if let Some(l) = e.lock() {
                     assert!(e.is_live());
@@ -167,7 +129,7 @@ fn instance_reclaim_against_insert() {
         let t2 = Arc::clone(&t);
         let h = thread::spawn(move || insert(&t2, 2, 0, 9, u64::MAX));
         let g = pin();
-        let (removed, _) = t.reclaim_instance(&Ctx, &g, 0, 9, usize::MAX);
+        let (removed, _) = t.reclaim_instance(&CTX, &g, 0, 9, usize::MAX);
         assert!(h.join().unwrap());
         assert!(removed >= 1);
         assert_eq!(find(&t, 1), None);
@@ -187,17 +149,167 @@ fn expiry_against_refresh() {
         // A packet refreshes the connection under its lock...
         let h = thread::spawn(move || {
             let g = pin();
-            let e = t2.find(&g, hash(3), |r| r.key == 3)?;
+            let e = t2.find(&g, CTX.hash(3), |r| r.key == 3)?;
             let l = e.lock()?;
             l.exp.store(100_000, Ordering::Relaxed);
             Some(())
         });
         // ...while a sweep at 20 finds it expired.
         let g = pin();
-        let s = t.sweep(&Ctx, &g, 20_000, usize::MAX);
+        let s = t.sweep(&CTX, &g, 20_000, usize::MAX);
         let refreshed = h.join().unwrap().is_some();
         // A refreshed connection is never swept; an unrefreshed one is.
         assert_eq!(refreshed, find(&t, 3).is_some());
         assert_eq!(s.removed, usize::from(!refreshed));
+    });
+}
+
+/// A reader holds a record found by `by` (1, or its secondary key 2 when
+/// `alt` is 2) while a writer removes it and inserts others, which take
+/// its slot (and alias) once no reader pinned before the removal is left.
+fn reader_against_remove_and_reuse(alt: u64, by: u64) {
+    let t = table();
+    assert!(insert(&t, 1, alt, 0, u64::MAX));
+    let old = id_of(&t, 1).expect("inserted");
+    let t2 = Arc::clone(&t);
+    let reader = thread::spawn(move || {
+        let g = pin();
+        let Some(e) = t2.find(&g, CTX.hash(by), |r| r.has_key(by)) else {
+            return;
+        };
+        // Whatever the writer does meanwhile, the record found stays the
+        // one found while the guard is pinned: its slot is not handed to
+        // the next record.
+        for _ in 0..2 {
+            let r = e.record();
+            assert_eq!((r.key, r.alt), (1, alt), "slot reused under a guard");
+            assert_eq!(r.val.load(Ordering::Relaxed), 10);
+            thread::yield_now();
+        }
+    });
+    let alt2 = if alt == 0 { 0 } else { 4 };
+    assert!(remove(&t, 1));
+    assert!(insert(&t, 3, alt2, 0, u64::MAX));
+    let second = id_of(&t, 3).expect("inserted");
+    reader.join().unwrap();
+    assert_eq!(find(&t, by), None);
+    if alt2 != 0 {
+        assert_eq!(find(&t, alt2), Some((3, 30)));
+    }
+    // With every guard gone the slot is free for reuse if the second
+    // record did not get it: the model really reuses slots.
+    assert!(insert(&t, 5, 0, 0, u64::MAX));
+    let third = id_of(&t, 5).expect("inserted");
+    assert!(second == old || third == old, "the removed slot is reused");
+    assert_eq!(t.len(), 2);
+}
+
+#[test]
+fn reader_never_sees_its_record_reused() {
+    model(|| reader_against_remove_and_reuse(0, 1));
+}
+
+#[test]
+fn reader_through_an_alias_never_sees_its_record_reused() {
+    model(|| reader_against_remove_and_reuse(2, 2));
+}
+
+/// A value that reports its drop.
+struct Tracked {
+    n: u64,
+    dropped: Arc<AtomicUsize>,
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.dropped.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn tracked(n: u64, dropped: &Arc<AtomicUsize>) -> Option<Box<Tracked>> {
+    Some(Box::new(Tracked {
+        n,
+        dropped: Arc::clone(dropped),
+    }))
+}
+
+#[test]
+fn replaced_value_outlives_the_readers_that_saw_it() {
+    model(|| {
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let b = Arc::new(EpochBox::new(tracked(1, &dropped)));
+        let (b2, dropped2) = (Arc::clone(&b), Arc::clone(&dropped));
+        let reader = thread::spawn(move || {
+            let g = pin();
+            if let Some(v) = b2.get(&g) {
+                let n = v.n;
+                thread::yield_now();
+                // Not dropped while pinned, whenever the replace ran.
+                if n == 1 {
+                    assert_eq!(dropped2.load(Ordering::SeqCst), 0, "freed under a guard");
+                }
+                assert_eq!(v.n, n);
+            }
+        });
+        {
+            let g = pin();
+            b.replace(tracked(2, &dropped), &g);
+        }
+        reader.join().unwrap();
+        // Every guard is gone: the deferred free has run.
+        assert_eq!(dropped.load(Ordering::SeqCst), 1);
+        drop(b);
+        assert_eq!(dropped.load(Ordering::SeqCst), 2);
+    });
+}
+
+#[test]
+fn dropped_box_outlives_the_readers_that_saw_its_value() {
+    model(|| {
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let b = Arc::new(EpochBox::new(tracked(1, &dropped)));
+        let (b2, dropped2) = (Arc::clone(&b), Arc::clone(&dropped));
+        let reader = thread::spawn(move || {
+            let g = pin();
+            let v = b2.get(&g).expect("set");
+            // The box goes here or in the other thread, whichever lets go
+            // of it last: the value stays while `g` is pinned.
+            drop(b2);
+            thread::yield_now();
+            assert_eq!(dropped2.load(Ordering::SeqCst), 0, "freed under a guard");
+            assert_eq!(v.n, 1);
+        });
+        drop(b);
+        reader.join().unwrap();
+        assert_eq!(dropped.load(Ordering::SeqCst), 1);
+    });
+}
+
+#[test]
+fn deferred_free_runs_once_no_guard_is_held() {
+    model(|| {
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let b = Arc::new(EpochBox::new(tracked(1, &dropped)));
+        {
+            let g = pin();
+            b.replace(tracked(2, &dropped), &g);
+            assert_eq!(dropped.load(Ordering::SeqCst), 0, "freed under a guard");
+        }
+        // No guard anywhere: the free ran as the last one went.
+        assert_eq!(dropped.load(Ordering::SeqCst), 1);
+        // Another thread pins and unpins meanwhile: the free runs once the
+        // last guard pinned before it is gone, whichever thread drops it.
+        let b2 = Arc::clone(&b);
+        let other = thread::spawn(move || {
+            let g = pin();
+            let n = b2.get(&g).map(|v| v.n);
+            assert!(matches!(n, Some(2 | 3)));
+        });
+        {
+            let g = pin();
+            b.replace(tracked(3, &dropped), &g);
+        }
+        other.join().unwrap();
+        assert_eq!(dropped.load(Ordering::SeqCst), 2);
     });
 }

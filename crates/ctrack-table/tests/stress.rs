@@ -13,53 +13,12 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use ctrack_table::{Context, Guard, Hashes, Header, Record, Removal, Table, TableConfig, pin};
+use ctrack_table::testing::{MIXED, Rec, mix};
+use ctrack_table::{Guard, Table, TableConfig, pin};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
-
-#[derive(Debug, Default)]
-struct Rec {
-    h: Header,
-    key: u64,
-    /// Secondary key (0: none).
-    alt: u64,
-    inst: u64,
-    exp: AtomicU64,
-    /// Written under the entry lock: `key * 1000 + version`, checked whole.
-    val: AtomicU64,
-}
-
-impl Record for Rec {
-    fn header(&self) -> &Header {
-        &self.h
-    }
-}
-
-struct Ctx;
-
-fn mix(k: u64) -> u64 {
-    let mut z = k.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-impl Context<Rec> for Ctx {
-    fn hashes(&self, r: &Rec, _: &Guard) -> Hashes {
-        Hashes {
-            primary: mix(r.key),
-            secondary: (r.alt != 0).then(|| mix(r.alt)),
-        }
-    }
-    fn instance(&self, r: &Rec) -> u64 {
-        r.inst
-    }
-    fn expiry(&self, r: &Rec, _: &Guard) -> u64 {
-        r.exp.load(Ordering::Relaxed)
-    }
-}
 
 fn ops() -> usize {
     std::env::var("CTRACK_STRESS_OPS")
@@ -68,47 +27,22 @@ fn ops() -> usize {
         .unwrap_or(40_000)
 }
 
-fn hashes(key: u64, alt: u64) -> Hashes {
-    Hashes {
-        primary: mix(key),
-        secondary: (alt != 0).then(|| mix(alt)),
-    }
-}
-
 /// Finds the live record of `key` (by its primary or secondary key).
 fn find(t: &Table<Rec>, g: &Guard, key: u64) -> Option<u64> {
-    t.find(g, mix(key), |r| r.key == key || r.alt == key)
+    t.find(g, mix(key), |r| r.has_key(key))
         .map(|e| e.record().key)
 }
 
-/// Inserts unless a record of `key` or `alt` exists; returns whether it did.
+/// Inserts unless a record of `key` or `alt` exists; returns whether it
+/// did. Its value is `key * 1000`, checked whole by `touch`.
 fn insert(t: &Table<Rec>, key: u64, alt: u64, inst: u64, exp: u64) -> bool {
-    let g = pin();
-    let h = hashes(key, alt);
-    let mut w = t.write(&g, &h);
-    let dup = |k: u64| w.find(mix(k), |r| r.key == k || r.alt == k).is_some();
-    if dup(key) || (alt != 0 && dup(alt)) {
-        return false;
-    }
-    w.insert(&Ctx, &h, 0, |r| {
-        r.key = key;
-        r.alt = alt;
-        r.inst = inst;
-        *r.exp.get_mut() = exp;
-        *r.val.get_mut() = key * 1000;
-    })
-    .expect("room in the table");
-    true
+    MIXED
+        .insert_new(t, key, alt, inst, exp, key * 1000)
+        .expect("room in the table")
 }
 
 fn remove(t: &Table<Rec>, key: u64) -> bool {
-    let g = pin();
-    let Some(e) = t.find(&g, mix(key), |r| r.key == key) else {
-        return false;
-    };
-    let h = Ctx.hashes(e.record(), &g);
-    let mut w = t.write(&g, &h);
-    w.remove(&Ctx, e, Removal::Deleted)
+    MIXED.remove(t, key)
 }
 
 /// Bumps the version of `key`'s record under its lock, checking that what
@@ -207,7 +141,7 @@ fn disjoint_keys_match_a_sequential_model() {
     // Reclaiming every instance empties the table.
     for s in 0..t.shard_count() {
         for inst in 0..4 {
-            t.reclaim_instance(&Ctx, &g, s, inst, usize::MAX);
+            t.reclaim_instance(&MIXED, &g, s, inst, usize::MAX);
         }
     }
     assert!(t.is_empty());
@@ -268,10 +202,10 @@ fn racing_inserts_of_the_same_keys() {
             let mut now = 0;
             while !stop.load(Ordering::Relaxed) {
                 let g = pin();
-                t.sweep(&Ctx, &g, now, 64);
+                t.sweep(&MIXED, &g, now, 64);
                 now += 97;
                 let s = (now as usize) % t.shard_count();
-                t.reclaim_instance(&Ctx, &g, s, now % 3, 8);
+                t.reclaim_instance(&MIXED, &g, s, now % 3, 8);
             }
         }));
     }

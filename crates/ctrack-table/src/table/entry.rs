@@ -1,0 +1,121 @@
+//! Naming records: ids, lookup hints, and references to live records with
+//! their entry locks.
+
+use core::fmt;
+use core::ops::Deref;
+
+use crate::Record;
+
+use super::MAX_SHARDS;
+
+const SLOT_BITS: u32 = 23;
+const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
+
+/// Names a record while it lives: its shard and slot. After the record is
+/// removed the id may name a later record; compare keys to be sure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RecordId(u32);
+
+impl RecordId {
+    pub(crate) fn new(shard: usize, slot: u32) -> RecordId {
+        debug_assert!(shard < MAX_SHARDS && slot <= SLOT_MASK);
+        RecordId(((shard as u32) << SLOT_BITS) | slot)
+    }
+
+    /// The shard.
+    pub fn shard(self) -> usize {
+        (self.0 >> SLOT_BITS) as usize
+    }
+
+    pub(crate) fn slot(self) -> u32 {
+        self.0 & SLOT_MASK
+    }
+
+    /// The id as a number (29 bits).
+    pub fn as_u32(self) -> u32 {
+        self.0
+    }
+
+    /// The id from [`RecordId::as_u32`].
+    pub fn from_u32(v: u32) -> RecordId {
+        RecordId(v)
+    }
+}
+
+/// Where a lookup expects to find its record, from
+/// [`Table::probe`](crate::Table::probe). A hint is only a guess: the
+/// record it names is checked like any other.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hint(pub(crate) u32);
+
+/// A live record found in the table, valid while the guard it was found
+/// under is pinned.
+pub struct EntryRef<'g, R> {
+    pub(crate) id: RecordId,
+    pub(crate) rec: &'g R,
+}
+
+impl<R> Clone for EntryRef<'_, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<R> Copy for EntryRef<'_, R> {}
+
+impl<R> fmt::Debug for EntryRef<'_, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EntryRef").field("id", &self.id).finish()
+    }
+}
+
+impl<'g, R: Record> EntryRef<'g, R> {
+    /// The record's id.
+    pub fn id(&self) -> RecordId {
+        self.id
+    }
+
+    /// The record. Fields the table's writers change (through
+    /// [`EntryLock`]) may change while it is read.
+    pub fn record(&self) -> &'g R {
+        self.rec
+    }
+
+    /// True while the record is in the table.
+    pub fn is_live(&self) -> bool {
+        self.rec.header().is_live()
+    }
+
+    /// Takes the record's lock; `None` if the record was removed since it
+    /// was found. Never take a shard lock (a [`Writer`](crate::Writer))
+    /// while holding it.
+    #[inline]
+    pub fn lock(&self) -> Option<EntryLock<'g, R>> {
+        self.rec.header().lock()?;
+        Some(EntryLock { rec: self.rec })
+    }
+}
+
+/// A record's lock, held: the record stays in the table until it is
+/// released.
+pub struct EntryLock<'g, R: Record> {
+    rec: &'g R,
+}
+
+impl<R: Record> fmt::Debug for EntryLock<'_, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EntryLock").finish_non_exhaustive()
+    }
+}
+
+impl<R: Record> Deref for EntryLock<'_, R> {
+    type Target = R;
+    fn deref(&self) -> &R {
+        self.rec
+    }
+}
+
+impl<R: Record> Drop for EntryLock<'_, R> {
+    fn drop(&mut self) {
+        self.rec.header().unlock();
+    }
+}

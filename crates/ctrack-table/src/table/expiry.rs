@@ -1,0 +1,140 @@
+//! Expiry: sweeping the shards' timer wheels for records whose time ran
+//! out.
+
+use crate::epoch::Guard;
+use crate::shard::{Inner, rec};
+use crate::sync::Ordering;
+use crate::{Context, Record, Removal};
+
+use super::{RecordId, Table};
+
+/// What a sweep did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SweepStats {
+    /// Records looked at.
+    pub examined: usize,
+    /// Records removed because they had expired.
+    pub removed: usize,
+    /// True if the budget ran out before everything due was processed.
+    pub more: bool,
+}
+
+impl<R: Record> Table<R> {
+    /// Removes expired records, looking at no more than `budget`. Shards
+    /// are visited round-robin from call to call, so that small budgets
+    /// still reach every shard.
+    pub fn sweep<C: Context<R>>(
+        &self,
+        ctx: &C,
+        guard: &Guard,
+        now: u64,
+        budget: usize,
+    ) -> SweepStats {
+        let mut out = SweepStats::default();
+        let n = self.shards.len();
+        let start = self.sweep_start.fetch_add(1, Ordering::Relaxed) as usize;
+        for i in 0..n {
+            let shard = (start + i) & self.mask;
+            if self.shards[shard].next_due.load(Ordering::Relaxed) > now {
+                continue;
+            }
+            if out.examined >= budget {
+                out.more = true;
+                break;
+            }
+            self.sweep_shard(ctx, guard, shard, now, budget - out.examined, &mut out);
+        }
+        out
+    }
+
+    fn sweep_shard<C: Context<R>>(
+        &self,
+        ctx: &C,
+        guard: &Guard,
+        shard: usize,
+        now: u64,
+        budget: usize,
+        out: &mut SweepStats,
+    ) {
+        let sh = &self.shards[shard];
+        let mut deferred = Vec::new();
+        {
+            let mut inner = sh.inner.lock();
+            let mut examined = 0;
+            while let Some((slot, tick)) = sh.due(&mut inner, now) {
+                if examined >= budget {
+                    out.more = true;
+                    break;
+                }
+                examined += 1;
+                let r = rec(&sh.slab, slot);
+                let id = RecordId::new(shard, slot);
+                if ctx.expiry(r, guard) > now {
+                    sh.refile(&mut inner, slot, ctx.expiry(r, guard), tick + 1);
+                    continue;
+                }
+                // If its alias lives in another shard that is busy and
+                // comes first in lock order, finish it below.
+                let alias = ctx.hashes(r, guard).secondary.map(|h| self.shard_of(h));
+                let removed = self.with_alias_locked(shard, &mut inner, alias, |home, alias| {
+                    self.remove_expired(ctx, guard, id, r, now, home, alias)
+                });
+                match removed {
+                    Some(true) => out.removed += 1,
+                    Some(false) => sh.refile(&mut inner, slot, ctx.expiry(r, guard), tick + 1),
+                    None => {
+                        sh.unfile(&mut inner, slot);
+                        deferred.push(id);
+                    }
+                }
+            }
+            out.examined += examined;
+            sh.update_next_due(&inner);
+            sh.seal(&mut inner, guard);
+        }
+        for id in deferred {
+            let removed = self.with_record_locked(ctx, guard, id, |r, home, alias| {
+                let removed = self.remove_expired(ctx, guard, id, r, now, home, alias);
+                if !removed && r.header().is_live() {
+                    sh.file(home, id.slot(), ctx.expiry(r, guard), 0);
+                }
+                removed
+            });
+            out.removed += usize::from(removed == Some(true));
+        }
+    }
+
+    /// Removes `r` if it is live and expired at `now` (checked under its
+    /// entry lock, so that a packet refreshing it wins or loses cleanly).
+    #[allow(clippy::too_many_arguments)]
+    fn remove_expired<C: Context<R>>(
+        &self,
+        ctx: &C,
+        guard: &Guard,
+        id: RecordId,
+        r: &R,
+        now: u64,
+        home: &mut Inner,
+        alias: Option<&mut Inner>,
+    ) -> bool {
+        if r.header().lock().is_none() {
+            return false;
+        }
+        if ctx.expiry(r, guard) > now {
+            r.header().unlock();
+            return false;
+        }
+        r.header().kill_locked();
+        self.unlink_dead(ctx, guard, id, r, home, alias, Removal::Expired);
+        true
+    }
+
+    /// When some shard next has an expiry due (ms), if any.
+    pub fn next_due(&self) -> Option<u64> {
+        self.shards
+            .iter()
+            .map(|s| s.next_due.load(Ordering::Relaxed))
+            .min()
+            .filter(|&t| t != u64::MAX)
+    }
+}

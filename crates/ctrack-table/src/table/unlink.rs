@@ -1,0 +1,100 @@
+//! Taking a dead record out of the table: its index entries, its zone
+//! list, the wheel, and its slot (and alias) into the epoch's limbo.
+
+use crate::epoch::Guard;
+use crate::index::ALIAS_BIT;
+use crate::shard::{Inner, Links};
+use crate::sync::Ordering;
+use crate::{Context, Record, Removal};
+
+use super::writer::alias_or_home;
+use super::{RecordId, Table};
+
+impl<R: Record> Table<R> {
+    /// Removes record `id` whose entry lock the caller turned to dead.
+    /// `home` is its shard's state; `alias` the state of the shard of its
+    /// secondary entry when that is another shard.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn unlink_dead<C: Context<R>>(
+        &self,
+        ctx: &C,
+        guard: &Guard,
+        id: RecordId,
+        r: &R,
+        home: &mut Inner,
+        alias: Option<&mut Inner>,
+        why: Removal,
+    ) {
+        let hashes = ctx.hashes(r, guard);
+        let shard = id.shard();
+        let hs = &self.shards[shard];
+        self.index(shard, guard).remove(hashes.primary, id.slot());
+        if let Some(sec) = hashes.secondary {
+            let a_shard = self.shard_of(sec);
+            self.remove_alias(guard, a_shard, sec, id, alias_or_home(alias, home));
+        }
+        let inst = ctx.instance(r);
+        if let Some(list) = home.zones.get_mut(&inst) {
+            hs.unlink(list, id.slot(), Links::Zone);
+            if list.len == 0 {
+                home.zones.remove(&inst);
+                ctx.occupancy(inst, shard, false);
+            }
+        }
+        hs.unfile(home, id.slot());
+        ctx.removed(r, why);
+        r.retire(guard);
+        home.live -= 1;
+        hs.live.store(home.live as u64, Ordering::Relaxed);
+        self.count_change(home, -1);
+        hs.retire_slot(home, guard, id.slot());
+    }
+
+    /// Removes the alias naming `owner` stored under `hash` in `shard`
+    /// (whose state is `inner`), retiring its number through the epoch.
+    pub(super) fn remove_alias(
+        &self,
+        guard: &Guard,
+        shard: usize,
+        hash: u64,
+        owner: RecordId,
+        inner: &mut Inner,
+    ) {
+        let sh = &self.shards[shard];
+        let ix = self.index(shard, guard);
+        let found = ix.find(hash, |reference| {
+            if reference & ALIAS_BIT == 0 {
+                return None;
+            }
+            let a = reference & !ALIAS_BIT;
+            (sh.aliases.get(a)?.load(Ordering::Acquire) == owner.as_u32()).then_some(a)
+        });
+        if let Some(a) = found {
+            ix.remove(hash, a | ALIAS_BIT);
+            if let Some(cell) = sh.aliases.get(a) {
+                cell.store(0, Ordering::Release);
+            }
+            sh.retire_alias(inner, guard, a);
+        }
+    }
+
+    /// Marks `r` dead (waiting for its entry lock) and unlinks it; false if
+    /// it already was dead.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn kill_and_unlink<C: Context<R>>(
+        &self,
+        ctx: &C,
+        guard: &Guard,
+        id: RecordId,
+        r: &R,
+        home: &mut Inner,
+        alias: Option<&mut Inner>,
+        why: Removal,
+    ) -> bool {
+        if !r.header().kill() {
+            return false;
+        }
+        self.unlink_dead(ctx, guard, id, r, home, alias, why);
+        true
+    }
+}

@@ -1,0 +1,406 @@
+//! Writers: the shard locks, taken in lock order (one helper decides when
+//! waiting for one is allowed), and the inserts and removals done under
+//! them.
+
+use core::fmt;
+
+use crate::epoch::Guard;
+use crate::index::ALIAS_BIT;
+use crate::shard::{Inner, Links, TICK_MS, rec};
+use crate::sync::{MutexGuard, Ordering};
+use crate::{Context, Hashes, Record, Removal};
+
+use super::{EntryRef, RecordId, Table};
+
+/// Why an insert failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InsertError {
+    /// The shard has no free slot (2^23 records in one shard).
+    NoSlot,
+    /// The index has no free entry near the key's home bucket.
+    IndexFull,
+    /// The writer does not hold the lock of a shard the record needs.
+    NotLocked,
+}
+
+/// The shard locks a thread holds when it takes another, which decides
+/// whether it may wait for it.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Holding {
+    /// None.
+    Nothing,
+    /// Locks of shards up to this one (none above it).
+    UpTo(usize),
+    /// Locks the table cannot see (a [`Writer`]'s user may hold others).
+    Unknown,
+}
+
+/// The state of a record's alias shard when that is another shard, else
+/// its home shard's.
+pub(super) fn alias_or_home<'a>(
+    alias: Option<&'a mut Inner>,
+    home: &'a mut Inner,
+) -> &'a mut Inner {
+    match alias {
+        Some(a) => a,
+        None => home,
+    }
+}
+
+impl<R: Record> Table<R> {
+    /// Takes the lock of `shard`, not held by the caller. The lock order
+    /// (shards in increasing number, then at most one entry lock) lets a
+    /// thread wait only for a shard above every one it holds; otherwise
+    /// the lock is taken only if free (`None` if not): waiting could
+    /// deadlock.
+    pub(super) fn lock_shard(
+        &self,
+        shard: usize,
+        holding: Holding,
+    ) -> Option<MutexGuard<'_, Inner>> {
+        let may_wait = match holding {
+            Holding::Nothing => true,
+            Holding::UpTo(held) => shard > held,
+            Holding::Unknown => false,
+        };
+        let lock = &self.shards[shard].inner;
+        if may_wait {
+            Some(lock.lock())
+        } else {
+            lock.try_lock()
+        }
+    }
+
+    /// Runs `f` with the states of both shards of a record of `shard`:
+    /// `home`, that shard's, locked by the caller, and that of `alias` (the
+    /// shard of its secondary entry) when it is another shard, locked here.
+    /// `None`, without running `f`, if that lock is busy and lock order
+    /// forbids waiting: the caller finishes the record later with
+    /// [`Table::with_record_locked`].
+    pub(super) fn with_alias_locked<T>(
+        &self,
+        shard: usize,
+        home: &mut Inner,
+        alias: Option<usize>,
+        f: impl FnOnce(&mut Inner, Option<&mut Inner>) -> T,
+    ) -> Option<T> {
+        match alias {
+            Some(a) if a != shard => {
+                let mut other = self.lock_shard(a, Holding::UpTo(shard))?;
+                Some(f(home, Some(&mut other)))
+            }
+            _ => Some(f(home, None)),
+        }
+    }
+
+    /// Runs `f` on record `id`, if it is still live, with both its shards
+    /// locked in order (for a record [`Table::with_alias_locked`] could not
+    /// finish): the record, its home shard's state and its alias shard's
+    /// when that is another shard.
+    pub(super) fn with_record_locked<C: Context<R>, T>(
+        &self,
+        ctx: &C,
+        guard: &Guard,
+        id: RecordId,
+        f: impl FnOnce(&R, &mut Inner, Option<&mut Inner>) -> T,
+    ) -> Option<T> {
+        let r = self.get(guard, id)?.rec;
+        let hashes = ctx.hashes(r, guard);
+        let mut w = self.write(guard, &hashes);
+        let (home, alias) = w.pair(id.shard(), hashes.secondary.map(|h| self.shard_of(h)));
+        Some(f(r, home?, alias))
+    }
+}
+
+/// The locks of one or two shards, held: the way to insert and remove.
+/// Dropping it releases them.
+pub struct Writer<'g, R: Record> {
+    table: &'g Table<R>,
+    guard: &'g Guard,
+    held: [Option<(usize, MutexGuard<'g, Inner>)>; 2],
+}
+
+impl<R: Record> fmt::Debug for Writer<'_, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shards: Vec<usize> = self.held.iter().flatten().map(|(s, _)| *s).collect();
+        f.debug_struct("Writer").field("shards", &shards).finish()
+    }
+}
+
+impl<'g, R: Record> Writer<'g, R> {
+    /// Locks shards `a` and `b` (possibly the same), in increasing order.
+    pub(super) fn lock_pair(table: &'g Table<R>, guard: &'g Guard, a: usize, b: usize) -> Self {
+        let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+        let first = table
+            .lock_shard(lo, Holding::Nothing)
+            .expect("a lock taken in order is waited for");
+        let second = (hi != lo).then(|| {
+            let g = table.lock_shard(hi, Holding::UpTo(lo));
+            (hi, g.expect("a lock taken in order is waited for"))
+        });
+        Writer {
+            table,
+            guard,
+            held: [Some((lo, first)), second],
+        }
+    }
+
+    pub(super) fn inner_mut(&mut self, shard: usize) -> Option<&mut Inner> {
+        self.held
+            .iter_mut()
+            .flatten()
+            .find(|(s, _)| *s == shard)
+            .map(|(_, g)| &mut **g)
+    }
+
+    /// The held states of `home` and, if it is another held shard, `alias`.
+    pub(super) fn pair(
+        &mut self,
+        home: usize,
+        alias: Option<usize>,
+    ) -> (Option<&mut Inner>, Option<&mut Inner>) {
+        let [a, b] = &mut self.held;
+        let mut home_ref = None;
+        let mut alias_ref = None;
+        for (s, g) in [a, b].into_iter().flatten() {
+            if *s == home {
+                home_ref = Some(&mut **g);
+            } else if Some(*s) == alias {
+                alias_ref = Some(&mut **g);
+            }
+        }
+        (home_ref, alias_ref)
+    }
+
+    fn holds(&self, shard: usize) -> bool {
+        self.held.iter().flatten().any(|(s, _)| *s == shard)
+    }
+
+    /// Finds a live record under `hash`; with the shard of `hash` held,
+    /// nothing can be inserted under it meanwhile.
+    pub fn find(&self, hash: u64, matches: impl FnMut(&R) -> bool) -> Option<EntryRef<'g, R>> {
+        self.table.find(self.guard, hash, matches)
+    }
+
+    /// Inserts a record: takes a vacant slot in the shard of
+    /// `hashes.primary`, lets `init` fill it (the slot holds whatever its
+    /// last record left: `init` must set every field), links it into its
+    /// zone list and the wheel, and publishes its index entries. Both
+    /// shards of `hashes` must be held.
+    pub fn insert<C: Context<R>>(
+        &mut self,
+        ctx: &C,
+        hashes: &Hashes,
+        now: u64,
+        init: impl FnOnce(&mut R),
+    ) -> Result<EntryRef<'g, R>, InsertError> {
+        let table = self.table;
+        let guard = self.guard;
+        let shard = table.shard_of(hashes.primary);
+        let a_shard = hashes.secondary.map(|h| table.shard_of(h));
+        if !self.holds(shard) || a_shard.is_some_and(|a| !self.holds(a)) {
+            return Err(InsertError::NotLocked);
+        }
+        let sh = &table.shards[shard];
+        if let Some(a) = a_shard.filter(|&a| a != shard) {
+            let ainner = self.inner_mut(a).ok_or(InsertError::NotLocked)?;
+            table.make_room(ctx, guard, a, ainner);
+        }
+        let (home, alias) = self.pair(shard, a_shard);
+        let home = home.ok_or(InsertError::NotLocked)?;
+        table.make_room(ctx, guard, shard, home);
+        let slot = sh.alloc(home).ok_or(InsertError::NoSlot)?;
+        {
+            // SAFETY: `slot` came from `alloc`: never handed out, or freed
+            // through the epoch (its grace period has passed, so no reader
+            // holds a reference) and unreachable from every index. The
+            // shard lock makes this thread its only user.
+            let r = unsafe { sh.slab.get_mut_unchecked(slot) };
+            r.header().reset();
+            init(r);
+        }
+        let r = rec(&sh.slab, slot);
+        let id = RecordId::new(shard, slot);
+        r.header().set_live();
+
+        // The alias first: a lookup of the primary key may then find a
+        // record whose every entry is in place.
+        let mut alias_shard = None;
+        if let (Some(sec), Some(a)) = (hashes.secondary, a_shard) {
+            let ainner = alias_or_home(alias, home);
+            if let Err(e) = table.insert_alias(guard, a, sec, id, ainner) {
+                r.header().kill();
+                let home = self.inner_mut(shard).expect("home shard is held");
+                sh.free_unseen(home, slot);
+                return Err(e);
+            }
+            alias_shard = Some(a);
+        }
+        if table
+            .index(shard, guard)
+            .insert(hashes.primary, slot)
+            .is_err()
+        {
+            r.header().kill();
+            let (home, alias) = self.pair(shard, alias_shard);
+            let home = home.expect("home shard is held");
+            if let (Some(sec), Some(a)) = (hashes.secondary, alias_shard) {
+                // Readers may have seen the alias: free through the epoch.
+                table.remove_alias(guard, a, sec, id, alias_or_home(alias, home));
+                let home = self.inner_mut(shard).expect("home shard is held");
+                sh.retire_slot(home, guard, slot);
+            } else {
+                sh.free_unseen(home, slot);
+            }
+            return Err(InsertError::IndexFull);
+        }
+        let home = self.inner_mut(shard).expect("home shard is held");
+        let inst = ctx.instance(r);
+        let list = home.zones.entry(inst).or_default();
+        sh.push_front(list, slot, Links::Zone);
+        if list.len == 1 {
+            ctx.occupancy(inst, shard, true);
+        }
+        sh.start_clock(home, now);
+        sh.file(home, slot, ctx.expiry(r, guard), now / TICK_MS);
+        home.live += 1;
+        sh.live.store(home.live as u64, Ordering::Relaxed);
+        table.count_change(home, 1);
+        Ok(EntryRef { id, rec: r })
+    }
+
+    /// Removes a live record. Its shards must be held, or free to lock
+    /// without waiting; returns false if they are not, or if the record is
+    /// already gone.
+    pub fn remove<C: Context<R>>(&mut self, ctx: &C, entry: EntryRef<'g, R>, why: Removal) -> bool {
+        self.remove_if(ctx, entry, why, |_| true)
+    }
+
+    /// Removes a live record if `pred` holds for it under its entry lock.
+    pub fn remove_if<C: Context<R>>(
+        &mut self,
+        ctx: &C,
+        entry: EntryRef<'g, R>,
+        why: Removal,
+        pred: impl FnOnce(&R) -> bool,
+    ) -> bool {
+        let table = self.table;
+        let guard = self.guard;
+        let home = entry.id.shard();
+        let a_shard = ctx
+            .hashes(entry.rec, guard)
+            .secondary
+            .map(|h| table.shard_of(h));
+        let alias_other = a_shard.filter(|&a| a != home);
+        // Shards not held are taken only if free: this writer's user may
+        // hold other locks.
+        let mut extra = [None, None];
+        for (i, s) in [Some(home), alias_other].into_iter().enumerate() {
+            if let Some(s) = s.filter(|&s| !self.holds(s)) {
+                match table.lock_shard(s, Holding::Unknown) {
+                    Some(g) => extra[i] = Some(g),
+                    None => return false,
+                }
+            }
+        }
+        if entry.rec.header().lock().is_none() {
+            return false;
+        }
+        if !pred(entry.rec) {
+            entry.rec.header().unlock();
+            return false;
+        }
+        entry.rec.header().kill_locked();
+        let (held_home, held_alias) = self.pair(home, alias_other);
+        let [extra_home, extra_alias] = &mut extra;
+        let home_inner = held_home
+            .or(extra_home.as_deref_mut())
+            .expect("home shard locked above");
+        let alias_inner = held_alias.or(extra_alias.as_deref_mut());
+        table.unlink_dead(
+            ctx,
+            guard,
+            entry.id,
+            entry.rec,
+            home_inner,
+            alias_inner,
+            why,
+        );
+        true
+    }
+
+    /// Looks at up to `scan` of the oldest records of `instance` in the
+    /// shard of `hash` and removes the first for which `pick` holds
+    /// (early drop). Returns true if one was removed.
+    pub fn evict<C: Context<R>>(
+        &mut self,
+        ctx: &C,
+        hash: u64,
+        instance: u64,
+        scan: usize,
+        mut pick: impl FnMut(&R) -> bool,
+    ) -> bool {
+        let table = self.table;
+        let shard = table.shard_of(hash);
+        let sh = &table.shards[shard];
+        let Some(inner) = self.inner_mut(shard) else {
+            return false;
+        };
+        let mut s = inner.zones.get(&instance).map_or(0, |l| l.tail);
+        let mut candidates = Vec::new();
+        while s != 0 && candidates.len() < scan {
+            candidates.push(s);
+            s = sh.zone_prev(s);
+        }
+        for slot in candidates {
+            let r = rec(&sh.slab, slot);
+            if !pick(r) {
+                continue;
+            }
+            let e = EntryRef {
+                id: RecordId::new(shard, slot),
+                rec: r,
+            };
+            if self.remove_if(ctx, e, Removal::Evicted, |r| pick(r)) {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+impl<R: Record> Drop for Writer<'_, R> {
+    fn drop(&mut self) {
+        // Release in reverse order of acquisition.
+        self.held[1] = None;
+        self.held[0] = None;
+    }
+}
+
+impl<R: Record> Table<R> {
+    /// Allocates an alias in shard `a` naming record `id` and stores it
+    /// under `sec` in that shard's index (`inner` is the shard's state).
+    /// On failure nothing of it remains.
+    fn insert_alias(
+        &self,
+        guard: &Guard,
+        a: usize,
+        sec: u64,
+        id: RecordId,
+        inner: &mut Inner,
+    ) -> Result<(), InsertError> {
+        let ash = &self.shards[a];
+        let no = ash.alloc_alias(inner).ok_or(InsertError::NoSlot)?;
+        if let Some(cell) = ash.aliases.get(no) {
+            cell.store(id.as_u32(), Ordering::Release);
+        }
+        if self.index(a, guard).insert(sec, no | ALIAS_BIT).is_err() {
+            if let Some(cell) = ash.aliases.get(no) {
+                cell.store(0, Ordering::Release);
+            }
+            inner.alias_free_unseen(no);
+            return Err(InsertError::IndexFull);
+        }
+        Ok(())
+    }
+}
