@@ -61,161 +61,216 @@ struct M {
     exp: u64,
 }
 
+/// A table and its model: the records it must hold, keyed by primary key.
+struct Run<H> {
+    t: Table<Rec>,
+    ctx: Ctx<H>,
+    shards: usize,
+    /// Keys 1..=255 (primary) and 1000+ (secondary): never confused.
+    model: HashMap<u64, M>,
+    now: u64,
+}
+
 /// Applies operations decoded from `data` to a table and a model.
 pub fn table(data: &[u8]) {
     let mut u = Unstructured::new(data);
     let shards = 1usize << u.int_in_range(0..=3u32).unwrap_or(0);
     let bits = u.int_in_range(3..=20u32).unwrap_or(8);
-    let ctx = Ctx::new(move |k| poor_hash(bits, k));
-    let t: Table<Rec> = Table::new(TableConfig {
+    let mut run = Run {
+        t: Table::new(TableConfig {
+            shards,
+            capacity: usize::from(u.arbitrary::<u8>().unwrap_or(0)),
+        }),
+        ctx: Ctx::new(move |k| poor_hash(bits, k)),
         shards,
-        capacity: usize::from(u.arbitrary::<u8>().unwrap_or(0)),
-    });
-    // Keys 1..=255 (primary) and 1000+ (secondary): never confused.
-    let mut model: HashMap<u64, M> = HashMap::new();
-    let mut now = 0u64;
+        model: HashMap::new(),
+        now: 0,
+    };
     for _ in 0..2048 {
         if u.is_empty() {
             break;
         }
         let Ok(op) = Op::arbitrary(&mut u) else { break };
-        let g = pin();
-        match op {
+        run.apply(&op);
+        // The table holds exactly the model.
+        assert_eq!(run.t.len(), run.model.len(), "after {op:?}");
+    }
+    run.finish();
+}
+
+impl<H: Fn(u64) -> u64> Run<H> {
+    fn apply(&mut self, op: &Op) {
+        match *op {
             Op::Insert {
                 key,
                 alt,
                 inst,
                 life,
-            } => {
-                let key = u64::from(key).max(1);
-                let alt = alt.map_or(0, |a| 1000 + u64::from(a));
-                let inst = u64::from(inst % 4);
-                let exp = now + 1 + u64::from(life) * 100;
-                let h = ctx.hashes_of(key, alt);
-                let mut w = t.write(&g, &h);
-                let live = |m: &M| m.exp > now;
-                let held = |k: u64| {
-                    w.find(ctx.hash(k), |r| {
-                        (r.key == k || r.alt == k) && r.exp.load(Ordering::Relaxed) > now
-                    })
-                    .is_some()
-                };
-                let dup = held(key) || (alt != 0 && held(alt));
-                let model_dup = model.get(&key).is_some_and(live)
-                    || (alt != 0 && model.values().any(|m| m.alt == alt && live(m)));
-                assert_eq!(dup, model_dup, "duplicate check for {key}/{alt}");
-                if !dup {
-                    // An expired record of the same key goes first.
-                    if let Some(e) = w.find(ctx.hash(key), |r| r.key == key) {
-                        assert!(w.remove(&ctx, e, Removal::Replaced));
-                        model.remove(&key);
-                    }
-                    if alt != 0
-                        && let Some(e) = w.find(ctx.hash(alt), |r| r.alt == alt)
-                    {
-                        let k = e.record().key;
-                        assert!(w.remove(&ctx, e, Removal::Replaced));
-                        model.remove(&k);
-                    }
-                    let ok = w.insert(&ctx, &h, now, |r| r.fill(key, alt, inst, exp, key));
-                    assert!(ok.is_ok(), "{ok:?}");
-                    model.insert(key, M { alt, inst, exp });
-                }
+            } => self.insert(key, alt, inst, life),
+            Op::Remove { key } => self.remove(key),
+            Op::Find { key } => self.find(key),
+            Op::Refresh { key, life } => self.refresh(key, life),
+            Op::Evict { key, inst, scan } => self.evict(key, inst, scan),
+            Op::Sweep { advance, budget } => self.sweep(advance, budget),
+            Op::Reclaim { inst, budget } => self.reclaim(inst, budget),
+            Op::Reserve { capacity } => {
+                self.t.reserve(&self.ctx, &pin(), usize::from(capacity));
             }
-            Op::Remove { key } => {
-                let key = u64::from(key).max(1);
-                let found = t.find(&g, ctx.hash(key), |r| r.key == key);
-                assert_eq!(found.is_some(), model.contains_key(&key));
-                if let Some(e) = found {
-                    let h = ctx.hashes(e.record(), &g);
-                    assert!(t.write(&g, &h).remove(&ctx, e, Removal::Deleted));
-                    model.remove(&key);
-                }
-            }
-            Op::Find { key } => {
-                let key = u64::from(key).max(1);
-                let found = t.find(&g, ctx.hash(key), |r| r.key == key);
-                assert_eq!(found.map(|e| e.record().key), model.get(&key).map(|_| key));
-                if let Some(m) = model.get(&key)
-                    && m.alt != 0
-                {
-                    let by_alt = t.find(&g, ctx.hash(m.alt), |r| r.alt == m.alt);
-                    assert_eq!(by_alt.map(|e| e.record().key), Some(key));
-                }
-            }
-            Op::Refresh { key, life } => {
-                let key = u64::from(key).max(1);
-                if let Some(e) = t.find(&g, ctx.hash(key), |r| r.key == key) {
-                    let l = e.lock().expect("single-threaded: live");
-                    let exp = now + 1 + u64::from(life) * 100;
-                    l.exp.store(exp, Ordering::Relaxed);
-                    model.get_mut(&key).expect("modelled").exp = exp;
-                }
-            }
-            Op::Evict { key, inst, scan } => {
-                let key = u64::from(key).max(1);
-                let inst = u64::from(inst % 4);
-                let h = ctx.hashes_of(key, 0);
-                let mut w = t.write(&g, &h);
-                let before = t.len();
-                let mut victim = None;
-                let evicted = w.evict(&ctx, h.primary, inst, usize::from(scan % 8), |r| {
-                    victim = Some(r.key);
-                    true
-                });
-                drop(w);
-                if evicted {
-                    let k = victim.expect("a victim was picked");
-                    let m = model.remove(&k).expect("the victim was modelled");
-                    assert_eq!(m.inst, inst);
-                    assert_eq!(t.len(), before - 1);
-                } else {
-                    assert_eq!(t.len(), before);
-                }
-            }
-            Op::Sweep { advance, budget } => {
-                now += u64::from(advance) * 50;
-                let s = t.sweep(&ctx, &g, now, usize::from(budget));
-                assert!(s.examined <= usize::from(budget).max(1) * shards.max(1));
-                // Whatever was removed had expired.
-                model.retain(|k, m| {
-                    let held = t.find(&g, ctx.hash(*k), |r| r.key == *k).is_some();
-                    if !held {
-                        assert!(m.exp <= now, "{k} removed before its time");
-                    }
-                    held
-                });
-            }
-            Op::Reclaim { inst, budget } => {
-                let inst = u64::from(inst % 4);
-                let mut removed = 0;
-                for s in 0..t.shard_count() {
-                    removed += t.reclaim_instance(&ctx, &g, s, inst, usize::from(budget)).0;
-                }
-                let before = model.len();
-                model.retain(|k, m| {
-                    m.inst != inst || t.find(&g, ctx.hash(*k), |r| r.key == *k).is_some()
-                });
-                assert_eq!(before - model.len(), removed);
-            }
-            Op::Reserve { capacity } => t.reserve(&ctx, &g, usize::from(capacity)),
         }
-        // The table holds exactly the model.
-        assert_eq!(t.len(), model.len(), "after {op:?}");
     }
-    // Per-instance lists agree with the model, and reclaiming them all
-    // empties the table.
-    let g = pin();
-    let mut per_inst: BTreeMap<u64, usize> = BTreeMap::new();
-    for m in model.values() {
-        *per_inst.entry(m.inst).or_default() += 1;
+
+    fn insert(&mut self, key: u8, alt: Option<u8>, inst: u8, life: u8) {
+        let (t, ctx, now) = (&self.t, &self.ctx, self.now);
+        let g = pin();
+        let key = u64::from(key).max(1);
+        let alt = alt.map_or(0, |a| 1000 + u64::from(a));
+        let inst = u64::from(inst % 4);
+        let exp = now + 1 + u64::from(life) * 100;
+        let h = ctx.hashes_of(key, alt);
+        let mut w = t.write(&g, &h);
+        let live = |m: &M| m.exp > now;
+        let held = |k: u64| {
+            w.find(ctx.hash(k), |r| {
+                (r.key == k || r.alt == k) && r.exp.load(Ordering::Relaxed) > now
+            })
+            .is_some()
+        };
+        let dup = held(key) || (alt != 0 && held(alt));
+        let model = &mut self.model;
+        let model_dup = model.get(&key).is_some_and(live)
+            || (alt != 0 && model.values().any(|m| m.alt == alt && live(m)));
+        assert_eq!(dup, model_dup, "duplicate check for {key}/{alt}");
+        if dup {
+            return;
+        }
+        // An expired record of the same key goes first.
+        if let Some(e) = w.find(ctx.hash(key), |r| r.key == key) {
+            assert!(w.remove(ctx, e, Removal::Replaced));
+            model.remove(&key);
+        }
+        if alt != 0
+            && let Some(e) = w.find(ctx.hash(alt), |r| r.alt == alt)
+        {
+            let k = e.record().key;
+            assert!(w.remove(ctx, e, Removal::Replaced));
+            model.remove(&k);
+        }
+        let ok = w.insert(ctx, &h, now, |r| r.fill(key, alt, inst, exp, key));
+        assert!(ok.is_ok(), "{ok:?}");
+        model.insert(key, M { alt, inst, exp });
     }
-    for inst in 0..4 {
-        let listed: usize = (0..t.shard_count()).map(|s| t.instance_len(s, inst)).sum();
-        assert_eq!(listed, per_inst.get(&inst).copied().unwrap_or(0));
+
+    fn remove(&mut self, key: u8) {
+        let g = pin();
+        let key = u64::from(key).max(1);
+        let found = self.t.find(&g, self.ctx.hash(key), |r| r.key == key);
+        assert_eq!(found.is_some(), self.model.contains_key(&key));
+        if let Some(e) = found {
+            let h = self.ctx.hashes(e.record(), &g);
+            assert!(self.t.write(&g, &h).remove(&self.ctx, e, Removal::Deleted));
+            self.model.remove(&key);
+        }
+    }
+
+    fn find(&self, key: u8) {
+        let (t, ctx) = (&self.t, &self.ctx);
+        let g = pin();
+        let key = u64::from(key).max(1);
+        let found = t.find(&g, ctx.hash(key), |r| r.key == key);
+        assert_eq!(
+            found.map(|e| e.record().key),
+            self.model.get(&key).map(|_| key)
+        );
+        if let Some(m) = self.model.get(&key)
+            && m.alt != 0
+        {
+            let by_alt = t.find(&g, ctx.hash(m.alt), |r| r.alt == m.alt);
+            assert_eq!(by_alt.map(|e| e.record().key), Some(key));
+        }
+    }
+
+    fn refresh(&mut self, key: u8, life: u8) {
+        let g = pin();
+        let key = u64::from(key).max(1);
+        if let Some(e) = self.t.find(&g, self.ctx.hash(key), |r| r.key == key) {
+            let l = e.lock().expect("single-threaded: live");
+            let exp = self.now + 1 + u64::from(life) * 100;
+            l.exp.store(exp, Ordering::Relaxed);
+            self.model.get_mut(&key).expect("modelled").exp = exp;
+        }
+    }
+
+    fn evict(&mut self, key: u8, inst: u8, scan: u8) {
+        let (t, ctx) = (&self.t, &self.ctx);
+        let g = pin();
+        let key = u64::from(key).max(1);
+        let inst = u64::from(inst % 4);
+        let h = ctx.hashes_of(key, 0);
+        let mut w = t.write(&g, &h);
+        let before = t.len();
+        let mut victim = None;
+        let evicted = w.evict(ctx, h.primary, inst, usize::from(scan % 8), |r| {
+            victim = Some(r.key);
+            true
+        });
+        drop(w);
+        if evicted {
+            let k = victim.expect("a victim was picked");
+            let m = self.model.remove(&k).expect("the victim was modelled");
+            assert_eq!(m.inst, inst);
+            assert_eq!(t.len(), before - 1);
+        } else {
+            assert_eq!(t.len(), before);
+        }
+    }
+
+    fn sweep(&mut self, advance: u8, budget: u8) {
+        let (t, ctx) = (&self.t, &self.ctx);
+        let g = pin();
+        self.now += u64::from(advance) * 50;
+        let now = self.now;
+        let s = t.sweep(ctx, &g, now, usize::from(budget));
+        assert!(s.examined <= usize::from(budget).max(1) * self.shards.max(1));
+        // Whatever was removed had expired.
+        self.model.retain(|k, m| {
+            let held = t.find(&g, ctx.hash(*k), |r| r.key == *k).is_some();
+            if !held {
+                assert!(m.exp <= now, "{k} removed before its time");
+            }
+            held
+        });
+    }
+
+    fn reclaim(&mut self, inst: u8, budget: u8) {
+        let (t, ctx) = (&self.t, &self.ctx);
+        let g = pin();
+        let inst = u64::from(inst % 4);
+        let mut removed = 0;
         for s in 0..t.shard_count() {
-            t.reclaim_instance(&ctx, &g, s, inst, usize::MAX);
+            removed += t.reclaim_instance(ctx, &g, s, inst, usize::from(budget)).0;
         }
+        let before = self.model.len();
+        self.model
+            .retain(|k, m| m.inst != inst || t.find(&g, ctx.hash(*k), |r| r.key == *k).is_some());
+        assert_eq!(before - self.model.len(), removed);
     }
-    assert!(t.is_empty());
+
+    /// Per-instance lists agree with the model, and reclaiming them all
+    /// empties the table.
+    fn finish(self) {
+        let (t, ctx) = (&self.t, &self.ctx);
+        let g = pin();
+        let mut per_inst: BTreeMap<u64, usize> = BTreeMap::new();
+        for m in self.model.values() {
+            *per_inst.entry(m.inst).or_default() += 1;
+        }
+        for inst in 0..4 {
+            let listed: usize = (0..t.shard_count()).map(|s| t.instance_len(s, inst)).sum();
+            assert_eq!(listed, per_inst.get(&inst).copied().unwrap_or(0));
+            for s in 0..t.shard_count() {
+                t.reclaim_instance(ctx, &g, s, inst, usize::MAX);
+            }
+        }
+        assert!(t.is_empty());
+    }
 }
