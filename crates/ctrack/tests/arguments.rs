@@ -2,20 +2,11 @@
 //! allowed, huge values included; a benchmark whose threads cannot start
 //! fails with a message. Never a panic.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use std::process::Command;
 
-fn ctrack(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ctrack"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("run ctrack")
-}
+use common::ctrack;
 
 fn no_panic(err: &str) {
     assert!(

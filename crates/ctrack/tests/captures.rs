@@ -4,17 +4,13 @@
 
 use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
+mod common;
+
+use common::ctrack;
 
 use ctrack_datapath::capture::CaptureReader;
 use ctrack_wire::build::{Frame, L4};
-
-fn ctrack(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ctrack"))
-        .args(args)
-        .output()
-        .expect("run ctrack")
-}
 
 /// Runs `ctrack replay --format ovs FILE` (with `extra` options first) and
 /// returns its lines; it must succeed.

@@ -7,12 +7,12 @@
 //!
 //! The captures and their actions are made by `scripts/make-nat-captures.sh`.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+mod common;
+
+use common::root;
+use std::process::Command;
 
 /// The IP packets of a pcap file (Ethernet), with the router's own changes
 /// blanked.

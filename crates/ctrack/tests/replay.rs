@@ -3,20 +3,11 @@
 //! kernel said for the same packets; error handling on bad files and
 //! arguments.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use std::path::PathBuf;
 
-fn ctrack(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ctrack"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("run ctrack")
-}
+use common::{ctrack, root};
 
 /// Runs ctrack, which must succeed, and returns what it printed.
 fn ctrack_ok(args: &[&str]) -> String {
