@@ -24,8 +24,9 @@
 //! had a heap overflow in this place: CVE-less fix 7c31be6d6).
 
 use core::ops::Range;
-use ctrack_wire::SeqNum;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use ctrack_wire::SeqNum;
 
 /// Longest line kept across segments. An announcement is under 100 bytes;
 /// a 227 reply's free text may make it longer, but not this long.

@@ -3,9 +3,8 @@
 
 use core::fmt;
 
-use ctrack_wire::ip_proto;
-
 use ctrack_table::Guard;
+use ctrack_wire::ip_proto;
 
 use crate::conn::{Conn, Counters};
 use crate::key::{Addr, Dir};

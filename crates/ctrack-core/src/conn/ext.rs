@@ -1,9 +1,10 @@
 //! What few connections need: the extension allocated on first use, and what a new connection starts with.
 
-use crate::key::Tuple;
-use crate::proto::ProtoState;
 use core::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::AtomicU64;
+
+use crate::key::Tuple;
+use crate::proto::ProtoState;
 
 #[derive(Debug, Default)]
 pub struct Ext<A> {

@@ -1,9 +1,10 @@
 //! Addresses as a connection stores them: `u32` for IPv4, [`V6`] for IPv6.
 
-use super::conn_key::Family;
 use core::fmt;
 use core::hash::Hasher;
 use std::net::{Ipv4Addr, Ipv6Addr};
+
+use super::conn_key::Family;
 
 /// An address as a connection stores it: `u32` for IPv4, [`V6`] for IPv6.
 pub trait Addr:

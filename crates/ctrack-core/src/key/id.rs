@@ -1,7 +1,8 @@
 //! Numbers that name connections and zone instances in the table.
 
-use super::conn_key::{Family, Zone};
 use ctrack_table::RecordId;
+
+use super::conn_key::{Family, Zone};
 
 /// The table's zone-instance number of a zone generation.
 #[inline]

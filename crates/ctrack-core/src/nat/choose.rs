@@ -28,10 +28,11 @@
 
 use std::net::IpAddr;
 
+use ctrack_wire::ip_proto;
+
 use crate::action::{NatKind, NatMode, NatRange};
 use crate::key::{Addr, Tuple};
 use crate::key::{Family, KeyHasher, Zone};
-use ctrack_wire::ip_proto;
 
 /// Most ports a search round looks at.
 pub const MAX_ATTEMPTS: u32 = 128;

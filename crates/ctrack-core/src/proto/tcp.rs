@@ -12,10 +12,11 @@
 //! decision, the state changes and the timeout to apply are the same as
 //! Open vSwitch's for every input; the table-driven tests below pin them.
 
-use crate::proto::Update;
-use crate::zone::Timeout;
 use ctrack_wire::SeqNum as S;
 use ctrack_wire::tcp::{MAX_WSCALE, flags};
+
+use crate::proto::Update;
+use crate::zone::Timeout;
 
 /// TCP states per side, in the order Open vSwitch and Linux number them
 /// (`CT_DPIF_TCPS_*`); comparisons between states rely on this order.

@@ -1,12 +1,13 @@
 //! Freeing expired connections and those of flushed zones.
 
+use ctrack_table::{Guard, pin};
+
 use super::shared::Counted;
 use super::tracker::Tracker;
 use crate::key::instance;
 use crate::time::Time;
 use crate::verdict::C;
 use crate::verdict::Stats;
-use ctrack_table::{Guard, pin};
 
 /// What a sweep did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

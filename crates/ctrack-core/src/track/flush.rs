@@ -1,11 +1,12 @@
 //! Flushing zones, every connection, or one.
 
+use ctrack_table::{Guard, Removal, pin};
+
 use super::shared::{Counted, Dead};
 use super::tracker::{Fam, Tracker};
 use crate::key::{ConnKey, Family, V6, Zone};
 use crate::time::Time;
 use crate::verdict::Stats;
-use ctrack_table::{Guard, Removal, pin};
 
 impl Tracker {
     /// Flushes `zone` in constant time: from now on no packet finds its

@@ -1,12 +1,13 @@
 //! Reading the table: lookups, snapshots, walks, expectations, memory.
 
+use ctrack_table::{EntryRef, Guard, Record, pin};
+
 use super::shared::family_index;
 use super::tracker::{Fam, Tracker};
 use crate::conn::{Conn, ConnInfo, Entry};
 use crate::key::{Addr, ConnId, ConnKey, Dir, Family, LookupKey, Tuple, V6, Zone, instance};
 use crate::time::Time;
 use crate::zone::ZoneMeta;
-use ctrack_table::{EntryRef, Guard, Record, pin};
 
 impl Tracker {
     pub(super) fn find<'g, A: Fam>(

@@ -1,5 +1,9 @@
 //! Judging a packet against the connection it belongs to.
 
+use core::sync::atomic::Ordering::Relaxed;
+
+use ctrack_table::{Context, EntryRef, Guard, Hint, Removal};
+
 use super::packet::{Call, Found, Hit, Judged, Pkt, Pre};
 use super::shared::{Counted, expiry};
 use super::tracker::{Fam, RETRIES, Tracker};
@@ -10,8 +14,6 @@ use crate::packet::L4Info;
 use crate::proto::{IcmpState, OtherState, Update, tcp};
 use crate::verdict::{C, CtState, InvalidReason, Stats, Verdict};
 use crate::zone::{Compiled, ZoneMeta};
-use core::sync::atomic::Ordering::Relaxed;
-use ctrack_table::{Context, EntryRef, Guard, Hint, Removal};
 
 #[inline(always)]
 pub(super) fn apply_marks<A: Addr>(c: &Conn<A>, action: &CtAction, guard: &Guard) {

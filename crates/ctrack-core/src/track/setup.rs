@@ -1,5 +1,9 @@
 //! What a new connection starts with: its expectation, translation and gateway.
 
+use core::sync::atomic::Ordering::Relaxed;
+
+use ctrack_table::Guard;
+
 use super::packet::Pkt;
 use super::shared::expiry;
 use super::tracker::{Fam, Tracker};
@@ -11,8 +15,6 @@ use crate::key::{Family, LookupKey, Tuple, V6};
 use crate::nat::{self, NatError};
 use crate::verdict::C;
 use crate::verdict::Stats;
-use core::sync::atomic::Ordering::Relaxed;
-use ctrack_table::Guard;
 
 impl Tracker {
     /// The expectation a new connection with `key` matches, if any, with

@@ -1,16 +1,17 @@
 //! What the table asks of the tracker and what packets share: the hash
 //! seed, zones, timeout policies, the dead zone instances.
 
+use core::cell::Cell;
+use core::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
+
+use ctrack_table::{Context, Guard, Hashes, Removal, pin};
+
 use crate::alg::helper::Helper;
 use crate::conn::{Conn, Ext};
 use crate::key::{Addr, Family, KeyHasher, Zone};
-use core::cell::Cell;
-
 use crate::verdict::{C, Stats};
 use crate::zone::{Compiled, LIMIT_DEFAULT, ZoneMeta, Zones};
-use core::sync::atomic::Ordering::Relaxed;
-use ctrack_table::{Context, Guard, Hashes, Removal, pin};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
 
 /// A zone instance whose connections are still to be freed.
 #[derive(Debug)]

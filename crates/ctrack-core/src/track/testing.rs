@@ -4,6 +4,7 @@
 use std::cell::Cell;
 use std::net::Ipv4Addr;
 
+use ctrack_wire::LinkType;
 use ctrack_wire::build::{self, Frame, L4};
 use ctrack_wire::icmp::v4;
 use ctrack_wire::ip_proto;
@@ -14,7 +15,6 @@ use crate::action::CtAction;
 use crate::key::{ConnId, ConnKey, Dir, Endpoint, Family, Zone};
 use crate::time::Time;
 use crate::verdict::{CtState, Stats, Verdict};
-use ctrack_wire::LinkType;
 
 /// The client.
 pub(super) const C: [u8; 4] = [10, 0, 0, 1];

@@ -1,16 +1,18 @@
 //! The tracker: its tables, zones, expectations and settings.
 
+use core::sync::atomic::Ordering::Relaxed;
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
+
+use ctrack_table::{Table, TableConfig, pin};
+
 use super::config::Config;
 use super::shared::{Dead, Shared};
 use crate::alg::expect::Expectations;
 use crate::conn::Conn;
 use crate::key::{Addr, KeyHasher, V6, Zone, instance};
 use crate::zone::{Compiled, LIMIT_DEFAULT, TimeoutPolicy, Zones};
-use core::sync::atomic::Ordering::Relaxed;
-use ctrack_table::{Table, TableConfig, pin};
-use std::collections::VecDeque;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 
 /// The tables by address family.
 pub(super) trait Fam: Addr {
