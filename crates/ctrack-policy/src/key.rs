@@ -1,0 +1,371 @@
+//! The packet fields ACLs match, packed into one 64-byte [`Key`].
+//!
+//! Every field of OVN's match language that ctrack supports has a fixed
+//! place in eight 64-bit words, so that a compiled rule is a value and a
+//! mask over the same eight words and a match is eight AND-compares:
+//!
+//! ```text
+//! w0: flags:16 | eth.type:16 | vlan.vid:16 | ip.proto:8 | ip.ttl:8
+//! w1: inport:16 | outport:16 | tcp.flags:16 | icmp.type:8 | icmp.code:8
+//! w2: eth.src:48 | l4.src:16            (tcp.src, udp.src, sctp.src)
+//! w3: eth.dst:48 | l4.dst:16            (tcp.dst, udp.dst, sctp.dst)
+//! w4, w5: source address, 128 bits      (an IPv4 address in the low 32)
+//! w6, w7: destination address, 128 bits
+//! ```
+//!
+//! Fields that share a place (`tcp.src` and `udp.src`, `ip4.src` and
+//! `ip6.src`, `icmp4.type` and `icmp6.type`) are told apart by the
+//! prerequisite flags in w0, which every such field's test carries.
+
+use ctrack_wire::ethernet::ethertype;
+use ctrack_wire::{Fragment, IpVersion, LinkType, ip_proto, parse_frame};
+
+/// Bits of the flags field (w0's top 16 bits): what a frame is. Protocol
+/// names of the match language (`ip`, `tcp`, `icmp`...) test these.
+pub mod flag {
+    /// IPv4 or IPv6 with a usable header.
+    pub const IP: u16 = 1 << 0;
+    /// IPv4.
+    pub const IP4: u16 = 1 << 1;
+    /// IPv6.
+    pub const IP6: u16 = 1 << 2;
+    /// ARP.
+    pub const ARP: u16 = 1 << 3;
+    /// TCP, header present.
+    pub const TCP: u16 = 1 << 4;
+    /// UDP, header present.
+    pub const UDP: u16 = 1 << 5;
+    /// SCTP, header present.
+    pub const SCTP: u16 = 1 << 6;
+    /// ICMPv4 or ICMPv6.
+    pub const ICMP: u16 = 1 << 7;
+    /// ICMPv4.
+    pub const ICMP4: u16 = 1 << 8;
+    /// ICMPv6.
+    pub const ICMP6: u16 = 1 << 9;
+    /// The frame has a VLAN tag (`vlan.present`).
+    pub const VLAN: u16 = 1 << 10;
+    /// A fragment that is not the first (no transport header):
+    /// `ip.later_frag`.
+    pub const LATER_FRAG: u16 = 1 << 11;
+    /// A fragment, first or later: `ip.is_frag`.
+    pub const FRAG: u16 = 1 << 12;
+}
+
+/// A port as the key holds it: 0 is "no known port", port `i` of the
+/// policy is `i + 1`.
+pub type PortNo = u16;
+
+/// No known port.
+pub const NO_PORT: PortNo = 0;
+
+/// A field of the key: where it lies and how wide it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Field {
+    /// The prerequisite flags ([`flag`]).
+    Flags,
+    /// `eth.type`.
+    EthType,
+    /// `vlan.vid` (0 without a tag).
+    VlanVid,
+    /// `ip.proto`.
+    IpProto,
+    /// `ip.ttl` (IPv6's hop limit).
+    IpTtl,
+    /// `inport`, as a [`PortNo`].
+    Inport,
+    /// `outport`, as a [`PortNo`].
+    Outport,
+    /// `tcp.flags` (12 bits).
+    TcpFlags,
+    /// `icmp4.type` / `icmp6.type`.
+    IcmpType,
+    /// `icmp4.code` / `icmp6.code`.
+    IcmpCode,
+    /// `eth.src`.
+    EthSrc,
+    /// `tcp.src` / `udp.src` / `sctp.src`.
+    L4Src,
+    /// `eth.dst`.
+    EthDst,
+    /// `tcp.dst` / `udp.dst` / `sctp.dst`.
+    L4Dst,
+    /// `ip4.src` (low 32 bits) / `ip6.src`.
+    IpSrc,
+    /// `ip4.dst` (low 32 bits) / `ip6.dst`.
+    IpDst,
+}
+
+impl Field {
+    /// Every field.
+    pub const ALL: [Field; 16] = [
+        Field::Flags,
+        Field::EthType,
+        Field::VlanVid,
+        Field::IpProto,
+        Field::IpTtl,
+        Field::Inport,
+        Field::Outport,
+        Field::TcpFlags,
+        Field::IcmpType,
+        Field::IcmpCode,
+        Field::EthSrc,
+        Field::L4Src,
+        Field::EthDst,
+        Field::L4Dst,
+        Field::IpSrc,
+        Field::IpDst,
+    ];
+
+    /// `(word, shift, width)`: the field is bits `shift..shift + width` of
+    /// word `word`; a 128-bit field takes words `word` (high half) and
+    /// `word + 1` (low half) whole.
+    pub const fn place(self) -> (usize, u32, u32) {
+        match self {
+            Field::Flags => (0, 48, 16),
+            Field::EthType => (0, 32, 16),
+            Field::VlanVid => (0, 16, 16),
+            Field::IpProto => (0, 8, 8),
+            Field::IpTtl => (0, 0, 8),
+            Field::Inport => (1, 48, 16),
+            Field::Outport => (1, 32, 16),
+            Field::TcpFlags => (1, 16, 16),
+            Field::IcmpType => (1, 8, 8),
+            Field::IcmpCode => (1, 0, 8),
+            Field::EthSrc => (2, 16, 48),
+            Field::L4Src => (2, 0, 16),
+            Field::EthDst => (3, 16, 48),
+            Field::L4Dst => (3, 0, 16),
+            Field::IpSrc => (4, 0, 128),
+            Field::IpDst => (6, 0, 128),
+        }
+    }
+
+    /// Width in bits.
+    pub const fn width(self) -> u32 {
+        self.place().2
+    }
+
+    /// The largest value the field holds.
+    pub const fn max(self) -> u128 {
+        let w = self.width();
+        if w == 128 {
+            u128::MAX
+        } else {
+            (1u128 << w) - 1
+        }
+    }
+}
+
+/// The fields of one packet (or, as a mask, the bits a rule looks at).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(align(64))]
+pub struct Key {
+    /// The eight words.
+    pub w: [u64; 8],
+}
+
+impl Key {
+    /// The value of `field`.
+    #[inline]
+    pub fn get(&self, field: Field) -> u128 {
+        let (word, shift, width) = field.place();
+        if width == 128 {
+            (u128::from(self.w[word]) << 64) | u128::from(self.w[word + 1])
+        } else {
+            u128::from((self.w[word] >> shift) & ((1u64 << width) - 1))
+        }
+    }
+
+    /// Sets `field` to `value` (bits above its width are dropped).
+    #[inline]
+    pub fn set(&mut self, field: Field, value: u128) {
+        let (word, shift, width) = field.place();
+        if width == 128 {
+            self.w[word] = (value >> 64) as u64;
+            self.w[word + 1] = value as u64;
+        } else {
+            let m = ((1u64 << width) - 1) << shift;
+            self.w[word] = (self.w[word] & !m) | (((value as u64) << shift) & m);
+        }
+    }
+
+    /// Word-wise AND.
+    #[inline]
+    pub fn and(&self, mask: &Key) -> Key {
+        let mut out = *self;
+        for (o, m) in out.w.iter_mut().zip(mask.w.iter()) {
+            *o &= m;
+        }
+        out
+    }
+
+    /// True when `self` under `mask` equals `value` (which must already be
+    /// masked).
+    #[inline]
+    pub fn matches(&self, mask: &Key, value: &Key) -> bool {
+        let mut diff = 0u64;
+        for i in 0..8 {
+            diff |= (self.w[i] & mask.w[i]) ^ value.w[i];
+        }
+        diff == 0
+    }
+
+    /// The prerequisite flags.
+    #[inline]
+    pub fn flags(&self) -> u16 {
+        (self.w[0] >> 48) as u16
+    }
+
+    /// Fills a key from an Ethernet frame that entered from `inport` and
+    /// goes to `outport`. A frame cut short fills what it has: fields of a
+    /// layer that is missing stay 0 and their protocol flag stays clear, so
+    /// no ACL that needs them matches it. Never panics.
+    pub fn from_frame(frame: &[u8], inport: PortNo, outport: PortNo) -> Key {
+        let mut k = Key::default();
+        k.set(Field::Inport, u128::from(inport));
+        k.set(Field::Outport, u128::from(outport));
+        if frame.len() < 14 {
+            return k;
+        }
+        k.set(Field::EthDst, u128::from(mac_u64(&frame[0..6])));
+        k.set(Field::EthSrc, u128::from(mac_u64(&frame[6..12])));
+        let layers = parse_frame(frame, LinkType::Ethernet);
+        let mut flags = 0u16;
+        if let Some(tag) = layers.vlans.as_slice().first() {
+            flags |= flag::VLAN;
+            k.set(Field::VlanVid, u128::from(tag.vid()));
+        }
+        let ty = layers.ethertype.unwrap_or(0);
+        k.set(Field::EthType, u128::from(ty));
+        if ty == ethertype::ARP {
+            flags |= flag::ARP;
+        }
+        if let Ok(ip) = layers.ip {
+            flags |= flag::IP;
+            let (src, dst, ttl) = match ip.version {
+                IpVersion::V4 => {
+                    flags |= flag::IP4;
+                    let h = &frame[ip.l3..];
+                    (
+                        u128::from(u32::from_be_bytes([h[12], h[13], h[14], h[15]])),
+                        u128::from(u32::from_be_bytes([h[16], h[17], h[18], h[19]])),
+                        h[8],
+                    )
+                }
+                IpVersion::V6 => {
+                    flags |= flag::IP6;
+                    let h = &frame[ip.l3..];
+                    (
+                        u128::from_be_bytes(h[8..24].try_into().unwrap_or([0; 16])),
+                        u128::from_be_bytes(h[24..40].try_into().unwrap_or([0; 16])),
+                        h[7],
+                    )
+                }
+            };
+            k.set(Field::IpSrc, src);
+            k.set(Field::IpDst, dst);
+            k.set(Field::IpTtl, u128::from(ttl));
+            k.set(Field::IpProto, u128::from(ip.proto));
+            match ip.frag {
+                Fragment::No => {}
+                Fragment::First => flags |= flag::FRAG,
+                Fragment::Later => flags |= flag::FRAG | flag::LATER_FRAG,
+            }
+            if ip.frag != Fragment::Later {
+                flags |= l4_fields(&mut k, &frame[ip.l4..ip.end], ip.version, ip.proto);
+            }
+        }
+        k.set(Field::Flags, u128::from(flags));
+        k
+    }
+}
+
+/// Fills the transport fields from `l4`, returning the protocol flags of
+/// the headers that are whole.
+fn l4_fields(k: &mut Key, l4: &[u8], version: IpVersion, proto: u8) -> u16 {
+    let be16 = |at: usize| u16::from_be_bytes([l4[at], l4[at + 1]]);
+    match proto {
+        ip_proto::TCP if l4.len() >= 20 => {
+            k.set(Field::L4Src, u128::from(be16(0)));
+            k.set(Field::L4Dst, u128::from(be16(2)));
+            k.set(Field::TcpFlags, u128::from(be16(12) & 0x0fff));
+            flag::TCP
+        }
+        ip_proto::UDP if l4.len() >= 8 => {
+            k.set(Field::L4Src, u128::from(be16(0)));
+            k.set(Field::L4Dst, u128::from(be16(2)));
+            flag::UDP
+        }
+        ip_proto::SCTP if l4.len() >= 12 => {
+            k.set(Field::L4Src, u128::from(be16(0)));
+            k.set(Field::L4Dst, u128::from(be16(2)));
+            flag::SCTP
+        }
+        ip_proto::ICMP if version == IpVersion::V4 && l4.len() >= 4 => {
+            k.set(Field::IcmpType, u128::from(l4[0]));
+            k.set(Field::IcmpCode, u128::from(l4[1]));
+            flag::ICMP | flag::ICMP4
+        }
+        ip_proto::ICMPV6 if version == IpVersion::V6 && l4.len() >= 4 => {
+            k.set(Field::IcmpType, u128::from(l4[0]));
+            k.set(Field::IcmpCode, u128::from(l4[1]));
+            flag::ICMP | flag::ICMP6
+        }
+        _ => 0,
+    }
+}
+
+/// Six bytes as a 48-bit number, first byte highest.
+pub fn mac_u64(b: &[u8]) -> u64 {
+    b.iter()
+        .take(6)
+        .fold(0u64, |acc, &x| (acc << 8) | u64::from(x))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctrack_wire::build::{Frame, L4};
+
+    #[test]
+    fn fields_round_trip_in_place() {
+        let mut k = Key::default();
+        for (i, f) in Field::ALL.iter().enumerate() {
+            k.set(
+                *f,
+                (i as u128 + 1) * 0x0101_0101_0101_0101_0101_0101_0101_0101 & f.max(),
+            );
+        }
+        for (i, f) in Field::ALL.iter().enumerate() {
+            assert_eq!(
+                k.get(*f),
+                (i as u128 + 1) * 0x0101_0101_0101_0101_0101_0101_0101_0101 & f.max(),
+                "{f:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn tcp_frame_fills_its_fields() {
+        let f = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::tcp(1234, 80, 0x002)).build();
+        let k = Key::from_frame(&f, 1, 2);
+        assert_eq!(k.get(Field::Inport), 1);
+        assert_eq!(k.get(Field::Outport), 2);
+        assert_eq!(k.get(Field::IpSrc), 0x0a00_0001);
+        assert_eq!(k.get(Field::IpDst), 0x0a00_0002);
+        assert_eq!(k.get(Field::L4Src), 1234);
+        assert_eq!(k.get(Field::L4Dst), 80);
+        assert_eq!(k.get(Field::TcpFlags), 0x002);
+        assert_eq!(k.get(Field::IpProto), 6);
+        assert_eq!(k.flags(), flag::IP | flag::IP4 | flag::TCP);
+    }
+
+    #[test]
+    fn short_frames_fill_what_they_have() {
+        for n in 0..80 {
+            let f = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::tcp(1, 2, 0x002)).build();
+            let _ = Key::from_frame(&f[..n.min(f.len())], 0, 0);
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! ctrack's policy layer: OVN-style ACLs on a single-pass session fast path.
+//!
+//! - [`key`]: the packet fields ACLs match, packed into one 64-byte
+//!   [`key::Key`], and how a frame fills it;
+//! - [`expr`]: a match expression once resolved ([`expr::Expr`]): tests of
+//!   fields under masks, ranges, `&&`, `||`, `!`; and its direct evaluation,
+//!   the reference the classifier is checked against;
+//! - [`model`]: the policy as loaded: ports, ACLs with their resolved
+//!   matches.
+//!
+//! Sans-IO like the core: no clock, no thread, no socket.
+
+#![forbid(unsafe_code)]
+
+pub mod expr;
+pub mod key;
+pub mod model;

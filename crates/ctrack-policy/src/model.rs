@@ -1,0 +1,202 @@
+//! The policy as loaded: ports, address sets, port groups and ACLs, every
+//! match already resolved to an [`Expr`]. What the policy file says and how
+//! it is read is in [`crate::file`]; this is what the classifier and the
+//! firewall use.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+
+use ctrack_core::action::{Alg, Nat};
+
+use crate::expr::Expr;
+use crate::key::PortNo;
+
+/// What a packet that no ACL decides gets (`[default] action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DefaultAction {
+    /// Pass (OVN's default).
+    #[default]
+    Allow,
+    /// Drop.
+    Drop,
+}
+
+/// Which ACL stage: the sender's or the receiver's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Direction {
+    /// `from-lport`: ACLs of the port a packet comes from (`inport`).
+    FromLport,
+    /// `to-lport`: ACLs of the port a packet goes to (`outport`).
+    ToLport,
+}
+
+impl Direction {
+    /// The name in the policy file and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::FromLport => "from-lport",
+            Direction::ToLport => "to-lport",
+        }
+    }
+}
+
+/// An ACL's action, as ovn-nb(5) names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AclAction {
+    /// `allow`: stateful when the policy has any stateful ACL, as in OVN.
+    Allow,
+    /// `allow-related`: commit the connection; replies and related traffic
+    /// pass.
+    AllowRelated,
+    /// `allow-stateless`: pass without tracking.
+    AllowStateless,
+    /// `drop`.
+    Drop,
+    /// `reject`: drop and answer (TCP RST, SCTP ABORT, ICMP unreachable).
+    Reject,
+    /// `pass`: hand the decision to the next tier.
+    Pass,
+}
+
+impl AclAction {
+    /// The name in the policy file and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            AclAction::Allow => "allow",
+            AclAction::AllowRelated => "allow-related",
+            AclAction::AllowStateless => "allow-stateless",
+            AclAction::Drop => "drop",
+            AclAction::Reject => "reject",
+            AclAction::Pass => "pass",
+        }
+    }
+
+    /// True for the action that makes a policy stateful (OVN's
+    /// `has_stateful_acl`): `allow-related` (in OVN load balancers do too;
+    /// ctrack has none).
+    pub fn is_stateful(self) -> bool {
+        matches!(self, AclAction::AllowRelated)
+    }
+}
+
+/// A port, as OVN's Logical_Switch_Port: its name, addresses and zone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Port {
+    /// Its name.
+    pub name: String,
+    /// Its MAC addresses (the first token of each `addresses` entry).
+    pub macs: Vec<[u8; 6]>,
+    /// Its IP addresses (the other tokens).
+    pub ips: Vec<IpAddr>,
+    /// The conntrack zone of its connections.
+    pub zone: u16,
+}
+
+/// An IP prefix of an address set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Prefix {
+    /// The address (host bits clear).
+    pub addr: IpAddr,
+    /// The prefix length.
+    pub len: u8,
+}
+
+/// Where something is in the policy file, for messages: 1-based line and
+/// column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Span {
+    /// Line, from 1.
+    pub line: u32,
+    /// Column, from 1.
+    pub col: u32,
+}
+
+/// One ACL.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Acl {
+    /// Its index in the file, from 0 (`acl#N`).
+    pub index: usize,
+    /// Its name, or `acl#N`.
+    pub name: String,
+    /// Its stage.
+    pub direction: Direction,
+    /// 0..=32767; higher wins.
+    pub priority: u16,
+    /// 0..=3.
+    pub tier: u8,
+    /// What it does.
+    pub action: AclAction,
+    /// `label`: stored in the connection's label (bits 96..127, as OVN's
+    /// `ct_label.label`).
+    pub label: Option<u32>,
+    /// `log`.
+    pub log: bool,
+    /// `persist-established`.
+    pub persist_established: bool,
+    /// `nat` (allow-related only).
+    pub nat: Option<Nat>,
+    /// `alg` (allow-related only).
+    pub alg: Option<Alg>,
+    /// The match as written.
+    pub match_text: String,
+    /// The match, resolved.
+    pub expr: Expr,
+    /// Where the ACL's table starts in the file.
+    pub span: Span,
+}
+
+/// A loaded policy.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Policy {
+    /// `[default] action`.
+    pub default: DefaultAction,
+    /// The ports, in file order; port `i` is [`PortNo`] `i + 1`.
+    pub ports: Vec<Port>,
+    /// Address sets by name.
+    pub address_sets: BTreeMap<String, Vec<Prefix>>,
+    /// Port groups by name: the ports' indices.
+    pub port_groups: BTreeMap<String, Vec<usize>>,
+    /// The ACLs, in file order.
+    pub acls: Vec<Acl>,
+}
+
+impl Policy {
+    /// True when some ACL is stateful: then `allow` commits too and a
+    /// connection no ACL decides is committed under a default allow, as in
+    /// OVN.
+    pub fn has_stateful(&self) -> bool {
+        self.acls.iter().any(|a| a.action.is_stateful())
+    }
+
+    /// The port that owns `mac`, if any.
+    pub fn port_of_mac(&self, mac: [u8; 6]) -> PortNo {
+        self.ports
+            .iter()
+            .position(|p| p.macs.contains(&mac))
+            .map_or(crate::key::NO_PORT, |i| (i + 1) as PortNo)
+    }
+}
+
+/// Why a policy was refused: where, and what was expected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyError {
+    /// The file's name as given.
+    pub file: String,
+    /// Where.
+    pub span: Span,
+    /// What is wrong, and what was expected.
+    pub message: String,
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file, self.span.line, self.span.col, self.message
+        )
+    }
+}
+
+impl std::error::Error for PolicyError {}
