@@ -46,14 +46,14 @@ impl Expr {
     pub fn eq(field: Field, value: u128) -> Expr {
         Expr::Test {
             field,
-            value: value & field.max(),
-            mask: field.max(),
+            value: value & field.all_ones(),
+            mask: field.all_ones(),
         }
     }
 
     /// `field & mask == value & mask`.
     pub fn masked(field: Field, value: u128, mask: u128) -> Expr {
-        let mask = mask & field.max();
+        let mask = mask & field.all_ones();
         Expr::Test {
             field,
             value: value & mask,

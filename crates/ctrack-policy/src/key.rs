@@ -147,7 +147,7 @@ impl Field {
     }
 
     /// The largest value the field holds.
-    pub const fn max(self) -> u128 {
+    pub const fn all_ones(self) -> u128 {
         let w = self.width();
         if w == 128 {
             u128::MAX
@@ -334,13 +334,13 @@ mod tests {
         for (i, f) in Field::ALL.iter().enumerate() {
             k.set(
                 *f,
-                (i as u128 + 1) * 0x0101_0101_0101_0101_0101_0101_0101_0101 & f.max(),
+                ((i as u128 + 1) * 0x0101_0101_0101_0101_0101_0101_0101_0101) & f.all_ones(),
             );
         }
         for (i, f) in Field::ALL.iter().enumerate() {
             assert_eq!(
                 k.get(*f),
-                (i as u128 + 1) * 0x0101_0101_0101_0101_0101_0101_0101_0101 & f.max(),
+                ((i as u128 + 1) * 0x0101_0101_0101_0101_0101_0101_0101_0101) & f.all_ones(),
                 "{f:?}"
             );
         }
