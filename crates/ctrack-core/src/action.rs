@@ -128,6 +128,12 @@ pub struct CtAction {
     pub nat: Option<Nat>,
     /// The gateway of a new connection's protocol.
     pub alg: Option<Alg>,
+    /// With `commit`: the word to keep with a connection this packet
+    /// creates (stored as it is created; see [`crate::Verdict::word`]).
+    /// `None` stores 0, or, for a connection an expectation lets in, its
+    /// control connection's word. Not part of the text form: `Display`
+    /// leaves it out and `FromStr` gives `None`.
+    pub word: Option<u64>,
 }
 
 impl CtAction {
@@ -496,7 +502,8 @@ impl fmt::Display for NatRange {
 }
 
 impl fmt::Display for CtAction {
-    /// The textual form, which parses back to the same action.
+    /// The textual form, which parses back to the same action but for
+    /// [`CtAction::word`], which has none (as in Open vSwitch's `ct`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut parts: Vec<String> = Vec::new();
         if self.commit {
@@ -569,6 +576,19 @@ mod tests {
         assert_eq!(r.ports, Some((20000, 20100)));
         // Display round-trips.
         assert_eq!(p(&a.to_string()), a);
+    }
+
+    #[test]
+    fn the_word_has_no_text_form() {
+        let a = CtAction {
+            word: Some(0x1234),
+            ..CtAction::commit(3)
+        };
+        assert_eq!(a.to_string(), "commit,zone=3");
+        let back = p(&a.to_string());
+        assert_eq!(back.word, None);
+        assert_eq!(back, CtAction { word: None, ..a });
+        assert_eq!(p("commit").word, None);
     }
 
     #[test]

@@ -43,6 +43,8 @@ pub(crate) struct Setup<A> {
     pub helper: Option<crate::alg::helper::Helper>,
     /// The control connection that expected it.
     pub master: Option<Tuple<A>>,
+    /// The caller's word (0: none).
+    pub word: u64,
 }
 
 impl<A> Default for Setup<A> {
@@ -52,6 +54,7 @@ impl<A> Default for Setup<A> {
             nat: 0,
             helper: None,
             master: None,
+            word: 0,
         }
     }
 }

@@ -13,4 +13,7 @@ pub struct ConnInfo {
     pub proto: ProtoState,
     /// When it expires.
     pub expires: Time,
+    /// The caller's word (see [`crate::Tracker::set_word`]); not part of
+    /// [`Entry`], so dumps show it nowhere.
+    pub word: u64,
 }

@@ -1,4 +1,4 @@
-//! The connection record as the table stores it (120 bytes for IPv4), its
+//! The connection record as the table stores it (128 bytes for IPv4), its
 //! per-direction counters, and the extension few connections need (label,
 //! translated reply tuple, gateway state, master).
 

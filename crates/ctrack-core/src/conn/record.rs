@@ -1,5 +1,11 @@
-//! A tracked connection as the table stores it: 120 bytes for IPv4, the
-//! table's header included.
+//! A tracked connection as the table stores it: 128 bytes for IPv4 (two
+//! cache lines), 152 for IPv6, the table's header included.
+//!
+//! The fields are laid out in order (`repr(C)`), so that the first cache
+//! line of an IPv4 record holds all a lookup and a verdict read: the
+//! entry lock, the key, the flags and last-seen time (expiry), the mark and
+//! the caller's word; the second holds what judging a packet writes
+//! besides (protocol state, counters) and the extension pointer.
 //!
 //! The key fields are fixed while the connection lives. Everything a packet
 //! changes (protocol state, last-seen time and timeout class, counters,
@@ -33,6 +39,7 @@ const CLASS_MASK: u8 = 0x0f;
 
 /// One connection.
 #[derive(Debug, Default)]
+#[repr(C)]
 pub struct Conn<A: Addr> {
     header: Header,
     orig: Tuple<A>,
@@ -41,8 +48,11 @@ pub struct Conn<A: Addr> {
     proto: u8,
     flags: AtomicU8,
     mark: AtomicU32,
-    state: [AtomicU32; 6],
     last_seen: AtomicU64,
+    /// A word the caller keeps with the connection, e.g. a firewall's
+    /// cached verdict and policy generation (0: none). Opaque to the core.
+    word: AtomicU64,
+    state: [AtomicU32; 6],
     /// Packets and bytes, original then reply.
     counters: [AtomicU64; 4],
     ext: EpochBox<Ext<A>>,
@@ -100,6 +110,7 @@ impl<A: Addr> Conn<A> {
             Relaxed,
         );
         self.mark.store(0, Relaxed);
+        self.word.store(setup.word, Relaxed);
         self.set_proto_state(&proto);
         self.last_seen.store(now, Relaxed);
         self.counters[0].store(1, Relaxed);
@@ -238,6 +249,22 @@ impl<A: Addr> Conn<A> {
     pub(crate) fn set_mark(&self, value: u32, mask: u32) {
         let m = self.mark.load(Relaxed);
         self.mark.store((m & !mask) | (value & mask), Relaxed);
+    }
+
+    /// The caller's word (0: none), as [`crate::CtAction::word`] or
+    /// [`crate::Tracker::set_word`] last stored it. A relaxed load: the
+    /// word orders nothing else.
+    #[inline]
+    pub fn word(&self) -> u64 {
+        self.word.load(Relaxed)
+    }
+
+    /// Replaces the word with `new` if it is `old`; false if it was not.
+    /// Needs no lock (one compare-exchange, ordering nothing else).
+    pub(crate) fn cas_word(&self, old: u64, new: u64) -> bool {
+        self.word
+            .compare_exchange(old, new, Relaxed, Relaxed)
+            .is_ok()
     }
 
     /// The label.
@@ -383,10 +410,14 @@ mod tests {
     #[test]
     fn a_connection_fits_its_memory_budget() {
         // The budget: at most 128 bytes per IPv4 connection (two cache
-        // lines' worth), so that the table's index and slots stay within
-        // 136 B per connection with the policy layer's verdict word.
-        assert!(core::mem::size_of::<Conn<u32>>() <= 128);
-        assert!(core::mem::size_of::<Conn<V6>>() <= 128 + 3 * 2 * 4);
+        // lines), the policy layer's verdict word included, so that the
+        // table's index and slots stay within 136 B per connection. The
+        // layout has no padding: IPv6 adds 3 x 2 address words.
+        assert_eq!(core::mem::size_of::<Conn<u32>>(), 128);
+        assert_eq!(core::mem::size_of::<Conn<V6>>(), 128 + 3 * 2 * 4);
+        // The first cache line holds the lock, key, expiry, mark and word.
+        assert_eq!(core::mem::offset_of!(Conn<u32>, word), 56);
+        assert_eq!(core::mem::offset_of!(Conn<u32>, state), 64);
     }
 
     #[test]

@@ -4,7 +4,7 @@ use ctrack_table::{Guard, Removal, pin};
 
 use super::shared::{Counted, Dead};
 use super::tracker::{Fam, Tracker};
-use crate::key::{ConnKey, Family, V6, Zone};
+use crate::key::{ConnId, ConnKey, Family, V6, Zone};
 use crate::time::Time;
 use crate::verdict::Stats;
 
@@ -75,6 +75,25 @@ impl Tracker {
             Family::V4 => self.flush_key_in::<u32>(&guard, key, now, stats),
             Family::V6 => self.flush_key_in::<V6>(&guard, key, now, stats),
         }
+    }
+
+    /// Removes the connection `id`, if live (as [`Tracker::flush_key`]
+    /// does for a key: not expired, its zone not flushed), and counts it
+    /// (`flushed`) in the caller's `stats`. An id names a slot: once its
+    /// connection is gone, a later one may have it.
+    pub fn remove(&self, id: ConnId, now: Time, stats: &mut Stats) -> bool {
+        let guard = pin();
+        match id.family() {
+            Family::V4 => self.remove_in::<u32>(&guard, id, now, stats),
+            Family::V6 => self.remove_in::<V6>(&guard, id, now, stats),
+        }
+    }
+
+    fn remove_in<A: Fam>(&self, guard: &Guard, id: ConnId, now: Time, stats: &mut Stats) -> bool {
+        let Some(e) = self.live_entry::<A>(guard, id, now) else {
+            return false;
+        };
+        self.remove_entry(guard, e, Removal::Deleted, stats)
     }
 
     fn flush_key_in<A: Fam>(

@@ -39,6 +39,25 @@ impl Tracker {
         Some((e, dir))
     }
 
+    /// The connection named `id` if it is live for packets: in the table,
+    /// not expired at `now`, and in its zone's current generation (not
+    /// flushed).
+    pub(super) fn live_entry<'g, A: Fam>(
+        &'g self,
+        guard: &'g Guard,
+        id: ConnId,
+        now: Time,
+    ) -> Option<EntryRef<'g, Conn<A>>> {
+        let e = A::table(self).get(guard, id.record())?;
+        let c = e.record();
+        let current = self
+            .shared
+            .zones
+            .get(c.zone())
+            .is_some_and(|m| m.generation() == c.generation());
+        (current && self.shared.expiry(c, guard) > now.as_millis()).then_some(e)
+    }
+
     /// Finds the live connection with `key` in either direction.
     pub fn lookup(&self, key: &ConnKey, now: Time) -> Option<(ConnId, ConnInfo, Dir)> {
         let guard = pin();
@@ -85,6 +104,7 @@ impl Tracker {
             entry: Entry::of(c, expires, now, guard),
             proto: c.proto_state(),
             expires: Time::from_millis(expires),
+            word: c.word(),
         })
     }
 

@@ -216,6 +216,7 @@ impl Tracker {
             invalid,
             refused: None,
             committed: false,
+            word: c.word(),
             inspect: special,
         };
         Judged::Done
@@ -284,6 +285,7 @@ impl Tracker {
             },
             mark: c.mark(),
             label: c.label(guard),
+            word: c.word(),
             conn: Some(ConnId::new(A::FAMILY, e.id())),
             dir,
             ..Verdict::new(action.zone)

@@ -29,6 +29,7 @@ mod stages;
 #[cfg(test)]
 mod testing;
 mod tracker;
+mod word;
 
 pub use config::{Config, DEFAULT_MAX_CONNS, EARLY_DROP_SCAN};
 pub use expiry::Sweep;

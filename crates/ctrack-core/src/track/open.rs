@@ -8,9 +8,9 @@ use ctrack_table::{APPROX_STEP, Hashes, Removal, Writer};
 
 use super::config::EARLY_DROP_SCAN;
 use super::packet::{Call, Found, Pkt};
+use super::setup::Matched;
 use super::shared::Counted;
 use super::tracker::{Fam, NAT_RETRIES, RECLAIM_ON_FULL, Tracker};
-use crate::alg::expect::{ExpKey, Expectation};
 use crate::conn::{Conn, First, Setup};
 use crate::key::{ConnId, Dir, Family, LookupKey, instance};
 use crate::packet::L4Info;
@@ -23,8 +23,8 @@ struct Opening<'a, A> {
     key: &'a LookupKey<A>,
     hash: u64,
     proto: ProtoState,
-    /// The expectation it matched, with its key.
-    expected: Option<(ExpKey, Expectation)>,
+    /// The expectation it matched.
+    expected: Option<Matched>,
     /// The verdict so far (`new`, maybe `rel`).
     v: Verdict,
 }
@@ -68,10 +68,14 @@ impl Tracker {
         } else {
             None
         };
-        if let Some((_, x)) = &expected {
+        if let Some(m) = &expected {
             v.state |= CtState::REL;
-            v.mark = x.mark;
-            v.label = x.label;
+            v.mark = m.x.mark;
+            v.label = m.x.label;
+            // What a firewall allowed on the control connection (read with
+            // its liveness check): without `commit` the packet has no
+            // connection of its own to carry a word.
+            v.word = m.master_word;
         }
         if !cx.action.commit {
             *out = v;
@@ -146,7 +150,7 @@ impl Tracker {
             now,
             bytes: p.ip_len,
         };
-        let inherit = o.expected.as_ref().map(|(_, x)| (x.mark, x.label));
+        let inherit = o.expected.as_ref().map(|m| (m.x.mark, m.x.label));
         let res = w.insert(shared, &hashes, now, |c| {
             c.init(key, &first, setup);
             if let Some((mark, label)) = inherit {
@@ -172,9 +176,9 @@ impl Tracker {
         };
         drop(w);
         cx.stats.add(C::Committed, 1);
-        if let Some((k, x)) = &o.expected {
+        if let Some(m) = &o.expected {
             // Consumed by the connection it let in.
-            self.expect.take(k, x.master);
+            self.expect.take(&m.key, m.x.master);
             cx.stats.add(C::ExpectMatched, 1);
         }
         let c = e.record();
@@ -183,6 +187,7 @@ impl Tracker {
         v.committed = true;
         v.mark = c.mark();
         v.label = c.label(guard);
+        v.word = c.word();
         v.inspect = c.special();
         *out = v;
         Some(Some((e, Dir::Orig)))

@@ -16,16 +16,26 @@ use crate::nat::{self, NatError};
 use crate::verdict::C;
 use crate::verdict::Stats;
 
+/// The expectation a new connection matched: its key, itself, and the
+/// word of its control connection, read by the check that the control
+/// connection still lives (the same record access, no second lookup).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Matched {
+    pub(super) key: ExpKey,
+    pub(super) x: Expectation,
+    pub(super) master_word: u64,
+}
+
 impl Tracker {
-    /// The expectation a new connection with `key` matches, if any, with
-    /// its key. One whose control connection has ended is removed.
+    /// The expectation a new connection with `key` matches, if any. One
+    /// whose control connection has ended is removed.
     pub(super) fn expected<A: Fam>(
         &self,
         guard: &Guard,
         key: &LookupKey<A>,
         now: u64,
         stats: &mut Stats,
-    ) -> Option<(ExpKey, Expectation)> {
+    ) -> Option<Matched> {
         let k = ExpKey {
             zone: key.zone,
             generation: key.generation,
@@ -36,46 +46,57 @@ impl Tracker {
             dport: (key.tuple.dst_l4 >> 16) as u16,
         };
         let x = self.expect.find(&k, now)?;
-        if !self.master_alive(guard, &x) {
+        let Some(master_word) = self.master_word(guard, &x) else {
             if self.expect.take(&k, x.master) {
                 stats.add(C::ExpectExpired, 1);
             }
             return None;
-        }
-        Some((k, x))
+        };
+        Some(Matched {
+            key: k,
+            x,
+            master_word,
+        })
     }
 
     /// True if an expectation's control connection still lives.
     pub(super) fn master_alive(&self, guard: &Guard, x: &Expectation) -> bool {
+        self.master_word(guard, x).is_some()
+    }
+
+    /// The word of an expectation's control connection, if it still lives.
+    fn master_word(&self, guard: &Guard, x: &Expectation) -> Option<u64> {
         match x.master.family() {
-            Family::V4 => self.master_alive_in::<u32>(guard, x),
-            Family::V6 => self.master_alive_in::<V6>(guard, x),
+            Family::V4 => self.master_word_in::<u32>(guard, x),
+            Family::V6 => self.master_word_in::<V6>(guard, x),
         }
     }
 
-    pub(super) fn master_alive_in<A: Fam>(&self, guard: &Guard, x: &Expectation) -> bool {
-        A::table(self)
-            .get(guard, x.master.record())
-            .is_some_and(|e| {
-                let c = e.record();
-                *c.orig() == Tuple::of(&x.master_key)
-                    && c.zone() == x.master_key.zone
-                    && c.proto() == x.master_key.proto
-            })
+    fn master_word_in<A: Fam>(&self, guard: &Guard, x: &Expectation) -> Option<u64> {
+        let e = A::table(self).get(guard, x.master.record())?;
+        let c = e.record();
+        let alive = *c.orig() == Tuple::of(&x.master_key)
+            && c.zone() == x.master_key.zone
+            && c.proto() == x.master_key.proto;
+        alive.then(|| c.word())
     }
 
     /// What a new connection starts with: its translation (chosen here),
-    /// gateway, and the control connection that expected it.
+    /// gateway, the control connection that expected it, and its word (the
+    /// action's, else the control connection's).
     pub(super) fn setup<A: Fam>(
         &self,
         guard: &Guard,
         p: &Pkt<A>,
         action: &CtAction,
         key: &LookupKey<A>,
-        expected: Option<&(ExpKey, Expectation)>,
+        expected: Option<&Matched>,
         now: u64,
     ) -> Result<Setup<A>, NatError> {
-        let mut setup = Setup::default();
+        let mut setup = Setup {
+            word: action.word.or(expected.map(|m| m.master_word)).unwrap_or(0),
+            ..Setup::default()
+        };
         let table = A::table(self);
         let taken = |cand: &Tuple<A>| {
             let k = LookupKey {
@@ -89,7 +110,7 @@ impl Tracker {
                 })
                 .is_some()
         };
-        if let Some((_, x)) = expected {
+        if let Some(Matched { x, .. }) = expected {
             setup.master = Some(Tuple::of(&x.master_key));
             if action.nat.is_some()
                 && let Some(t) = x.target

@@ -39,6 +39,12 @@ pub struct Verdict {
     pub refused: Option<Refusal>,
     /// True if this packet committed `conn`.
     pub committed: bool,
+    /// The caller's word kept with `conn` (0: none; see
+    /// [`crate::CtAction::word`] and [`crate::Tracker::set_word`]), read
+    /// with the rest of the record. For an ICMP error, its connection's;
+    /// for the first packet of a connection an expectation lets in (`new`
+    /// and `rel`), without `commit` (no `conn`): its control connection's.
+    pub word: u64,
     /// The connection has a gateway or was expected: the packet goes to
     /// the gateway stage.
     pub(crate) inspect: bool,
