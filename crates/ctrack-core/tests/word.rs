@@ -354,3 +354,26 @@ fn the_action_s_word_overrides_the_inherited_one() {
     );
     assert_eq!(n.t.conn(v.conn.unwrap(), n.now).unwrap().word, 0x99);
 }
+
+#[test]
+fn a_tftp_transfer_inherits_its_request_s_word() {
+    let n = Net::new();
+    let u = |a, sp, b, dp, p: &[u8]| Frame::v4(a, b, L4::udp(sp, dp, p));
+    let mut rrq = vec![0, 1];
+    rrq.extend_from_slice(b"boot.img\0octet\0");
+    let v = n.send_action(
+        &u(C, 3000, S, 69, &rrq),
+        &with_word("commit,alg=tftp", 0x42),
+    );
+    assert_eq!(v.word, 0x42);
+    let v = n.send_action(&u(S, 4567, C, 3000, b"\0\x03\0\x01data"), &act("commit"));
+    assert_eq!(
+        (v.state.to_string().as_str(), v.word),
+        ("new|rel|trk", 0x42)
+    );
+    let v = n.send_action(&u(C, 3000, S, 4567, b"\0\x04\0\x01"), &act("commit"));
+    assert_eq!(
+        (v.state.to_string().as_str(), v.word),
+        ("est|rel|rpl|trk", 0x42)
+    );
+}

@@ -43,7 +43,8 @@ pub struct Verdict {
     /// [`crate::CtAction::word`] and [`crate::Tracker::set_word`]), read
     /// with the rest of the record. For an ICMP error, its connection's;
     /// for the first packet of a connection an expectation lets in (`new`
-    /// and `rel`), without `commit` (no `conn`): its control connection's.
+    /// and `rel`) that gets no connection of its own (no `commit`, or a
+    /// refused one): its control connection's.
     pub word: u64,
     /// The connection has a gateway or was expected: the packet goes to
     /// the gateway stage.
