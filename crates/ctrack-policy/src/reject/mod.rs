@@ -5,10 +5,22 @@
 //!
 //! | offending packet            | answer                                  |
 //! |-----------------------------|-----------------------------------------|
-//! | TCP                         | a RST ([`tcp`])                         |
-//! | SCTP                        | an ABORT chunk ([`sctp`])               |
+//! | TCP                         | a RST                                   |
+//! | SCTP                        | an ABORT chunk                          |
 //! | UDP                         | ICMP 3/3, ICMPv6 1/4: port unreachable  |
 //! | any other IP (ICMP echo...) | ICMP 3/1 host unreachable, ICMPv6 1/1   |
+//!
+//! The RST follows RFC 793's reset generation, as Linux and netfilter's
+//! `REJECT --reject-with tcp-reset` do: to a segment with ACK, `RST` with
+//! the segment's acknowledgment number as its sequence number; otherwise
+//! `RST|ACK` with sequence number 0 acknowledging the whole segment
+//! (sequence number + payload length + 1 for SYN + 1 for FIN). pinctrl
+//! always sends `RST|ACK`, seq 0, ack `seq + 1`: the same for a bare SYN,
+//! but ignored by the peer (outside its window) for a segment of an open
+//! connection. The ABORT carries the INIT's initiate tag with the T bit
+//! clear when it answers an INIT with tag 0, and otherwise the packet's
+//! own tag reflected with the T bit set (RFC 9260 §8.4 items 3 and 8),
+//! as pinctrl; its CRC32c is computed.
 //!
 //! The answer goes back the way the packet came: Ethernet addresses
 //! swapped, the same VLAN tags (TPID and TCI, outermost first), IP
