@@ -23,8 +23,10 @@
 //! as pinctrl; its CRC32c is computed.
 //!
 //! The answer goes back the way the packet came: Ethernet addresses
-//! swapped, the same VLAN tags (TPID and TCI, outermost first), IP
-//! addresses swapped, every checksum computed. The IP header is built as
+//! swapped, the same VLAN tags (TPID and TCI, outermost first; pinctrl
+//! keeps only one 802.1Q tag), IP addresses swapped, every checksum
+//! computed. The answer is always Ethernet II, even to an 802.3 LLC/SNAP
+//! frame, and never padded to 60 bytes (the NIC pads). The IP header is built as
 //! pinctrl's `pinctrl_compose_ipv4`/`_ipv6` build it: IPv4 with DSCP CS6
 //! (TOS 0xc0), identification 0, don't-fragment set and no options; IPv6
 //! with traffic class and flow label 0. TTL / hop limit: 255 for ICMP
@@ -63,7 +65,9 @@
 //!   L4 header).
 //!
 //! ICMP echo and other informational messages are "other IP": they get a
-//! host unreachable, as in OVN.
+//! host unreachable, as in OVN. The checksums of the offending packet are
+//! not checked (pinctrl does not either): the ACL matched it, it is
+//! answered.
 //!
 //! [`RateLimiter`] bounds how many answers go out, on the caller's clock.
 
