@@ -6,7 +6,9 @@
 //!   fields under masks, ranges, `&&`, `||`, `!`; and its direct evaluation,
 //!   the reference the classifier is checked against;
 //! - [`model`]: the policy as loaded: ports, ACLs with their resolved
-//!   matches.
+//!   matches;
+//! - [`reject`]: what a `reject` ACL sends back (a TCP RST, an SCTP ABORT,
+//!   an ICMP or ICMPv6 unreachable) and the rate limit on those answers.
 //!
 //! Sans-IO like the core: no clock, no thread, no socket.
 
@@ -15,3 +17,4 @@
 pub mod expr;
 pub mod key;
 pub mod model;
+pub mod reject;
