@@ -5,6 +5,8 @@
 //! - [`expr`]: a match expression once resolved ([`expr::Expr`]): tests of
 //!   fields under masks, ranges, `&&`, `||`, `!`; and its direct evaluation,
 //!   the reference the classifier is checked against;
+//! - [`classify`]: the compiled classifier: of many ranked rules, the best
+//!   one a key matches, by a TupleMerge-style tuple space search;
 //! - [`model`]: the policy as loaded: ports, ACLs with their resolved
 //!   matches;
 //! - [`reject`]: what a `reject` ACL sends back (a TCP RST, an SCTP ABORT,
@@ -14,6 +16,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod classify;
 pub mod expr;
 pub mod key;
 pub mod model;

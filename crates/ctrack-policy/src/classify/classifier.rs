@@ -1,0 +1,305 @@
+//! The classifier: rules, their entries, and the tuples they live in.
+
+use std::fmt;
+use std::hash::BuildHasher;
+
+use foldhash::fast::RandomState;
+use hashbrown::HashMap;
+
+use super::dnf::{Conj, normalise};
+use super::group::{Group, Seed, Tuple, coarse};
+use super::rule::{CompileError, Rank, RuleId, score, unscore};
+use crate::expr::Expr;
+use crate::key::Key;
+
+type Map<K, V> = HashMap<K, V, RandomState>;
+
+/// A bucket holding this many candidates takes no more: a new entry goes
+/// to a more specific tuple.
+const BUCKET_LIMIT: usize = 12;
+/// A new entry may join an existing tuple whose mask has at most this many
+/// bits fewer than its own coarsened mask (TupleMerge's merging).
+const MERGE_LOSS: u32 = 8;
+
+/// Figures about a classifier's structure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ClassifierStats {
+    /// Rules.
+    pub rules: usize,
+    /// Entries: conjunctions of rules' DNFs, over all rules.
+    pub entries: usize,
+    /// Tuples (hash tables) a lookup may probe.
+    pub tuples: usize,
+    /// Buckets over all tuples.
+    pub buckets: usize,
+    /// Candidates in the longest bucket.
+    pub longest_bucket: usize,
+    /// Heap bytes, as [`Classifier::memory`].
+    pub memory: usize,
+}
+
+#[derive(Debug, Clone)]
+struct Rule {
+    score: u128,
+    /// Each conjunction and the slot of the group it went to.
+    entries: Vec<(Conj, u32)>,
+}
+
+/// A compiled packet classifier: see the [module documentation](super).
+#[derive(Clone)]
+pub struct Classifier {
+    rules: Map<RuleId, Rule>,
+    /// Groups by slot; `None` is a free slot.
+    slots: Vec<Option<Group>>,
+    free: Vec<u32>,
+    /// Live groups as (best score, slot), best first: the search order.
+    order: Vec<(u128, u32)>,
+    /// Every live group's slot by its tuple.
+    by_tuple: Map<Tuple, u32>,
+    /// Where entries of a coarsened tuple go first (merging decided once).
+    route: Map<Tuple, u32>,
+    entries: usize,
+    seed: Seed,
+}
+
+impl fmt::Debug for Classifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Classifier")
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Classifier {
+    fn default() -> Classifier {
+        Classifier::new()
+    }
+}
+
+impl Classifier {
+    /// An empty classifier.
+    pub fn new() -> Classifier {
+        let s = RandomState::default();
+        let mut seed = [0u64; 8];
+        for (i, w) in seed.iter_mut().enumerate() {
+            *w = s.hash_one(i) | 1;
+        }
+        Classifier {
+            rules: Map::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            order: Vec::new(),
+            by_tuple: Map::default(),
+            route: Map::default(),
+            entries: 0,
+            seed,
+        }
+    }
+
+    /// A classifier of `rules`; fails on the first rule that does not
+    /// compile or whose id is already taken.
+    pub fn build<'a>(
+        rules: impl IntoIterator<Item = (RuleId, Rank, &'a Expr)>,
+    ) -> Result<Classifier, CompileError> {
+        let mut c = Classifier::new();
+        for (id, rank, expr) in rules {
+            c.add(id, rank, expr)?;
+        }
+        c.reorder();
+        Ok(c)
+    }
+
+    /// Adds a rule; `id` must be new. Touches only the rule's own entries.
+    pub fn insert(&mut self, id: RuleId, rank: Rank, expr: &Expr) -> Result<(), CompileError> {
+        self.add(id, rank, expr)?;
+        self.reorder();
+        Ok(())
+    }
+
+    /// Removes a rule; whether it was there. Touches only its entries.
+    pub fn remove(&mut self, id: RuleId) -> bool {
+        let Some(rule) = self.rules.remove(&id) else {
+            return false;
+        };
+        for (conj, slot) in &rule.entries {
+            let Some(Some(g)) = self.slots.get_mut(*slot as usize) else {
+                continue;
+            };
+            if g.remove(conj, rule.score, &self.seed) {
+                self.entries -= 1;
+            }
+            if g.entries() == 0 {
+                let t = g.tuple;
+                self.slots[*slot as usize] = None;
+                self.free.push(*slot);
+                self.by_tuple.remove(&t);
+                self.route.retain(|_, s| s != slot);
+            }
+        }
+        self.reorder();
+        true
+    }
+
+    /// The matching rule with the highest rank (of equal ranks, the lowest
+    /// id), or `None`. Allocates nothing.
+    pub fn classify(&self, key: &Key) -> Option<(RuleId, Rank)> {
+        let mut best = 0u128;
+        for &(bound, slot) in &self.order {
+            if bound <= best {
+                break;
+            }
+            if let Some(Some(g)) = self.slots.get(slot as usize) {
+                best = g.lookup(key, best, &self.seed);
+            }
+        }
+        (best != 0).then(|| unscore(best))
+    }
+
+    /// The number of rules.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Whether there is no rule.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// Whether a rule with this id is in.
+    pub fn contains(&self, id: RuleId) -> bool {
+        self.rules.contains_key(&id)
+    }
+
+    /// Heap bytes used, estimated from the capacities of every table and
+    /// vector.
+    pub fn memory(&self) -> usize {
+        let map = |n: usize, each: usize| n * (each + 1);
+        let rules: usize = self
+            .rules
+            .values()
+            .map(|r| r.entries.capacity() * size_of::<(Conj, u32)>())
+            .sum();
+        let groups: usize = self.slots.iter().flatten().map(Group::memory).sum();
+        rules
+            + groups
+            + map(self.rules.capacity(), size_of::<(RuleId, Rule)>())
+            + map(self.by_tuple.capacity(), size_of::<(Tuple, u32)>())
+            + map(self.route.capacity(), size_of::<(Tuple, u32)>())
+            + self.slots.capacity() * size_of::<Option<Group>>()
+            + self.free.capacity() * 4
+            + self.order.capacity() * size_of::<(u128, u32)>()
+    }
+
+    /// Figures about the structure.
+    pub fn stats(&self) -> ClassifierStats {
+        let groups = self.slots.iter().flatten();
+        ClassifierStats {
+            rules: self.rules.len(),
+            entries: self.entries,
+            tuples: self.order.len(),
+            buckets: groups.clone().map(Group::buckets).sum(),
+            longest_bucket: groups.map(Group::longest).max().unwrap_or(0),
+            memory: self.memory(),
+        }
+    }
+
+    /// Adds a rule without refreshing the search order.
+    fn add(&mut self, id: RuleId, rank: Rank, expr: &Expr) -> Result<(), CompileError> {
+        if self.rules.contains_key(&id) {
+            return Err(CompileError::new(format!("rule id {id} is already in")));
+        }
+        let conjs = normalise(expr)?;
+        let s = score(id, rank);
+        let mut entries = Vec::with_capacity(conjs.len());
+        for c in conjs {
+            let slot = self.place(&c, s);
+            entries.push((c, slot));
+        }
+        self.entries += entries.len();
+        self.rules.insert(id, Rule { score: s, entries });
+        Ok(())
+    }
+
+    /// Puts one entry into a group, TupleMerge's way: first the group its
+    /// coarsened tuple is routed to; if that bucket is full, the group of
+    /// the coarsened tuple itself; if full again, the group of the entry's
+    /// exact mask. Returns the group's slot.
+    fn place(&mut self, c: &Conj, s: u128) -> u32 {
+        let ct = Tuple::of(&coarse(&c.mask), c);
+        let routed = match self.route.get(&ct) {
+            Some(&slot) => slot,
+            None => {
+                let slot = self.merge_target(&ct, c);
+                self.route.insert(ct, slot);
+                slot
+            }
+        };
+        let exact = Tuple::of(&c.mask, c);
+        let mut slot = routed;
+        for next in [ct, exact] {
+            if self
+                .group(slot)
+                .is_none_or(|g| g.bucket_len(c, &self.seed) < BUCKET_LIMIT)
+            {
+                break;
+            }
+            slot = self.group_of(next);
+        }
+        if let Some(Some(g)) = self.slots.get_mut(slot as usize) {
+            g.insert(c, s, &self.seed);
+        }
+        slot
+    }
+
+    fn group(&self, slot: u32) -> Option<&Group> {
+        self.slots.get(slot as usize).and_then(Option::as_ref)
+    }
+
+    /// The existing group closest to `ct` that admits `c`, within
+    /// [`MERGE_LOSS`] bits, or the group of `ct` itself.
+    fn merge_target(&mut self, ct: &Tuple, c: &Conj) -> u32 {
+        let want = ct.bits();
+        let best = self
+            .by_tuple
+            .iter()
+            .filter(|(t, _)| {
+                t.admits(c) && t.bits() + MERGE_LOSS >= want && t.mask.and(&ct.mask) == t.mask
+            })
+            .min_by_key(|(t, slot)| (want - t.bits(), **slot))
+            .map(|(_, slot)| *slot);
+        best.unwrap_or_else(|| self.group_of(*ct))
+    }
+
+    /// The slot of the group of `t`, made if need be.
+    fn group_of(&mut self, t: Tuple) -> u32 {
+        if let Some(&slot) = self.by_tuple.get(&t) {
+            return slot;
+        }
+        let g = Some(Group::new(t));
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = g;
+                slot
+            }
+            None => {
+                self.slots.push(g);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.by_tuple.insert(t, slot);
+        slot
+    }
+
+    /// Refreshes the search order: groups by their best score, best first.
+    fn reorder(&mut self) {
+        self.order.clear();
+        for (i, g) in self.slots.iter().enumerate() {
+            if let Some(g) = g
+                && g.entries() > 0
+            {
+                self.order.push((g.max_score(), i as u32));
+            }
+        }
+        self.order.sort_unstable_by(|a, b| b.cmp(a));
+    }
+}

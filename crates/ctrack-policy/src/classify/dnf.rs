@@ -1,0 +1,387 @@
+//! Normalising an [`Expr`] into a disjunction of conjunctions over the key
+//! (its DNF): each conjunction is one (mask, value) pair of [`Key`]s, so a
+//! packet matches it when `key & mask == value`.
+//!
+//! - a `Range` becomes its minimal prefix cover (a 16-bit range needs at
+//!   most 30 prefixes);
+//! - `Not` is pushed down to the leaves (De Morgan); a negated test
+//!   `!(field & mask == value)` becomes, as in OVN, one conjunction per bit
+//!   of the mask, that bit differing from the value's; a negated range the
+//!   ranges on either side of it;
+//! - `And` is the cross product of its operands' DNFs, in which
+//!   conjunctions that require the same bit both set and clear are dropped;
+//! - duplicates are removed, and a conjunction that matches everything
+//!   absorbs the rest.
+//!
+//! The input is hostile: the number of conjunctions ([`MAX_CONJ`]), the
+//! work spent on products ([`MAX_WORK`]) and the nesting ([`MAX_DEPTH`])
+//! are bounded, and going over any bound is a [`CompileError`].
+
+use super::rule::CompileError;
+use crate::expr::Expr;
+use crate::key::{Field, Key};
+
+/// Most conjunctions one rule may expand to (its DNF or any part of it).
+pub const MAX_CONJ: usize = 65_536;
+/// Most pairs of conjunctions one rule's products may combine.
+pub const MAX_WORK: u64 = 1 << 22;
+/// Deepest nesting of an expression.
+pub const MAX_DEPTH: usize = 200;
+
+/// One conjunction: the packets with `key & mask == value`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Conj {
+    /// The bits looked at.
+    pub mask: Key,
+    /// Their required values (no bit outside `mask`).
+    pub value: Key,
+}
+
+impl Conj {
+    /// The conjunction that matches every key.
+    pub const ANY: Conj = Conj {
+        mask: Key { w: [0; 8] },
+        value: Key { w: [0; 8] },
+    };
+
+    /// `field & mask == value` alone (`value` within `mask`).
+    pub fn field(field: Field, mask: u128, value: u128) -> Conj {
+        let mut c = Conj::ANY;
+        c.mask.set(field, mask);
+        c.value.set(field, value & mask);
+        c
+    }
+
+    /// Both at once, or `None` when they contradict each other.
+    pub fn and(&self, other: &Conj) -> Option<Conj> {
+        let mut out = Conj::ANY;
+        let mut clash = 0u64;
+        for i in 0..8 {
+            clash |= (self.value.w[i] ^ other.value.w[i]) & self.mask.w[i] & other.mask.w[i];
+            out.mask.w[i] = self.mask.w[i] | other.mask.w[i];
+            out.value.w[i] = self.value.w[i] | other.value.w[i];
+        }
+        (clash == 0).then_some(out)
+    }
+
+    /// Whether `key` satisfies it.
+    #[inline]
+    pub fn matches(&self, key: &Key) -> bool {
+        key.matches(&self.mask, &self.value)
+    }
+
+    /// Whether it matches every key.
+    pub fn is_any(&self) -> bool {
+        self.mask.w == [0; 8]
+    }
+}
+
+/// The DNF of `expr`: the packets it matches are those that match at least
+/// one of the conjunctions (none: it matches nothing).
+pub fn normalise(expr: &Expr) -> Result<Vec<Conj>, CompileError> {
+    let mut n = Normaliser { work: 0 };
+    let mut out = n.dnf(expr, false, 0)?;
+    tidy(&mut out);
+    Ok(out)
+}
+
+struct Normaliser {
+    work: u64,
+}
+
+impl Normaliser {
+    fn dnf(&mut self, e: &Expr, neg: bool, depth: usize) -> Result<Vec<Conj>, CompileError> {
+        if depth > MAX_DEPTH {
+            return Err(CompileError::new(format!(
+                "expression nested deeper than {MAX_DEPTH}"
+            )));
+        }
+        Ok(match (e, neg) {
+            (Expr::True, false) | (Expr::False, true) => vec![Conj::ANY],
+            (Expr::True, true) | (Expr::False, false) => Vec::new(),
+            (Expr::Test { field, value, mask }, _) => test(*field, *value, *mask, neg),
+            (Expr::Range { field, lo, hi }, _) => range(*field, *lo, *hi, neg),
+            (Expr::Not(x), _) => self.dnf(x, !neg, depth + 1)?,
+            (Expr::And(xs), false) | (Expr::Or(xs), true) => self.product(xs, neg, depth)?,
+            (Expr::Or(xs), false) | (Expr::And(xs), true) => {
+                let mut out = Vec::new();
+                for x in xs {
+                    out.extend(self.dnf(x, neg, depth + 1)?);
+                    check_len(out.len())?;
+                }
+                out
+            }
+        })
+    }
+
+    /// The conjunction of `xs` (each negated if `neg`) as a DNF.
+    fn product(&mut self, xs: &[Expr], neg: bool, depth: usize) -> Result<Vec<Conj>, CompileError> {
+        let mut acc = vec![Conj::ANY];
+        for x in xs {
+            let mut d = self.dnf(x, neg, depth + 1)?;
+            tidy(&mut d);
+            self.work += (acc.len() as u64).saturating_mul(d.len() as u64);
+            if self.work > MAX_WORK {
+                return Err(CompileError::new(format!(
+                    "expression too costly to expand (over {MAX_WORK} combinations)"
+                )));
+            }
+            let mut next = Vec::with_capacity(acc.len().max(d.len()));
+            for a in &acc {
+                for b in &d {
+                    if let Some(c) = a.and(b) {
+                        next.push(c);
+                    }
+                }
+                check_len(next.len())?;
+            }
+            tidy(&mut next);
+            acc = next;
+            if acc.is_empty() {
+                break;
+            }
+        }
+        Ok(acc)
+    }
+}
+
+fn check_len(n: usize) -> Result<(), CompileError> {
+    if n > MAX_CONJ {
+        return Err(CompileError::new(format!(
+            "expression expands to more than {MAX_CONJ} conjunctions"
+        )));
+    }
+    Ok(())
+}
+
+/// Sorts, removes duplicates; a conjunction matching everything absorbs the
+/// others.
+fn tidy(v: &mut Vec<Conj>) {
+    if v.iter().any(Conj::is_any) {
+        v.clear();
+        v.push(Conj::ANY);
+        return;
+    }
+    v.sort_unstable_by(|a, b| (a.mask.w, a.value.w).cmp(&(b.mask.w, b.value.w)));
+    v.dedup();
+}
+
+/// `field & mask == value`, or its negation: one conjunction per bit of the
+/// mask, that bit differing.
+fn test(field: Field, value: u128, mask: u128, neg: bool) -> Vec<Conj> {
+    let m = mask & field.all_ones();
+    // Bits of the value outside the mask (or the field) never compare
+    // equal: the test is false.
+    let never = value & !m != 0;
+    match (never, neg) {
+        (true, false) => Vec::new(),
+        (true, true) => vec![Conj::ANY],
+        (false, false) => vec![Conj::field(field, m, value)],
+        (false, true) => (0..128)
+            .map(|b| 1u128 << b)
+            .filter(|bit| m & bit != 0)
+            .map(|bit| Conj::field(field, bit, !value & bit))
+            .collect(),
+    }
+}
+
+/// `lo <= field <= hi`, or its negation, as prefixes.
+fn range(field: Field, lo: u128, hi: u128, neg: bool) -> Vec<Conj> {
+    let max = field.all_ones();
+    let hi = hi.min(max);
+    let mut out = Vec::new();
+    let mut push = |lo, hi| {
+        for (v, m) in prefix_cover(lo, hi, field.width()) {
+            out.push(Conj::field(field, m, v));
+        }
+    };
+    if !neg {
+        if lo <= hi {
+            push(lo, hi);
+        }
+    } else if lo > hi {
+        push(0, max);
+    } else {
+        if lo > 0 {
+            push(0, lo - 1);
+        }
+        if hi < max {
+            push(hi + 1, max);
+        }
+    }
+    out
+}
+
+/// The low `k` bits set.
+fn low_ones(k: u32) -> u128 {
+    if k >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << k) - 1
+    }
+}
+
+/// The fewest (value, mask) prefixes of a `width`-bit field that cover
+/// exactly `lo..=hi` (`lo <= hi < 2^width`): at most `2 * width - 2`.
+pub fn prefix_cover(mut lo: u128, hi: u128, width: u32) -> Vec<(u128, u128)> {
+    let all = low_ones(width);
+    let mut out = Vec::new();
+    loop {
+        let span = hi - lo;
+        let mut k = if lo == 0 {
+            width
+        } else {
+            lo.trailing_zeros().min(width)
+        };
+        while low_ones(k) > span {
+            k -= 1;
+        }
+        out.push((lo, all & !low_ones(k)));
+        if span == low_ones(k) {
+            return out;
+        }
+        lo += low_ones(k) + 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key_with(field: Field, v: u128) -> Key {
+        let mut k = Key::default();
+        k.set(field, v);
+        k
+    }
+
+    fn covers(conjs: &[Conj], key: &Key) -> bool {
+        conjs.iter().any(|c| c.matches(key))
+    }
+
+    #[test]
+    fn port_ranges_are_minimal_prefix_covers() {
+        assert_eq!(prefix_cover(0, 65535, 16), vec![(0, 0)]);
+        assert_eq!(prefix_cover(80, 80, 16), vec![(80, 0xffff)]);
+        assert_eq!(prefix_cover(1024, 65535, 16).len(), 6);
+        assert_eq!(prefix_cover(1, 65534, 16).len(), 30);
+        assert_eq!(prefix_cover(0, u128::MAX, 128), vec![(0, 0)]);
+        assert_eq!(prefix_cover(1, u128::MAX - 1, 128).len(), 254);
+        for (lo, hi) in [(0, 0), (3, 17), (1000, 1999), (1, 65534), (65535, 65535)] {
+            let d = normalise(&Expr::Range {
+                field: Field::L4Dst,
+                lo,
+                hi,
+            })
+            .unwrap();
+            for p in (0..=65535u128)
+                .step_by(7)
+                .chain([lo, hi, lo.saturating_sub(1), hi + 1])
+            {
+                let k = key_with(Field::L4Dst, p);
+                assert_eq!(covers(&d, &k), lo <= p && p <= hi, "{lo}..={hi} at {p}");
+            }
+        }
+    }
+
+    #[test]
+    fn negated_range_is_the_ranges_around_it() {
+        let e = Expr::Not(Box::new(Expr::Range {
+            field: Field::L4Dst,
+            lo: 1024,
+            hi: 2047,
+        }));
+        let d = normalise(&e).unwrap();
+        assert_eq!(d.len(), 1 + 5);
+        for p in [0, 1023, 1024, 2047, 2048, 65535] {
+            assert_eq!(
+                covers(&d, &key_with(Field::L4Dst, p)),
+                !(1024..=2047).contains(&p)
+            );
+        }
+        let empty = Expr::Range {
+            field: Field::L4Dst,
+            lo: 9,
+            hi: 3,
+        };
+        assert!(normalise(&empty).unwrap().is_empty());
+        assert_eq!(
+            normalise(&Expr::Not(Box::new(empty))).unwrap(),
+            vec![Conj::ANY]
+        );
+    }
+
+    #[test]
+    fn negated_test_is_one_conjunction_per_mask_bit() {
+        let e = Expr::Not(Box::new(Expr::masked(
+            Field::IpSrc,
+            0x0a00_0000,
+            0xff00_0000,
+        )));
+        let d = normalise(&e).unwrap();
+        assert_eq!(d.len(), 8);
+        assert!(d.iter().all(|c| c.mask.get(Field::IpSrc).count_ones() == 1));
+        assert!(!covers(&d, &key_with(Field::IpSrc, 0x0a01_0203)));
+        assert!(covers(&d, &key_with(Field::IpSrc, 0x0b01_0203)));
+        // A value outside its mask never matches; its negation always does.
+        let never = Expr::Test {
+            field: Field::L4Src,
+            value: 3,
+            mask: 1,
+        };
+        assert!(normalise(&never).unwrap().is_empty());
+        assert_eq!(
+            normalise(&Expr::Not(Box::new(never))).unwrap(),
+            vec![Conj::ANY]
+        );
+    }
+
+    #[test]
+    fn and_or_not_follow_de_morgan_and_drop_contradictions() {
+        let tcp = Expr::flags(crate::key::flag::TCP);
+        let p80 = Expr::eq(Field::L4Dst, 80);
+        let p443 = Expr::eq(Field::L4Dst, 443);
+        let e = Expr::And(vec![tcp.clone(), Expr::Or(vec![p80.clone(), p443.clone()])]);
+        assert_eq!(normalise(&e).unwrap().len(), 2);
+        let clash = Expr::And(vec![p80.clone(), p443.clone()]);
+        assert!(normalise(&clash).unwrap().is_empty());
+        // !(a || b) == !a && !b: 16 + 16 single bits, pairs that clash gone.
+        let nor = Expr::Not(Box::new(Expr::Or(vec![p80.clone(), p443])));
+        let d = normalise(&nor).unwrap();
+        assert!(d.len() <= 16 * 16 && !d.is_empty());
+        for p in [0u128, 80, 443, 444, 65535] {
+            let k = key_with(Field::L4Dst, p);
+            assert_eq!(covers(&d, &k), nor.eval(&k), "{p}");
+        }
+        assert_eq!(normalise(&Expr::And(vec![])).unwrap(), vec![Conj::ANY]);
+        assert!(normalise(&Expr::Or(vec![])).unwrap().is_empty());
+        assert_eq!(
+            normalise(&Expr::Or(vec![p80, Expr::True])).unwrap(),
+            vec![Conj::ANY]
+        );
+    }
+
+    #[test]
+    fn expansion_is_bounded() {
+        // (a1 || b1) && (a2 || b2) && ...: 2^40 conjunctions.
+        let parts = (0..40)
+            .map(|i| {
+                let f = Field::ALL[i % 14 + 2];
+                Expr::Or(vec![
+                    Expr::masked(f, 0, 1 << (i / 14)),
+                    Expr::masked(f, 2, 2),
+                ])
+            })
+            .collect();
+        assert!(normalise(&Expr::And(parts)).is_err());
+        let mut deep = Expr::True;
+        for _ in 0..10_000 {
+            deep = Expr::Not(Box::new(deep));
+        }
+        assert!(normalise(&deep).is_err());
+        // Drop it without a deep recursion either.
+        let mut cur = deep;
+        while let Expr::Not(inner) = cur {
+            cur = *inner;
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! One tuple of the tuple space: a hash mask, and a hash table of the
+//! entries (conjunctions of rules) whose own mask contains it, bucketed by
+//! their value under the hash mask. A bucket holds its candidates sorted
+//! by score, best first, each checked against its exact mask and value.
+
+use std::collections::BTreeMap;
+
+use hashbrown::HashTable;
+
+use super::dnf::Conj;
+use crate::key::{Field, Key};
+
+/// One conjunction of one rule, as stored in a bucket.
+#[derive(Debug, Clone)]
+pub(crate) struct Cand {
+    pub(crate) mask: [u64; 8],
+    pub(crate) value: [u64; 8],
+    /// The rule's score (see `rule::score`).
+    pub(crate) score: u128,
+}
+
+impl Cand {
+    #[inline]
+    fn matches(&self, key: &Key) -> bool {
+        let mut diff = 0u64;
+        for i in 0..8 {
+            diff |= (key.w[i] & self.mask[i]) ^ self.value[i];
+        }
+        diff == 0
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Bucket {
+    /// The entries' value under the group's hash mask.
+    key: [u64; 8],
+    cands: Vec<Cand>,
+}
+
+/// The per-classifier secret of the hash: eight words, one per key word.
+pub(crate) type Seed = [u64; 8];
+
+#[inline]
+fn fold(a: u64, b: u64) -> u64 {
+    let r = u128::from(a) * u128::from(b);
+    (r as u64) ^ ((r >> 64) as u64)
+}
+
+/// A hash of eight words: four independent folded multiplies (foldhash's
+/// mixing step), so that they run side by side.
+#[inline]
+pub(crate) fn hash(w: &[u64; 8], s: &Seed) -> u64 {
+    let a = fold(w[0] ^ s[0], w[1] ^ s[1]);
+    let b = fold(w[2] ^ s[2], w[3] ^ s[3]);
+    let c = fold(w[4] ^ s[4], w[5] ^ s[5]);
+    let d = fold(w[6] ^ s[6], w[7] ^ s[7]);
+    fold(a ^ c ^ s[0].rotate_left(17), b ^ d ^ s[1])
+}
+
+/// A tuple's identity: its hash mask and the value every entry has on the
+/// mask's first word (flags, ethertype, protocol), which a lookup checks
+/// before hashing anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Tuple {
+    pub(crate) mask: Key,
+    pub(crate) w0: u64,
+}
+
+impl Tuple {
+    /// The tuple of `mask` itself, for `c`.
+    pub(crate) fn of(mask: &Key, c: &Conj) -> Tuple {
+        Tuple {
+            mask: *mask,
+            w0: c.value.w[0] & mask.w[0],
+        }
+    }
+
+    /// Whether `c` may go into this tuple: its mask holds the tuple's, and
+    /// it agrees on the first word.
+    pub(crate) fn admits(&self, c: &Conj) -> bool {
+        (0..8).all(|i| self.mask.w[i] & !c.mask.w[i] == 0)
+            && c.value.w[0] & self.mask.w[0] == self.w0
+    }
+
+    /// Bits in the mask.
+    pub(crate) fn bits(&self) -> u32 {
+        self.mask.w.iter().map(|w| w.count_ones()).sum()
+    }
+}
+
+/// Allowed lengths of an address prefix in a hash mask are multiples of
+/// this: a /28 hashes as its /24.
+const ADDR_STEP: u32 = 8;
+
+/// The coarsened mask of an entry's mask (TupleMerge's relaxed tuple):
+/// a subset of it, with few distinct shapes.
+///
+/// - flags kept as they are (protocols separate tuples cheaply);
+/// - addresses: the leading run of ones, cut to a multiple of
+///   [`ADDR_STEP`] bits;
+/// - TCP flags never hashed;
+/// - every other field hashed only when wholly masked (an exact port is
+///   hashed, a port prefix from a range is not).
+pub(crate) fn coarse(mask: &Key) -> Key {
+    let mut out = Key::default();
+    for f in Field::ALL {
+        let m = mask.get(f);
+        if m == 0 {
+            continue;
+        }
+        let keep = match f {
+            Field::Flags => m,
+            Field::IpSrc | Field::IpDst => leading_run(m, ADDR_STEP),
+            Field::TcpFlags => 0,
+            _ if m == f.all_ones() => m,
+            _ => 0,
+        };
+        out.set(f, keep);
+    }
+    out
+}
+
+/// The run of ones from `m`'s highest bit down, cut to a multiple of
+/// `step` bits.
+fn leading_run(m: u128, step: u32) -> u128 {
+    let lz = m.leading_zeros();
+    let run = (!(m << lz)).leading_zeros();
+    let keep = run / step * step;
+    if keep == 0 {
+        return 0;
+    }
+    let ones = if keep >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << keep) - 1
+    };
+    ones << (128 - lz - keep)
+}
+
+/// One tuple's hash table.
+#[derive(Debug, Clone)]
+pub(crate) struct Group {
+    pub(crate) tuple: Tuple,
+    table: HashTable<Bucket>,
+    /// The scores of the entries, counted: the greatest is the group's
+    /// bound in the search.
+    scores: BTreeMap<u128, u32>,
+    entries: usize,
+    cand_cap: usize,
+}
+
+impl Group {
+    pub(crate) fn new(tuple: Tuple) -> Group {
+        Group {
+            tuple,
+            table: HashTable::new(),
+            scores: BTreeMap::new(),
+            entries: 0,
+            cand_cap: 0,
+        }
+    }
+
+    fn bucket_key(&self, c: &Conj) -> [u64; 8] {
+        c.value.and(&self.tuple.mask).w
+    }
+
+    /// The number of candidates in the bucket `c` would go to.
+    pub(crate) fn bucket_len(&self, c: &Conj, seed: &Seed) -> usize {
+        let k = self.bucket_key(c);
+        self.table
+            .find(hash(&k, seed), |b| b.key == k)
+            .map_or(0, |b| b.cands.len())
+    }
+
+    pub(crate) fn insert(&mut self, c: &Conj, score: u128, seed: &Seed) {
+        let k = self.bucket_key(c);
+        let h = hash(&k, seed);
+        let b = self
+            .table
+            .entry(h, |b| b.key == k, |b| hash(&b.key, seed))
+            .or_insert_with(|| Bucket {
+                key: k,
+                cands: Vec::new(),
+            })
+            .into_mut();
+        let at = b.cands.partition_point(|x| x.score > score);
+        let before = b.cands.capacity();
+        b.cands.insert(
+            at,
+            Cand {
+                mask: c.mask.w,
+                value: c.value.w,
+                score,
+            },
+        );
+        self.cand_cap = self.cand_cap + b.cands.capacity() - before;
+        *self.scores.entry(score).or_insert(0) += 1;
+        self.entries += 1;
+    }
+
+    /// Removes the entry `c` of the rule with `score`; whether it was there.
+    pub(crate) fn remove(&mut self, c: &Conj, score: u128, seed: &Seed) -> bool {
+        let k = self.bucket_key(c);
+        let Ok(mut e) = self.table.find_entry(hash(&k, seed), |b| b.key == k) else {
+            return false;
+        };
+        let b = e.get_mut();
+        let Some(at) = b
+            .cands
+            .iter()
+            .position(|x| x.score == score && x.mask == c.mask.w && x.value == c.value.w)
+        else {
+            return false;
+        };
+        b.cands.remove(at);
+        if b.cands.is_empty() {
+            self.cand_cap -= b.cands.capacity();
+            e.remove();
+        }
+        if let Some(n) = self.scores.get_mut(&score) {
+            *n -= 1;
+            if *n == 0 {
+                self.scores.remove(&score);
+            }
+        }
+        self.entries -= 1;
+        true
+    }
+
+    /// The best score in the group (0 when empty).
+    pub(crate) fn max_score(&self) -> u128 {
+        self.scores.last_key_value().map_or(0, |(s, _)| *s)
+    }
+
+    pub(crate) fn entries(&self) -> usize {
+        self.entries
+    }
+
+    pub(crate) fn buckets(&self) -> usize {
+        self.table.len()
+    }
+
+    /// The best candidate matching `key` with a score above `best`, or
+    /// `best`.
+    #[inline]
+    pub(crate) fn lookup(&self, key: &Key, best: u128, seed: &Seed) -> u128 {
+        if key.w[0] & self.tuple.mask.w[0] != self.tuple.w0 {
+            return best;
+        }
+        let k = key.and(&self.tuple.mask).w;
+        let Some(b) = self.table.find(hash(&k, seed), |b| b.key == k) else {
+            return best;
+        };
+        for c in &b.cands {
+            if c.score <= best {
+                break;
+            }
+            if c.matches(key) {
+                return c.score;
+            }
+        }
+        best
+    }
+
+    /// The longest bucket.
+    pub(crate) fn longest(&self) -> usize {
+        self.table.iter().map(|b| b.cands.len()).max().unwrap_or(0)
+    }
+
+    /// Heap bytes, estimated.
+    pub(crate) fn memory(&self) -> usize {
+        self.table.allocation_size()
+            + self.cand_cap * size_of::<Cand>()
+            + self.scores.len() * (size_of::<(u128, u32)>() + 8)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coarse_masks_are_subsets_with_few_shapes() {
+        assert_eq!(leading_run(0xffff_ff00, 8), 0xffff_ff00);
+        assert_eq!(leading_run(0xffff_fff0, 8), 0xffff_ff00);
+        assert_eq!(leading_run(0xfff0_0000, 8), 0xff00_0000);
+        assert_eq!(leading_run(0x00f0_0000, 8), 0);
+        assert_eq!(leading_run(u128::MAX, 8), u128::MAX);
+        assert_eq!(leading_run(u128::MAX << 1, 8), u128::MAX << 8);
+        let c = Conj::field(Field::L4Dst, 0xfc00, 1024);
+        assert_eq!(coarse(&c.mask), Key::default());
+        let c = Conj::field(Field::L4Dst, 0xffff, 80);
+        assert_eq!(coarse(&c.mask), c.mask);
+    }
+}

@@ -1,0 +1,66 @@
+//! A compiled packet classifier for ACLs: of many rules, each a resolved
+//! [`Expr`](crate::expr::Expr) with a rank, find the highest-ranked rule a
+//! packet's [`Key`](crate::key::Key) matches, in a few hash probes.
+//!
+//! # Design
+//!
+//! **Normalisation** ([`normalise`]): each rule's expression becomes a
+//! disjunction of conjunctions ([`Conj`]), each a (mask, value) pair over
+//! the 64-byte key. Ranges become prefix covers, `!` is pushed down to the
+//! leaves (OVN's expansion of a negated test, one entry per mask bit),
+//! contradictions are dropped. Expansion is bounded: a rule over the bound
+//! is a [`CompileError`], never an unbounded allocation.
+//!
+//! **Tuple space search, TupleMerge-style.** Every conjunction is an
+//! *entry*. Entries are grouped into *tuples*: a tuple has a hash mask that
+//! is a subset of each of its entries' masks, and one hash table keyed by
+//! the entries' values under that mask; a bucket holds its candidates
+//! sorted by score (rank, then lowest id) and each is checked against its
+//! exact mask and value. A lookup ANDs the key with a tuple's mask, hashes
+//! the eight words and probes; tuples are visited best score first and the
+//! search stops as soon as the best match found outranks every rule in the
+//! next tuple.
+//!
+//! Plain tuple space search gives every distinct mask its own table, and
+//! realistic ACLs have hundreds of distinct masks (every pair of prefix
+//! lengths, every port-range prefix): hundreds of probes per packet.
+//! TupleMerge (Daly, Liu, Torng, 2019; the idea behind VPP's ACL plugin)
+//! lets entries share a table whose mask is *coarser* than theirs, checking
+//! the rest exactly in the bucket. Here the hash mask of an entry is its
+//! mask coarsened so that masks take few shapes:
+//!
+//! - an address keeps only its leading run of ones cut to a multiple of 8
+//!   bits (a /28 hashes as a /24, a /12 as a /8);
+//! - a field masked only in part (a port prefix from a range, a partial
+//!   protocol mask) is not hashed at all, and TCP flags never are;
+//! - fully masked fields and the prerequisite flags are hashed as they are.
+//!
+//! A new coarsened tuple also joins an existing tuple whose mask is a
+//! subset of it and at most a few bits shorter (the merge), decided once
+//! per coarsened tuple. Bucket lengths are bounded: when an entry's bucket
+//! is full it goes to the tuple of its own coarsened mask, and if that is
+//! full too, to the tuple of its exact mask (where every candidate of a
+//! bucket matches, so the first one decides).
+//!
+//! Each tuple also remembers its entries' common value on the key's first
+//! word (flags, ethertype, protocol), so a lookup skips tuples of other
+//! protocols without hashing.
+//!
+//! **Incremental updates.** A rule keeps the list of its entries and the
+//! tuple each went to: adding or removing a rule touches only those, plus
+//! re-sorting the (short) list of tuples by best score.
+//!
+//! [`naive`] is the reference: a linear scan with `Expr::eval`. [`gen`]
+//! generates realistic rule sets and keys for tests and benchmarks.
+
+mod classifier;
+mod dnf;
+pub mod r#gen;
+mod group;
+mod rule;
+#[cfg(test)]
+mod tests;
+
+pub use classifier::{Classifier, ClassifierStats};
+pub use dnf::{Conj, MAX_CONJ, MAX_DEPTH, MAX_WORK, normalise, prefix_cover};
+pub use rule::{CompileError, Rank, RuleId, naive};

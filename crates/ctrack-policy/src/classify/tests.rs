@@ -1,0 +1,286 @@
+//! Differential tests of the classifier against [`naive`], on generated
+//! rule sets and keys, for builds and for sequences of inserts and
+//! removals.
+
+use proptest::prelude::*;
+
+use super::r#gen::{self, Rng};
+use super::{Classifier, Rank, RuleId, naive, normalise};
+use crate::expr::Expr;
+use crate::key::{Field, Key, flag};
+
+const ADDRS: [u128; 6] = [
+    0x0a00_0000,
+    0x0a00_0001,
+    0x0a00_0100,
+    0x0a01_0000,
+    0xc0a8_0101,
+    0,
+];
+const PORTS: [u128; 8] = [0, 22, 80, 443, 1023, 1024, 8080, 65535];
+const FLAGS: [u16; 7] = [
+    flag::IP,
+    flag::IP | flag::IP4,
+    flag::IP | flag::IP4 | flag::TCP,
+    flag::IP | flag::IP4 | flag::UDP,
+    flag::IP | flag::IP6 | flag::TCP,
+    flag::IP | flag::IP4 | flag::ICMP | flag::ICMP4,
+    flag::IP | flag::IP4 | flag::TCP | flag::FRAG,
+];
+
+fn addr_field() -> impl Strategy<Value = Field> {
+    prop_oneof![Just(Field::IpSrc), Just(Field::IpDst)]
+}
+
+fn port_field() -> impl Strategy<Value = Field> {
+    prop_oneof![Just(Field::L4Src), Just(Field::L4Dst)]
+}
+
+fn leaf() -> impl Strategy<Value = Expr> {
+    prop_oneof![
+        3 => (0..FLAGS.len()).prop_map(|i| Expr::flags(FLAGS[i])),
+        3 => (addr_field(), 0..ADDRS.len(), 0..=32u32).prop_map(|(f, a, len)| {
+            let mask = (0xffff_ffffu128 << (32 - len)) & 0xffff_ffff;
+            Expr::masked(f, ADDRS[a], mask)
+        }),
+        3 => (port_field(), 0..PORTS.len()).prop_map(|(f, p)| Expr::eq(f, PORTS[p])),
+        2 => (port_field(), 0..PORTS.len(), 0..PORTS.len())
+            .prop_map(|(f, a, b)| Expr::Range { field: f, lo: PORTS[a], hi: PORTS[b] }),
+        1 => (addr_field(), 0..ADDRS.len(), 0..ADDRS.len())
+            .prop_map(|(f, a, b)| Expr::Range { field: f, lo: ADDRS[a], hi: ADDRS[b] }),
+        2 => (prop_oneof![Just(Field::Inport), Just(Field::Outport)], 0..4u128)
+            .prop_map(|(f, v)| Expr::eq(f, v)),
+        // Raw tests, some with values outside their mask.
+        2 => (prop_oneof![Just(Field::IpProto), Just(Field::IcmpType), Just(Field::TcpFlags)], any::<u8>(), any::<u8>())
+            .prop_map(|(f, v, m)| Expr::Test { field: f, value: u128::from(v & 0x13), mask: u128::from(m & 0x1f) }),
+        1 => Just(Expr::True),
+        1 => Just(Expr::False),
+    ]
+}
+
+fn expr() -> impl Strategy<Value = Expr> {
+    leaf().prop_recursive(3, 20, 3, |inner| {
+        prop_oneof![
+            3 => prop::collection::vec(inner.clone(), 0..4).prop_map(Expr::And),
+            2 => prop::collection::vec(inner.clone(), 0..3).prop_map(Expr::Or),
+            1 => inner.prop_map(|x| Expr::Not(Box::new(x))),
+        ]
+    })
+}
+
+fn rule_set() -> impl Strategy<Value = Vec<(RuleId, Rank, Expr)>> {
+    prop::collection::vec((0..6u64, expr()), 1..24).prop_map(|v| {
+        v.into_iter()
+            .enumerate()
+            .map(|(i, (rank, e))| ((i as u32).wrapping_mul(2_654_435_761), rank, e))
+            .collect()
+    })
+}
+
+/// A key from the same pools as the rules, with some noise.
+fn key() -> impl Strategy<Value = Key> {
+    (
+        (0..FLAGS.len(), any::<u16>(), any::<bool>()),
+        (0..ADDRS.len(), 0..ADDRS.len(), any::<u8>()),
+        (0..PORTS.len(), 0..PORTS.len(), any::<u16>()),
+        (0..4u128, 0..4u128, any::<[u8; 3]>()),
+    )
+        .prop_map(|((fl, noise, odd), (s, d, n), (sp, dp, pn), (i, o, raw))| {
+            let mut k = Key::default();
+            k.set(
+                Field::Flags,
+                u128::from(if odd { noise } else { FLAGS[fl] }),
+            );
+            k.set(Field::IpSrc, ADDRS[s] ^ u128::from(n & 3));
+            k.set(Field::IpDst, ADDRS[d]);
+            k.set(Field::L4Src, PORTS[sp]);
+            k.set(
+                Field::L4Dst,
+                if n & 8 == 0 {
+                    PORTS[dp]
+                } else {
+                    u128::from(pn)
+                },
+            );
+            k.set(Field::Inport, i);
+            k.set(Field::Outport, o);
+            k.set(Field::IpProto, u128::from(raw[0]));
+            k.set(Field::IcmpType, u128::from(raw[1]));
+            k.set(Field::TcpFlags, u128::from(raw[2]));
+            k
+        })
+}
+
+/// `base` made to satisfy one conjunction of one of the rules.
+fn hit(rules: &[(RuleId, Rank, Expr)], pick: usize, base: &Key) -> Key {
+    let mut k = *base;
+    let Some((_, _, e)) = rules.get(pick % rules.len().max(1)) else {
+        return k;
+    };
+    let conjs = normalise(e).unwrap_or_default();
+    if let Some(c) = conjs.get(pick / 7 % conjs.len().max(1)) {
+        for i in 0..8 {
+            k.w[i] = (k.w[i] & !c.mask.w[i]) | c.value.w[i];
+        }
+    }
+    k
+}
+
+fn check(
+    c: &Classifier,
+    rules: &[(RuleId, Rank, Expr)],
+    keys: &[Key],
+) -> Result<(), TestCaseError> {
+    for k in keys {
+        prop_assert_eq!(c.classify(k), naive(rules, k), "key {:x?}", k.w);
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(Rank, Expr),
+    Remove(usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        2 => (0..6u64, expr()).prop_map(|(r, e)| Op::Insert(r, e)),
+        1 => any::<usize>().prop_map(Op::Remove),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn built_classifier_agrees_with_naive(
+        rules in rule_set(),
+        keys in prop::collection::vec((key(), any::<usize>(), any::<bool>()), 1..40),
+    ) {
+        let c = Classifier::build(rules.iter().map(|(i, r, e)| (*i, *r, e)));
+        let c = match c {
+            Ok(c) => c,
+            Err(_) => return Ok(()),
+        };
+        prop_assert_eq!(c.len(), rules.len());
+        let keys: Vec<Key> = keys
+            .iter()
+            .map(|(k, pick, h)| if *h { hit(&rules, *pick, k) } else { *k })
+            .collect();
+        check(&c, &rules, &keys)?;
+    }
+
+    #[test]
+    fn inserts_and_removals_agree_with_naive(
+        ops in prop::collection::vec(op(), 1..40),
+        keys in prop::collection::vec((key(), any::<usize>()), 1..16),
+    ) {
+        let mut c = Classifier::new();
+        let mut rules: Vec<(RuleId, Rank, Expr)> = Vec::new();
+        for (n, op) in ops.into_iter().enumerate() {
+            match op {
+                Op::Insert(rank, e) => {
+                    let id = n as RuleId * 3;
+                    if c.insert(id, rank, &e).is_ok() {
+                        rules.push((id, rank, e));
+                    }
+                }
+                Op::Remove(i) if !rules.is_empty() => {
+                    let (id, _, _) = rules.swap_remove(i % rules.len());
+                    prop_assert!(c.remove(id));
+                    prop_assert!(!c.remove(id));
+                }
+                Op::Remove(_) => prop_assert!(!c.remove(7)),
+            }
+            prop_assert_eq!(c.len(), rules.len());
+            let ks: Vec<Key> = keys.iter().flat_map(|(k, p)| [*k, hit(&rules, *p, k)]).collect();
+            check(&c, &rules, &ks)?;
+        }
+        let all: Vec<RuleId> = rules.iter().map(|r| r.0).collect();
+        for id in all {
+            prop_assert!(c.remove(id));
+        }
+        prop_assert!(c.is_empty());
+        prop_assert_eq!(c.stats().entries, 0);
+        prop_assert_eq!(c.stats().tuples, 0);
+    }
+}
+
+#[test]
+fn generated_rule_sets_agree_with_naive() {
+    for (n, seed) in [(10, 1), (300, 2), (1500, 3)] {
+        let rules = r#gen::rules(n, seed);
+        let c = Classifier::build(rules.iter().map(|(i, r, e)| (*i, *r, e))).unwrap();
+        let keys = r#gen::keys(&rules, 1200, seed);
+        let hits = keys.iter().filter(|k| naive(&rules, k).is_some()).count();
+        assert!(hits >= keys.len() / 2, "{hits} of {} keys hit", keys.len());
+        for k in &keys {
+            assert_eq!(c.classify(k), naive(&rules, k), "{n} rules, key {:x?}", k.w);
+        }
+    }
+}
+
+#[test]
+fn generated_rules_inserted_and_removed_one_by_one() {
+    let rules = r#gen::rules(800, 9);
+    let mut c = Classifier::build(rules.iter().map(|(i, r, e)| (*i, *r, e))).unwrap();
+    let keys = r#gen::keys(&rules, 300, 9);
+    let mut rng = Rng::new(4);
+    let mut live = rules.clone();
+    for round in 0..300 {
+        if round % 3 == 2 || live.is_empty() {
+            let (id, rank, e) = rules[rng.below(rules.len() as u64) as usize].clone();
+            if !c.contains(id) {
+                c.insert(id, rank, &e).unwrap();
+                live.push((id, rank, e));
+            }
+        } else {
+            let (id, _, _) = live.swap_remove(rng.below(live.len() as u64) as usize);
+            assert!(c.remove(id));
+        }
+        if round % 25 == 0 {
+            for k in &keys {
+                assert_eq!(c.classify(k), naive(&live, k));
+            }
+        }
+    }
+}
+
+#[test]
+fn errors_and_edge_cases() {
+    let mut c = Classifier::new();
+    assert_eq!(c.classify(&Key::default()), None);
+    c.insert(1, 5, &Expr::True).unwrap();
+    assert!(c.insert(1, 6, &Expr::True).is_err());
+    c.insert(2, 5, &Expr::True).unwrap();
+    c.insert(3, 0, &Expr::False).unwrap();
+    assert_eq!(c.len(), 3);
+    // Equal ranks: the lowest id wins.
+    assert_eq!(c.classify(&Key::default()), Some((1, 5)));
+    assert!(c.remove(1));
+    assert_eq!(c.classify(&Key::default()), Some((2, 5)));
+    let dup = [(4, 1, Expr::True), (4, 2, Expr::False)];
+    assert!(Classifier::build(dup.iter().map(|(i, r, e)| (*i, *r, e))).is_err());
+    // Extreme ids and ranks.
+    c.insert(u32::MAX, u64::MAX, &Expr::True).unwrap();
+    c.insert(0, u64::MAX, &Expr::True).unwrap();
+    assert_eq!(c.classify(&Key::default()), Some((0, u64::MAX)));
+    let s = c.stats();
+    assert_eq!((s.rules, s.entries), (4, 3));
+    assert!(c.memory() > 0 && format!("{c:?}").contains("Classifier"));
+}
+
+#[test]
+fn duplicate_entries_overflow_buckets_safely() {
+    let e = Expr::And(vec![Expr::flags(flag::TCP), Expr::eq(Field::L4Dst, 80)]);
+    let rules: Vec<_> = (0..200u32)
+        .map(|i| (i, u64::from(i % 7), e.clone()))
+        .collect();
+    let c = Classifier::build(rules.iter().map(|(i, r, e)| (*i, *r, e))).unwrap();
+    let mut k = Key::default();
+    k.set(Field::Flags, u128::from(flag::TCP));
+    k.set(Field::L4Dst, 80);
+    assert_eq!(c.classify(&k), naive(&rules, &k));
+    assert_eq!(c.classify(&k), Some((6, 6)));
+}
