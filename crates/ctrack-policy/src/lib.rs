@@ -16,8 +16,10 @@
 
 #![forbid(unsafe_code)]
 
+pub mod analyze;
 pub mod classify;
 pub mod expr;
+pub mod firewall;
 pub mod key;
 pub mod model;
 pub mod reject;

@@ -1,0 +1,179 @@
+//! The burst path: the tracker looks up a whole burst at once (prefetching
+//! the table's memory for every packet before judging the first), and a
+//! packet whose connection's word is current leaves at once. Only the
+//! others take the per-packet path.
+//!
+//! Frames are judged in place and not reassembled: a datapath sends IP
+//! fragments to [`Firewall::process`] instead (in a burst, the tracker
+//! finds a fragment invalid and it is dropped).
+
+use ctrack_core::{CtState, LinkType, Time, Verdict};
+use ctrack_wire::parse_frame;
+
+use super::compiled::Compiled;
+use super::decision::{AclRef, Action, Decision, DropReason, FwStats, Stage};
+use super::engine::Firewall;
+use super::judge::{Cx, session_acl, uncount};
+use super::nd::is_nd_or_mld;
+use super::word::Word;
+
+/// Packets per tracker burst.
+const BURST: usize = 32;
+
+/// Where a burst's answers go: a decision per frame, and the `reject`
+/// answers with the index of the frame each answers.
+#[derive(Debug)]
+pub struct BurstOut<'a> {
+    /// One decision per frame.
+    pub decisions: &'a mut [Decision],
+    /// `(frame index, answer)`.
+    pub replies: &'a mut Vec<(usize, Vec<u8>)>,
+    /// The worker's counters.
+    pub stats: &'a mut FwStats,
+}
+
+impl<T> Firewall<T> {
+    /// Judges a burst of Ethernet frames (as a datapath receives them) in
+    /// place: the same decisions as [`Firewall::process`] frame by frame,
+    /// without reassembly, cheaper per packet where the policy allows (a
+    /// tracked policy without NAT or gateways, frames of one zone).
+    pub fn process_burst(&self, frames: &mut [Vec<u8>], now: Time, out: BurstOut<'_>) {
+        assert_eq!(frames.len(), out.decisions.len(), "one decision per frame");
+        let pol = self.policy_guard();
+        let fast = pol.tracking && !pol.has_nat && !pol.has_alg;
+        let mut base = 0;
+        for chunk in frames.chunks_mut(BURST) {
+            let n = chunk.len();
+            let decisions = &mut out.decisions[base..base + n];
+            let zone = zone_of(&pol, &chunk[0]);
+            let same_zone = chunk
+                .iter()
+                .all(|f| f.len() >= 14 && zone_of(&pol, f) == zone);
+            if fast && same_zone {
+                let mut o = BurstOut {
+                    decisions,
+                    replies: out.replies,
+                    stats: out.stats,
+                };
+                self.chunk(&pol, chunk, zone, now, base, &mut o);
+            } else {
+                for (i, f) in chunk.iter_mut().enumerate() {
+                    let (d, reply) = self.judge_alone(&pol, f, now, out.stats);
+                    decisions[i] = d;
+                    if let Some(r) = reply {
+                        out.replies.push((base + i, r));
+                    }
+                }
+            }
+            base += n;
+        }
+    }
+
+    /// One frame, alone, without reassembly.
+    fn judge_alone(
+        &self,
+        pol: &Compiled,
+        frame: &mut Vec<u8>,
+        now: Time,
+        st: &mut FwStats,
+    ) -> (Decision, Option<Vec<u8>>) {
+        if frame.len() < 14 {
+            let d = Decision::drop(Stage::Default, AclRef::Runt, DropReason::Runt);
+            st.count(&d);
+            return (d, None);
+        }
+        self.judge(pol, frame, now, st)
+    }
+}
+
+fn zone_of(pol: &Compiled, f: &[u8]) -> u16 {
+    pol.zone_for(pol.port_at(f, 6), pol.port_at(f, 0))
+}
+
+impl<T> Firewall<T> {
+    /// A chunk of frames of one zone under a tracked policy.
+    fn chunk(
+        &self,
+        pol: &Compiled,
+        chunk: &mut [Vec<u8>],
+        zone: u16,
+        now: Time,
+        base: usize,
+        out: &mut BurstOut<'_>,
+    ) {
+        let mut verdicts = [Verdict::default(); BURST];
+        let vs = &mut verdicts[..chunk.len()];
+        {
+            let mut refs: [&[u8]; BURST] = [&[]; BURST];
+            for (r, f) in refs.iter_mut().zip(chunk.iter()) {
+                *r = f.as_slice();
+            }
+            let action = pol.lookup_action(zone);
+            self.tracker.process_burst(
+                &refs[..chunk.len()],
+                LinkType::Ethernet,
+                &action,
+                now,
+                vs,
+                &mut out.stats.tracker,
+            );
+        }
+        out.stats.sync(pol.generation, pol.policy.acls.len());
+        // Whether a packet earlier in the burst changed the table: then a
+        // later packet's lookup (done before it) may be out of date.
+        let mut changed = false;
+        for (i, (frame, v)) in chunk.iter_mut().zip(vs.iter()).enumerate() {
+            let st = &mut *out.stats;
+            if v.conn.is_some()
+                && !v.state.contains(CtState::NEW)
+                && v.invalid.is_none()
+                && Word::generation_of(v.word) == pol.generation
+            {
+                let d = Decision {
+                    ct: Some(*v),
+                    ..Decision::allow(Stage::Session, session_acl(pol, v.word))
+                };
+                if let AclRef::Acl(a) = d.acl {
+                    let c = &mut st.acls[a as usize];
+                    c.packets += 1;
+                    c.bytes += frame.len() as u64;
+                }
+                st.count(&d);
+                out.decisions[i] = d;
+                continue;
+            }
+            // The slow path. A lookup that found no connection changed
+            // nothing and may be done again: it is, when an earlier packet
+            // of the burst changed the table, or when the packet is not for
+            // the tracker at all.
+            let layers = parse_frame(frame, LinkType::Ethernet);
+            let no_conn = v.conn.is_none() || v.state.contains(CtState::NEW);
+            let (d, reply) =
+                if no_conn && (changed || is_nd_or_mld(frame, &layers) || layers.ip.is_err()) {
+                    uncount(&mut st.tracker, v);
+                    self.judge(pol, frame, now, st)
+                } else {
+                    let cx = Cx {
+                        pol,
+                        inport: pol.port_at(frame, 6),
+                        outport: pol.port_at(frame, 0),
+                        zone,
+                        now,
+                    };
+                    let d = self.after_lookup(&cx, frame, *v, st);
+                    st.count(&d);
+                    let reply = if d.action == Action::Reject {
+                        self.reject(frame, now, st)
+                    } else {
+                        None
+                    };
+                    (d, reply)
+                };
+            changed |= d.reason == Some(DropReason::Blocked) || d.ct.is_some_and(|c| c.committed);
+            out.decisions[i] = d;
+            if let Some(r) = reply {
+                out.replies.push((base + i, r));
+            }
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! One policy generation, compiled: a classifier per stage and tier, the
+//! ports by MAC, each ACL's commit action. Immutable once built; a policy
+//! change builds a new one and swaps it in whole.
+
+use ctrack_core::{CtAction, Masked, Nat, Zone};
+use foldhash::HashMap;
+
+use super::decision::{AclRef, Stage};
+use super::word::{Word, WordStage};
+use crate::classify::{Classifier, CompileError, Rank, RuleId};
+use crate::key::{Key, NO_PORT, PortNo, mac_u64};
+use crate::model::{AclAction, DefaultAction, Direction, Policy};
+
+/// Tiers an ACL may name (0..=3).
+pub const TIERS: usize = 4;
+
+/// What one stage (from-lport or to-lport) decided for a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StageDecision {
+    /// The deciding ACL, `None` for the default.
+    pub acl: Option<u32>,
+    /// What it does (`Pass` never: a pass goes on to the next tier).
+    pub kind: Kind,
+}
+
+/// A stage's decision, as the firewall combines them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Allow and track (allow-related; allow or the default allow in a
+    /// stateful policy).
+    Stateful,
+    /// Allow without tracking (allow-stateless; allow or the default allow
+    /// in a policy without stateful ACLs).
+    Stateless,
+    /// Drop.
+    Drop,
+    /// Reject.
+    Reject,
+}
+
+/// Both stages' decisions on a connection's first packet, combined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FirstDecision {
+    /// The from-lport stage's.
+    pub from: StageDecision,
+    /// The to-lport stage's.
+    pub to: StageDecision,
+}
+
+impl FirstDecision {
+    /// The stage whose decision applies, its direction, and the decision:
+    /// the first that denies, else the last whose ACL allowed (to-lport
+    /// before from-lport), else the default.
+    pub fn deciding(&self) -> (Stage, Direction, StageDecision) {
+        let both = [
+            (Stage::FromLport, Direction::FromLport, self.from),
+            (Stage::ToLport, Direction::ToLport, self.to),
+        ];
+        for (stage, dir, d) in both {
+            if matches!(d.kind, Kind::Drop | Kind::Reject) {
+                let stage = if d.acl.is_some() {
+                    stage
+                } else {
+                    Stage::Default
+                };
+                return (stage, dir, d);
+            }
+        }
+        if self.to.acl.is_some() {
+            (Stage::ToLport, Direction::ToLport, self.to)
+        } else if self.from.acl.is_some() {
+            (Stage::FromLport, Direction::FromLport, self.from)
+        } else {
+            (Stage::Default, Direction::ToLport, self.to)
+        }
+    }
+
+    /// True when the packet passes.
+    pub fn allows(&self) -> bool {
+        [self.from.kind, self.to.kind]
+            .iter()
+            .all(|k| matches!(k, Kind::Stateful | Kind::Stateless))
+    }
+
+    /// True when an allowed packet's connection is committed: some stage
+    /// allowed it statefully.
+    pub fn commits(&self) -> bool {
+        self.allows() && (self.from.kind == Kind::Stateful || self.to.kind == Kind::Stateful)
+    }
+}
+
+/// One compiled policy generation.
+#[derive(Debug)]
+pub struct Compiled {
+    /// The policy it was built from.
+    pub policy: Policy,
+    /// Its generation (never 0).
+    pub generation: u32,
+    /// A classifier per direction (from-lport, to-lport) and tier.
+    stages: [[Classifier; TIERS]; 2],
+    /// The highest tier with an ACL, per direction.
+    top_tier: [usize; 2],
+    macs: HashMap<u64, PortNo>,
+    /// The policy has a stateful ACL: packets are tracked.
+    pub tracking: bool,
+    /// Some ACL translates addresses.
+    pub has_nat: bool,
+    /// Some ACL names a gateway.
+    pub has_alg: bool,
+}
+
+impl Compiled {
+    /// Compiles `policy` as generation `generation`.
+    pub fn new(policy: Policy, generation: u32) -> Result<Compiled, CompileError> {
+        let mut stages: [[Classifier; TIERS]; 2] = Default::default();
+        let mut top_tier = [0usize; 2];
+        for (d, dir) in [Direction::FromLport, Direction::ToLport]
+            .iter()
+            .enumerate()
+        {
+            for (t, slot) in stages[d].iter_mut().enumerate() {
+                let rules = policy
+                    .acls
+                    .iter()
+                    .filter(|a| a.direction == *dir && usize::from(a.tier) == t)
+                    .map(|a| (a.index as RuleId, rank(a.priority, a.index), &a.expr));
+                *slot = Classifier::build(rules)?;
+                if !slot.is_empty() {
+                    top_tier[d] = t;
+                }
+            }
+        }
+        let mut macs = HashMap::default();
+        for (i, p) in policy.ports.iter().enumerate() {
+            for m in &p.macs {
+                macs.insert(mac_u64(m), (i + 1) as PortNo);
+            }
+        }
+        Ok(Compiled {
+            tracking: policy.has_stateful(),
+            has_nat: policy.acls.iter().any(|a| a.nat.is_some()),
+            has_alg: policy.acls.iter().any(|a| a.alg.is_some()),
+            policy,
+            generation,
+            stages,
+            top_tier,
+            macs,
+        })
+    }
+
+    /// The port owning the MAC in `frame[at..at + 6]`.
+    #[inline]
+    pub fn port_at(&self, frame: &[u8], at: usize) -> PortNo {
+        frame
+            .get(at..at + 6)
+            .and_then(|m| self.macs.get(&mac_u64(m)).copied())
+            .unwrap_or(NO_PORT)
+    }
+
+    /// The zone a packet between `inport` and `outport` is tracked in:
+    /// the known port's, or the lower of the two when both are known (the
+    /// same for both directions), 0 when neither is.
+    #[inline]
+    pub fn zone_for(&self, inport: PortNo, outport: PortNo) -> Zone {
+        let z = |p: PortNo| self.policy.ports[usize::from(p) - 1].zone;
+        match (inport, outport) {
+            (NO_PORT, NO_PORT) => 0,
+            (a, NO_PORT) => z(a),
+            (NO_PORT, b) => z(b),
+            (a, b) => z(a).min(z(b)),
+        }
+    }
+
+    /// One stage's decision for `key`: tier 0 first; a tier where no ACL
+    /// matches, or where the best match is `pass`, hands over to the next;
+    /// after the last, the default.
+    pub fn stage(&self, dir: Direction, key: &Key) -> StageDecision {
+        let d = dir as usize;
+        for cls in &self.stages[d][..=self.top_tier[d]] {
+            if let Some((id, _)) = cls.classify(key) {
+                let acl = &self.policy.acls[id as usize];
+                let kind = match acl.action {
+                    AclAction::Pass => continue,
+                    AclAction::AllowRelated => Kind::Stateful,
+                    AclAction::Allow if self.tracking => Kind::Stateful,
+                    AclAction::Allow | AclAction::AllowStateless => Kind::Stateless,
+                    AclAction::Drop => Kind::Drop,
+                    AclAction::Reject => Kind::Reject,
+                };
+                return StageDecision {
+                    acl: Some(id),
+                    kind,
+                };
+            }
+        }
+        StageDecision {
+            acl: None,
+            kind: match self.policy.default {
+                DefaultAction::Allow if self.tracking => Kind::Stateful,
+                DefaultAction::Allow => Kind::Stateless,
+                DefaultAction::Drop => Kind::Drop,
+            },
+        }
+    }
+
+    /// Both stages' decisions for `key`.
+    pub fn decide(&self, key: &Key) -> FirstDecision {
+        FirstDecision {
+            from: self.stage(Direction::FromLport, key),
+            to: self.stage(Direction::ToLport, key),
+        }
+    }
+
+    /// The action a packet is tracked with before anything is decided: a
+    /// lookup in `zone`, applying existing translations.
+    pub fn lookup_action(&self, zone: Zone) -> CtAction {
+        CtAction {
+            nat: self.has_nat.then_some(Nat {
+                range: None,
+                mode: Default::default(),
+            }),
+            ..CtAction::lookup(zone)
+        }
+    }
+
+    /// The commit of a connection `d` allows: the deciding ACLs' NAT,
+    /// gateway and label, and the verdict word.
+    pub fn commit_action(&self, zone: Zone, d: &FirstDecision) -> CtAction {
+        let acl = |s: StageDecision| s.acl.map(|i| &self.policy.acls[i as usize]);
+        let (from, to) = (acl(d.from), acl(d.to));
+        let pick =
+            |f: &dyn Fn(&crate::model::Acl) -> bool| from.filter(|a| f(a)).or(to.filter(|a| f(a)));
+        let nat = pick(&|a| a.nat.is_some()).and_then(|a| a.nat);
+        let alg = pick(&|a| a.alg.is_some()).and_then(|a| a.alg);
+        let label = to
+            .and_then(|a| a.label)
+            .or(from.and_then(|a| a.label))
+            .map(|l| Masked::new(u128::from(l) << 96, u128::from(u32::MAX) << 96));
+        CtAction {
+            nat: nat.or(self.lookup_action(zone).nat),
+            alg,
+            label,
+            word: Some(self.word(d).encode()),
+            ..CtAction::commit(zone)
+        }
+    }
+
+    /// The verdict word of a connection `d` allows.
+    pub fn word(&self, d: &FirstDecision) -> Word {
+        let (stage, _, s) = d.deciding();
+        let persist = [d.from, d.to].iter().any(|s| {
+            s.kind == Kind::Stateful
+                && s.acl
+                    .is_some_and(|i| self.policy.acls[i as usize].persist_established)
+        });
+        Word {
+            generation: self.generation,
+            acl: s.acl,
+            stage: match stage {
+                Stage::FromLport => WordStage::From,
+                Stage::ToLport => WordStage::To,
+                _ => WordStage::Default,
+            },
+            persist,
+        }
+    }
+
+    /// The name an ACL reference is reported under.
+    pub fn acl_name(&self, acl: AclRef) -> &str {
+        match acl {
+            AclRef::Acl(i) => self
+                .policy
+                .acls
+                .get(i as usize)
+                .map_or("?", |a| a.name.as_str()),
+            AclRef::Default => "default",
+            AclRef::Nd => "nd",
+            AclRef::Invalid => "ct.inv",
+            AclRef::Persisted => "persisted",
+            AclRef::Runt => "runt",
+        }
+    }
+
+    /// How many rules each classifier holds, and their memory: for
+    /// `policy show` and benchmarks.
+    pub fn classifiers(&self) -> impl Iterator<Item = (Direction, usize, &Classifier)> {
+        [Direction::FromLport, Direction::ToLport]
+            .into_iter()
+            .flat_map(move |dir| {
+                self.stages[dir as usize]
+                    .iter()
+                    .enumerate()
+                    .map(move |(t, c)| (dir, t, c))
+            })
+    }
+}
+
+/// The classifier rank of an ACL: priority first; between equal
+/// priorities, the ACL earlier in the file wins (OVN leaves this case
+/// undefined).
+pub fn rank(priority: u16, index: usize) -> Rank {
+    (u64::from(priority) << 32) | u64::from(u32::MAX - (index as u32))
+}

@@ -1,0 +1,276 @@
+//! What the firewall decides for a packet, and what it counts.
+
+use ctrack_core::{Stats, Verdict};
+
+/// The final verdict on a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Forward it.
+    Allow,
+    /// Drop it silently.
+    Drop,
+    /// Drop it and answer (TCP RST, SCTP ABORT, ICMP unreachable).
+    Reject,
+}
+
+impl Action {
+    /// `allow`, `drop`, `reject`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Allow => "allow",
+            Action::Drop => "drop",
+            Action::Reject => "reject",
+        }
+    }
+}
+
+/// Which step decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stage {
+    /// The sender's `from-lport` ACLs.
+    FromLport,
+    /// The receiver's `to-lport` ACLs.
+    ToLport,
+    /// The connection's session: its cached verdict (replies, related
+    /// packets, later packets of an allowed connection), or the tracker
+    /// finding the packet invalid.
+    Session,
+    /// No ACL decided: the policy's default.
+    Default,
+    /// IPv6 neighbour discovery or MLD, which always pass.
+    Nd,
+}
+
+impl Stage {
+    /// `from-lport`, `to-lport`, `session`, `default`, `nd`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::FromLport => "from-lport",
+            Stage::ToLport => "to-lport",
+            Stage::Session => "session",
+            Stage::Default => "default",
+            Stage::Nd => "nd",
+        }
+    }
+}
+
+/// The ACL a decision is reported under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AclRef {
+    /// An ACL, by its index in the policy.
+    Acl(u32),
+    /// The default.
+    Default,
+    /// ND/MLD pass.
+    Nd,
+    /// The tracker found the packet invalid (OVN's `ct.inv` drop).
+    Invalid,
+    /// A connection allowed by a `persist-established` ACL of an earlier
+    /// policy.
+    Persisted,
+    /// The frame is too short to be switched.
+    Runt,
+}
+
+/// Why a packet was dropped (each has a counter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum DropReason {
+    /// A `drop` or `reject` ACL.
+    Acl,
+    /// The default drop.
+    Default,
+    /// The tracker found it invalid.
+    Invalid,
+    /// Its connection was allowed by an earlier policy and the current one
+    /// no longer allows it.
+    Blocked,
+    /// The connection could not be committed: the table was full.
+    TableFull,
+    /// The connection could not be committed: its zone was at its limit.
+    ZoneLimit,
+    /// No free translated tuple.
+    NatExhausted,
+    /// Shorter than an Ethernet header.
+    Runt,
+    /// A fragment the reassembler dropped.
+    Fragment,
+}
+
+impl DropReason {
+    /// Every reason, in counter order.
+    pub const ALL: [DropReason; 9] = [
+        DropReason::Acl,
+        DropReason::Default,
+        DropReason::Invalid,
+        DropReason::Blocked,
+        DropReason::TableFull,
+        DropReason::ZoneLimit,
+        DropReason::NatExhausted,
+        DropReason::Runt,
+        DropReason::Fragment,
+    ];
+
+    /// The reason's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::Acl => "acl",
+            DropReason::Default => "default",
+            DropReason::Invalid => "invalid",
+            DropReason::Blocked => "blocked",
+            DropReason::TableFull => "table_full",
+            DropReason::ZoneLimit => "zone_limit",
+            DropReason::NatExhausted => "nat_exhausted",
+            DropReason::Runt => "runt",
+            DropReason::Fragment => "fragment",
+        }
+    }
+}
+
+/// The firewall's decision on one packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    /// allow, drop or reject.
+    pub action: Action,
+    /// Which step decided.
+    pub stage: Stage,
+    /// Under which ACL.
+    pub acl: AclRef,
+    /// Why it was dropped, when it was.
+    pub reason: Option<DropReason>,
+    /// The tracker's verdict, when the packet was tracked.
+    pub ct: Option<Verdict>,
+    /// The deciding ACL asked for its decisions to be logged.
+    pub log: bool,
+}
+
+impl Default for Decision {
+    /// A drop by the default, before anything is known.
+    fn default() -> Decision {
+        Decision {
+            action: Action::Drop,
+            stage: Stage::Default,
+            acl: AclRef::Default,
+            reason: None,
+            ct: None,
+            log: false,
+        }
+    }
+}
+
+impl Decision {
+    pub(crate) fn allow(stage: Stage, acl: AclRef) -> Decision {
+        Decision {
+            action: Action::Allow,
+            stage,
+            acl,
+            reason: None,
+            ct: None,
+            log: false,
+        }
+    }
+
+    pub(crate) fn drop(stage: Stage, acl: AclRef, reason: DropReason) -> Decision {
+        Decision {
+            action: Action::Drop,
+            stage,
+            acl,
+            reason: Some(reason),
+            ct: None,
+            log: false,
+        }
+    }
+}
+
+/// One ACL's counters, as `ovs-ofctl dump-flows` shows a flow's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct AclCounters {
+    /// Packets it decided (first packets, and for an allowing ACL every
+    /// later packet of the sessions it opened).
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Connections it allowed (committed).
+    pub conns: u64,
+}
+
+/// The firewall's counters for one worker (sans-IO, as the tracker's:
+/// each call adds to a value its caller owns; [`FwStats::merge`] sums).
+#[derive(Debug, Clone, Default)]
+pub struct FwStats {
+    /// Packets by final verdict: allow, drop, reject.
+    pub verdicts: [u64; 3],
+    /// Packets by deciding stage, in [`Stage`] order.
+    pub stages: [u64; 5],
+    /// Drops by reason, in [`DropReason::ALL`] order.
+    pub drops: [u64; DropReason::ALL.len()],
+    /// Answers sent for `reject`.
+    pub rejects_sent: u64,
+    /// Answers not sent: the rate limit, or a packet that may not be
+    /// answered (a RST, an ICMP error, a broadcast).
+    pub rejects_suppressed: u64,
+    /// Connections judged again after a policy change.
+    pub rejudged: u64,
+    /// Per-ACL counters, by ACL index, of the policy generation
+    /// [`FwStats::generation`].
+    pub acls: Vec<AclCounters>,
+    /// The default's counters: from-lport, to-lport.
+    pub defaults: [AclCounters; 2],
+    /// The policy generation the per-ACL counters belong to.
+    pub generation: u32,
+    /// The tracker's counters.
+    pub tracker: Stats,
+}
+
+impl FwStats {
+    /// Adds another worker's counts.
+    pub fn merge(&mut self, o: &FwStats) {
+        let add = |a: &mut [u64], b: &[u64]| a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+        add(&mut self.verdicts, &o.verdicts);
+        add(&mut self.stages, &o.stages);
+        add(&mut self.drops, &o.drops);
+        self.rejects_sent += o.rejects_sent;
+        self.rejects_suppressed += o.rejects_suppressed;
+        self.rejudged += o.rejudged;
+        if self.generation == o.generation {
+            if self.acls.len() < o.acls.len() {
+                self.acls.resize(o.acls.len(), AclCounters::default());
+            }
+            for (a, b) in self.acls.iter_mut().zip(&o.acls) {
+                add_counters(a, b);
+            }
+            for (a, b) in self.defaults.iter_mut().zip(&o.defaults) {
+                add_counters(a, b);
+            }
+        }
+        self.tracker.merge(&o.tracker);
+    }
+
+    /// Counts a decision on a packet of `bytes` bytes.
+    pub(crate) fn count(&mut self, d: &Decision) {
+        self.verdicts[d.action as usize] += 1;
+        self.stages[d.stage as usize] += 1;
+        if let Some(r) = d.reason {
+            self.drops[r as usize] += 1;
+        }
+    }
+
+    /// Makes the per-ACL counters those of policy `generation` with `n`
+    /// ACLs (they start again at zero when the generation changes).
+    pub(crate) fn sync(&mut self, generation: u32, n: usize) {
+        if self.generation != generation {
+            self.generation = generation;
+            self.acls.clear();
+            self.defaults = Default::default();
+        }
+        if self.acls.len() < n {
+            self.acls.resize(n, AclCounters::default());
+        }
+    }
+}
+
+fn add_counters(a: &mut AclCounters, b: &AclCounters) {
+    a.packets += b.packets;
+    a.bytes += b.bytes;
+    a.conns += b.conns;
+}

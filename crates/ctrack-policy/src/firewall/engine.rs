@@ -1,0 +1,195 @@
+//! The firewall: the tracker, the reassembler in front of it, the current
+//! compiled policy, and the entry points a datapath calls.
+
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use ctrack_core::frag::Offer;
+use ctrack_core::{FragConfig, FragError, LinkType, Reassembler, Time, Tracker};
+
+use super::compiled::Compiled;
+use super::decision::{AclRef, Decision, DropReason, FwStats, Stage};
+use super::word::next_gen;
+use crate::classify::CompileError;
+use crate::model::Policy;
+use crate::reject::RateLimiter;
+
+/// A packet leaving the firewall, with what was decided. Every packet the
+/// firewall is given comes back once (a fragment when its datagram is
+/// whole or dropped), whatever its verdict: the caller forwards those
+/// allowed.
+#[derive(Debug)]
+pub struct FwOut<T> {
+    /// The frame (translated where NAT applies).
+    pub frame: Vec<u8>,
+    /// The caller's tag.
+    pub tag: T,
+    /// The decision (for a fragment: its datagram's).
+    pub decision: Decision,
+    /// For `reject`: the answer to send back out of the port the packet
+    /// came from (on the first fragment of a datagram only).
+    pub reply: Option<Vec<u8>>,
+}
+
+/// What one call hands back: the packets, the fragments the reassembler
+/// dropped, and the worker's counters.
+#[derive(Debug)]
+pub struct FwOutputs<T> {
+    /// Packets, in order.
+    pub out: Vec<FwOut<T>>,
+    /// Fragments dropped by the reassembler, with why.
+    pub dropped: Vec<(T, FragError)>,
+    /// The counters.
+    pub stats: FwStats,
+}
+
+impl<T> Default for FwOutputs<T> {
+    fn default() -> Self {
+        FwOutputs {
+            out: Vec::new(),
+            dropped: Vec::new(),
+            stats: FwStats::default(),
+        }
+    }
+}
+
+/// The single-pass firewall. `&self` throughout: one serves every worker.
+#[derive(Debug)]
+pub struct Firewall<T> {
+    pub(super) tracker: Tracker,
+    frags: Reassembler<T>,
+    policy: ArcSwap<Compiled>,
+    pub(super) limiter: Mutex<RateLimiter>,
+    change: Mutex<()>,
+}
+
+impl<T> Firewall<T> {
+    /// A firewall enforcing `policy` over `tracker`, reassembling with
+    /// `frag`.
+    pub fn new(tracker: Tracker, frag: FragConfig, policy: Policy) -> Result<Self, CompileError> {
+        Ok(Firewall {
+            tracker,
+            frags: Reassembler::new(frag),
+            policy: ArcSwap::from_pointee(Compiled::new(policy, 1)?),
+            limiter: Mutex::new(RateLimiter::default()),
+            change: Mutex::new(()),
+        })
+    }
+
+    /// The tracker.
+    pub fn tracker(&self) -> &Tracker {
+        &self.tracker
+    }
+
+    /// The reassembler.
+    pub fn reassembler(&self) -> &Reassembler<T> {
+        &self.frags
+    }
+
+    /// The policy now in force.
+    pub fn policy(&self) -> Arc<Compiled> {
+        self.policy.load_full()
+    }
+
+    pub(super) fn policy_guard(&self) -> arc_swap::Guard<Arc<Compiled>> {
+        self.policy.load()
+    }
+
+    /// Sets the limit on `reject` answers.
+    pub fn set_reject_limit(&self, limiter: RateLimiter) {
+        *self.limiter.lock().unwrap_or_else(|e| e.into_inner()) = limiter;
+    }
+
+    /// Replaces the policy, atomically: a packet sees the old policy or
+    /// the new, never a mix. Existing connections are judged again lazily,
+    /// at their next packet (their verdict word names the old generation):
+    /// nothing is walked here, so the packet path never stalls. Returns
+    /// the new generation; on error the running policy stays.
+    pub fn set_policy(&self, policy: Policy) -> Result<u32, CompileError> {
+        let _one_at_a_time = self.change.lock().unwrap_or_else(|e| e.into_inner());
+        let generation = next_gen(self.policy.load().generation);
+        let compiled = Compiled::new(policy, generation)?;
+        self.policy.store(Arc::new(compiled));
+        Ok(generation)
+    }
+
+    /// Processes one Ethernet frame at `now`: reassembly, the policy, the
+    /// tracker, translation and gateways. What comes back goes to `outs`.
+    pub fn process(&self, frame: Vec<u8>, tag: T, now: Time, outs: &mut FwOutputs<T>) {
+        self.expire(now, &mut outs.dropped);
+        let pol = self.policy.load();
+        if frame.len() < 14 {
+            let d = Decision::drop(Stage::Default, AclRef::Runt, DropReason::Runt);
+            outs.stats.count(&d);
+            outs.out.push(FwOut {
+                frame,
+                tag,
+                decision: d,
+                reply: None,
+            });
+            return;
+        }
+        let zone = pol.zone_for(pol.port_at(&frame, 6), pol.port_at(&frame, 0));
+        let checksums = self.tracker.checksums();
+        match self
+            .frags
+            .offer(frame, tag, LinkType::Ethernet, zone, now, checksums)
+        {
+            Offer::Pass(mut frame, tag) | Offer::Refused(mut frame, tag, _) => {
+                let (decision, reply) = self.judge(&pol, &mut frame, now, &mut outs.stats);
+                outs.out.push(FwOut {
+                    frame,
+                    tag,
+                    decision,
+                    reply,
+                });
+            }
+            Offer::Held => {}
+            Offer::Complete(mut d) => {
+                let mut datagram = d.take_frame();
+                let (decision, mut reply) = self.judge(&pol, &mut datagram, now, &mut outs.stats);
+                for (frame, tag) in d.fragments(&datagram) {
+                    outs.out.push(FwOut {
+                        frame,
+                        tag,
+                        decision,
+                        reply: reply.take(),
+                    });
+                }
+            }
+            Offer::Dropped(tags) => {
+                for _ in &tags {
+                    let d = Decision::drop(Stage::Session, AclRef::Invalid, DropReason::Fragment);
+                    outs.stats.count(&d);
+                }
+                outs.dropped.extend(tags);
+            }
+        }
+    }
+
+    /// Drops datagrams whose time ran out; their fragments' tags go to
+    /// `dropped`.
+    pub fn expire(&self, now: Time, dropped: &mut Vec<(T, FragError)>) {
+        let mut expired = Vec::new();
+        self.frags.expire(now, &mut expired);
+        dropped.extend(expired.into_iter().map(|t| (t, FragError::Expired)));
+    }
+
+    /// Answers a rejected packet, within the rate limit.
+    pub(super) fn reject(&self, frame: &[u8], now: Time, st: &mut FwStats) -> Option<Vec<u8>> {
+        let answer = crate::reject::reply(frame);
+        let allowed = answer.is_some()
+            && self
+                .limiter
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .allow(now);
+        if allowed {
+            st.rejects_sent += 1;
+            answer
+        } else {
+            st.rejects_suppressed += 1;
+            None
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! Judging one whole packet: ND first, then the tracker's lookup, then —
+//! only for what the session does not decide — the classifier.
+
+use ctrack_core::{CtAction, CtState, LinkType, Nat, Refusal, Stats, Time, Verdict, Zone};
+use ctrack_wire::parse_frame;
+
+use super::compiled::{Compiled, FirstDecision, Kind};
+use super::decision::{AclRef, Action, Decision, DropReason, FwStats, Stage};
+use super::engine::Firewall;
+use super::nd::is_nd_or_mld;
+use super::word::Word;
+use crate::key::{Key, PortNo};
+
+/// One packet's context: the policy it meets, the ports it goes between,
+/// its zone, the time.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Cx<'a> {
+    pub(super) pol: &'a Compiled,
+    pub(super) inport: PortNo,
+    pub(super) outport: PortNo,
+    pub(super) zone: Zone,
+    pub(super) now: Time,
+}
+
+impl<T> Firewall<T> {
+    /// Decides one whole packet, counts it, and answers it if rejected.
+    pub(super) fn judge(
+        &self,
+        pol: &Compiled,
+        frame: &mut Vec<u8>,
+        now: Time,
+        st: &mut FwStats,
+    ) -> (Decision, Option<Vec<u8>>) {
+        let d = self.decide(pol, frame, now, st);
+        st.count(&d);
+        let reply = if d.action == Action::Reject {
+            self.reject(frame, now, st)
+        } else {
+            None
+        };
+        (d, reply)
+    }
+
+    fn decide(&self, pol: &Compiled, frame: &mut Vec<u8>, now: Time, st: &mut FwStats) -> Decision {
+        let layers = parse_frame(frame, LinkType::Ethernet);
+        let (inport, outport) = (pol.port_at(frame, 6), pol.port_at(frame, 0));
+        if is_nd_or_mld(frame, &layers) {
+            return Decision::allow(Stage::Nd, AclRef::Nd);
+        }
+        let cx = Cx {
+            pol,
+            inport,
+            outport,
+            zone: pol.zone_for(inport, outport),
+            now,
+        };
+        if !pol.tracking || layers.ip.is_err() {
+            // Nothing is tracked (no stateful ACL, or not IP): the ACLs
+            // alone decide, and an allowing one commits nothing.
+            let key = Key::from_frame(frame, inport, outport);
+            let fd = pol.decide(&key);
+            return self.first(pol, &fd, frame.len(), false, None, st);
+        }
+        let action = pol.lookup_action(cx.zone);
+        let v = self
+            .tracker
+            .process_mut(frame, LinkType::Ethernet, &action, now, &mut st.tracker);
+        self.after_lookup(&cx, frame, v, st)
+    }
+
+    /// What follows the tracker's lookup of a packet: the session's
+    /// verdict for a known connection, else the classifier.
+    pub(super) fn after_lookup(
+        &self,
+        cx: &Cx<'_>,
+        frame: &mut Vec<u8>,
+        v: Verdict,
+        st: &mut FwStats,
+    ) -> Decision {
+        let (pol, now) = (cx.pol, cx.now);
+        if let Some(id) = v.conn.filter(|_| !v.state.contains(CtState::NEW)) {
+            return self.session(cx, frame, v, id, st);
+        }
+        if v.state.contains(CtState::NEW | CtState::REL) {
+            return self.expected(cx, frame, v, st);
+        }
+        let key = Key::from_frame(frame, cx.inport, cx.outport);
+        let fd = pol.decide(&key);
+        if fd.allows() && !fd.commits() {
+            // Decided stateless: the tracker never judged it.
+            uncount(&mut st.tracker, &v);
+            return self.first(pol, &fd, frame.len(), false, None, st);
+        }
+        if v.invalid.is_some() {
+            let mut d = Decision::drop(Stage::Session, AclRef::Invalid, DropReason::Invalid);
+            d.ct = Some(v);
+            return d;
+        }
+        if !fd.allows() {
+            return self.first(pol, &fd, frame.len(), false, Some(v), st);
+        }
+        uncount(&mut st.tracker, &v);
+        let action = pol.commit_action(cx.zone, &fd);
+        let v2 = self
+            .tracker
+            .process_mut(frame, LinkType::Ethernet, &action, now, &mut st.tracker);
+        if let Some(r) = v2.refused {
+            let mut d = self.first(pol, &fd, frame.len(), false, Some(v2), st);
+            d.action = Action::Drop;
+            d.reason = Some(refusal_reason(r));
+            return d;
+        }
+        self.first(pol, &fd, frame.len(), v2.committed, Some(v2), st)
+    }
+
+    /// The first packet of a connection a gateway expected (`+new+rel`):
+    /// related to an allowed connection, it passes without meeting the
+    /// ACLs and is committed with its control connection's verdict word.
+    fn expected(&self, cx: &Cx<'_>, frame: &mut Vec<u8>, v: Verdict, st: &mut FwStats) -> Decision {
+        let (pol, now) = (cx.pol, cx.now);
+        uncount(&mut st.tracker, &v);
+        let action = CtAction {
+            nat: pol.has_nat.then_some(Nat {
+                range: None,
+                mode: Default::default(),
+            }),
+            word: (v.word != 0).then_some(v.word),
+            ..CtAction::commit(cx.zone)
+        };
+        let v2 = self
+            .tracker
+            .process_mut(frame, LinkType::Ethernet, &action, now, &mut st.tracker);
+        let acl = session_acl(pol, v.word);
+        let mut d = match v2.refused {
+            Some(r) => Decision::drop(Stage::Session, acl, refusal_reason(r)),
+            None => Decision::allow(Stage::Session, acl),
+        };
+        d.ct = Some(v2);
+        d
+    }
+
+    /// Reports and counts a first-packet decision: the deciding ACL's
+    /// packets, bytes and (when it committed) connections.
+    pub(super) fn first(
+        &self,
+        pol: &Compiled,
+        fd: &FirstDecision,
+        len: usize,
+        committed: bool,
+        ct: Option<Verdict>,
+        st: &mut FwStats,
+    ) -> Decision {
+        let (stage, dir, s) = fd.deciding();
+        let acl = s.acl.map_or(AclRef::Default, AclRef::Acl);
+        st.sync(pol.generation, pol.policy.acls.len());
+        let counters = match s.acl {
+            Some(i) => &mut st.acls[i as usize],
+            None => &mut st.defaults[dir as usize],
+        };
+        counters.packets += 1;
+        counters.bytes += len as u64;
+        counters.conns += u64::from(committed);
+        let (action, reason) = match s.kind {
+            Kind::Stateful | Kind::Stateless => (Action::Allow, None),
+            Kind::Drop => (Action::Drop, Some(drop_reason(s.acl.is_some()))),
+            Kind::Reject => (Action::Reject, Some(drop_reason(s.acl.is_some()))),
+        };
+        Decision {
+            action,
+            stage,
+            acl,
+            reason,
+            ct,
+            log: s.acl.is_some_and(|i| pol.policy.acls[i as usize].log),
+        }
+    }
+}
+
+/// The ACL a session's word names, as reported.
+pub(super) fn session_acl(pol: &Compiled, word: u64) -> AclRef {
+    match Word::decode(word) {
+        Some(w) if w.generation == pol.generation => w.acl.map_or(AclRef::Default, AclRef::Acl),
+        Some(w) if w.persist => AclRef::Persisted,
+        _ => AclRef::Default,
+    }
+}
+
+fn drop_reason(by_acl: bool) -> DropReason {
+    if by_acl {
+        DropReason::Acl
+    } else {
+        DropReason::Default
+    }
+}
+
+pub(super) fn refusal_reason(r: Refusal) -> DropReason {
+    match r {
+        Refusal::TableFull => DropReason::TableFull,
+        Refusal::ZoneLimit => DropReason::ZoneLimit,
+        Refusal::NatExhausted => DropReason::NatExhausted,
+    }
+}
+
+/// Takes back what the tracker counted for a lookup whose packet is then
+/// tracked again (with a commit) or not at all (decided stateless): the
+/// same counts the tracker adds per packet.
+pub(super) fn uncount(s: &mut Stats, v: &Verdict) {
+    let dec = |x: &mut u64| *x = x.saturating_sub(1);
+    dec(&mut s.packets);
+    if v.state.contains(CtState::NEW) {
+        dec(&mut s.new);
+    }
+    if v.state.contains(CtState::EST) {
+        dec(&mut s.established);
+    }
+    if v.state.contains(CtState::REL) {
+        dec(&mut s.related);
+    }
+    if let Some(r) = v.invalid {
+        dec(&mut s.invalid);
+        dec(&mut s.invalid_by_reason[r as usize]);
+    }
+}

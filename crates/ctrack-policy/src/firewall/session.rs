@@ -1,0 +1,155 @@
+//! Packets of known connections: the cached verdict, and judging a
+//! connection again after a policy change.
+//!
+//! A connection's word names the policy generation that allowed it. When
+//! the generation is the current one the packet passes on it. When it is
+//! older, the connection is judged again, once: its opening packet (rebuilt
+//! from the connection's original tuple, as a TCP SYN) meets the new
+//! policy. Still allowed: the word is stamped with the new generation and
+//! the packet passes, with no hiccup. No longer allowed: the connection is
+//! removed and the packet dropped (`blocked`), in whichever direction it
+//! came; later packets find no connection and meet the ACLs as new ones.
+//! An ACL with `persist-established` exempts the connections it allowed.
+//! This is the outcome OVN reaches by matching every established packet
+//! against the ACLs again, reached once per connection and generation.
+
+use ctrack_core::{ConnId, Dir, Entry, Verdict};
+use ctrack_wire::ethernet::ethertype;
+use ctrack_wire::ip_proto;
+
+use super::decision::{AclRef, Decision, DropReason, FwStats, Stage};
+use super::engine::Firewall;
+use super::judge::{Cx, session_acl};
+use super::word::{Word, WordStage};
+use crate::key::{Field, Key, flag, mac_u64};
+
+impl<T> Firewall<T> {
+    /// A packet the tracker found a connection for.
+    pub(super) fn session(
+        &self,
+        cx: &Cx<'_>,
+        frame: &[u8],
+        v: Verdict,
+        id: ConnId,
+        st: &mut FwStats,
+    ) -> Decision {
+        let pol = cx.pol;
+        if v.invalid.is_some() {
+            let mut d = Decision::drop(Stage::Session, AclRef::Invalid, DropReason::Invalid);
+            d.ct = Some(v);
+            return d;
+        }
+        let d = if Word::generation_of(v.word) == pol.generation {
+            Decision::allow(Stage::Session, session_acl(pol, v.word))
+        } else {
+            self.rejudge(cx, frame, &v, id, st)
+        };
+        if let AclRef::Acl(i) = d.acl {
+            st.sync(pol.generation, pol.policy.acls.len());
+            let c = &mut st.acls[i as usize];
+            c.packets += 1;
+            c.bytes += frame.len() as u64;
+        }
+        Decision { ct: Some(v), ..d }
+    }
+
+    /// Judges connection `id` again under the current policy.
+    fn rejudge(
+        &self,
+        cx: &Cx<'_>,
+        frame: &[u8],
+        v: &Verdict,
+        id: ConnId,
+        st: &mut FwStats,
+    ) -> Decision {
+        let (pol, now) = (cx.pol, cx.now);
+        st.rejudged += 1;
+        if Word::decode(v.word).is_some_and(|w| w.persist) {
+            let stamped = Word {
+                generation: pol.generation,
+                acl: None,
+                stage: WordStage::Default,
+                persist: true,
+            };
+            self.tracker.set_word(id, v.word, stamped.encode(), now);
+            return Decision::allow(Stage::Session, AclRef::Persisted);
+        }
+        let Some(info) = self.tracker.conn(id, now) else {
+            // Gone since the lookup: most likely an earlier packet of the
+            // same burst judged it again and blocked it. The next packet
+            // starts afresh.
+            return Decision::drop(Stage::Session, AclRef::Default, DropReason::Blocked);
+        };
+        let (inport, outport) = match v.dir {
+            Dir::Orig => (cx.inport, cx.outport),
+            Dir::Reply => (cx.outport, cx.inport),
+        };
+        let key = opening_key(&info.entry, frame, v.dir, inport, outport);
+        let fd = pol.decide(&key);
+        let (stage, _, s) = fd.deciding();
+        let acl = s.acl.map_or(AclRef::Default, AclRef::Acl);
+        if fd.commits() {
+            self.tracker
+                .set_word(id, v.word, pol.word(&fd).encode(), now);
+            return Decision::allow(Stage::Session, acl);
+        }
+        // No longer allowed statefully: blocked (or, if the new policy
+        // passes it stateless, no longer tracked).
+        self.tracker.remove(id, now, &mut st.tracker);
+        if fd.allows() {
+            Decision::allow(stage, acl)
+        } else {
+            Decision::drop(stage, acl, DropReason::Blocked)
+        }
+    }
+}
+
+/// The key of a connection's opening packet, rebuilt from its original
+/// tuple: a TCP connection opens with a SYN; the link-layer fields come
+/// from the packet at hand (swapped when it is a reply).
+fn opening_key(e: &Entry, frame: &[u8], dir: Dir, inport: u16, outport: u16) -> Key {
+    let mut k = Key::from_frame(frame, inport, outport);
+    if dir == Dir::Reply && frame.len() >= 12 {
+        k.set(Field::EthSrc, u128::from(mac_u64(&frame[0..6])));
+        k.set(Field::EthDst, u128::from(mac_u64(&frame[6..12])));
+    }
+    let v4 = e.orig.src.is_ipv4();
+    let addr = |a: std::net::IpAddr| match a {
+        std::net::IpAddr::V4(x) => u128::from(u32::from(x)),
+        std::net::IpAddr::V6(x) => u128::from(x),
+    };
+    k.set(Field::IpSrc, addr(e.orig.src));
+    k.set(Field::IpDst, addr(e.orig.dst));
+    k.set(Field::IpProto, u128::from(e.proto));
+    k.set(
+        Field::EthType,
+        u128::from(if v4 { ethertype::IPV4 } else { ethertype::IPV6 }),
+    );
+    let mut flags = (k.flags() & (flag::VLAN)) | flag::IP | if v4 { flag::IP4 } else { flag::IP6 };
+    k.set(Field::TcpFlags, 0);
+    k.set(Field::L4Src, 0);
+    k.set(Field::L4Dst, 0);
+    k.set(Field::IcmpType, 0);
+    k.set(Field::IcmpCode, 0);
+    match e.proto {
+        ip_proto::TCP => {
+            flags |= flag::TCP;
+            k.set(Field::TcpFlags, u128::from(ctrack_wire::tcp::flags::SYN));
+        }
+        ip_proto::UDP => flags |= flag::UDP,
+        ip_proto::SCTP => flags |= flag::SCTP,
+        ip_proto::ICMP if v4 => flags |= flag::ICMP | flag::ICMP4,
+        ip_proto::ICMPV6 if !v4 => flags |= flag::ICMP | flag::ICMP6,
+        _ => {}
+    }
+    if let (Some(s), Some(d)) = (e.orig.sport, e.orig.dport) {
+        k.set(Field::L4Src, u128::from(s));
+        k.set(Field::L4Dst, u128::from(d));
+    }
+    if let Some((_, ty, code)) = e.orig.icmp {
+        k.set(Field::IcmpType, u128::from(ty));
+        k.set(Field::IcmpCode, u128::from(code));
+    }
+    k.set(Field::Flags, u128::from(flags));
+    k
+}

@@ -1,0 +1,430 @@
+//! The firewall's semantics, on policies built in code (the policy file's
+//! own tests load the same shapes from files).
+
+use ctrack_core::{Config, CtState, FragConfig, Time, Tracker};
+use ctrack_policy::expr::Expr;
+use ctrack_policy::firewall::{
+    AclRef, Action, BurstOut, Decision, DropReason, Firewall, FwOutputs, FwStats, Stage,
+};
+use ctrack_policy::key::{Field, flag};
+use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy, Port, Span};
+use ctrack_wire::build::{Frame, L4};
+use ctrack_wire::tcp::flags::{ACK, RST, SYN};
+
+const C_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const S_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
+const C_IP: [u8; 4] = [10, 0, 0, 1];
+const S_IP: [u8; 4] = [10, 0, 0, 2];
+const CLIENT: u128 = 1;
+const SERVER: u128 = 2;
+
+fn acl(index: usize, dir: Direction, priority: u16, action: AclAction, expr: Expr) -> Acl {
+    Acl {
+        index,
+        name: format!("acl#{index}"),
+        direction: dir,
+        priority,
+        tier: 0,
+        action,
+        label: None,
+        log: false,
+        persist_established: false,
+        nat: None,
+        alg: None,
+        match_text: String::new(),
+        expr,
+        span: Span::default(),
+    }
+}
+
+fn policy(default: DefaultAction, acls: Vec<Acl>) -> Policy {
+    let port = |name: &str, mac: [u8; 6], zone| Port {
+        name: name.into(),
+        macs: vec![mac],
+        ips: Vec::new(),
+        zone,
+    };
+    Policy {
+        default,
+        ports: vec![port("client", C_MAC, 1), port("server", S_MAC, 2)],
+        acls,
+        ..Policy::default()
+    }
+}
+
+fn tcp_to(port: u16) -> Expr {
+    Expr::And(vec![
+        Expr::flags(flag::IP | flag::TCP),
+        Expr::eq(Field::L4Dst, u128::from(port)),
+    ])
+}
+
+fn fw(p: Policy) -> Firewall<u64> {
+    Firewall::new(Tracker::new(Config::default()), FragConfig::default(), p).unwrap()
+}
+
+fn from_client(dst: [u8; 4], l4: L4) -> Vec<u8> {
+    let mut f = Frame::v4(C_IP, dst, l4);
+    f.eth_src = C_MAC;
+    f.eth_dst = S_MAC;
+    f.build()
+}
+
+fn from_server(src: [u8; 4], l4: L4) -> Vec<u8> {
+    let mut f = Frame::v4(src, C_IP, l4);
+    f.eth_src = S_MAC;
+    f.eth_dst = C_MAC;
+    f.build()
+}
+
+fn seg(sport: u16, dport: u16, flags: u16, seq: u32, ack: u32) -> L4 {
+    L4::tcp_seg(sport, dport, flags, seq, ack, 65535, &[])
+}
+
+/// Runs `frame` and returns its decision and answer.
+fn one(fw: &Firewall<u64>, frame: Vec<u8>, st: &mut FwOutputs<u64>) -> (Decision, Option<Vec<u8>>) {
+    st.out.clear();
+    fw.process(frame, 0, Time::from_secs(1), st);
+    assert_eq!(st.out.len(), 1);
+    let o = st.out.pop().unwrap();
+    (o.decision, o.reply)
+}
+
+/// A security group: the server takes TCP 80; everyone may send out
+/// (from-lport allow-related `ip`, Neutron's default egress rule). Each
+/// stage reaches its own default, as in OVN: a default-drop policy needs
+/// both.
+fn web_policy() -> Policy {
+    policy(
+        DefaultAction::Drop,
+        vec![
+            acl(
+                0,
+                Direction::ToLport,
+                1000,
+                AclAction::AllowRelated,
+                Expr::And(vec![Expr::eq(Field::Outport, SERVER), tcp_to(80)]),
+            ),
+            acl(
+                1,
+                Direction::FromLport,
+                1,
+                AclAction::AllowRelated,
+                Expr::flags(flag::IP),
+            ),
+        ],
+    )
+}
+
+#[test]
+fn allow_related_passes_the_connection_and_its_replies() {
+    let fw = fw(web_policy());
+    let mut o = FwOutputs::default();
+    let (d, _) = one(&fw, from_client(S_IP, seg(1000, 80, SYN, 1, 0)), &mut o);
+    assert_eq!(
+        (d.action, d.stage, d.acl),
+        (Action::Allow, Stage::ToLport, AclRef::Acl(0))
+    );
+    assert!(d.ct.unwrap().committed);
+    let (d, _) = one(
+        &fw,
+        from_server(S_IP, seg(80, 1000, SYN | ACK, 100, 2)),
+        &mut o,
+    );
+    assert_eq!(
+        (d.action, d.stage, d.acl),
+        (Action::Allow, Stage::Session, AclRef::Acl(0))
+    );
+    assert!(d.ct.unwrap().state.contains(CtState::RPL));
+    let (d, _) = one(&fw, from_client(S_IP, seg(1000, 80, ACK, 2, 101)), &mut o);
+    assert_eq!((d.action, d.stage), (Action::Allow, Stage::Session));
+    // Another port: the default drop; the server cannot open back.
+    let (d, _) = one(&fw, from_client(S_IP, seg(1001, 22, SYN, 1, 0)), &mut o);
+    assert_eq!(
+        (d.action, d.stage, d.reason),
+        (Action::Drop, Stage::Default, Some(DropReason::Default))
+    );
+    let (d, _) = one(&fw, from_server(S_IP, seg(80, 2000, SYN, 1, 0)), &mut o);
+    assert_eq!(d.action, Action::Drop);
+    assert_eq!(o.stats.acls[0].conns, 1);
+    assert_eq!(o.stats.acls[0].packets, 3);
+}
+
+#[test]
+fn priorities_hold_across_stateless_and_stateful() {
+    // The seed's example: from-lport 100 `ip4.dst == 1.1.1.1`
+    // allow-stateless over from-lport 50 `ip` drop.
+    let seed = policy(
+        DefaultAction::Allow,
+        vec![
+            acl(
+                0,
+                Direction::FromLport,
+                100,
+                AclAction::AllowStateless,
+                Expr::And(vec![
+                    Expr::flags(flag::IP | flag::IP4),
+                    Expr::eq(Field::IpDst, 0x0101_0101),
+                ]),
+            ),
+            acl(
+                1,
+                Direction::FromLport,
+                50,
+                AclAction::Drop,
+                Expr::flags(flag::IP),
+            ),
+            acl(
+                2,
+                Direction::ToLport,
+                10,
+                AclAction::AllowRelated,
+                tcp_to(443),
+            ),
+            acl(
+                3,
+                Direction::ToLport,
+                5,
+                AclAction::AllowStateless,
+                Expr::And(vec![
+                    Expr::flags(flag::IP | flag::IP4),
+                    Expr::eq(Field::IpDst, 0x0101_0101),
+                ]),
+            ),
+        ],
+    );
+    let fw1 = fw(seed);
+    let mut o = FwOutputs::default();
+    let (d, _) = one(
+        &fw1,
+        from_client([1, 1, 1, 1], seg(1000, 80, SYN, 1, 0)),
+        &mut o,
+    );
+    assert_eq!((d.action, d.acl), (Action::Allow, AclRef::Acl(3)));
+    assert!(d.ct.is_none(), "stateless in both stages: never tracked");
+    let (d, _) = one(
+        &fw1,
+        from_client([2, 2, 2, 2], seg(1000, 80, SYN, 1, 0)),
+        &mut o,
+    );
+    assert_eq!((d.action, d.acl), (Action::Drop, AclRef::Acl(1)));
+    // What OVN cannot do: a stateful drop at 200 beats an allow-stateless
+    // at 100.
+    let p = policy(
+        DefaultAction::Allow,
+        vec![
+            acl(0, Direction::FromLport, 200, AclAction::Drop, tcp_to(22)),
+            acl(
+                1,
+                Direction::FromLport,
+                100,
+                AclAction::AllowStateless,
+                Expr::flags(flag::IP),
+            ),
+            acl(
+                2,
+                Direction::ToLport,
+                10,
+                AclAction::AllowRelated,
+                tcp_to(443),
+            ),
+        ],
+    );
+    let fw2 = fw(p);
+    let (d, _) = one(&fw2, from_client(S_IP, seg(1000, 22, SYN, 1, 0)), &mut o);
+    assert_eq!(
+        (d.action, d.stage, d.acl),
+        (Action::Drop, Stage::FromLport, AclRef::Acl(0))
+    );
+    let (d, _) = one(&fw2, from_client(S_IP, seg(1000, 23, SYN, 1, 0)), &mut o);
+    assert_eq!(
+        (d.action, d.stage, d.acl),
+        (Action::Allow, Stage::FromLport, AclRef::Acl(1))
+    );
+    // The to-lport stage had no ACL: its default allow in a stateful
+    // policy tracks the connection, as OVN's egress pipeline would.
+    assert_eq!(fw2.tracker().table_len(), 1);
+}
+
+#[test]
+fn reject_answers_with_a_reset() {
+    let p = policy(
+        DefaultAction::Allow,
+        vec![acl(
+            0,
+            Direction::ToLport,
+            10,
+            AclAction::Reject,
+            tcp_to(25),
+        )],
+    );
+    let fw = fw(p);
+    let mut o = FwOutputs::default();
+    let (d, reply) = one(&fw, from_client(S_IP, seg(1000, 25, SYN, 7, 0)), &mut o);
+    assert_eq!(d.action, Action::Reject);
+    let reply = reply.expect("a RST");
+    let k = ctrack_policy::key::Key::from_frame(&reply, 0, 0);
+    assert_eq!(k.get(Field::TcpFlags) as u16 & RST, RST);
+    assert_eq!(k.get(Field::L4Src), 25);
+    assert_eq!(k.get(Field::IpDst), 0x0a00_0001);
+    // Never in answer to a RST.
+    let (d, reply) = one(&fw, from_client(S_IP, seg(1000, 25, RST, 7, 0)), &mut o);
+    assert_eq!(d.action, Action::Reject);
+    assert!(reply.is_none());
+}
+
+#[test]
+fn a_policy_change_blocks_what_it_no_longer_allows() {
+    let fw = fw(web_policy());
+    let mut o = FwOutputs::default();
+    one(&fw, from_client(S_IP, seg(1000, 80, SYN, 1, 0)), &mut o);
+    one(
+        &fw,
+        from_server(S_IP, seg(80, 1000, SYN | ACK, 100, 2)),
+        &mut o,
+    );
+    // The same rule again under another generation: no hiccup.
+    fw.set_policy(web_policy()).unwrap();
+    let (d, _) = one(&fw, from_client(S_IP, seg(1000, 80, ACK, 2, 101)), &mut o);
+    assert_eq!(
+        (d.action, d.stage, d.acl),
+        (Action::Allow, Stage::Session, AclRef::Acl(0))
+    );
+    assert_eq!(o.stats.rejudged, 1);
+    // Without it: blocked, in the reply direction too, and removed.
+    let https_only = policy(
+        DefaultAction::Drop,
+        vec![acl(
+            0,
+            Direction::ToLport,
+            1000,
+            AclAction::AllowRelated,
+            tcp_to(443),
+        )],
+    );
+    fw.set_policy(https_only).unwrap();
+    let (d, _) = one(&fw, from_server(S_IP, seg(80, 1000, ACK, 101, 2)), &mut o);
+    assert_eq!(
+        (d.action, d.reason),
+        (Action::Drop, Some(DropReason::Blocked))
+    );
+    assert_eq!(fw.tracker().table_len(), 0);
+    let (d, _) = one(&fw, from_client(S_IP, seg(1000, 80, ACK, 2, 101)), &mut o);
+    assert_eq!(d.action, Action::Drop);
+}
+
+#[test]
+fn persist_established_keeps_its_connections() {
+    let mut p = web_policy();
+    p.acls[0].persist_established = true;
+    let fw = fw(p);
+    let mut o = FwOutputs::default();
+    one(&fw, from_client(S_IP, seg(1000, 80, SYN, 1, 0)), &mut o);
+    let mut egress_only = web_policy();
+    egress_only.acls.remove(0);
+    egress_only.acls[0].index = 0;
+    fw.set_policy(egress_only).unwrap();
+    let (d, _) = one(
+        &fw,
+        from_server(S_IP, seg(80, 1000, SYN | ACK, 100, 2)),
+        &mut o,
+    );
+    assert_eq!((d.action, d.acl), (Action::Allow, AclRef::Persisted));
+    // A new connection meets the new policy.
+    let (d, _) = one(&fw, from_client(S_IP, seg(1001, 80, SYN, 1, 0)), &mut o);
+    assert_eq!(d.action, Action::Drop);
+}
+
+#[test]
+fn nd_passes_and_arp_meets_the_acls() {
+    let fw = fw(policy(DefaultAction::Drop, vec![]));
+    let mut o = FwOutputs::default();
+    let mut ns = Frame::new(
+        "fe80::1".parse().unwrap(),
+        "ff02::1:ff00:2".parse().unwrap(),
+        L4::icmp_query(135, 0, 0),
+    );
+    ns.ttl = 255;
+    ns.eth_src = C_MAC;
+    let (d, _) = one(&fw, ns.build(), &mut o);
+    assert_eq!((d.action, d.stage), (Action::Allow, Stage::Nd));
+    let mut arp = vec![0xffu8; 6];
+    arp.extend_from_slice(&C_MAC);
+    arp.extend_from_slice(&[0x08, 0x06]);
+    arp.extend_from_slice(&[0u8; 28]);
+    let (d, _) = one(&fw, arp.clone(), &mut o);
+    assert_eq!(d.action, Action::Drop);
+    let fw = self::fw(policy(
+        DefaultAction::Drop,
+        vec![
+            acl(
+                0,
+                Direction::FromLport,
+                1,
+                AclAction::Allow,
+                Expr::flags(flag::ARP),
+            ),
+            acl(
+                1,
+                Direction::ToLport,
+                1,
+                AclAction::Allow,
+                Expr::flags(flag::ARP),
+            ),
+        ],
+    ));
+    let (d, _) = one(&fw, arp, &mut o);
+    assert_eq!(
+        (d.action, d.stage, d.acl),
+        (Action::Allow, Stage::ToLport, AclRef::Acl(1))
+    );
+}
+
+#[test]
+fn the_burst_path_decides_as_the_packet_path() {
+    let mut frames = Vec::new();
+    for i in 0..40u16 {
+        frames.push(from_client(
+            S_IP,
+            seg(1000 + i, if i % 3 == 0 { 22 } else { 80 }, SYN, 1, 0),
+        ));
+        frames.push(from_server(
+            S_IP,
+            seg(if i % 3 == 0 { 22 } else { 80 }, 1000 + i, SYN | ACK, 9, 2),
+        ));
+    }
+    let mut later: Vec<Vec<u8>> = (0..40u16)
+        .map(|i| {
+            from_client(
+                S_IP,
+                seg(1000 + i, if i % 3 == 0 { 22 } else { 80 }, ACK, 2, 10),
+            )
+        })
+        .collect();
+    let one_by_one = fw(web_policy());
+    let mut o = FwOutputs::default();
+    let expect: Vec<Action> = frames
+        .iter()
+        .chain(later.iter())
+        .map(|f| one(&one_by_one, f.clone(), &mut o).0.action)
+        .collect();
+    let burst = fw(web_policy());
+    let mut st = FwStats::default();
+    let mut got = Vec::new();
+    for set in [&mut frames, &mut later] {
+        let mut ds = vec![Decision::default(); set.len()];
+        let mut replies = Vec::new();
+        burst.process_burst(
+            set,
+            Time::from_secs(1),
+            BurstOut {
+                decisions: &mut ds,
+                replies: &mut replies,
+                stats: &mut st,
+            },
+        );
+        got.extend(ds.iter().map(|d| d.action));
+    }
+    assert_eq!(got, expect);
+    assert_eq!(st.verdicts, o.stats.verdicts);
+}
