@@ -6,12 +6,18 @@
 //!   fields under masks, ranges, `&&`, `||`, `!`; and its direct evaluation,
 //!   the reference the classifier is checked against;
 //! - [`model`]: the policy as loaded: ports, ACLs with their resolved
-//!   matches.
+//!   matches;
+//! - [`file`]: reading the policy file (TOML or JSON) into a
+//!   [`model::Policy`] ([`model::Policy::from_str`], [`model::Policy::load`]);
+//! - [`lang`]: OVN's match language, parsed and resolved into an
+//!   [`expr::Expr`].
 //!
 //! Sans-IO like the core: no clock, no thread, no socket.
 
 #![forbid(unsafe_code)]
 
 pub mod expr;
+pub mod file;
 pub mod key;
+pub mod lang;
 pub mod model;
