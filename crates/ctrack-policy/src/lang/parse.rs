@@ -253,6 +253,12 @@ impl Parser<'_, '_, '_> {
     }
 
     fn symbol(&mut self, name: &str, at: usize) -> Result<&'static Symbol, LangError> {
+        if self.lex.peek()?.tok == Tok::LParen {
+            return Err(err(
+                at,
+                format!("functions such as `{name}(...)` are not supported"),
+            ));
+        }
         let Some(sym) = symbols::lookup(name) else {
             if self.cx.port(name).is_some() {
                 return Err(err(

@@ -4,8 +4,6 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use super::{Context, LangError, parse};
-
-const _: fn(&Policy) -> Context<'_> = Context::new;
 use crate::expr::Expr;
 use crate::key::{Field, flag};
 use crate::model::{Policy, Port, Prefix};
@@ -357,4 +355,151 @@ fn negation_keeps_prerequisites_outside() {
     // As in OVN, `!` takes an atomic operand: `!!x` and `!f == v` are refused.
     assert_eq!(bad("!!vlan.present").offset, 1);
     assert_eq!(bad("!tcp.dst == 80").offset, 0);
+}
+
+#[test]
+fn ports_groups_and_address_sets() {
+    let p = |f: Field, i| Expr::eq(f, i);
+    assert_eq!(
+        ok("inport == {\"vm1\", \"vm3\"}"),
+        Expr::Or(vec![p(Field::Inport, 1), p(Field::Inport, 3)])
+    );
+    assert_eq!(
+        ok("outport == @web"),
+        Expr::Or(vec![p(Field::Outport, 1), p(Field::Outport, 2)])
+    );
+    assert_eq!(ok("outport == @none"), Expr::False);
+    // Only the set's IPv4 members meet an ip4 field, its IPv6 ones an ip6 field.
+    let v4 = flag::IP | flag::IP4;
+    assert_eq!(
+        ok("ip4.src == $clients"),
+        and(
+            v4,
+            Expr::Or(vec![
+                Expr::masked(Field::IpSrc, 0x0a00_0000, 0xffff_ff00),
+                Expr::masked(Field::IpSrc, 0xc000_0207, 0xffff_ffff),
+            ])
+        )
+    );
+    assert_eq!(
+        ok("ip6.dst == $clients"),
+        and(
+            flag::IP | flag::IP6,
+            Expr::masked(Field::IpDst, 0xfd00 << 112, u128::MAX << 64)
+        )
+    );
+    assert_eq!(ok("ip4.src == $empty"), Expr::False);
+    assert_eq!(ok("ip4.src != $empty"), Expr::True);
+    // Port groups' derived address sets, as OVN's `$pg_ip4`.
+    assert_eq!(
+        ok("ip4.src == $web_ip4"),
+        ok("ip4.src == {10.0.0.1, 10.0.0.2}")
+    );
+    assert_eq!(ok("ip6.src == $web_ip6"), ok("ip6.src == fd00::1"));
+    assert_eq!(ok("ip4.src == {$clients, 10.9.9.9}").size(), 6);
+}
+
+/// (match, offset of the error, a piece of its message)
+const ERRORS: &[(&str, usize, &str)] = &[
+    (
+        "tcp.dst == 80 && bogus.field == 1",
+        17,
+        "unknown field `bogus.field`",
+    ),
+    ("ip4.src == $nope", 11, "unknown address set `$nope`"),
+    ("outport == @nope", 11, "unknown port group `@nope`"),
+    ("inport == \"vm9\"", 10, "unknown port \"vm9\""),
+    ("inport == vm1", 10, "port names are quoted"),
+    ("vm1 == inport", 0, "port names are quoted"),
+    ("tcp.dst == ", 11, "expected a constant"),
+    ("tcp.dst = 80", 8, "relational operator"),
+    ("tcp.dst", 0, "explicit `tcp.dst != 0`"),
+    (
+        "tcp.dst == 65536",
+        11,
+        "17-bit constant is not compatible with 16-bit field",
+    ),
+    ("ip4.src == fd00::1", 11, "128-bit constant"),
+    ("vlan.vid == 4096", 12, "13-bit constant"),
+    ("inport == 1", 10, "quoted port names"),
+    (
+        "tcp.dst == \"vm1\"",
+        11,
+        "cannot be compared with a port name",
+    ),
+    (
+        "inport != \"vm1\"",
+        7,
+        "nominal field `inport` may only be tested for equality",
+    ),
+    ("!(inport == \"vm1\")", 9, "nominal field"),
+    ("eth.type != 0x800", 9, "nominal field"),
+    (
+        "ip.proto < 6",
+        9,
+        "only == and != may be used with nominal field",
+    ),
+    ("icmp4.type != 8", 11, "nominal field"),
+    (
+        "!tcp",
+        1,
+        "nominal predicate `tcp` may only be tested positively",
+    ),
+    ("ip4 == 0", 4, "nominal predicate"),
+    ("vlan.present < 1", 13, "Boolean field"),
+    ("tcp.dst < {80, 90}", 8, "set of values"),
+    ("ip4.src < 10.0.0.0/8", 10, "masked constants"),
+    ("eth.src == $clients", 11, "address sets hold IP prefixes"),
+    ("tcp.dst == {}", 12, "expected a constant"),
+    ("tcp.dst == 080", 11, "leading zeros"),
+    ("tcp.dst == 0x", 11, "hex digits expected"),
+    ("tcp.dst == 0xfg", 11, "invalid hexadecimal"),
+    ("ip4.src == 1.2.3.4/33", 19, "incompatible forms"),
+    ("ip4.src == 10.0.0.1/0x8", 20, "incompatible forms"),
+    ("tcp.dst == 80 &", 14, "`&` is only valid as part of `&&`"),
+    ("tcp.dst == 80 | udp", 14, "`|`"),
+    ("(tcp", 4, "expected `)`"),
+    ("tcp)", 3, "the end of the match"),
+    ("tcp.dst == 80 /* open", 14, "`/*` without `*/`"),
+    ("inport == \"vm1", 10, "inside a quoted string"),
+    ("is_chassis_resident(\"vm1\")", 0, "functions"),
+    ("eth.dst[40]", 7, "subfields"),
+    ("tcp.dst == 1 < 2", 13, "the end of the match"),
+    ("1 < tcp.dst > 5", 12, "a range must read"),
+    ("é", 0, "unexpected character"),
+    ("$", 0, "`$` must be followed by a name"),
+    ("", 0, "expected a constant"),
+    ("tcp.dst == 1e", 11, "invalid constant"),
+    (
+        "tcp.dst == 99999999999999999999999999999999999999999",
+        11,
+        "too large",
+    ),
+];
+
+#[test]
+fn errors_point_at_the_offending_token() {
+    for (s, at, msg) in ERRORS {
+        let e = bad(s);
+        assert!(e.message.contains(msg), "{s}: {e}, expected {msg}");
+        assert_eq!(e.offset, *at, "{s}: {e}");
+    }
+}
+
+#[test]
+fn bounds_hold() {
+    let deep = format!("{}tcp{}", "(".repeat(100), ")".repeat(100));
+    assert_eq!(ok(&deep), Expr::flags(TCP));
+    let deeper = format!("{}tcp{}", "(".repeat(101), ")".repeat(101));
+    assert!(bad(&deeper).message.contains("nested deeper"));
+    let hostile = "(".repeat(60_000);
+    assert!(bad(&hostile).message.contains("nested deeper"));
+    let long = format!("tcp{}", " ".repeat(super::MAX_MATCH_LEN));
+    assert!(bad(&long).message.contains("longer than"));
+    // Expansion is bounded.
+    let pol = policy();
+    let cx = Context::new(&pol);
+    let many = format!("ip4.src == {{{}}}", vec!["$clients"; 100].join(" "));
+    assert!(cx.parse_bounded(&many, 100).is_err());
+    assert!(cx.parse_bounded(&many, 1000).is_ok());
 }
