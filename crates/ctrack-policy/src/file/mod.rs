@@ -64,7 +64,7 @@ impl Policy {
         let json = text.trim_start().starts_with('{');
         let r = if json {
             serde_json::from_str::<raw::RawPolicy<raw::Json>>(text)
-                .map_err(|e| json_error(&e, file_name))
+                .map_err(|e| json_error(&e, text, file_name))
                 .and_then(|raw| build::build(raw, text, file_name))
         } else {
             toml::from_str::<raw::RawPolicy<raw::Toml>>(text)
@@ -108,16 +108,23 @@ fn toml_error(e: &toml::de::Error, text: &str, file: &str) -> PolicyError {
     }
 }
 
-fn json_error(e: &serde_json::Error, file: &str) -> PolicyError {
+fn json_error(e: &serde_json::Error, text: &str, file: &str) -> PolicyError {
     let m = e.to_string();
-    let m = m.rfind(" at line ").map_or(m.as_str(), |i| &m[..i]);
+    let m = raw::strip_position(&m);
+    let (span, message) = match raw::json_place(m, text) {
+        Some((at, inner)) => (pos::line_col(text, at), inner),
+        None => (
+            Span {
+                line: u32::try_from(e.line().max(1)).unwrap_or(u32::MAX),
+                col: u32::try_from(e.column().max(1)).unwrap_or(u32::MAX),
+            },
+            m,
+        ),
+    };
     PolicyError {
         file: file.to_string(),
-        span: Span {
-            line: u32::try_from(e.line().max(1)).unwrap_or(u32::MAX),
-            col: u32::try_from(e.column().max(1)).unwrap_or(u32::MAX),
-        },
-        message: m.to_string(),
+        span,
+        message: message.to_string(),
     }
 }
 

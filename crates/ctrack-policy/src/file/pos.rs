@@ -87,5 +87,16 @@ pub(crate) fn string_offset(raw: &str, value: &str, offset: usize) -> usize {
             pos += ch.len_utf8();
         }
     }
+    // A line-ending backslash right before the offset decodes to nothing:
+    // the offset is after it.
+    if multi && !literal && b.get(pos) == Some(&b'\\') {
+        let mut q = pos + 1;
+        while matches!(b.get(q), Some(b' ' | b'\t' | b'\r' | b'\n')) {
+            q += 1;
+        }
+        if q > pos + 1 && b[pos + 1..q].contains(&b'\n') {
+            pos = q;
+        }
+    }
     pos.min(raw.len())
 }

@@ -54,9 +54,15 @@ impl Format for Json {
         let raw = <&'de RawValue>::deserialize(d)?;
         let s = raw.get();
         let v = serde_json::from_str(s).map_err(|e| {
-            let m = e.to_string();
-            let m = m.rfind(" at line ").map_or(m.as_str(), |i| &m[..i]);
-            D::Error::custom(m)
+            let m = strip_position(&e.to_string()).to_string();
+            if m.starts_with(MARK) {
+                return D::Error::custom(m);
+            }
+            // The error's place in `s`, as an address like `at` (see
+            // `json_place`), since the outer reader would only know where
+            // this value ends.
+            let at = s.as_ptr() as usize + byte_offset(s, e.line(), e.column());
+            D::Error::custom(format!("{MARK}{at}{MARK}{m}"))
         })?;
         let at = s.as_ptr() as usize;
         Ok((v, at, at + s.len()))
@@ -65,6 +71,33 @@ impl Format for Json {
     fn offset(pos: usize, text: &str) -> usize {
         pos.wrapping_sub(text.as_ptr() as usize).min(text.len())
     }
+}
+
+/// Starts and ends the place of an error found inside a JSON value.
+const MARK: char = '\u{1}';
+
+/// `serde_json`'s message without its " at line L column C".
+pub(crate) fn strip_position(m: &str) -> &str {
+    m.rfind(" at line ").map_or(m, |i| &m[..i])
+}
+
+/// The byte offset in `s` of 1-based `line` and `col` (as `serde_json`
+/// counts them).
+fn byte_offset(s: &str, line: usize, col: usize) -> usize {
+    let start: usize = s
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1))
+        .map(str::len)
+        .sum();
+    (start + col.saturating_sub(1)).min(s.len())
+}
+
+/// For a JSON error: its byte offset in `text` and its message, if the
+/// error was found inside a value (see [`Json`]'s `spanned`).
+pub(crate) fn json_place<'m>(message: &'m str, text: &str) -> Option<(usize, &'m str)> {
+    let rest = message.strip_prefix(MARK)?;
+    let (at, m) = rest.split_once(MARK)?;
+    Some((Json::offset(at.parse().ok()?, text), m))
 }
 
 /// A value and where its text starts and ends (as its [`Format`] gives
