@@ -7,12 +7,13 @@
 //!   the reference the classifier is checked against;
 //! - [`model`]: the policy as loaded: ports, ACLs with their resolved
 //!   matches;
-//! - [`file`]: reading the policy file (TOML or JSON) into a
+//! - [`file`](mod@file): reading the policy file (TOML or JSON) into a
 //!   [`model::Policy`] ([`model::Policy::from_str`], [`model::Policy::load`]);
 //! - [`lang`]: OVN's match language, parsed and resolved into an
 //!   [`expr::Expr`].
 //!
-//! Sans-IO like the core: no clock, no thread, no socket.
+//! Sans-IO like the core: no clock, no thread, no socket (only
+//! [`model::Policy::load`] reads a file).
 
 #![forbid(unsafe_code)]
 

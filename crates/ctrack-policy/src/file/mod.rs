@@ -62,7 +62,7 @@ impl Policy {
     /// errors only.
     pub fn from_str(text: &str, file_name: &str) -> Result<Policy, PolicyError> {
         let json = text.trim_start().starts_with('{');
-        let r = if json {
+        if json {
             serde_json::from_str::<raw::RawPolicy<raw::Json>>(text)
                 .map_err(|e| json_error(&e, text, file_name))
                 .and_then(|raw| build::build(raw, text, file_name))
@@ -70,8 +70,7 @@ impl Policy {
             toml::from_str::<raw::RawPolicy<raw::Toml>>(text)
                 .map_err(|e| toml_error(&e, text, file_name))
                 .and_then(|raw| build::build(raw, text, file_name))
-        };
-        r
+        }
     }
 
     /// Reads the policy file at `path`. A file that cannot be read is an

@@ -157,6 +157,15 @@ fn fields_resolve_with_their_prerequisites() {
                 Expr::eq(Field::IcmpCode, 0),
             ),
         ),
+    ];
+    for (s, want) in cases {
+        assert_eq!(&ok(s), want, "{s}");
+    }
+}
+
+#[test]
+fn predicates_resolve_to_flags() {
+    let cases: &[(&str, Expr)] = &[
         ("ip", Expr::flags(flag::IP)),
         ("ip4", Expr::flags(flag::IP | flag::IP4)),
         ("ip6", Expr::flags(flag::IP | flag::IP6)),
