@@ -24,6 +24,7 @@
 //! assert_eq!(err.offset, 17);
 //! ```
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::net::IpAddr;
@@ -128,9 +129,9 @@ impl<'p> Context<'p> {
     /// The prefixes of address set `name`; failing that, for `name` of the
     /// form `G_ip4` or `G_ip6` where `G` is a port group, the addresses of
     /// that family of the group's ports (as OVN derives them).
-    fn address_set(&self, name: &str) -> Option<Vec<Prefix>> {
+    fn address_set(&self, name: &str) -> Option<Cow<'p, [Prefix]>> {
         if let Some(s) = self.policy.address_sets.get(name) {
-            return Some(s.clone());
+            return Some(Cow::Borrowed(s.as_slice()));
         }
         let (group, v6) = match (name.strip_suffix("_ip4"), name.strip_suffix("_ip6")) {
             (Some(g), _) => (g, false),
@@ -150,7 +151,7 @@ impl<'p> Context<'p> {
                 }
             }
         }
-        Some(out)
+        Some(Cow::Owned(out))
     }
 }
 
