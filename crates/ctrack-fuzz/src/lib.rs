@@ -26,6 +26,10 @@
 //!   overlapping fragments; bounds hold and everything expires.
 //! - [`pipeline_frames`]: real traffic, mutated, through reassembly,
 //!   translation and the FTP gateway.
+//! - [`policy_file`]: arbitrary bytes as a policy file (TOML or JSON): loaded
+//!   or refused with a position, and what loads is coherent.
+//! - [`match_expr`]: arbitrary bytes as an OVN match against a small fixed
+//!   policy; what resolves is bounded and evaluates on a few keys.
 #![forbid(unsafe_code)]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -51,8 +55,10 @@ const LINKS: [LinkType; 4] = [
 ];
 
 mod gateway;
+mod policy;
 mod table;
 pub use gateway::{ftp, pipeline_frames, reassembly};
+pub use policy::{match_expr, match_policy, policy_file};
 pub use table::table;
 
 /// Parses `data` as a frame of every link type and reads every header the

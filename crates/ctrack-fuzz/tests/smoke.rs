@@ -259,3 +259,120 @@ fn translating_pipeline_on_mutated_real_traffic() {
         }
     }
 }
+
+const POLICY_TOML: &str = r#"[default]
+action = "drop"
+[[port]]
+name = "vm1"
+addresses = ["02:00:00:00:00:01 10.0.0.1 fd00::1"]
+zone = 1
+[[port]]
+name = "vm2"
+addresses = ["02:00:00:00:00:02 10.0.0.2"]
+[address_sets]
+clients = ["10.0.0.0/24", "192.0.2.7", "fd00::/64"]
+[port_groups]
+web = ["vm1", "vm2"]
+[[acl]]
+name = "web-in"
+direction = "to-lport"
+priority = 1000
+match = 'outport == @web && ip4.src == $clients && tcp.dst == {80, 443}'
+action = "allow-related"
+label = 7
+nat = "src=198.51.100.1:1024-65535"
+alg = "ftp"
+[[acl]]
+direction = "from-lport"
+priority = 10
+match = """
+  inport == "vm1" && (udp.dst == 53 || icmp4.type == 8)
+"""
+action = "allow"
+"#;
+
+const POLICY_JSON: &str = r#"{"port": [{"name": "vm1", "addresses": ["02:00:00:00:00:01 10.0.0.1"]}],
+ "port_groups": {"g": ["vm1"]},
+ "acl": [{"direction": "to-lport", "priority": 1, "match": "outport == @g && !(tcp.src < 1024)", "action": "drop"}]}"#;
+
+#[test]
+fn policy_files_mutated() {
+    let mut r = rng(11);
+    for seed in [POLICY_TOML, POLICY_JSON] {
+        ctrack_fuzz::policy_file(seed.as_bytes());
+        for _ in 0..iters() * 400 {
+            ctrack_fuzz::policy_file(&r.mutate(seed.as_bytes()));
+        }
+    }
+    for _ in 0..iters() * 200 {
+        let n = r.below(64);
+        ctrack_fuzz::policy_file(&r.bytes(n));
+    }
+}
+
+#[test]
+fn matches_from_words_and_bytes() {
+    let mut r = rng(12);
+    let words: &[&[u8]] = &[
+        b"tcp.dst",
+        b"ip4.src",
+        b"ip6.dst",
+        b"inport",
+        b"outport",
+        b"eth.src",
+        b"vlan.vid",
+        b"icmp4.type",
+        b"ip.proto",
+        b"tcp",
+        b"udp",
+        b"ip4",
+        b"nd",
+        b"vlan.present",
+        b"==",
+        b"!=",
+        b"<",
+        b"<=",
+        b">",
+        b">=",
+        b"&&",
+        b"||",
+        b"!",
+        b"(",
+        b")",
+        b"{",
+        b"}",
+        b",",
+        b"80",
+        b"0x10/0x1f",
+        b"10.0.0.0/8",
+        b"fd00::/64",
+        b"02:00:00:00:00:01",
+        b"\"vm1\"",
+        b"\"vm9\"",
+        b"$clients",
+        b"$web_ip4",
+        b"@web",
+        b"1",
+        b"0",
+        b" ",
+        b"/* c */",
+        b"65536",
+    ];
+    for _ in 0..iters() * 5_000 {
+        let mut data = Vec::new();
+        for _ in 0..r.below(14) {
+            let w = words[r.below(words.len())];
+            if r.below(8) == 0 {
+                data.extend_from_slice(&r.mutate(w));
+            } else {
+                data.extend_from_slice(w);
+            }
+            data.push(b' ');
+        }
+        ctrack_fuzz::match_expr(&data);
+    }
+    for _ in 0..iters() * 500 {
+        let n = r.below(32);
+        ctrack_fuzz::match_expr(&r.bytes(n));
+    }
+}

@@ -1,0 +1,113 @@
+//! Fuzz bodies for ctrack-policy: the policy file reader and OVN's match
+//! language.
+
+use std::collections::BTreeMap;
+
+use ctrack_policy::key::Key;
+use ctrack_policy::lang::{self, Context};
+use ctrack_policy::model::{Policy, Port, Prefix};
+use ctrack_wire::build::{Frame, L4};
+
+/// Arbitrary bytes as a policy file (TOML, or JSON when they start with
+/// `{`): it loads or is refused with a position, never panics; what loads
+/// is coherent.
+pub fn policy_file(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    match Policy::from_str(&text, "fuzz.toml") {
+        Err(e) => {
+            let _ = e.to_string();
+            assert!(e.span.line >= 1, "an error without a line: {e}");
+        }
+        Ok(p) => {
+            assert!(p.ports.len() <= ctrack_policy::file::MAX_PORTS);
+            for g in p.port_groups.values() {
+                assert!(g.iter().all(|&i| i < p.ports.len()));
+            }
+            let cx = Context::new(&p);
+            for a in &p.acls {
+                assert!(a.expr.size() <= lang::MAX_NODES);
+                assert!(a.priority <= 32767 && a.tier <= 3);
+                let again = cx
+                    .parse(&a.match_text)
+                    .expect("a loaded match parses again");
+                assert_eq!(again, a.expr, "{}", a.match_text);
+            }
+        }
+    }
+}
+
+/// The small policy [`match_expr`] resolves names against: ports vm1, vm2,
+/// vm3; address set `clients`; port group `web`.
+pub fn match_policy() -> Policy {
+    let port = |name: &str, n: u8, ip: &str| Port {
+        name: name.into(),
+        macs: vec![[2, 0, 0, 0, 0, n]],
+        ips: vec![ip.parse().expect("fixed address")],
+        zone: u16::from(n),
+    };
+    Policy {
+        ports: vec![
+            port("vm1", 1, "10.0.0.1"),
+            port("vm2", 2, "10.0.0.2"),
+            port("vm3", 3, "fd00::3"),
+        ],
+        address_sets: BTreeMap::from([(
+            "clients".to_string(),
+            vec![
+                Prefix {
+                    addr: "10.0.0.0".parse().expect("fixed address"),
+                    len: 24,
+                },
+                Prefix {
+                    addr: "fd00::".parse().expect("fixed address"),
+                    len: 64,
+                },
+            ],
+        )]),
+        port_groups: BTreeMap::from([("web".to_string(), vec![0, 1])]),
+        ..Policy::default()
+    }
+}
+
+fn keys() -> Vec<Key> {
+    let v6 = |n| std::net::Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, n);
+    let frames = [
+        Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::tcp(40000, 443, 0x002)),
+        Frame::v4([192, 0, 2, 7], [10, 0, 0, 1], L4::udp(53, 53, b"x")),
+        Frame::v4([10, 0, 0, 2], [10, 0, 0, 1], L4::icmp_query(8, 1, 1)),
+        Frame::v6(v6(3), v6(1), L4::tcp(22, 1022, 0x012)),
+        Frame::v6(v6(1), v6(2), L4::icmp_query(135, 0, 0)).vlan(0x8100, 7),
+    ];
+    let mut out: Vec<Key> = frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| Key::from_frame(&f.build(), (i % 4) as u16, ((i + 1) % 4) as u16))
+        .collect();
+    out.push(Key::default());
+    out
+}
+
+/// Arbitrary bytes as a match against [`match_policy`]: it resolves or is
+/// refused at an offset inside the text, never panics; what resolves is
+/// bounded, evaluates on a few keys, and reads the same in parentheses.
+pub fn match_expr(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let p = match_policy();
+    let cx = Context::new(&p);
+    match cx.parse(&text) {
+        Err(e) => assert!(e.offset <= text.len().max(lang::MAX_MATCH_LEN), "{e}"),
+        Ok(e) => {
+            assert!(e.size() <= lang::MAX_NODES);
+            for k in keys() {
+                let _ = e.eval(&k);
+            }
+            match cx.parse(&format!("({text}\n)")) {
+                Ok(again) => assert_eq!(again, e, "{text}"),
+                Err(err) => assert!(
+                    err.message.contains("nested") || err.message.contains("longer"),
+                    "{text}: {err}"
+                ),
+            }
+        }
+    }
+}

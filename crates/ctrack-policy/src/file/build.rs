@@ -1,0 +1,449 @@
+//! From the file as written ([`RawPolicy`]) to a checked [`Policy`].
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::IpAddr;
+
+use ctrack_core::action::{CtAction, Nat};
+
+use super::pos::{line_col, string_offset};
+use super::raw::{Format, RawAcl, RawPolicy, RawPort, Sp};
+use super::{MAX_ACL_NAME, MAX_ACLS, MAX_POLICY_NODES, MAX_PORTS};
+use crate::lang::{self, Context, MAX_NODES};
+use crate::model::{Acl, AclAction, DefaultAction, Direction, Policy, PolicyError, Port, Prefix};
+
+/// The text being read, for positions.
+struct Src<'t> {
+    text: &'t str,
+    file: &'t str,
+}
+
+impl Src<'_> {
+    fn err(&self, offset: usize, message: impl Into<String>) -> PolicyError {
+        PolicyError {
+            file: self.file.to_string(),
+            span: line_col(self.text, offset),
+            message: message.into(),
+        }
+    }
+
+    /// An error about the value `v`.
+    fn at<T, F: Format>(&self, v: &Sp<T, F>, message: impl Into<String>) -> PolicyError {
+        self.err(v.range(self.text).0, message)
+    }
+
+    /// An error at byte `offset` of the string value `v`.
+    fn inside<F: Format>(
+        &self,
+        v: &Sp<String, F>,
+        offset: usize,
+        message: impl Into<String>,
+    ) -> PolicyError {
+        let (s, e) = v.range(self.text);
+        let raw = self.text.get(s..e).unwrap_or("");
+        self.err(s + string_offset(raw, &v.value, offset), message)
+    }
+}
+
+/// Checks `raw` and builds the policy.
+pub(crate) fn build<F: Format>(
+    raw: RawPolicy<F>,
+    text: &str,
+    file: &str,
+) -> Result<Policy, PolicyError> {
+    let src = Src { text, file };
+    let mut p = Policy::default();
+    if let Some(a) = raw.default.and_then(|d| d.action) {
+        p.default = match a.value.as_str() {
+            "allow" => DefaultAction::Allow,
+            "drop" => DefaultAction::Drop,
+            _ => return Err(src.at(&a, "expected \"allow\" or \"drop\"")),
+        };
+    }
+    p.ports = ports(&src, &raw.port)?;
+    for (name, set) in &raw.address_sets.0 {
+        check_name(&src, set, "address set", name)?;
+        let v = set
+            .value
+            .iter()
+            .map(|e| prefix(&src, e))
+            .collect::<Result<_, _>>()?;
+        p.address_sets.insert(name.clone(), v);
+    }
+    p.port_groups = groups(&src, &raw.port_groups.0, &p)?;
+    if raw.acl.len() > MAX_ACLS {
+        return Err(src.at(&raw.acl[MAX_ACLS], format!("more than {MAX_ACLS} ACLs")));
+    }
+    let cx = Context::new(&p);
+    let mut budget = MAX_POLICY_NODES;
+    let mut acls = Vec::with_capacity(raw.acl.len());
+    for (i, a) in raw.acl.iter().enumerate() {
+        let acl = acl(&src, &cx, i, a, &mut budget)?;
+        acls.push(acl);
+    }
+    p.acls = acls;
+    Ok(p)
+}
+
+/// Names usable after `$` or `@`: a letter, `_` or `.`, then those or
+/// digits.
+fn check_name<T, F: Format>(
+    src: &Src<'_>,
+    v: &Sp<T, F>,
+    what: &str,
+    name: &str,
+) -> Result<(), PolicyError> {
+    let mut bytes = name.bytes();
+    let id1 = |c: u8| c.is_ascii_alphabetic() || c == b'_' || c == b'.';
+    let ok = bytes.next().is_some_and(id1) && bytes.all(|c| id1(c) || c.is_ascii_digit());
+    if ok {
+        Ok(())
+    } else {
+        Err(src.at(
+            v,
+            format!("{what} name {name:?} cannot be named in a match: expected letters, digits, `_` and `.`, not starting with a digit"),
+        ))
+    }
+}
+
+fn ports<F: Format>(src: &Src<'_>, raw: &[RawPort<F>]) -> Result<Vec<Port>, PolicyError> {
+    if raw.len() > MAX_PORTS {
+        return Err(src.at(&raw[MAX_PORTS].name, format!("more than {MAX_PORTS} ports")));
+    }
+    let mut names = HashSet::new();
+    let mut macs = HashMap::new();
+    let mut out = Vec::with_capacity(raw.len());
+    let mut explicit = HashSet::new();
+    for rp in raw {
+        let name = &rp.name.value;
+        if name.is_empty() {
+            return Err(src.at(&rp.name, "expected a port name, found an empty string"));
+        }
+        if !names.insert(name.as_str()) {
+            return Err(src.at(&rp.name, format!("duplicate port name {name:?}")));
+        }
+        let mut port = Port {
+            name: name.clone(),
+            macs: Vec::new(),
+            ips: Vec::new(),
+            zone: 0,
+        };
+        for entry in &rp.addresses {
+            addresses(src, entry, &mut port, &mut macs)?;
+        }
+        if let Some(z) = &rp.zone {
+            port.zone = u16::try_from(z.value).map_err(|_| {
+                src.at(
+                    z,
+                    format!("zone {} out of range: expected 0..=65535", z.value),
+                )
+            })?;
+            explicit.insert(port.zone);
+        }
+        out.push(port);
+    }
+    // Ports without a zone: the smallest unused zone >= 1, in file order.
+    let mut next = 1u32;
+    for (port, rp) in out.iter_mut().zip(raw) {
+        if rp.zone.is_some() {
+            continue;
+        }
+        while next <= 65535 && explicit.contains(&(next as u16)) {
+            next += 1;
+        }
+        if next > 65535 {
+            return Err(src.at(&rp.name, "no zone left for this port: give it a `zone`"));
+        }
+        port.zone = next as u16;
+        next += 1;
+    }
+    Ok(out)
+}
+
+/// One `addresses` entry: a MAC, then IP addresses, separated by spaces.
+fn addresses<F: Format>(
+    src: &Src<'_>,
+    entry: &Sp<String, F>,
+    port: &mut Port,
+    macs: &mut HashMap<[u8; 6], String>,
+) -> Result<(), PolicyError> {
+    let s = entry.value.as_str();
+    let mut tokens = s
+        .split_ascii_whitespace()
+        .map(|t| (t, t.as_ptr() as usize - s.as_ptr() as usize));
+    let Some((mac, at)) = tokens.next() else {
+        return Err(src.at(entry, "expected a MAC address, then IP addresses"));
+    };
+    if matches!(mac, "unknown" | "dynamic" | "router") {
+        return Err(src.inside(
+            entry,
+            at,
+            format!(
+                "`{mac}` addresses are not supported: expected a MAC address, then IP addresses"
+            ),
+        ));
+    }
+    let Some(m) = lang::parse_mac(mac) else {
+        return Err(src.inside(
+            entry,
+            at,
+            format!("bad MAC address `{mac}`: expected xx:xx:xx:xx:xx:xx"),
+        ));
+    };
+    let mac_bytes: [u8; 6] = std::array::from_fn(|i| (m >> (40 - 8 * i)) as u8);
+    if let Some(other) = macs.insert(mac_bytes, port.name.clone()) {
+        return Err(src.inside(
+            entry,
+            at,
+            format!("MAC address {mac} is already port {other:?}'s"),
+        ));
+    }
+    port.macs.push(mac_bytes);
+    for (t, at) in tokens {
+        let ip: IpAddr = t.parse().map_err(|_| {
+            src.inside(
+                entry,
+                at,
+                format!("bad IP address `{t}`: expected an IPv4 or IPv6 address"),
+            )
+        })?;
+        port.ips.push(ip);
+    }
+    Ok(())
+}
+
+/// One address set member: an address, or an address and prefix length.
+fn prefix<F: Format>(src: &Src<'_>, e: &Sp<String, F>) -> Result<Prefix, PolicyError> {
+    let s = e.value.trim();
+    let (a, len) = match s.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (s, None),
+    };
+    let bad = || {
+        src.at(e, format!("bad address set member {s:?}: expected an IP address or prefix, as 10.0.0.0/24 or fd00::/64"))
+    };
+    let addr: IpAddr = a.parse().map_err(|_| bad())?;
+    let bits: u8 = if addr.is_ipv4() { 32 } else { 128 };
+    let len = match len {
+        None => bits,
+        Some(l) => match l.parse::<u8>() {
+            Ok(n) if n <= bits && (n == 0 || !l.starts_with('0')) => n,
+            _ => return Err(bad()),
+        },
+    };
+    // Host bits are cleared, as OVN's lexer does.
+    let addr = match addr {
+        IpAddr::V4(v) => {
+            let m = u32::MAX.checked_shl(u32::from(32 - len)).unwrap_or(0);
+            IpAddr::V4((u32::from(v) & m).into())
+        }
+        IpAddr::V6(v) => {
+            let m = u128::MAX.checked_shl(u32::from(128 - len)).unwrap_or(0);
+            IpAddr::V6((u128::from(v) & m).into())
+        }
+    };
+    Ok(Prefix { addr, len })
+}
+
+type RawGroups<F> = BTreeMap<String, Sp<Vec<Sp<String, F>>, F>>;
+
+fn groups<F: Format>(
+    src: &Src<'_>,
+    raw: &RawGroups<F>,
+    p: &Policy,
+) -> Result<BTreeMap<String, Vec<usize>>, PolicyError> {
+    let index: HashMap<&str, usize> = p
+        .ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.name.as_str(), i))
+        .collect();
+    let mut out = BTreeMap::new();
+    for (name, members) in raw {
+        check_name(src, members, "port group", name)?;
+        for suffix in ["_ip4", "_ip6"] {
+            if p.address_sets.contains_key(&format!("{name}{suffix}")) {
+                return Err(src.at(
+                    members,
+                    format!("port group {name:?} would be hidden: address set {name}{suffix} takes the name `${name}{suffix}` it derives"),
+                ));
+            }
+        }
+        let mut ports = Vec::with_capacity(members.value.len());
+        for m in &members.value {
+            let Some(&i) = index.get(m.value.as_str()) else {
+                return Err(src.at(
+                    m,
+                    format!("unknown port {:?} in port group {name:?}", m.value),
+                ));
+            };
+            if ports.contains(&i) {
+                return Err(src.at(
+                    m,
+                    format!("port {:?} is twice in port group {name:?}", m.value),
+                ));
+            }
+            ports.push(i);
+        }
+        out.insert(name.clone(), ports);
+    }
+    Ok(out)
+}
+
+fn int_in<F: Format>(
+    src: &Src<'_>,
+    v: &Sp<i64, F>,
+    what: &str,
+    max: i64,
+) -> Result<i64, PolicyError> {
+    if (0..=max).contains(&v.value) {
+        Ok(v.value)
+    } else {
+        Err(src.at(
+            v,
+            format!("{what} {} out of range: expected 0..={max}", v.value),
+        ))
+    }
+}
+
+fn acl<F: Format>(
+    src: &Src<'_>,
+    cx: &Context<'_>,
+    index: usize,
+    sp: &Sp<RawAcl<F>, F>,
+    budget: &mut usize,
+) -> Result<Acl, PolicyError> {
+    let a = &sp.value;
+    let name = match &a.name {
+        Some(n) => {
+            let s = &n.value;
+            if s.len() > MAX_ACL_NAME {
+                return Err(src.at(
+                    n,
+                    format!("ACL name longer than {MAX_ACL_NAME} bytes (OVN's limit)"),
+                ));
+            }
+            if s.strip_prefix("acl#")
+                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+            {
+                return Err(src.at(
+                    n,
+                    format!("ACL name {s:?} is reserved: `acl#N` names the unnamed ACL N"),
+                ));
+            }
+            s.clone()
+        }
+        None => format!("acl#{index}"),
+    };
+    let direction = match a.direction.value.as_str() {
+        "from-lport" => Direction::FromLport,
+        "to-lport" => Direction::ToLport,
+        _ => return Err(src.at(&a.direction, "expected \"from-lport\" or \"to-lport\"")),
+    };
+    let action = match a.action.value.as_str() {
+        "allow" => AclAction::Allow,
+        "allow-related" => AclAction::AllowRelated,
+        "allow-stateless" => AclAction::AllowStateless,
+        "drop" => AclAction::Drop,
+        "reject" => AclAction::Reject,
+        "pass" => AclAction::Pass,
+        _ => return Err(src.at(&a.action, "expected \"allow\", \"allow-related\", \"allow-stateless\", \"drop\", \"reject\" or \"pass\"")),
+    };
+    let priority = int_in(src, &a.priority, "priority", 32767)? as u16;
+    let tier = match &a.tier {
+        Some(t) => int_in(src, t, "tier", 3)? as u8,
+        None => 0,
+    };
+    let label = match &a.label {
+        Some(l) => Some(int_in(src, l, "label", i64::from(u32::MAX))? as u32),
+        None => None,
+    };
+    let (nat, alg) = ct_options(src, a, action)?;
+    let expr = match_expr(src, cx, &a.match_, budget)?;
+    Ok(Acl {
+        index,
+        name,
+        direction,
+        priority,
+        tier,
+        action,
+        label,
+        log: a.log.unwrap_or(false),
+        persist_established: a.persist_established.unwrap_or(false),
+        nat,
+        alg,
+        match_text: a.match_.value.clone(),
+        expr,
+        span: line_col(src.text, sp.range(src.text).0),
+    })
+}
+
+type CtOptions = (Option<Nat>, Option<ctrack_core::action::Alg>);
+
+/// `nat` and `alg`, through ctrack-core's action parser.
+fn ct_options<F: Format>(
+    src: &Src<'_>,
+    a: &RawAcl<F>,
+    action: AclAction,
+) -> Result<CtOptions, PolicyError> {
+    let mut out = (None, None);
+    for (v, key) in [(&a.nat, "nat"), (&a.alg, "alg")] {
+        let Some(v) = v else { continue };
+        if action != AclAction::AllowRelated {
+            return Err(src.at(v, format!("`{key}` is only for allow-related ACLs")));
+        }
+        let s = v.value.trim();
+        if s.is_empty() || s.contains(['(', ')']) || (key == "alg" && s.contains(',')) {
+            return Err(src.at(v, bad_ct(key, "")));
+        }
+        let text = if key == "nat" {
+            format!("commit,nat({s})")
+        } else {
+            format!("commit,alg={s}")
+        };
+        let ct: CtAction = text
+            .parse()
+            .map_err(|e| src.at(v, bad_ct(key, &format!(": {e}"))))?;
+        let only = CtAction {
+            nat: ct.nat,
+            alg: ct.alg,
+            ..CtAction::commit(0)
+        };
+        if ct != only {
+            return Err(src.at(v, bad_ct(key, "")));
+        }
+        if key == "nat" {
+            out.0 = ct.nat;
+        } else {
+            out.1 = ct.alg;
+        }
+    }
+    Ok(out)
+}
+
+fn bad_ct(key: &str, why: &str) -> String {
+    if key == "nat" {
+        format!(
+            "bad nat{why}: expected e.g. \"src=198.51.100.1:1024-65535\", \"dst=10.0.0.8:8080\", \"src=10.0.0.1-10.0.0.9,random\""
+        )
+    } else {
+        format!("bad alg{why}: expected \"ftp\" or \"tftp\"")
+    }
+}
+
+fn match_expr<F: Format>(
+    src: &Src<'_>,
+    cx: &Context<'_>,
+    m: &Sp<String, F>,
+    budget: &mut usize,
+) -> Result<crate::expr::Expr, PolicyError> {
+    let limit = MAX_NODES.min(*budget);
+    let e = cx.parse_bounded(&m.value, limit).map_err(|e| {
+        let mut msg = e.message;
+        if limit < MAX_NODES && msg.contains("nodes") {
+            msg.push_str(&format!(" (all the matches of a policy together resolve to at most {MAX_POLICY_NODES} nodes)"));
+        }
+        src.inside(m, e.offset, msg)
+    })?;
+    *budget = budget.saturating_sub(e.size());
+    Ok(e)
+}

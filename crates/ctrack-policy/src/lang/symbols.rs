@@ -1,0 +1,227 @@
+//! The symbols a match may name: OVN's fields and predicates that ctrack's
+//! [`Key`](crate::key::Key) holds, with OVN's widths, levels of
+//! measurement and prerequisites (lib/logical-fields.c), the
+//! prerequisites already reduced to the key's [`flag`] bits.
+
+use crate::expr::Expr;
+use crate::key::{Field, flag};
+
+/// OVN's level of measurement: what may be asked of a symbol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Level {
+    /// Any relation, `!=` and `!` included (maskable fields).
+    Ordinal,
+    /// Only equality, in the positive sense once enclosing `!` are
+    /// counted (fields OpenFlow cannot mask; predicates over them).
+    Nominal,
+    /// A one-bit predicate over ordinal fields: either sense.
+    Boolean,
+}
+
+/// A predicate's expansion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pred {
+    /// These flags all set.
+    Flags(u16),
+    /// `ip.is_frag && !ip.later_frag`.
+    FirstFrag,
+    /// ICMPv6 with one of these types, code 0 and hop limit 255 (`nd`,
+    /// `nd_ns`...).
+    Nd(&'static [u8]),
+    /// MLDv1 (`false`) or MLDv2 (`true`).
+    Mld(bool),
+}
+
+/// What a symbol is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A field of the key, with the flags its prerequisites come to.
+    Field { field: Field, prereq: u16 },
+    /// `inport` or `outport`: compared with port names.
+    Port(Field),
+    /// A predicate.
+    Pred(Pred),
+}
+
+/// A symbol of the match language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Symbol {
+    pub(crate) name: &'static str,
+    pub(crate) kind: Kind,
+    /// Width in bits (0 for the string fields, 1 for predicates).
+    pub(crate) width: u32,
+    pub(crate) level: Level,
+}
+
+impl Symbol {
+    /// The largest value of the symbol.
+    pub(crate) fn max(&self) -> u128 {
+        if self.width >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << self.width) - 1
+        }
+    }
+
+    /// The family of addresses the symbol holds: `Some(false)` for IPv4,
+    /// `Some(true)` for IPv6, `None` for anything else.
+    pub(crate) fn ip_family(&self) -> Option<bool> {
+        match self.kind {
+            Kind::Field {
+                field: Field::IpSrc | Field::IpDst,
+                ..
+            } => Some(self.width == 128),
+            _ => None,
+        }
+    }
+}
+
+const ICMP4: u16 = flag::IP | flag::IP4 | flag::ICMP | flag::ICMP4;
+const ICMP6: u16 = flag::IP | flag::IP6 | flag::ICMP | flag::ICMP6;
+
+const fn field(name: &'static str, field: Field, width: u32, prereq: u16, level: Level) -> Symbol {
+    Symbol {
+        name,
+        kind: Kind::Field { field, prereq },
+        width,
+        level,
+    }
+}
+
+const fn pred(name: &'static str, p: Pred, level: Level) -> Symbol {
+    Symbol {
+        name,
+        kind: Kind::Pred(p),
+        width: 1,
+        level,
+    }
+}
+
+const fn port(name: &'static str, f: Field) -> Symbol {
+    Symbol {
+        name,
+        kind: Kind::Port(f),
+        width: 0,
+        level: Level::Nominal,
+    }
+}
+
+use Level::{Boolean, Nominal, Ordinal};
+
+/// Every symbol.
+pub(crate) const SYMBOLS: &[Symbol] = &[
+    port("inport", Field::Inport),
+    port("outport", Field::Outport),
+    field("eth.src", Field::EthSrc, 48, 0, Ordinal),
+    field("eth.dst", Field::EthDst, 48, 0, Ordinal),
+    field("eth.type", Field::EthType, 16, 0, Nominal),
+    field("vlan.vid", Field::VlanVid, 12, flag::VLAN, Ordinal),
+    pred("vlan.present", Pred::Flags(flag::VLAN), Boolean),
+    pred("arp", Pred::Flags(flag::ARP), Nominal),
+    pred("ip", Pred::Flags(flag::IP), Nominal),
+    pred("ip4", Pred::Flags(flag::IP | flag::IP4), Nominal),
+    pred("ip6", Pred::Flags(flag::IP | flag::IP6), Nominal),
+    field("ip.proto", Field::IpProto, 8, flag::IP, Nominal),
+    field("ip.ttl", Field::IpTtl, 8, flag::IP, Nominal),
+    pred("ip.is_frag", Pred::Flags(flag::IP | flag::FRAG), Boolean),
+    pred(
+        "ip.later_frag",
+        Pred::Flags(flag::IP | flag::LATER_FRAG),
+        Boolean,
+    ),
+    pred("ip.first_frag", Pred::FirstFrag, Boolean),
+    field("ip4.src", Field::IpSrc, 32, flag::IP | flag::IP4, Ordinal),
+    field("ip4.dst", Field::IpDst, 32, flag::IP | flag::IP4, Ordinal),
+    field("ip6.src", Field::IpSrc, 128, flag::IP | flag::IP6, Ordinal),
+    field("ip6.dst", Field::IpDst, 128, flag::IP | flag::IP6, Ordinal),
+    pred("tcp", Pred::Flags(flag::IP | flag::TCP), Nominal),
+    field("tcp.src", Field::L4Src, 16, flag::IP | flag::TCP, Ordinal),
+    field("tcp.dst", Field::L4Dst, 16, flag::IP | flag::TCP, Ordinal),
+    field(
+        "tcp.flags",
+        Field::TcpFlags,
+        16,
+        flag::IP | flag::TCP,
+        Ordinal,
+    ),
+    pred("udp", Pred::Flags(flag::IP | flag::UDP), Nominal),
+    field("udp.src", Field::L4Src, 16, flag::IP | flag::UDP, Ordinal),
+    field("udp.dst", Field::L4Dst, 16, flag::IP | flag::UDP, Ordinal),
+    pred("sctp", Pred::Flags(flag::IP | flag::SCTP), Nominal),
+    field("sctp.src", Field::L4Src, 16, flag::IP | flag::SCTP, Ordinal),
+    field("sctp.dst", Field::L4Dst, 16, flag::IP | flag::SCTP, Ordinal),
+    pred("icmp", Pred::Flags(flag::IP | flag::ICMP), Nominal),
+    pred("icmp4", Pred::Flags(ICMP4), Nominal),
+    field("icmp4.type", Field::IcmpType, 8, ICMP4, Nominal),
+    field("icmp4.code", Field::IcmpCode, 8, ICMP4, Nominal),
+    pred("icmp6", Pred::Flags(ICMP6), Nominal),
+    field("icmp6.type", Field::IcmpType, 8, ICMP6, Nominal),
+    field("icmp6.code", Field::IcmpCode, 8, ICMP6, Nominal),
+    pred("nd", Pred::Nd(&[135, 136]), Nominal),
+    pred("nd_ns", Pred::Nd(&[135]), Nominal),
+    pred("nd_na", Pred::Nd(&[136]), Nominal),
+    pred("nd_rs", Pred::Nd(&[133]), Nominal),
+    pred("nd_ra", Pred::Nd(&[134]), Nominal),
+    pred("mldv1", Pred::Mld(false), Nominal),
+    pred("mldv2", Pred::Mld(true), Nominal),
+];
+
+/// The symbol called `name`.
+pub(crate) fn lookup(name: &str) -> Option<&'static Symbol> {
+    SYMBOLS.iter().find(|s| s.name == name)
+}
+
+/// The names of every symbol, for messages.
+pub(crate) fn names() -> String {
+    SYMBOLS.iter().map(|s| s.name).collect::<Vec<_>>().join(" ")
+}
+
+/// `eth.mcastv6`: `eth.dst[32..47] == 0x3333`.
+fn eth_mcastv6() -> Expr {
+    Expr::masked(Field::EthDst, 0x3333 << 32, 0xffff << 32)
+}
+
+fn icmp_types(types: &[u8]) -> Expr {
+    let mut v: Vec<Expr> = types
+        .iter()
+        .map(|t| Expr::eq(Field::IcmpType, u128::from(*t)))
+        .collect();
+    if v.len() == 1 {
+        v.pop().unwrap_or(Expr::False)
+    } else {
+        Expr::Or(v)
+    }
+}
+
+impl Pred {
+    /// The predicate's expansion, prerequisites included.
+    pub(crate) fn expr(self) -> Expr {
+        match self {
+            Pred::Flags(bits) => Expr::flags(bits),
+            Pred::FirstFrag => Expr::And(vec![
+                Expr::flags(flag::IP | flag::FRAG),
+                Expr::Not(Box::new(Expr::flags(flag::IP | flag::LATER_FRAG))),
+            ]),
+            Pred::Nd(types) => Expr::And(vec![
+                Expr::flags(ICMP6),
+                icmp_types(types),
+                Expr::eq(Field::IcmpCode, 0),
+                Expr::eq(Field::IpTtl, 255),
+            ]),
+            Pred::Mld(false) => Expr::And(vec![
+                Expr::flags(ICMP6),
+                eth_mcastv6(),
+                // ip6.src == fe80::/10
+                Expr::masked(Field::IpSrc, 0xfe80 << 112, 0xffc0 << 112),
+                icmp_types(&[130, 131, 132]),
+            ]),
+            Pred::Mld(true) => Expr::And(vec![
+                Expr::flags(ICMP6),
+                eth_mcastv6(),
+                // ip6.dst == ff02::16
+                Expr::eq(Field::IpDst, (0xff02 << 112) | 0x16),
+                icmp_types(&[143]),
+            ]),
+        }
+    }
+}
