@@ -15,7 +15,6 @@ const C_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const S_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
 const C_IP: [u8; 4] = [10, 0, 0, 1];
 const S_IP: [u8; 4] = [10, 0, 0, 2];
-const CLIENT: u128 = 1;
 const SERVER: u128 = 2;
 
 fn acl(index: usize, dir: Direction, priority: u16, action: AclAction, expr: Expr) -> Acl {

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand};
-use ctrack::{bench, replay};
+use ctrack::{bench, policy, replay};
 
 /// A connection tracker and stateful firewall datapath in user space.
 #[derive(Debug, Parser)]
@@ -24,6 +24,8 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Measure the tracker: Open vSwitch's conntrack benchmarks and more.
     Bench(bench::BenchArgs),
+    /// Check a policy file, or show it compiled.
+    Policy(policy::PolicyArgs),
 }
 
 impl Cli {
@@ -31,7 +33,7 @@ impl Cli {
     /// Err names the subcommand (its path of names) and what is wrong.
     fn validate(&self) -> Result<(), (Vec<&'static str>, String)> {
         match &self.command {
-            Command::Replay(_) => Ok(()),
+            Command::Replay(_) | Command::Policy(_) => Ok(()),
             Command::Bench(b) => b
                 .validate()
                 .map_err(|(name, msg)| (vec!["bench", name], msg)),
@@ -63,6 +65,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Replay(args) => replay::run(args, &mut out),
         Command::Bench(args) => bench::run(args, &mut out),
+        Command::Policy(args) => policy::run(args, &mut out),
     };
     let flushed = out.flush();
     match result.and(flushed.map_err(Into::into)) {

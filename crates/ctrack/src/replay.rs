@@ -57,6 +57,13 @@ pub struct ReplayArgs {
     /// `commit` in `--zone`.
     #[arg(long, value_name = "ACTION", value_parser = parse_action, conflicts_with_all = ["zone", "no_commit"])]
     pub ct: Option<CtAction>,
+    /// Enforce this policy (OVN-style ACLs in TOML or JSON; see
+    /// docs/policy.md): each packet's line then gives its verdict (allow,
+    /// drop, reject), the ACL and stage that decided and its ct state, and
+    /// the end each ACL's counters. `--write` then writes what passes and
+    /// the answers `reject` sends.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["ct", "zone", "no_commit"])]
+    pub policy: Option<PathBuf>,
     /// Track every packet in this zone.
     #[arg(long, default_value_t = 0)]
     pub zone: u16,
@@ -117,6 +124,31 @@ fn parse_action(s: &str) -> Result<CtAction, String> {
     s.parse::<CtAction>().map_err(|e| e.to_string())
 }
 
+/// The tracker's configuration `args` ask for.
+pub(crate) fn tracker_config(args: &ReplayArgs) -> Config {
+    Config {
+        tcp_seq_check: !args.no_tcp_seq_check,
+        tcp_loose: !args.no_tcp_loose,
+        checksums: !args.no_checksum,
+        max_conns: args.max_conns,
+        ..Config::default()
+    }
+}
+
+/// The reassembler's configuration `args` ask for.
+pub(crate) fn frag_config(args: &ReplayArgs) -> Result<FragConfig> {
+    let frag = FragConfig {
+        v4: !args.no_reassembly,
+        v6: !args.no_reassembly,
+        max_frags: args.max_frags,
+        min_v4: args.min_frag_v4,
+        min_v6: args.min_frag_v6,
+        ..FragConfig::default()
+    };
+    frag.validate().map_err(anyhow::Error::msg)?;
+    Ok(frag)
+}
+
 /// What the pipeline carries with each packet.
 #[derive(Debug, Clone, Copy)]
 struct Tag {
@@ -127,13 +159,13 @@ struct Tag {
 }
 
 /// The pcap file `--write` fills.
-struct PcapOut {
+pub(crate) struct PcapOut {
     w: CaptureWriter<io::BufWriter<File>>,
     path: PathBuf,
 }
 
 impl PcapOut {
-    fn create(path: &std::path::Path, link: LinkType) -> Result<PcapOut> {
+    pub(crate) fn create(path: &std::path::Path, link: LinkType) -> Result<PcapOut> {
         let f = File::create(path).with_context(|| format!("{}", path.display()))?;
         let w = CaptureWriter::new(io::BufWriter::new(f), link)
             .with_context(|| format!("{}", path.display()))?;
@@ -143,14 +175,14 @@ impl PcapOut {
         })
     }
 
-    fn write(&mut self, ts_nanos: u64, frame: &[u8], cut: u32) -> Result<()> {
+    pub(crate) fn write(&mut self, ts_nanos: u64, frame: &[u8], cut: u32) -> Result<()> {
         let orig_len = (frame.len() as u32).saturating_add(cut);
         self.w
             .write(ts_nanos, frame, orig_len)
             .with_context(|| format!("{}", self.path.display()))
     }
 
-    fn finish(self) -> Result<()> {
+    pub(crate) fn finish(self) -> Result<()> {
         self.w
             .finish()
             .with_context(|| format!("{}", self.path.display()))?;
@@ -223,6 +255,9 @@ impl Numbering {
 /// Runs the replay, writing to `out`. A capture error is returned after
 /// everything before it was printed.
 pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
+    if let Some(policy) = &args.policy {
+        return crate::fwreplay::run(args, policy, out);
+    }
     let file = File::open(&args.file).with_context(|| format!("{}", args.file.display()))?;
     let mut reader = CaptureReader::new(BufReader::new(file))
         .with_context(|| format!("{}", args.file.display()))?;
@@ -271,22 +306,8 @@ struct Replay<'a> {
 
 impl<'a> Replay<'a> {
     fn new(args: &'a ReplayArgs) -> Result<Self> {
-        let config = Config {
-            tcp_seq_check: !args.no_tcp_seq_check,
-            tcp_loose: !args.no_tcp_loose,
-            checksums: !args.no_checksum,
-            max_conns: args.max_conns,
-            ..Config::default()
-        };
-        let frag = FragConfig {
-            v4: !args.no_reassembly,
-            v6: !args.no_reassembly,
-            max_frags: args.max_frags,
-            min_v4: args.min_frag_v4,
-            min_v6: args.min_frag_v6,
-            ..FragConfig::default()
-        };
-        frag.validate().map_err(anyhow::Error::msg)?;
+        let config = tracker_config(args);
+        let frag = frag_config(args)?;
         let action = args.ct.unwrap_or(CtAction {
             zone: args.zone,
             commit: !args.no_commit,

@@ -8,6 +8,7 @@
 //! | `cps --threads N --conns M` | new connections per second, filling then at a steady size |
 //! | `lookup --threads N --conns M [--zipf S]` | established packets per second over a large table |
 //! | `memory --conns M` | bytes per connection, all indexes included |
+//! | `policy stage\|passes\|stateless\|classify\|reload` | the firewall stage (policy + tracker) and its classifier |
 //!
 //! Each prints a table for people, or with `--json` one JSON document.
 //! With `--ovstest PATH`, `benchmark` and `zones` also run Open vSwitch's
@@ -19,6 +20,7 @@ mod lookup;
 mod memory;
 mod ovs;
 mod packets;
+mod policy;
 mod threads;
 mod zones;
 
@@ -63,6 +65,9 @@ pub enum Which {
     Lookup(lookup::LookupArgs),
     /// Bytes per connection, all indexes included.
     Memory(memory::MemoryArgs),
+    /// The firewall stage (policy + tracker) and its classifier: `stage`,
+    /// `passes`, `stateless`, `classify`, `reload`.
+    Policy(policy::PolicyBenchArgs),
 }
 
 /// Arguments of `ctrack bench benchmark`.
@@ -109,7 +114,7 @@ impl BenchArgs {
         match &self.which {
             Which::Benchmark(a) => a.validate().map_err(|e| ("benchmark", e)),
             Which::Zones(a) => a.validate().map_err(|e| ("zones", e)),
-            Which::Cps(_) | Which::Lookup(_) => Ok(()),
+            Which::Cps(_) | Which::Lookup(_) | Which::Policy(_) => Ok(()),
             Which::Memory(a) => a.validate().map_err(|e| ("memory", e)),
         }
     }
@@ -151,6 +156,7 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
         Which::Cps(a) => cps::run(a, args.json, out),
         Which::Lookup(a) => lookup::run(a, args.json, out),
         Which::Memory(a) => memory::run(a, args.json, out),
+        Which::Policy(a) => policy::run(a, args.json, out),
     }
 }
 

@@ -1,0 +1,555 @@
+//! `ctrack bench policy WHAT`: the firewall stage (policy + tracker, no
+//! I/O) and its classifier.
+//!
+//! | WHAT | measures |
+//! | --- | --- |
+//! | `stage` | established packets through the firewall's burst path, against a plain tracker lookup of the same packets |
+//! | `passes` | the single pass against the recirculation model on the same engine (classify, track, classify again with the ct state) |
+//! | `stateless` | `allow-stateless` against `allow-related` on the same traffic |
+//! | `classify` | first-packet classification of realistic ACL sets: rate, compile time, one-rule update, memory |
+//! | `reload` | a policy change with every connection live: time until all are judged again, batch latency during it |
+//!
+//! Single-threaded: the figures are per core.
+
+use std::io::Write;
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+use clap::{Args, ValueEnum};
+use ctrack_core::{Config, CtAction, FragConfig, LinkType, Stats, Time, Tracker, Verdict};
+use ctrack_policy::expr::Expr;
+use ctrack_policy::firewall::{Action, BurstOut, Decision, Firewall, FwStats};
+use ctrack_policy::key::{Field, Key, flag};
+use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy, Port, Span};
+use serde::Serialize;
+
+use super::cps::{Latency, histogram};
+use super::{Machine, median, packets};
+use crate::args::{MAX_RUNS, bounded};
+
+/// What `ctrack bench policy` measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum What {
+    /// The firewall stage on established traffic, against a plain lookup.
+    Stage,
+    /// Single pass against two passes (recirculation).
+    Passes,
+    /// allow-stateless against allow-related.
+    Stateless,
+    /// The classifier on first packets.
+    Classify,
+    /// A policy change with every connection live.
+    Reload,
+}
+
+/// Arguments of `ctrack bench policy`.
+#[derive(Debug, Args)]
+pub struct PolicyBenchArgs {
+    /// What to measure.
+    #[arg(value_enum)]
+    pub what: What,
+    /// Connections (1 to 10000000).
+    #[arg(long, default_value_t = 10_000, value_parser = bounded(1, 10_000_000))]
+    pub conns: u64,
+    /// ACLs in the policy (1 to 100000); for `classify`, a comma-separated
+    /// list of rule counts.
+    #[arg(long, default_value = "1", value_delimiter = ',')]
+    pub acls: Vec<usize>,
+    /// Packets per run (1 to 100000000).
+    #[arg(long, default_value_t = 4_000_000, value_parser = bounded(1, 100_000_000))]
+    pub packets: u64,
+    /// Runs; medians are reported (1 to 1000).
+    #[arg(long, default_value_t = 5, value_parser = bounded(1, MAX_RUNS))]
+    pub runs: usize,
+}
+
+const CLIENT_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+const SERVER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+const BURST: usize = 32;
+
+/// Runs `ctrack bench policy`.
+pub(crate) fn run(a: &PolicyBenchArgs, json: bool, out: &mut dyn Write) -> Result<()> {
+    if a.acls.is_empty() || a.acls.iter().any(|&n| n == 0 || n > 100_000) {
+        bail!("--acls must be from 1 to 100000");
+    }
+    let report = match a.what {
+        What::Stage => stage(a)?,
+        What::Passes => passes(a)?,
+        What::Stateless => stateless(a)?,
+        What::Classify => classify(a)?,
+        What::Reload => reload(a)?,
+    };
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
+    } else {
+        writeln!(out, "{}", report.text)?;
+    }
+    Ok(())
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    bench: String,
+    figures: serde_json::Value,
+    #[serde(skip)]
+    text: String,
+    machine: Machine,
+}
+
+/// A policy of two ports (client, server) whose traffic `allow` admits,
+/// behind `n - 1` to-lport drop ACLs of higher priority that it never
+/// matches (/32 sources in 198.18.0.0/15 to single ports), as a security
+/// group's rules for other peers would be.
+fn policy(n: usize, allow: AclAction) -> Policy {
+    let port = |name: &str, mac: [u8; 6]| Port {
+        name: name.into(),
+        macs: vec![mac],
+        ips: Vec::new(),
+        zone: 1,
+    };
+    let mut acls = Vec::with_capacity(n);
+    for i in 0..n - 1 {
+        let expr = Expr::And(vec![
+            Expr::flags(flag::IP | flag::IP4 | flag::UDP),
+            Expr::eq(Field::Outport, 2),
+            Expr::eq(Field::IpSrc, u128::from(0xc612_0000u32 + i as u32)),
+            Expr::eq(Field::L4Dst, (i % 60_000) as u128 + 1),
+        ]);
+        acls.push(acl(i, 2000, AclAction::Drop, expr));
+    }
+    let expr = Expr::And(vec![
+        Expr::flags(flag::IP | flag::IP4 | flag::UDP),
+        Expr::eq(Field::Outport, 2),
+    ]);
+    acls.push(acl(n - 1, 1000, allow, expr));
+    Policy {
+        default: DefaultAction::Drop,
+        ports: vec![port("client", CLIENT_MAC), port("server", SERVER_MAC)],
+        acls,
+        ..Policy::default()
+    }
+}
+
+fn acl(index: usize, priority: u16, action: AclAction, expr: Expr) -> Acl {
+    Acl {
+        index,
+        name: format!("acl#{index}"),
+        direction: Direction::ToLport,
+        priority,
+        tier: 0,
+        action,
+        label: None,
+        log: false,
+        persist_established: false,
+        nat: None,
+        alg: None,
+        match_text: String::new(),
+        expr,
+        span: Span::default(),
+    }
+}
+
+/// A UDP packet of connection `i` with the ports' MACs.
+fn frame(i: u64, reply: bool) -> Vec<u8> {
+    let mut f = packets::udp(i, reply);
+    let (src, dst) = if reply {
+        (SERVER_MAC, CLIENT_MAC)
+    } else {
+        (CLIENT_MAC, SERVER_MAC)
+    };
+    f[0..6].copy_from_slice(&dst);
+    f[6..12].copy_from_slice(&src);
+    f
+}
+
+/// The packets a run sends: connection `i mod conns`, in both directions,
+/// strided so that consecutive packets are of different connections.
+fn ring(conns: u64, n: usize) -> Vec<Vec<u8>> {
+    let len = n.min(1 << 20);
+    (0..len as u64)
+        .map(|k| frame((k * 7919) % conns, k % 2 == 1))
+        .collect()
+}
+
+fn tracker() -> Tracker {
+    Tracker::new(Config::default())
+}
+
+/// A firewall with `conns` connections opened and answered.
+fn firewall(p: Policy, conns: u64) -> Result<Firewall<()>> {
+    let fw = Firewall::new(tracker(), FragConfig::default(), p)?;
+    let mut st = FwStats::default();
+    for reply in [false, true] {
+        let mut frames: Vec<Vec<u8>> = (0..conns).map(|i| frame(i, reply)).collect();
+        judge_all(&fw, &mut frames, &mut st);
+    }
+    if fw.tracker().table_len() as u64 != conns {
+        bail!(
+            "the firewall holds {} connections, not {conns}",
+            fw.tracker().table_len()
+        );
+    }
+    Ok(fw)
+}
+
+/// Runs `frames` through `fw` in bursts; returns how many passed.
+fn judge_all(fw: &Firewall<()>, frames: &mut [Vec<u8>], st: &mut FwStats) -> u64 {
+    let now = Time::from_secs(1);
+    let mut decisions = vec![Decision::default(); BURST];
+    let mut replies = Vec::new();
+    let mut passed = 0;
+    for chunk in frames.chunks_mut(BURST) {
+        let d = &mut decisions[..chunk.len()];
+        fw.process_burst(
+            chunk,
+            now,
+            BurstOut {
+                decisions: d,
+                replies: &mut replies,
+                stats: st,
+            },
+        );
+        passed += d.iter().filter(|x| x.action == Action::Allow).count() as u64;
+        replies.clear();
+    }
+    passed
+}
+
+/// Packets per second of `f` over `runs` runs of `packets` packets, each
+/// run over `ring` again and again.
+fn rate(runs: usize, packets: u64, mut f: impl FnMut() -> u64) -> Result<(f64, Vec<f64>)> {
+    let mut rates = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let start = Instant::now();
+        let mut done = 0;
+        while done < packets {
+            done += f();
+        }
+        rates.push(done as f64 / start.elapsed().as_secs_f64() / 1e6);
+    }
+    Ok((median(&rates), rates))
+}
+
+/// A tracker holding `conns` answered connections in zone 1, and the
+/// lookup that finds them.
+fn plain(conns: u64) -> Tracker {
+    let t = tracker();
+    let mut s = Stats::default();
+    for reply in [false, true] {
+        for i in 0..conns {
+            t.process(
+                &frame(i, reply),
+                LinkType::Ethernet,
+                &CtAction::commit(1),
+                Time::from_secs(1),
+                &mut s,
+            );
+        }
+    }
+    t
+}
+
+fn plain_rate(t: &Tracker, ring: &[Vec<u8>], a: &PolicyBenchArgs) -> Result<(f64, Vec<f64>)> {
+    let refs: Vec<&[u8]> = ring.iter().map(Vec::as_slice).collect();
+    let mut vs = [Verdict::default(); BURST];
+    let mut s = Stats::default();
+    let action = CtAction::lookup(1);
+    rate(a.runs, a.packets, || {
+        for chunk in refs.chunks(BURST) {
+            t.process_burst(
+                chunk,
+                LinkType::Ethernet,
+                &action,
+                Time::from_secs(1),
+                &mut vs[..chunk.len()],
+                &mut s,
+            );
+        }
+        refs.len() as u64
+    })
+}
+
+fn fw_rate(
+    fw: &Firewall<()>,
+    ring: &mut [Vec<u8>],
+    a: &PolicyBenchArgs,
+) -> Result<(f64, Vec<f64>)> {
+    let mut st = FwStats::default();
+    let n = ring.len() as u64;
+    let mut bad = 0;
+    let r = rate(a.runs, a.packets, || {
+        let passed = judge_all(fw, ring, &mut st);
+        bad += n - passed;
+        n
+    })?;
+    if bad > 0 {
+        bail!("{bad} established packets did not pass the firewall");
+    }
+    Ok(r)
+}
+
+fn stage(a: &PolicyBenchArgs) -> Result<Report> {
+    let t = plain(a.conns);
+    let mut rows = Vec::new();
+    let mut text = format!(
+        "firewall stage, established UDP, {} connections, one core:\n",
+        a.conns
+    );
+    for &n in &a.acls {
+        let fw = firewall(policy(n, AclAction::AllowRelated), a.conns)?;
+        let mut r = ring(a.conns, a.packets as usize);
+        // Interleave the firewall and the plain lookup run by run.
+        let (fw_mpps, fw_runs) = fw_rate(&fw, &mut r, a)?;
+        let (pl_mpps, pl_runs) = plain_rate(&t, &r, a)?;
+        let cost = pl_mpps / fw_mpps;
+        text += &format!(
+            "  {n:>6} ACLs: firewall {fw_mpps:.2} Mpps ({:.1} ns/packet), plain tracker lookup {pl_mpps:.2} Mpps; firewall costs {cost:.2}x a lookup\n",
+            1e3 / fw_mpps
+        );
+        rows.push(serde_json::json!({
+            "acls": n, "firewall_mpps": fw_mpps, "firewall_runs": fw_runs,
+            "lookup_mpps": pl_mpps, "lookup_runs": pl_runs, "cost_vs_lookup": cost,
+        }));
+    }
+    Ok(report(
+        "policy stage",
+        serde_json::json!({"conns": a.conns, "rows": rows}),
+        text,
+    ))
+}
+
+fn report(bench: &str, figures: serde_json::Value, text: String) -> Report {
+    Report {
+        bench: bench.into(),
+        figures,
+        text,
+        machine: Machine::this(),
+    }
+}
+
+/// The recirculation model on the same engine: per packet, classify
+/// (`ct_state=-trk` → ct), track, then classify again on the ct state;
+/// commit what is new. Returns packets passed.
+fn two_pass(fw: &Firewall<()>, ring: &[Vec<u8>], st: &mut Stats) -> u64 {
+    let pol = fw.policy();
+    let refs: Vec<&[u8]> = ring.iter().map(Vec::as_slice).collect();
+    let mut vs = [Verdict::default(); BURST];
+    let mut keys = [Key::default(); BURST];
+    let mut passed = 0;
+    let action = CtAction::lookup(1);
+    for chunk in refs.chunks(BURST) {
+        for (k, f) in keys.iter_mut().zip(chunk) {
+            *k = Key::from_frame(f, pol.port_at(f, 6), pol.port_at(f, 0));
+            std::hint::black_box(pol.decide(k));
+        }
+        let vs = &mut vs[..chunk.len()];
+        fw.tracker().process_burst(
+            chunk,
+            LinkType::Ethernet,
+            &action,
+            Time::from_secs(1),
+            vs,
+            st,
+        );
+        for (k, v) in keys.iter().zip(vs.iter()) {
+            // The second pass matches the ACLs again, now with ct_state.
+            let d = pol.decide(k);
+            if v.state.contains(ctrack_core::CtState::EST) || d.allows() {
+                passed += 1;
+            }
+        }
+    }
+    passed
+}
+
+fn passes(a: &PolicyBenchArgs) -> Result<Report> {
+    let mut rows = Vec::new();
+    let mut text = format!(
+        "single pass against two passes, established UDP, {} connections, one core:\n",
+        a.conns
+    );
+    for &n in &a.acls {
+        let fw = firewall(policy(n, AclAction::AllowRelated), a.conns)?;
+        let mut r = ring(a.conns, a.packets as usize);
+        let (one, one_runs) = fw_rate(&fw, &mut r, a)?;
+        let mut s = Stats::default();
+        let len = r.len() as u64;
+        let (two, two_runs) = rate(a.runs, a.packets, || {
+            std::hint::black_box(two_pass(&fw, &r, &mut s));
+            len
+        })?;
+        text += &format!(
+            "  {n:>6} ACLs: single pass {one:.2} Mpps, two passes {two:.2} Mpps: single pass is {:.2}x\n",
+            one / two
+        );
+        rows.push(serde_json::json!({
+            "acls": n, "single_mpps": one, "single_runs": one_runs,
+            "two_pass_mpps": two, "two_pass_runs": two_runs, "speedup": one / two,
+        }));
+    }
+    Ok(report(
+        "policy passes",
+        serde_json::json!({"conns": a.conns, "rows": rows}),
+        text,
+    ))
+}
+
+fn stateless(a: &PolicyBenchArgs) -> Result<Report> {
+    let mut rows = Vec::new();
+    let mut text = format!(
+        "allow-stateless against allow-related, UDP, {} connections, one core:\n",
+        a.conns
+    );
+    for &n in &a.acls {
+        let related = firewall(policy(n, AclAction::AllowRelated), a.conns)?;
+        let stateless = Firewall::new(
+            tracker(),
+            FragConfig::default(),
+            policy(n, AclAction::AllowStateless),
+        )?;
+        let mut r = ring(a.conns, a.packets as usize);
+        let (rel, rel_runs) = fw_rate(&related, &mut r, a)?;
+        let (sl, sl_runs) = fw_rate(&stateless, &mut r, a)?;
+        text += &format!(
+            "  {n:>6} ACLs: allow-related {rel:.2} Mpps, allow-stateless {sl:.2} Mpps: stateless is {:+.0}%\n",
+            (sl / rel - 1.0) * 100.0
+        );
+        rows.push(serde_json::json!({
+            "acls": n, "related_mpps": rel, "related_runs": rel_runs,
+            "stateless_mpps": sl, "stateless_runs": sl_runs, "stateless_gain": sl / rel - 1.0,
+        }));
+    }
+    Ok(report(
+        "policy stateless",
+        serde_json::json!({"conns": a.conns, "rows": rows}),
+        text,
+    ))
+}
+
+fn reload(a: &PolicyBenchArgs) -> Result<Report> {
+    let n = a.acls[0];
+    let fw = firewall(policy(n, AclAction::AllowRelated), a.conns)?;
+    let mut st = FwStats::default();
+    // Every connection once, original direction, in order.
+    let mut all: Vec<Vec<u8>> = (0..a.conns).map(|i| frame(i, false)).collect();
+    let mut before = histogram();
+    let mut during = histogram();
+    let now = Time::from_secs(1);
+    let mut decisions = vec![Decision::default(); BURST];
+    let mut replies = Vec::new();
+    let mut burst = |fw: &Firewall<()>, chunk: &mut [Vec<u8>], st: &mut FwStats| -> u64 {
+        let t = Instant::now();
+        fw.process_burst(
+            chunk,
+            now,
+            BurstOut {
+                decisions: &mut decisions[..chunk.len()],
+                replies: &mut replies,
+                stats: st,
+            },
+        );
+        t.elapsed().as_nanos() as u64
+    };
+    for chunk in all.chunks_mut(BURST) {
+        before.record(burst(&fw, chunk, &mut st).max(1))?;
+    }
+    // The change: one more ACL, which leaves every connection allowed.
+    let start = Instant::now();
+    let generation = fw.set_policy(policy(n + 1, AclAction::AllowRelated))?;
+    let swap = start.elapsed();
+    for chunk in all.chunks_mut(BURST) {
+        during.record(burst(&fw, chunk, &mut st).max(1))?;
+    }
+    let all_judged = start.elapsed();
+    if st.rejudged < a.conns {
+        bail!(
+            "only {} of {} connections were judged again",
+            st.rejudged,
+            a.conns
+        );
+    }
+    let (b, d) = (Latency::of(&before), Latency::of(&during));
+    let text = format!(
+        "policy change with {} live connections ({n} ACLs -> {}), one core:\n  swap {:.3} ms (generation {generation}); every connection judged again after {:.1} ms ({:.1} M connections/s)\n  batch of {BURST} latency p50/p99/p99.9: before {}/{}/{} ns, during {}/{}/{} ns",
+        a.conns,
+        n + 1,
+        swap.as_secs_f64() * 1e3,
+        all_judged.as_secs_f64() * 1e3,
+        a.conns as f64 / all_judged.as_secs_f64() / 1e6,
+        b.p50,
+        b.p99,
+        b.p999,
+        d.p50,
+        d.p99,
+        d.p999
+    );
+    Ok(report(
+        "policy reload",
+        serde_json::json!({
+            "conns": a.conns, "acls": n, "swap_ms": swap.as_secs_f64() * 1e3,
+            "all_rejudged_ms": all_judged.as_secs_f64() * 1e3, "rejudged": st.rejudged,
+            "batch_latency_before_ns": b, "batch_latency_during_ns": d,
+        }),
+        text,
+    ))
+}
+
+fn classify(a: &PolicyBenchArgs) -> Result<Report> {
+    use ctrack_policy::classify::{Classifier, r#gen};
+    let mut rows = Vec::new();
+    let mut text = String::from(
+        "classifier on first packets, realistic ACL shapes (half the keys hit a rule), one core:\n",
+    );
+    for &n in &a.acls {
+        let rules = r#gen::rules(n, 7);
+        let keys = r#gen::keys(&rules, 1 << 16, 11);
+        let mut compile = Vec::new();
+        let mut cls = Classifier::new();
+        for _ in 0..a.runs {
+            let t = Instant::now();
+            cls = Classifier::build(rules.iter().map(|(id, r, e)| (*id, *r, e)))?;
+            compile.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        let compile_ms = median(&compile);
+        let (mlps, runs) = rate(a.runs, a.packets, || {
+            for k in &keys {
+                std::hint::black_box(cls.classify(std::hint::black_box(k)));
+            }
+            keys.len() as u64
+        })?;
+        // One rule in and out again, many times: the median of each.
+        let extra = r#gen::rules(200, 99);
+        let (mut ins, mut del) = (Vec::new(), Vec::new());
+        for (k, (_, rank, e)) in extra.iter().enumerate() {
+            let id = n as u32 + 1 + k as u32;
+            let t = Instant::now();
+            cls.insert(id, *rank, e)?;
+            ins.push(t.elapsed().as_secs_f64() * 1e6);
+            let t = Instant::now();
+            cls.remove(id);
+            del.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        let s = cls.stats();
+        text += &format!(
+            "  {n:>6} rules: {mlps:.2} M classifications/s ({:.0} ns each); compile {compile_ms:.2} ms; insert one {:.1} us, remove one {:.1} us (medians); {} entries in {} tuples, {:.1} MiB\n",
+            1e3 / mlps,
+            median(&ins),
+            median(&del),
+            s.entries,
+            s.tuples,
+            s.memory as f64 / (1 << 20) as f64
+        );
+        rows.push(serde_json::json!({
+            "rules": n, "mclassifications_per_s": mlps, "runs": runs,
+            "compile_ms": compile_ms, "insert_us": median(&ins), "remove_us": median(&del),
+            "entries": s.entries, "tuples": s.tuples, "longest_bucket": s.longest_bucket,
+            "memory_bytes": s.memory,
+        }));
+    }
+    Ok(report(
+        "policy classify",
+        serde_json::json!({"rows": rows}),
+        text,
+    ))
+}

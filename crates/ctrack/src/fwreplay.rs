@@ -1,0 +1,370 @@
+//! `ctrack replay --policy FILE`: runs a capture through the firewall (the
+//! policy on the tracker) and prints, per packet, the verdict, the ACL and
+//! stage that decided and the ct state; then each ACL's counters, as
+//! `ovs-ofctl dump-flows` shows `n_packets` and `n_bytes`.
+
+use std::fs::File;
+use std::io::{BufReader, Write};
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use ctrack_core::{LinkType, Time, Tracker};
+use ctrack_datapath::capture::{CaptureReader, Packet};
+use ctrack_policy::firewall::{
+    AclRef, Action, Compiled, Decision, DropReason, Firewall, FwOutputs, FwStats, Stage,
+};
+use ctrack_policy::model::Policy;
+use ctrack_wire::parse_frame;
+use serde::Serialize;
+
+use crate::describe::describe;
+use crate::replay::{Clock, Format, PcapOut, ReplayArgs, frag_config, tracker_config};
+
+/// How many connections a sweep may look at between two packets.
+const SWEEP_BUDGET: usize = 4096;
+
+/// What the firewall carries with each packet.
+#[derive(Debug, Clone, Copy)]
+struct Tag {
+    n: u64,
+    ts: u64,
+    cut: u32,
+}
+
+/// One packet's line in `--format json`: the contract's fields first.
+#[derive(Serialize)]
+struct PacketJson<'a> {
+    packet: u64,
+    verdict: &'static str,
+    acl: &'a str,
+    stage: &'static str,
+    ct_state: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    replied: bool,
+    time: f64,
+    summary: String,
+}
+
+/// One ACL's counters in `--format json`.
+#[derive(Serialize)]
+struct AclJson<'a> {
+    acl: &'a str,
+    direction: &'static str,
+    tier: u8,
+    priority: Option<u16>,
+    action: &'static str,
+    n_packets: u64,
+    n_bytes: u64,
+    n_conns: u64,
+}
+
+/// Runs the replay of `args.file` under the policy in `path`.
+pub(crate) fn run(args: &ReplayArgs, path: &Path, out: &mut dyn Write) -> Result<()> {
+    let policy = Policy::load(path).map_err(anyhow::Error::msg)?;
+    let frag = frag_config(args)?;
+    let fw = Firewall::new(Tracker::new(tracker_config(args)), frag, policy)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let file = File::open(&args.file).with_context(|| format!("{}", args.file.display()))?;
+    let mut reader = CaptureReader::new(BufReader::new(file))
+        .with_context(|| format!("{}", args.file.display()))?;
+    let mut r = Run {
+        args,
+        fw,
+        outs: FwOutputs::default(),
+        pcap: None,
+        n: 0,
+        first: None,
+        now: Time::ZERO,
+        next_sweep: Time::ZERO,
+    };
+    if args.format == Format::Human {
+        writeln!(
+            out,
+            "{:>6} {:>12}  {:<58} {:<7} {:<20} {:<10} ct_state",
+            "#", "time", "packet", "verdict", "acl", "stage"
+        )?;
+    }
+    let result = loop {
+        match reader.next_packet() {
+            Ok(Some(pkt)) => r.packet(&pkt, out)?,
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    r.finish(out)?;
+    result.with_context(|| format!("{}", args.file.display()))
+}
+
+struct Run<'a> {
+    args: &'a ReplayArgs,
+    fw: Firewall<Tag>,
+    outs: FwOutputs<Tag>,
+    pcap: Option<PcapOut>,
+    n: u64,
+    first: Option<u64>,
+    now: Time,
+    next_sweep: Time,
+}
+
+impl Run<'_> {
+    fn packet(&mut self, pkt: &Packet<'_>, out: &mut dyn Write) -> Result<()> {
+        self.n += 1;
+        if pkt.link != LinkType::Ethernet {
+            bail!(
+                "{}: packet {}: a policy needs Ethernet frames (ports are told apart by MAC); this capture's link type is {:?}",
+                self.args.file.display(),
+                self.n,
+                pkt.link
+            );
+        }
+        let first = *self.first.get_or_insert(pkt.ts_nanos);
+        self.now = match self.args.clock {
+            Clock::Capture => Time::from_nanos(pkt.ts_nanos),
+            Clock::Fixed => Time::from_nanos(first),
+        };
+        if self.now >= self.next_sweep {
+            let s = self
+                .fw
+                .tracker()
+                .sweep(self.now, SWEEP_BUDGET, &mut self.outs.stats.tracker);
+            self.next_sweep = s.next.unwrap_or(Time::MAX);
+        }
+        if self.pcap.is_none()
+            && let Some(p) = &self.args.write
+        {
+            self.pcap = Some(PcapOut::create(p, LinkType::Ethernet)?);
+        }
+        let tag = Tag {
+            n: self.n,
+            ts: pkt.ts_nanos,
+            cut: pkt.orig_len.saturating_sub(pkt.data.len() as u32),
+        };
+        self.outs.out.clear();
+        self.outs.dropped.clear();
+        self.fw
+            .process(pkt.data.to_vec(), tag, self.now, &mut self.outs);
+        let pol = self.fw.policy();
+        for o in &self.outs.out {
+            let what = describe(&o.frame, &parse_frame(&o.frame, LinkType::Ethernet));
+            let line = Line {
+                n: o.tag.n,
+                rel: o.tag.ts.saturating_sub(first) as f64 / 1e9,
+                what: &what,
+                d: &o.decision,
+                replied: o.reply.is_some(),
+            };
+            write_line(out, self.args.format, &pol, &line)?;
+            if let Some(w) = self.pcap.as_mut() {
+                if o.decision.action == Action::Allow {
+                    w.write(o.tag.ts, &o.frame, o.tag.cut)?;
+                }
+                if let Some(reply) = &o.reply {
+                    w.write(o.tag.ts, reply, 0)?;
+                }
+            }
+        }
+        for (t, why) in &self.outs.dropped {
+            let d = Decision {
+                action: Action::Drop,
+                stage: Stage::Session,
+                acl: AclRef::Invalid,
+                reason: Some(DropReason::Fragment),
+                ct: None,
+                log: false,
+            };
+            let what = format!("fragment dropped: {}", why.name());
+            let line = Line {
+                n: t.n,
+                rel: t.ts.saturating_sub(first) as f64 / 1e9,
+                what: &what,
+                d: &d,
+                replied: false,
+            };
+            write_line(out, self.args.format, &pol, &line)?;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self, out: &mut dyn Write) -> Result<()> {
+        if let Some(w) = self.pcap.take() {
+            w.finish()?;
+        }
+        let pol = self.fw.policy();
+        let st = &self.outs.stats;
+        let mut rows: Vec<AclJson<'_>> = Vec::new();
+        for (i, a) in pol.policy.acls.iter().enumerate() {
+            let c = st.acls.get(i).copied().unwrap_or_default();
+            rows.push(AclJson {
+                acl: &a.name,
+                direction: a.direction.name(),
+                tier: a.tier,
+                priority: Some(a.priority),
+                action: a.action.name(),
+                n_packets: c.packets,
+                n_bytes: c.bytes,
+                n_conns: c.conns,
+            });
+        }
+        let default = match pol.policy.default {
+            ctrack_policy::model::DefaultAction::Allow => "allow",
+            ctrack_policy::model::DefaultAction::Drop => "drop",
+        };
+        for (d, dir) in ["from-lport", "to-lport"].iter().enumerate() {
+            let c = st.defaults[d];
+            rows.push(AclJson {
+                acl: "default",
+                direction: dir,
+                tier: 0,
+                priority: None,
+                action: default,
+                n_packets: c.packets,
+                n_bytes: c.bytes,
+                n_conns: c.conns,
+            });
+        }
+        match self.args.format {
+            Format::Json => {
+                for r in &rows {
+                    serde_json::to_writer(&mut *out, r)?;
+                    writeln!(out)?;
+                }
+                serde_json::to_writer(&mut *out, &summary(&self.fw, st))?;
+                writeln!(out)?;
+            }
+            _ => {
+                writeln!(out, "\nACL counters:")?;
+                for r in &rows {
+                    writeln!(
+                        out,
+                        " {:<10} tier={} priority={:<5} {:<20} n_packets={}, n_bytes={}, n_conns={}, actions={}",
+                        r.direction,
+                        r.tier,
+                        r.priority.map_or("-".into(), |p| p.to_string()),
+                        r.acl,
+                        r.n_packets,
+                        r.n_bytes,
+                        r.n_conns,
+                        r.action
+                    )?;
+                }
+                let s = summary(&self.fw, st);
+                writeln!(out, "\nverdicts: {}", serde_json::to_string(&s.verdicts)?)?;
+                writeln!(out, "stages: {}", serde_json::to_string(&s.stages)?)?;
+                writeln!(out, "drops: {}", serde_json::to_string(&s.drops)?)?;
+                writeln!(
+                    out,
+                    "rejects: sent {}, suppressed {}; connections re-judged: {}; connections now: {}",
+                    s.rejects_sent, s.rejects_suppressed, s.rejudged, s.connections
+                )?;
+            }
+        }
+        out.flush()?;
+        Ok(())
+    }
+}
+
+#[derive(Serialize)]
+struct Summary {
+    verdicts: std::collections::BTreeMap<&'static str, u64>,
+    stages: std::collections::BTreeMap<&'static str, u64>,
+    drops: std::collections::BTreeMap<&'static str, u64>,
+    rejects_sent: u64,
+    rejects_suppressed: u64,
+    rejudged: u64,
+    connections: usize,
+}
+
+fn summary(fw: &Firewall<Tag>, st: &FwStats) -> Summary {
+    let verdicts = [Action::Allow, Action::Drop, Action::Reject]
+        .iter()
+        .map(|a| (a.name(), st.verdicts[*a as usize]))
+        .collect();
+    let stages = [
+        Stage::FromLport,
+        Stage::ToLport,
+        Stage::Session,
+        Stage::Default,
+        Stage::Nd,
+    ]
+    .iter()
+    .map(|s| (s.name(), st.stages[*s as usize]))
+    .collect();
+    let drops = DropReason::ALL
+        .iter()
+        .map(|r| (r.name(), st.drops[*r as usize]))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    Summary {
+        verdicts,
+        stages,
+        drops,
+        rejects_sent: st.rejects_sent,
+        rejects_suppressed: st.rejects_suppressed,
+        rejudged: st.rejudged,
+        connections: fw.tracker().table_len(),
+    }
+}
+
+/// One packet's line.
+struct Line<'a> {
+    n: u64,
+    rel: f64,
+    what: &'a str,
+    d: &'a Decision,
+    replied: bool,
+}
+
+fn write_line(out: &mut dyn Write, format: Format, pol: &Compiled, line: &Line<'_>) -> Result<()> {
+    let d = line.d;
+    let acl = pol.acl_name(d.acl);
+    let ct = d.ct.map(|v| v.state.to_string());
+    if d.log {
+        // OVN's ACL log line (ovn-controller's acl_log), on stderr.
+        eprintln!(
+            "acl_log(ctrack)|INFO|name=\"{acl}\", verdict={}, severity=info, direction={}: packet {}: {}",
+            d.action.name(),
+            d.stage.name(),
+            line.n,
+            line.what
+        );
+    }
+    match format {
+        Format::Json => {
+            serde_json::to_writer(
+                &mut *out,
+                &PacketJson {
+                    packet: line.n,
+                    verdict: d.action.name(),
+                    acl,
+                    stage: d.stage.name(),
+                    ct_state: ct,
+                    reason: d.reason.map(DropReason::name),
+                    replied: line.replied,
+                    time: line.rel,
+                    summary: line.what.to_string(),
+                },
+            )?;
+            writeln!(out)?;
+        }
+        Format::Ovs => writeln!(out, "{}: {}", line.n, d.action.name())?,
+        Format::Human => writeln!(
+            out,
+            "{:>6} {:>12.6}  {:<58} {:<7} {:<20} {:<10} {}{}",
+            line.n,
+            line.rel,
+            line.what,
+            d.action.name(),
+            acl,
+            d.stage.name(),
+            ct.as_deref().unwrap_or("-"),
+            match (d.reason, line.replied) {
+                (Some(r), true) => format!(" ({}, answered)", r.name()),
+                (Some(r), false) => format!(" ({})", r.name()),
+                _ => String::new(),
+            }
+        )?,
+    }
+    Ok(())
+}
