@@ -371,7 +371,7 @@ class Lab:
             for n_, dev in ((ns, "eth0"), (sw, veth)):
                 # Checksums on the wire must be real, segments as sent.
                 self.ex(n_, "ethtool", "-K", dev, "tx", "off", "rx", "off", "gso", "off",
-                        "gro", "off", "tso", "off", check=False)
+                        "gro", "off", "tso", "off")
         self.sysctl(sw, "net.ipv6.conf.br0.disable_ipv6=0", "net.ipv6.conf.br0.addr_gen_mode=1")
         nets4, nets6 = set(), set()
         for p in self.ports.values():
@@ -570,7 +570,7 @@ def main():
     ap.add_argument("--traffic", help="traffic (default: NAME.traffic)")
     ap.add_argument("--out", help="directory for NAME.pcap, NAME.kernel.json and the raw "
                     "captures (default: a temporary one, removed)")
-    ap.add_argument("--pcap-out", help="also write the merged ingress capture here")
+    ap.add_argument("--tag", help="prefix of the namespaces' names (default: ag<pid>-)")
     ap.add_argument("--no-nft", action="store_true", help="a plain bridge: no ruleset")
     ap.add_argument("--no-ctrack", action="store_true", help="stop after the kernel's verdicts")
     ap.add_argument("--ctrack", default=os.environ.get("CTRACK", "target/debug/ctrack"),
@@ -598,7 +598,7 @@ def main():
         out = tmp.name
     work = os.path.join(out, f"{name}.raw")
     os.makedirs(work, exist_ok=True)
-    lab = Lab(ports, f"ag{os.getpid()}-")
+    lab = Lab(ports, a.tag or f"ag{os.getpid()}-")
 
     def on_signal(signum, _frame):
         raise SystemExit(128 + signum)
@@ -638,8 +638,6 @@ def main():
     ingress.sort(key=lambda r: (r[0], order[r[1]]))
     merged = os.path.join(out, f"{name}.pcap")
     write_pcap(merged, ingress)
-    if a.pcap_out:
-        write_pcap(a.pcap_out, ingress)
     packets, generated = kernel_verdicts(lab.order, ingress, egress)
     with open(os.path.join(out, f"{name}.kernel.json"), "w") as f:
         json.dump({"scenario": name, "packets": packets, "generated": generated}, f, indent=1)
