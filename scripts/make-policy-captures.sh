@@ -23,8 +23,10 @@ dir=$here/examples/policy
 tag="pc$$-"
 work=$(mktemp -d)
 
+child=
 cleanup() {
     local ns
+    if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null || true; wait "$child" 2>/dev/null || true; fi
     for ns in $(ip netns list 2>/dev/null | awk -v t="$tag" 'index($1, t) == 1 { print $1 }'); do
         ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
         ip netns del "$ns" 2>/dev/null || true
@@ -40,8 +42,13 @@ if [ ${#names[@]} -eq 0 ]; then
     for f in "$dir"/*.traffic; do names+=("$(basename "$f" .traffic)"); done
 fi
 for name in "${names[@]}"; do
+    # In the background, so that a signal is handled at once (the trap
+    # stops the script, then removes the namespaces).
     python3 "$here/scripts/nft-agree.py" --no-nft --no-ctrack --tag "$tag" \
-        --out "$work" "$dir/$name.toml"
+        --out "$work" "$dir/$name.toml" &
+    child=$!
+    wait "$child"
+    child=
     cp "$work/$name.pcap" "$dir/$name.pcap"
     size=$(stat -c %s "$dir/$name.pcap")
     echo "$dir/$name.pcap: $(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import pcapmerge; print(len(pcapmerge.read(sys.argv[2])[1]))' "$here/scripts" "$dir/$name.pcap") packets, $size bytes"

@@ -25,8 +25,9 @@ captures on every bridge port with tcpdump: what enters the bridge
   left but never entered was made by the switch: a TCP RST or an ICMP or
   ICMPv6 unreachable made by nftables' `reject` is paired with the dropped
   frame it answers, which becomes `reject`; the bridge's own traffic (its
-  MLD reports, from its MAC) is listed and ignored; anything else is an
-  error. Written to OUT/NAME.kernel.json.
+  MLD reports, from its MAC) and frames that entered after the ingress
+  captures stopped are listed and ignored; anything else is an error.
+  Written to OUT/NAME.kernel.json.
 - Unless --no-ctrack, `CTRACK replay --policy NAME.toml --format json
   OUT/NAME.pcap` runs and its `verdict` for each `packet` is compared with
   the kernel's; every disagreement is printed (packet number, summary,
@@ -235,10 +236,10 @@ def same_flow(a, b):
     return all(a.get(k) == b.get(k) for k in keys)
 
 
-def kernel_verdicts(ports, ingress, egress):
+def kernel_verdicts(ingress, egress, stop_ns):
     """ingress: [(ns, port, frame)] in time order; egress: {port: [(ns,
-    frame)]}. Returns the per-packet verdicts and the frames the switch
-    made itself."""
+    frame)]}; stop_ns: when the ingress captures were stopped. Returns the
+    per-packet verdicts and the frames that left without having entered."""
     n = len(ingress)
     forwarded_to = [[] for _ in range(n)]
     made = []  # (ns, port, frame): left the bridge without having entered it
@@ -284,6 +285,8 @@ def kernel_verdicts(ports, ingress, egress):
                 continue
         if p["src"] == BRIDGE_MAC and target is None:
             entry["kind"] = "switch"
+        elif ns >= stop_ns:
+            entry["kind"] = "after-capture"  # entered once ingress was no longer captured
         else:
             entry["kind"] = "unexplained"
         generated.append(entry)
@@ -422,7 +425,8 @@ class Lab:
             for d in ("in", "out"):
                 path = os.path.join(work, f"{name}.{d}.pcap")
                 err = open(path + ".log", "w+")
-                pr = self.spawn(self.sw, "tcpdump", "-i", veth, "-Q", d, "-U", "-s", "0", "-n",
+                pr = self.spawn(self.sw, "tcpdump", "-i", veth, "-Q", d, "-U", "--immediate-mode",
+                                "-s", "0", "-n",
                                 "--time-stamp-precision=nano", "-w", path,
                                 stdout=subprocess.DEVNULL, stderr=err)
                 files.append((name, d, path, pr, err))
@@ -605,6 +609,7 @@ def main():
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     try:
         print(f"{name}: building {len(ports)} ports on a bridge"
               + ("" if a.no_nft else f", ruleset {os.path.relpath(nft_file)}"), file=sys.stderr)
@@ -614,10 +619,18 @@ def main():
         time.sleep(0.5)
         required = traffic(lab, cmds)
         time.sleep(0.5)
-        for _, _, _, pr, _ in files:
-            pr.send_signal(signal.SIGINT)
-        for _, _, _, pr, _ in files:
-            pr.wait(timeout=10)
+        # What entered first, then what left: a frame seen entering is
+        # seen leaving; one seen only leaving (entered after the stop) is
+        # told apart by its time.
+        stop_ns = time.time_ns()
+        for d in ("in", "out"):
+            for _, d_, _, pr, _ in files:
+                if d_ == d:
+                    pr.send_signal(signal.SIGINT)
+            for _, d_, _, pr, _ in files:
+                if d_ == d:
+                    pr.wait(timeout=10)
+            time.sleep(0.3)
         if not a.no_nft:
             r = lab.ex(lab.sw, "nft", "list", "ruleset", check=False)
             with open(os.path.join(work, "ruleset.after"), "w") as f:
@@ -638,14 +651,14 @@ def main():
     ingress.sort(key=lambda r: (r[0], order[r[1]]))
     merged = os.path.join(out, f"{name}.pcap")
     write_pcap(merged, ingress)
-    packets, generated = kernel_verdicts(lab.order, ingress, egress)
+    packets, generated = kernel_verdicts(ingress, egress, stop_ns)
     with open(os.path.join(out, f"{name}.kernel.json"), "w") as f:
         json.dump({"scenario": name, "packets": packets, "generated": generated}, f, indent=1)
     counts = collections.Counter(p["verdict"] for p in packets)
     kinds = collections.Counter(g["kind"] for g in generated)
     print(f"{name}: {len(packets)} packets entered the bridge: "
           + ", ".join(f"{counts[v]} {v}" for v in ("allow", "drop", "reject"))
-          + f"; made by the switch: " + (", ".join(f"{c} {k}" for k, c in sorted(kinds.items())) or "none"),
+          + "; left without entering: " + (", ".join(f"{c} {k}" for k, c in sorted(kinds.items())) or "none"),
           file=sys.stderr)
     status = 0
     for g in generated:
