@@ -693,4 +693,11 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except Exception:  # a failure of the script or the lab, not a disagreement
+        import traceback
+        traceback.print_exc()
+        sys.exit(2)
