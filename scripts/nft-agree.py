@@ -77,6 +77,7 @@ import sys
 import tempfile
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in the tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pcapmerge  # noqa: E402  (scripts/pcapmerge.py: reads pcap files)
 
