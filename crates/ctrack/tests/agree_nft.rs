@@ -1,0 +1,124 @@
+//! Agreement with the Linux kernel: for each scenario of `tests/agree/`
+//! (a policy, an nftables ruleset meant to decide the same, and traffic),
+//! `scripts/nft-agree.py` runs real traffic through a Linux bridge filtered
+//! by the ruleset, takes the kernel's verdict for every frame that entered
+//! the bridge (forwarded, dropped, or dropped and answered), and compares it
+//! with `ctrack replay --policy` on the same frames. See
+//! `docs/agreement.md`.
+//!
+//! Needs root and network namespaces (and nftables, tcpdump, curl, ethtool,
+//! iproute2, python3): without them the tests print why and pass, except
+//! in CI (`CI` set), where they fail. They hold an exclusive lock on
+//! `$TMPDIR/ctrack-netns-tests.lock` while they run, so that no two
+//! namespace tests run at once (the namespaces' names carry the script's
+//! process id besides).
+//!
+//! Until `ctrack replay` has `--policy`, only the kernel's half runs
+//! (`--no-ctrack`: the capture and the kernel's verdicts are made and
+//! checked), and the test says so.
+
+use std::fs::File;
+use std::process::{Command, Stdio};
+
+mod common;
+
+use common::root;
+
+/// Whether this process's effective user is root.
+fn root_user() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1).map(str::to_owned));
+    euid.as_deref() == Some("0")
+}
+
+/// Why the tests cannot run here, as root, if they cannot (`probe`: a
+/// name for a namespace tried and removed).
+fn unusable(probe: &str) -> Option<String> {
+    for tool in ["ip", "nft", "tcpdump", "curl", "ethtool", "python3", "ping"] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !found {
+            return Some(format!("{tool} not found"));
+        }
+    }
+    let added = Command::new("ip")
+        .args(["netns", "add", probe])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !added {
+        return Some("`ip netns add` fails".into());
+    }
+    let _ = Command::new("ip").args(["netns", "del", probe]).status();
+    None
+}
+
+/// Whether the built ctrack's `replay` takes `--policy`.
+fn has_policy() -> bool {
+    Command::new(env!("CARGO_BIN_EXE_ctrack"))
+        .args(["replay", "--help"])
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("--policy"))
+}
+
+/// Says why the scenario is skipped; in CI, fails instead.
+fn skip(scenario: &str, why: &str) {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "agreement with nftables cannot run in CI: {why}"
+    );
+    eprintln!("skipped: agreement with nftables ({scenario}): {why}");
+}
+
+fn agree(scenario: &str) {
+    if !root_user() {
+        skip(scenario, "not root");
+        return;
+    }
+    let lock = File::create(std::env::temp_dir().join("ctrack-netns-tests.lock")).unwrap();
+    lock.lock().unwrap();
+    let probe = format!("ctrack-probe-{}-{scenario}", std::process::id());
+    if let Some(why) = unusable(&probe) {
+        skip(scenario, &why);
+        return;
+    }
+    let mut cmd = Command::new("python3");
+    cmd.current_dir(root())
+        .arg("scripts/nft-agree.py")
+        .arg(format!("tests/agree/{scenario}.toml"))
+        .env("CTRACK", env!("CARGO_BIN_EXE_ctrack"));
+    if !has_policy() {
+        eprintln!(
+            "{scenario}: `ctrack replay` has no --policy yet: the kernel's half only (--no-ctrack)"
+        );
+        cmd.arg("--no-ctrack");
+    }
+    let out = cmd.output().expect("run python3 scripts/nft-agree.py");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprint!("{text}");
+    assert!(
+        out.status.success(),
+        "{scenario}: nft-agree.py exit {:?}:\n{text}",
+        out.status.code()
+    );
+}
+
+#[test]
+fn web_three_tiers_with_rejects() {
+    agree("web");
+}
+
+#[test]
+fn mixed_stateless_and_stateful() {
+    agree("mixed");
+}
