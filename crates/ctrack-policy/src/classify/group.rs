@@ -88,20 +88,16 @@ impl Tuple {
     }
 }
 
-/// Allowed lengths of an address prefix in a hash mask are multiples of
-/// this: a /28 hashes as its /24.
-const ADDR_STEP: u32 = 8;
-
 /// The coarsened mask of an entry's mask (TupleMerge's relaxed tuple):
 /// a subset of it, with few distinct shapes.
 ///
 /// - flags kept as they are (protocols separate tuples cheaply);
 /// - addresses: the leading run of ones, cut to a multiple of
-///   [`ADDR_STEP`] bits;
+///   `step` bits (8: a /28 hashes as its /24);
 /// - TCP flags never hashed;
 /// - every other field hashed only when wholly masked (an exact port is
 ///   hashed, a port prefix from a range is not).
-pub(crate) fn coarse(mask: &Key) -> Key {
+pub(crate) fn coarse(mask: &Key, step: u32) -> Key {
     let mut out = Key::default();
     for f in Field::ALL {
         let m = mask.get(f);
@@ -110,7 +106,7 @@ pub(crate) fn coarse(mask: &Key) -> Key {
         }
         let keep = match f {
             Field::Flags => m,
-            Field::IpSrc | Field::IpDst => leading_run(m, ADDR_STEP),
+            Field::IpSrc | Field::IpDst => leading_run(m, step),
             Field::TcpFlags => 0,
             _ if m == f.all_ones() => m,
             _ => 0,
@@ -164,12 +160,23 @@ impl Group {
         c.value.and(&self.tuple.mask).w
     }
 
-    /// The number of candidates in the bucket `c` would go to.
-    pub(crate) fn bucket_len(&self, c: &Conj, seed: &Seed) -> usize {
+    /// Whether the bucket `c` would go to holds fewer than `limit` rules,
+    /// or already one of the rule with `score` (whose entries count once).
+    pub(crate) fn has_room(&self, c: &Conj, score: u128, limit: usize, seed: &Seed) -> bool {
         let k = self.bucket_key(c);
-        self.table
-            .find(hash(&k, seed), |b| b.key == k)
-            .map_or(0, |b| b.cands.len())
+        let Some(b) = self.table.find(hash(&k, seed), |b| b.key == k) else {
+            return true;
+        };
+        let mut rules = 0;
+        let mut last = 0;
+        for x in &b.cands {
+            if x.score == score {
+                return true;
+            }
+            rules += usize::from(x.score != last);
+            last = x.score;
+        }
+        rules < limit
     }
 
     pub(crate) fn insert(&mut self, c: &Conj, score: u128, seed: &Seed) {
@@ -288,8 +295,8 @@ mod tests {
         assert_eq!(leading_run(u128::MAX, 8), u128::MAX);
         assert_eq!(leading_run(u128::MAX << 1, 8), u128::MAX << 8);
         let c = Conj::field(Field::L4Dst, 0xfc00, 1024);
-        assert_eq!(coarse(&c.mask), Key::default());
+        assert_eq!(coarse(&c.mask, 8), Key::default());
         let c = Conj::field(Field::L4Dst, 0xffff, 80);
-        assert_eq!(coarse(&c.mask), c.mask);
+        assert_eq!(coarse(&c.mask, 8), c.mask);
     }
 }
