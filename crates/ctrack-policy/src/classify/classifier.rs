@@ -6,7 +6,8 @@ use std::hash::BuildHasher;
 use foldhash::fast::RandomState;
 use hashbrown::HashMap;
 
-use super::dnf::{Conj, normalise};
+use super::dnf::normalise;
+use super::entry::{Entry, entries};
 use super::group::{Group, Seed, Tuple, coarse};
 use super::rule::{CompileError, Rank, RuleId, score, unscore};
 use crate::expr::Expr;
@@ -28,7 +29,10 @@ const COARSE_STEP: u32 = 8;
 pub struct ClassifierStats {
     /// Rules.
     pub rules: usize,
-    /// Entries: conjunctions of rules' DNFs, over all rules.
+    /// Conjunctions of the rules' DNFs, over all rules.
+    pub conjunctions: usize,
+    /// Entries (candidates in buckets): the conjunctions, with those that
+    /// differ only by port prefixes merged into port ranges.
     pub entries: usize,
     /// Tuples (hash tables) a lookup may probe.
     pub tuples: usize,
@@ -43,8 +47,10 @@ pub struct ClassifierStats {
 #[derive(Debug, Clone)]
 struct Rule {
     score: u128,
+    /// The number of conjunctions of its DNF.
+    conjs: usize,
     /// Each conjunction and the slot of the group it went to.
-    entries: Vec<(Conj, u32)>,
+    entries: Vec<(Entry, u32)>,
 }
 
 /// A compiled packet classifier: see the [module documentation](super).
@@ -59,6 +65,7 @@ pub struct Classifier {
     /// Every live group's slot by its tuple.
     by_tuple: Map<Tuple, u32>,
     entries: usize,
+    conjs: usize,
     seed: Seed,
 }
 
@@ -91,6 +98,7 @@ impl Classifier {
             order: Vec::new(),
             by_tuple: Map::default(),
             entries: 0,
+            conjs: 0,
             seed,
         }
     }
@@ -120,6 +128,7 @@ impl Classifier {
         let Some(rule) = self.rules.remove(&id) else {
             return false;
         };
+        self.conjs -= rule.conjs;
         for (conj, slot) in &rule.entries {
             let Some(Some(g)) = self.slots.get_mut(*slot as usize) else {
                 continue;
@@ -175,7 +184,7 @@ impl Classifier {
         let rules: usize = self
             .rules
             .values()
-            .map(|r| r.entries.capacity() * size_of::<(Conj, u32)>())
+            .map(|r| r.entries.capacity() * size_of::<(Entry, u32)>())
             .sum();
         let groups: usize = self.slots.iter().flatten().map(Group::memory).sum();
         rules
@@ -192,6 +201,7 @@ impl Classifier {
         let groups = self.slots.iter().flatten();
         ClassifierStats {
             rules: self.rules.len(),
+            conjunctions: self.conjs,
             entries: self.entries,
             tuples: self.order.len(),
             buckets: groups.clone().map(Group::buckets).sum(),
@@ -207,13 +217,21 @@ impl Classifier {
         }
         let conjs = normalise(expr)?;
         let s = score(id, rank);
-        let mut entries = Vec::with_capacity(conjs.len());
-        for c in conjs {
-            let slot = self.place(&c, s);
-            entries.push((c, slot));
+        let mut placed = Vec::new();
+        for e in entries(&conjs) {
+            let slot = self.place(&e, s);
+            placed.push((e, slot));
         }
-        self.entries += entries.len();
-        self.rules.insert(id, Rule { score: s, entries });
+        self.entries += placed.len();
+        self.conjs += conjs.len();
+        self.rules.insert(
+            id,
+            Rule {
+                score: s,
+                conjs: conjs.len(),
+                entries: placed,
+            },
+        );
         Ok(())
     }
 
@@ -221,7 +239,7 @@ impl Classifier {
     /// existing group that admits it and whose bucket has room; else a new
     /// group of its mask relaxed, coarsened, or exact, the first that does
     /// not exist yet (the exact one in the end). Returns the group's slot.
-    fn place(&mut self, c: &Conj, s: u128) -> u32 {
+    fn place(&mut self, c: &Entry, s: u128) -> u32 {
         let mut best: Option<(u32, usize)> = None;
         for (i, g) in self.slots.iter().enumerate() {
             let Some(g) = g else { continue };
@@ -237,13 +255,13 @@ impl Classifier {
             Some((_, i)) => i as u32,
             None => {
                 let tuples = [
-                    Tuple::of(&coarse(&c.mask, RELAXED_STEP), c),
-                    Tuple::of(&coarse(&c.mask, COARSE_STEP), c),
+                    Tuple::of(&coarse(&c.mask_key(), RELAXED_STEP), c),
+                    Tuple::of(&coarse(&c.mask_key(), COARSE_STEP), c),
                 ];
                 let t = tuples
                     .into_iter()
                     .find(|t| !self.by_tuple.contains_key(t))
-                    .unwrap_or_else(|| Tuple::of(&c.mask, c));
+                    .unwrap_or_else(|| Tuple::of(&c.mask_key(), c));
                 self.group_of(t)
             }
         };

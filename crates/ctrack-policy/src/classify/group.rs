@@ -7,27 +7,15 @@ use std::collections::BTreeMap;
 
 use hashbrown::HashTable;
 
-use super::dnf::Conj;
+use super::entry::Entry;
 use crate::key::{Field, Key};
 
 /// One conjunction of one rule, as stored in a bucket.
 #[derive(Debug, Clone)]
 pub(crate) struct Cand {
-    pub(crate) mask: [u64; 8],
-    pub(crate) value: [u64; 8],
+    pub(crate) e: Entry,
     /// The rule's score (see `rule::score`).
     pub(crate) score: u128,
-}
-
-impl Cand {
-    #[inline]
-    fn matches(&self, key: &Key) -> bool {
-        let mut diff = 0u64;
-        for i in 0..8 {
-            diff |= (key.w[i] & self.mask[i]) ^ self.value[i];
-        }
-        diff == 0
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -68,18 +56,17 @@ pub(crate) struct Tuple {
 
 impl Tuple {
     /// The tuple of `mask` itself, for `c`.
-    pub(crate) fn of(mask: &Key, c: &Conj) -> Tuple {
+    pub(crate) fn of(mask: &Key, c: &Entry) -> Tuple {
         Tuple {
             mask: *mask,
-            w0: c.value.w[0] & mask.w[0],
+            w0: c.value[0] & mask.w[0],
         }
     }
 
     /// Whether `c` may go into this tuple: its mask holds the tuple's, and
     /// it agrees on the first word.
-    pub(crate) fn admits(&self, c: &Conj) -> bool {
-        (0..8).all(|i| self.mask.w[i] & !c.mask.w[i] == 0)
-            && c.value.w[0] & self.mask.w[0] == self.w0
+    pub(crate) fn admits(&self, c: &Entry) -> bool {
+        (0..8).all(|i| self.mask.w[i] & !c.mask[i] == 0) && c.value[0] & self.mask.w[0] == self.w0
     }
 
     /// Bits in the mask.
@@ -156,13 +143,13 @@ impl Group {
         }
     }
 
-    fn bucket_key(&self, c: &Conj) -> [u64; 8] {
-        c.value.and(&self.tuple.mask).w
+    fn bucket_key(&self, c: &Entry) -> [u64; 8] {
+        Key { w: c.value }.and(&self.tuple.mask).w
     }
 
     /// Whether the bucket `c` would go to holds fewer than `limit` rules,
     /// or already one of the rule with `score` (whose entries count once).
-    pub(crate) fn has_room(&self, c: &Conj, score: u128, limit: usize, seed: &Seed) -> bool {
+    pub(crate) fn has_room(&self, c: &Entry, score: u128, limit: usize, seed: &Seed) -> bool {
         let k = self.bucket_key(c);
         let Some(b) = self.table.find(hash(&k, seed), |b| b.key == k) else {
             return true;
@@ -179,7 +166,7 @@ impl Group {
         rules < limit
     }
 
-    pub(crate) fn insert(&mut self, c: &Conj, score: u128, seed: &Seed) {
+    pub(crate) fn insert(&mut self, c: &Entry, score: u128, seed: &Seed) {
         let k = self.bucket_key(c);
         let h = hash(&k, seed);
         let b = self
@@ -192,31 +179,20 @@ impl Group {
             .into_mut();
         let at = b.cands.partition_point(|x| x.score > score);
         let before = b.cands.capacity();
-        b.cands.insert(
-            at,
-            Cand {
-                mask: c.mask.w,
-                value: c.value.w,
-                score,
-            },
-        );
+        b.cands.insert(at, Cand { e: *c, score });
         self.cand_cap = self.cand_cap + b.cands.capacity() - before;
         *self.scores.entry(score).or_insert(0) += 1;
         self.entries += 1;
     }
 
     /// Removes the entry `c` of the rule with `score`; whether it was there.
-    pub(crate) fn remove(&mut self, c: &Conj, score: u128, seed: &Seed) -> bool {
+    pub(crate) fn remove(&mut self, c: &Entry, score: u128, seed: &Seed) -> bool {
         let k = self.bucket_key(c);
         let Ok(mut e) = self.table.find_entry(hash(&k, seed), |b| b.key == k) else {
             return false;
         };
         let b = e.get_mut();
-        let Some(at) = b
-            .cands
-            .iter()
-            .position(|x| x.score == score && x.mask == c.mask.w && x.value == c.value.w)
-        else {
+        let Some(at) = b.cands.iter().position(|x| x.score == score && x.e == *c) else {
             return false;
         };
         b.cands.remove(at);
@@ -262,7 +238,7 @@ impl Group {
             if c.score <= best {
                 break;
             }
-            if c.matches(key) {
+            if c.e.matches(key) {
                 return c.score;
             }
         }
@@ -294,9 +270,9 @@ mod tests {
         assert_eq!(leading_run(0x00f0_0000, 8), 0);
         assert_eq!(leading_run(u128::MAX, 8), u128::MAX);
         assert_eq!(leading_run(u128::MAX << 1, 8), u128::MAX << 8);
-        let c = Conj::field(Field::L4Dst, 0xfc00, 1024);
+        let c = crate::classify::Conj::field(Field::L4Dst, 0xfc00, 1024);
         assert_eq!(coarse(&c.mask, 8), Key::default());
-        let c = Conj::field(Field::L4Dst, 0xffff, 80);
+        let c = crate::classify::Conj::field(Field::L4Dst, 0xffff, 80);
         assert_eq!(coarse(&c.mask, 8), c.mask);
     }
 }
