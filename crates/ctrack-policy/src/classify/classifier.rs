@@ -6,7 +6,8 @@ use std::hash::BuildHasher;
 use foldhash::fast::RandomState;
 use hashbrown::HashMap;
 
-use super::dnf::{Conj, normalise};
+use super::dnf::normalise;
+use super::entry::{Entry, entries};
 use super::group::{Group, Seed, Tuple, coarse};
 use super::rule::{CompileError, Rank, RuleId, score, unscore};
 use crate::expr::Expr;
@@ -16,17 +17,22 @@ type Map<K, V> = HashMap<K, V, RandomState>;
 
 /// A bucket holding this many candidates takes no more: a new entry goes
 /// to a more specific tuple.
-const BUCKET_LIMIT: usize = 12;
-/// A new entry may join an existing tuple whose mask has at most this many
-/// bits fewer than its own coarsened mask (TupleMerge's merging).
-const MERGE_LOSS: u32 = 8;
+const BUCKET_LIMIT: usize = 8;
+/// A new group's addresses are hashed on prefixes of a multiple of this
+/// many bits, so that later, longer prefixes join it.
+const RELAXED_STEP: u32 = 16;
+/// When that group is full, a group with finer prefixes.
+const COARSE_STEP: u32 = 8;
 
 /// Figures about a classifier's structure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ClassifierStats {
     /// Rules.
     pub rules: usize,
-    /// Entries: conjunctions of rules' DNFs, over all rules.
+    /// Conjunctions of the rules' DNFs, over all rules.
+    pub conjunctions: usize,
+    /// Entries (candidates in buckets): the conjunctions, with those that
+    /// differ only by port prefixes merged into port ranges.
     pub entries: usize,
     /// Tuples (hash tables) a lookup may probe.
     pub tuples: usize,
@@ -41,8 +47,10 @@ pub struct ClassifierStats {
 #[derive(Debug, Clone)]
 struct Rule {
     score: u128,
+    /// The number of conjunctions of its DNF.
+    conjs: usize,
     /// Each conjunction and the slot of the group it went to.
-    entries: Vec<(Conj, u32)>,
+    entries: Vec<(Entry, u32)>,
 }
 
 /// A compiled packet classifier: see the [module documentation](super).
@@ -56,9 +64,8 @@ pub struct Classifier {
     order: Vec<(u128, u32)>,
     /// Every live group's slot by its tuple.
     by_tuple: Map<Tuple, u32>,
-    /// Where entries of a coarsened tuple go first (merging decided once).
-    route: Map<Tuple, u32>,
     entries: usize,
+    conjs: usize,
     seed: Seed,
 }
 
@@ -90,8 +97,8 @@ impl Classifier {
             free: Vec::new(),
             order: Vec::new(),
             by_tuple: Map::default(),
-            route: Map::default(),
             entries: 0,
+            conjs: 0,
             seed,
         }
     }
@@ -121,6 +128,7 @@ impl Classifier {
         let Some(rule) = self.rules.remove(&id) else {
             return false;
         };
+        self.conjs -= rule.conjs;
         for (conj, slot) in &rule.entries {
             let Some(Some(g)) = self.slots.get_mut(*slot as usize) else {
                 continue;
@@ -133,7 +141,6 @@ impl Classifier {
                 self.slots[*slot as usize] = None;
                 self.free.push(*slot);
                 self.by_tuple.remove(&t);
-                self.route.retain(|_, s| s != slot);
             }
         }
         self.reorder();
@@ -177,14 +184,13 @@ impl Classifier {
         let rules: usize = self
             .rules
             .values()
-            .map(|r| r.entries.capacity() * size_of::<(Conj, u32)>())
+            .map(|r| r.entries.capacity() * size_of::<(Entry, u32)>())
             .sum();
         let groups: usize = self.slots.iter().flatten().map(Group::memory).sum();
         rules
             + groups
             + map(self.rules.capacity(), size_of::<(RuleId, Rule)>())
             + map(self.by_tuple.capacity(), size_of::<(Tuple, u32)>())
-            + map(self.route.capacity(), size_of::<(Tuple, u32)>())
             + self.slots.capacity() * size_of::<Option<Group>>()
             + self.free.capacity() * 4
             + self.order.capacity() * size_of::<(u128, u32)>()
@@ -195,6 +201,7 @@ impl Classifier {
         let groups = self.slots.iter().flatten();
         ClassifierStats {
             rules: self.rules.len(),
+            conjunctions: self.conjs,
             entries: self.entries,
             tuples: self.order.len(),
             buckets: groups.clone().map(Group::buckets).sum(),
@@ -210,64 +217,58 @@ impl Classifier {
         }
         let conjs = normalise(expr)?;
         let s = score(id, rank);
-        let mut entries = Vec::with_capacity(conjs.len());
-        for c in conjs {
-            let slot = self.place(&c, s);
-            entries.push((c, slot));
+        let mut placed = Vec::new();
+        for e in entries(&conjs) {
+            let slot = self.place(&e, s);
+            placed.push((e, slot));
         }
-        self.entries += entries.len();
-        self.rules.insert(id, Rule { score: s, entries });
+        self.entries += placed.len();
+        self.conjs += conjs.len();
+        self.rules.insert(
+            id,
+            Rule {
+                score: s,
+                conjs: conjs.len(),
+                entries: placed,
+            },
+        );
         Ok(())
     }
 
-    /// Puts one entry into a group, TupleMerge's way: first the group its
-    /// coarsened tuple is routed to; if that bucket is full, the group of
-    /// the coarsened tuple itself; if full again, the group of the entry's
-    /// exact mask. Returns the group's slot.
-    fn place(&mut self, c: &Conj, s: u128) -> u32 {
-        let ct = Tuple::of(&coarse(&c.mask), c);
-        let routed = match self.route.get(&ct) {
-            Some(&slot) => slot,
+    /// Puts one entry into a group, TupleMerge's way: the most specific
+    /// existing group that admits it and whose bucket has room; else a new
+    /// group of its mask relaxed, coarsened, or exact, the first that does
+    /// not exist yet (the exact one in the end). Returns the group's slot.
+    fn place(&mut self, c: &Entry, s: u128) -> u32 {
+        let mut best: Option<(u32, usize)> = None;
+        for (i, g) in self.slots.iter().enumerate() {
+            let Some(g) = g else { continue };
+            if !g.tuple.admits(c) {
+                continue;
+            }
+            let bits = g.tuple.bits();
+            if best.is_none_or(|(b, _)| bits > b) && g.has_room(c, s, BUCKET_LIMIT, &self.seed) {
+                best = Some((bits, i));
+            }
+        }
+        let slot = match best {
+            Some((_, i)) => i as u32,
             None => {
-                let slot = self.merge_target(&ct, c);
-                self.route.insert(ct, slot);
-                slot
+                let tuples = [
+                    Tuple::of(&coarse(&c.mask_key(), RELAXED_STEP), c),
+                    Tuple::of(&coarse(&c.mask_key(), COARSE_STEP), c),
+                ];
+                let t = tuples
+                    .into_iter()
+                    .find(|t| !self.by_tuple.contains_key(t))
+                    .unwrap_or_else(|| Tuple::of(&c.mask_key(), c));
+                self.group_of(t)
             }
         };
-        let exact = Tuple::of(&c.mask, c);
-        let mut slot = routed;
-        for next in [ct, exact] {
-            if self
-                .group(slot)
-                .is_none_or(|g| g.bucket_len(c, &self.seed) < BUCKET_LIMIT)
-            {
-                break;
-            }
-            slot = self.group_of(next);
-        }
         if let Some(Some(g)) = self.slots.get_mut(slot as usize) {
             g.insert(c, s, &self.seed);
         }
         slot
-    }
-
-    fn group(&self, slot: u32) -> Option<&Group> {
-        self.slots.get(slot as usize).and_then(Option::as_ref)
-    }
-
-    /// The existing group closest to `ct` that admits `c`, within
-    /// [`MERGE_LOSS`] bits, or the group of `ct` itself.
-    fn merge_target(&mut self, ct: &Tuple, c: &Conj) -> u32 {
-        let want = ct.bits();
-        let best = self
-            .by_tuple
-            .iter()
-            .filter(|(t, _)| {
-                t.admits(c) && t.bits() + MERGE_LOSS >= want && t.mask.and(&ct.mask) == t.mask
-            })
-            .min_by_key(|(t, slot)| (want - t.bits(), **slot))
-            .map(|(_, slot)| *slot);
-        best.unwrap_or_else(|| self.group_of(*ct))
     }
 
     /// The slot of the group of `t`, made if need be.

@@ -70,6 +70,14 @@ impl Conj {
         key.matches(&self.mask, &self.value)
     }
 
+    /// Whether every key `other` matches, `self` matches too.
+    pub fn covers(&self, other: &Conj) -> bool {
+        (0..8).all(|i| {
+            self.mask.w[i] & !other.mask.w[i] == 0
+                && other.value.w[i] & self.mask.w[i] == self.value.w[i]
+        })
+    }
+
     /// Whether it matches every key.
     pub fn is_any(&self) -> bool {
         self.mask.w == [0; 8]
@@ -81,7 +89,7 @@ impl Conj {
 pub fn normalise(expr: &Expr) -> Result<Vec<Conj>, CompileError> {
     let mut n = Normaliser { work: 0 };
     let mut out = n.dnf(expr, false, 0)?;
-    tidy(&mut out);
+    n.tidy(&mut out);
     Ok(out)
 }
 
@@ -119,7 +127,7 @@ impl Normaliser {
         let mut acc = vec![Conj::ANY];
         for x in xs {
             let mut d = self.dnf(x, neg, depth + 1)?;
-            tidy(&mut d);
+            self.tidy(&mut d);
             self.work += (acc.len() as u64).saturating_mul(d.len() as u64);
             if self.work > MAX_WORK {
                 return Err(CompileError::new(format!(
@@ -135,13 +143,41 @@ impl Normaliser {
                 }
                 check_len(next.len())?;
             }
-            tidy(&mut next);
+            self.tidy(&mut next);
             acc = next;
             if acc.is_empty() {
                 break;
             }
         }
         Ok(acc)
+    }
+}
+
+impl Normaliser {
+    /// Removes duplicates, and conjunctions that a more general one of the
+    /// list covers (when that check fits in the work budget: it only saves
+    /// entries, it changes no result).
+    fn tidy(&mut self, v: &mut Vec<Conj>) {
+        if v.iter().any(Conj::is_any) {
+            v.clear();
+            v.push(Conj::ANY);
+            return;
+        }
+        v.sort_unstable_by(|a, b| (a.mask.w, a.value.w).cmp(&(b.mask.w, b.value.w)));
+        v.dedup();
+        let cost = (v.len() as u64).pow(2) / 8;
+        if v.len() < 2 || self.work + cost > MAX_WORK {
+            return;
+        }
+        self.work += cost;
+        v.sort_by_key(|c| c.mask.w.iter().map(|w| w.count_ones()).sum::<u32>());
+        let mut kept: Vec<Conj> = Vec::with_capacity(v.len());
+        for c in v.drain(..) {
+            if !kept.iter().any(|k| k.covers(&c)) {
+                kept.push(c);
+            }
+        }
+        *v = kept;
     }
 }
 
@@ -152,18 +188,6 @@ fn check_len(n: usize) -> Result<(), CompileError> {
         )));
     }
     Ok(())
-}
-
-/// Sorts, removes duplicates; a conjunction matching everything absorbs the
-/// others.
-fn tidy(v: &mut Vec<Conj>) {
-    if v.iter().any(Conj::is_any) {
-        v.clear();
-        v.push(Conj::ANY);
-        return;
-    }
-    v.sort_unstable_by(|a, b| (a.mask.w, a.value.w).cmp(&(b.mask.w, b.value.w)));
-    v.dedup();
 }
 
 /// `field & mask == value`, or its negation: one conjunction per bit of the

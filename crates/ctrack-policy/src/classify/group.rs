@@ -7,27 +7,15 @@ use std::collections::BTreeMap;
 
 use hashbrown::HashTable;
 
-use super::dnf::Conj;
+use super::entry::Entry;
 use crate::key::{Field, Key};
 
 /// One conjunction of one rule, as stored in a bucket.
 #[derive(Debug, Clone)]
 pub(crate) struct Cand {
-    pub(crate) mask: [u64; 8],
-    pub(crate) value: [u64; 8],
+    pub(crate) e: Entry,
     /// The rule's score (see `rule::score`).
     pub(crate) score: u128,
-}
-
-impl Cand {
-    #[inline]
-    fn matches(&self, key: &Key) -> bool {
-        let mut diff = 0u64;
-        for i in 0..8 {
-            diff |= (key.w[i] & self.mask[i]) ^ self.value[i];
-        }
-        diff == 0
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -68,18 +56,17 @@ pub(crate) struct Tuple {
 
 impl Tuple {
     /// The tuple of `mask` itself, for `c`.
-    pub(crate) fn of(mask: &Key, c: &Conj) -> Tuple {
+    pub(crate) fn of(mask: &Key, c: &Entry) -> Tuple {
         Tuple {
             mask: *mask,
-            w0: c.value.w[0] & mask.w[0],
+            w0: c.value[0] & mask.w[0],
         }
     }
 
     /// Whether `c` may go into this tuple: its mask holds the tuple's, and
     /// it agrees on the first word.
-    pub(crate) fn admits(&self, c: &Conj) -> bool {
-        (0..8).all(|i| self.mask.w[i] & !c.mask.w[i] == 0)
-            && c.value.w[0] & self.mask.w[0] == self.w0
+    pub(crate) fn admits(&self, c: &Entry) -> bool {
+        (0..8).all(|i| self.mask.w[i] & !c.mask[i] == 0) && c.value[0] & self.mask.w[0] == self.w0
     }
 
     /// Bits in the mask.
@@ -88,20 +75,16 @@ impl Tuple {
     }
 }
 
-/// Allowed lengths of an address prefix in a hash mask are multiples of
-/// this: a /28 hashes as its /24.
-const ADDR_STEP: u32 = 8;
-
 /// The coarsened mask of an entry's mask (TupleMerge's relaxed tuple):
 /// a subset of it, with few distinct shapes.
 ///
 /// - flags kept as they are (protocols separate tuples cheaply);
 /// - addresses: the leading run of ones, cut to a multiple of
-///   [`ADDR_STEP`] bits;
+///   `step` bits (8: a /28 hashes as its /24);
 /// - TCP flags never hashed;
 /// - every other field hashed only when wholly masked (an exact port is
 ///   hashed, a port prefix from a range is not).
-pub(crate) fn coarse(mask: &Key) -> Key {
+pub(crate) fn coarse(mask: &Key, step: u32) -> Key {
     let mut out = Key::default();
     for f in Field::ALL {
         let m = mask.get(f);
@@ -110,7 +93,7 @@ pub(crate) fn coarse(mask: &Key) -> Key {
         }
         let keep = match f {
             Field::Flags => m,
-            Field::IpSrc | Field::IpDst => leading_run(m, ADDR_STEP),
+            Field::IpSrc | Field::IpDst => leading_run(m, step),
             Field::TcpFlags => 0,
             _ if m == f.all_ones() => m,
             _ => 0,
@@ -160,19 +143,30 @@ impl Group {
         }
     }
 
-    fn bucket_key(&self, c: &Conj) -> [u64; 8] {
-        c.value.and(&self.tuple.mask).w
+    fn bucket_key(&self, c: &Entry) -> [u64; 8] {
+        Key { w: c.value }.and(&self.tuple.mask).w
     }
 
-    /// The number of candidates in the bucket `c` would go to.
-    pub(crate) fn bucket_len(&self, c: &Conj, seed: &Seed) -> usize {
+    /// Whether the bucket `c` would go to holds fewer than `limit` rules,
+    /// or already one of the rule with `score` (whose entries count once).
+    pub(crate) fn has_room(&self, c: &Entry, score: u128, limit: usize, seed: &Seed) -> bool {
         let k = self.bucket_key(c);
-        self.table
-            .find(hash(&k, seed), |b| b.key == k)
-            .map_or(0, |b| b.cands.len())
+        let Some(b) = self.table.find(hash(&k, seed), |b| b.key == k) else {
+            return true;
+        };
+        let mut rules = 0;
+        let mut last = 0;
+        for x in &b.cands {
+            if x.score == score {
+                return true;
+            }
+            rules += usize::from(x.score != last);
+            last = x.score;
+        }
+        rules < limit
     }
 
-    pub(crate) fn insert(&mut self, c: &Conj, score: u128, seed: &Seed) {
+    pub(crate) fn insert(&mut self, c: &Entry, score: u128, seed: &Seed) {
         let k = self.bucket_key(c);
         let h = hash(&k, seed);
         let b = self
@@ -185,31 +179,20 @@ impl Group {
             .into_mut();
         let at = b.cands.partition_point(|x| x.score > score);
         let before = b.cands.capacity();
-        b.cands.insert(
-            at,
-            Cand {
-                mask: c.mask.w,
-                value: c.value.w,
-                score,
-            },
-        );
+        b.cands.insert(at, Cand { e: *c, score });
         self.cand_cap = self.cand_cap + b.cands.capacity() - before;
         *self.scores.entry(score).or_insert(0) += 1;
         self.entries += 1;
     }
 
     /// Removes the entry `c` of the rule with `score`; whether it was there.
-    pub(crate) fn remove(&mut self, c: &Conj, score: u128, seed: &Seed) -> bool {
+    pub(crate) fn remove(&mut self, c: &Entry, score: u128, seed: &Seed) -> bool {
         let k = self.bucket_key(c);
         let Ok(mut e) = self.table.find_entry(hash(&k, seed), |b| b.key == k) else {
             return false;
         };
         let b = e.get_mut();
-        let Some(at) = b
-            .cands
-            .iter()
-            .position(|x| x.score == score && x.mask == c.mask.w && x.value == c.value.w)
-        else {
+        let Some(at) = b.cands.iter().position(|x| x.score == score && x.e == *c) else {
             return false;
         };
         b.cands.remove(at);
@@ -255,7 +238,7 @@ impl Group {
             if c.score <= best {
                 break;
             }
-            if c.matches(key) {
+            if c.e.matches(key) {
                 return c.score;
             }
         }
@@ -287,9 +270,9 @@ mod tests {
         assert_eq!(leading_run(0x00f0_0000, 8), 0);
         assert_eq!(leading_run(u128::MAX, 8), u128::MAX);
         assert_eq!(leading_run(u128::MAX << 1, 8), u128::MAX << 8);
-        let c = Conj::field(Field::L4Dst, 0xfc00, 1024);
-        assert_eq!(coarse(&c.mask), Key::default());
-        let c = Conj::field(Field::L4Dst, 0xffff, 80);
-        assert_eq!(coarse(&c.mask), c.mask);
+        let c = crate::classify::Conj::field(Field::L4Dst, 0xfc00, 1024);
+        assert_eq!(coarse(&c.mask, 8), Key::default());
+        let c = crate::classify::Conj::field(Field::L4Dst, 0xffff, 80);
+        assert_eq!(coarse(&c.mask, 8), c.mask);
     }
 }

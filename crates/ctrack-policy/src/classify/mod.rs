@@ -55,6 +55,7 @@
 
 mod classifier;
 mod dnf;
+mod entry;
 pub mod r#gen;
 mod group;
 mod rule;
