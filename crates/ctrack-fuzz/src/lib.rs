@@ -26,6 +26,8 @@
 //!   overlapping fragments; bounds hold and everything expires.
 //! - [`pipeline_frames`]: real traffic, mutated, through reassembly,
 //!   translation and the FTP gateway.
+//! - [`classifier_diff`]: the policy classifier against a linear scan, over
+//!   decoded rule sets, inserts, removals and keys.
 #![forbid(unsafe_code)]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -50,8 +52,10 @@ const LINKS: [LinkType; 4] = [
     LinkType::LinuxSll2,
 ];
 
+mod classifier;
 mod gateway;
 mod table;
+pub use classifier::classifier_diff;
 pub use gateway::{ftp, pipeline_frames, reassembly};
 pub use table::table;
 

@@ -165,7 +165,7 @@ fn capture_files_mutated() {
     let mut r = rng(4);
     for (_, bytes) in &files {
         ctrack_fuzz::capture(bytes);
-        for _ in 0..iters() * 300 {
+        for _ in 0..iters() * 200 {
             ctrack_fuzz::capture(&r.mutate(bytes));
         }
         for _ in 0..iters() * 50 {
@@ -257,5 +257,14 @@ fn translating_pipeline_on_mutated_real_traffic() {
                 .collect();
             ctrack_fuzz::pipeline_frames(&m, action);
         }
+    }
+}
+
+#[test]
+fn classifier_against_a_linear_scan() {
+    let mut r = rng(9);
+    for _ in 0..iters() * 200 {
+        let len = r.below(800);
+        ctrack_fuzz::classifier_diff(&r.bytes(len));
     }
 }
