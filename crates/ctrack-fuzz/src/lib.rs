@@ -30,6 +30,8 @@
 //!   or refused with a position, and what loads is coherent.
 //! - [`match_expr`]: arbitrary bytes as an OVN match against a small fixed
 //!   policy; what resolves is bounded and evaluates on a few keys.
+//! - [`classifier_diff`]: the policy classifier against a linear scan, over
+//!   decoded rule sets, inserts, removals and keys.
 #![forbid(unsafe_code)]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -54,9 +56,11 @@ const LINKS: [LinkType; 4] = [
     LinkType::LinuxSll2,
 ];
 
+mod classifier;
 mod gateway;
 mod policy;
 mod table;
+pub use classifier::classifier_diff;
 pub use gateway::{ftp, pipeline_frames, reassembly};
 pub use policy::{match_expr, match_policy, policy_file};
 pub use table::table;

@@ -165,7 +165,7 @@ fn capture_files_mutated() {
     let mut r = rng(4);
     for (_, bytes) in &files {
         ctrack_fuzz::capture(bytes);
-        for _ in 0..iters() * 300 {
+        for _ in 0..iters() * 200 {
             ctrack_fuzz::capture(&r.mutate(bytes));
         }
         for _ in 0..iters() * 50 {
@@ -374,5 +374,14 @@ fn matches_from_words_and_bytes() {
     for _ in 0..iters() * 500 {
         let n = r.below(32);
         ctrack_fuzz::match_expr(&r.bytes(n));
+    }
+}
+
+#[test]
+fn classifier_against_a_linear_scan() {
+    let mut r = rng(9);
+    for _ in 0..iters() * 200 {
+        let len = r.below(800);
+        ctrack_fuzz::classifier_diff(&r.bytes(len));
     }
 }

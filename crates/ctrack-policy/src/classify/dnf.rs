@@ -24,7 +24,7 @@ use crate::key::{Field, Key};
 /// Most conjunctions one rule may expand to (its DNF or any part of it).
 pub const MAX_CONJ: usize = 65_536;
 /// Most pairs of conjunctions one rule's products may combine.
-pub const MAX_WORK: u64 = 1 << 22;
+pub const MAX_WORK: u64 = 1 << 20;
 /// Deepest nesting of an expression.
 pub const MAX_DEPTH: usize = 200;
 
@@ -163,7 +163,7 @@ impl Normaliser {
             v.push(Conj::ANY);
             return;
         }
-        v.sort_unstable_by(|a, b| (a.mask.w, a.value.w).cmp(&(b.mask.w, b.value.w)));
+        v.sort_unstable_by_key(|c| (c.mask.w, c.value.w));
         v.dedup();
         let cost = (v.len() as u64).pow(2) / 8;
         if v.len() < 2 || self.work + cost > MAX_WORK {

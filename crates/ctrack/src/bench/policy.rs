@@ -49,14 +49,14 @@ pub struct PolicyBenchArgs {
     #[arg(value_enum)]
     pub what: What,
     /// Connections (1 to 10000000).
-    #[arg(long, default_value_t = 10_000, value_parser = bounded(1, 10_000_000))]
+    #[arg(long, default_value_t = 10_000, value_parser = bounded(1u64, 10_000_000))]
     pub conns: u64,
     /// ACLs in the policy (1 to 100000); for `classify`, a comma-separated
     /// list of rule counts.
     #[arg(long, default_value = "1", value_delimiter = ',')]
     pub acls: Vec<usize>,
     /// Packets per run (1 to 100000000).
-    #[arg(long, default_value_t = 4_000_000, value_parser = bounded(1, 100_000_000))]
+    #[arg(long, default_value_t = 4_000_000, value_parser = bounded(1u64, 100_000_000))]
     pub packets: u64,
     /// Runs; medians are reported (1 to 1000).
     #[arg(long, default_value_t = 5, value_parser = bounded(1, MAX_RUNS))]
@@ -123,8 +123,10 @@ fn policy(n: usize, allow: AclAction) -> Policy {
         Expr::eq(Field::Outport, 2),
     ]);
     acls.push(acl(n - 1, 1000, allow, expr));
+    // Each stage reaches its own default: the from-lport stage has no ACL
+    // and allows by default.
     Policy {
-        default: DefaultAction::Drop,
+        default: DefaultAction::Allow,
         ports: vec![port("client", CLIENT_MAC), port("server", SERVER_MAC)],
         acls,
         ..Policy::default()
