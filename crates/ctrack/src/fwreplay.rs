@@ -60,8 +60,17 @@ struct AclJson<'a> {
     n_conns: u64,
 }
 
+/// Runs `ctrack replay`: under `--policy` through the firewall, else
+/// through the tracker alone ([`crate::replay::run`]).
+pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
+    match &args.policy {
+        Some(path) => run_policy(args, path, out),
+        None => crate::replay::run(args, out),
+    }
+}
+
 /// Runs the replay of `args.file` under the policy in `path`.
-pub(crate) fn run(args: &ReplayArgs, path: &Path, out: &mut dyn Write) -> Result<()> {
+fn run_policy(args: &ReplayArgs, path: &Path, out: &mut dyn Write) -> Result<()> {
     let policy = Policy::load(path).map_err(anyhow::Error::msg)?;
     let frag = frag_config(args)?;
     let fw = Firewall::new(Tracker::new(tracker_config(args)), frag, policy)

@@ -29,6 +29,6 @@
 pub mod args;
 pub mod bench;
 pub mod describe;
-mod fwreplay;
+pub mod fwreplay;
 pub mod policy;
 pub mod replay;

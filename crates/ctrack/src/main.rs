@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand};
-use ctrack::{bench, policy, replay};
+use ctrack::{bench, fwreplay, policy, replay};
 
 /// A connection tracker and stateful firewall datapath in user space.
 #[derive(Debug, Parser)]
@@ -63,7 +63,7 @@ fn main() -> ExitCode {
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
     let result = match &cli.command {
-        Command::Replay(args) => replay::run(args, &mut out),
+        Command::Replay(args) => fwreplay::run(args, &mut out),
         Command::Bench(args) => bench::run(args, &mut out),
         Command::Policy(args) => policy::run(args, &mut out),
     };

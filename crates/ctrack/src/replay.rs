@@ -255,9 +255,6 @@ impl Numbering {
 /// Runs the replay, writing to `out`. A capture error is returned after
 /// everything before it was printed.
 pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
-    if let Some(policy) = &args.policy {
-        return crate::fwreplay::run(args, policy, out);
-    }
     let file = File::open(&args.file).with_context(|| format!("{}", args.file.display()))?;
     let mut reader = CaptureReader::new(BufReader::new(file))
         .with_context(|| format!("{}", args.file.display()))?;
