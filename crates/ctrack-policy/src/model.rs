@@ -146,6 +146,35 @@ pub struct Acl {
     pub span: Span,
 }
 
+impl Acl {
+    /// An ACL named `acl#index`, tier 0, with none of the optional
+    /// settings: for policies built in code (tests, benchmarks).
+    pub fn new(
+        index: usize,
+        direction: Direction,
+        priority: u16,
+        action: AclAction,
+        expr: Expr,
+    ) -> Acl {
+        Acl {
+            index,
+            name: format!("acl#{index}"),
+            direction,
+            priority,
+            tier: 0,
+            action,
+            label: None,
+            log: false,
+            persist_established: false,
+            nat: None,
+            alg: None,
+            match_text: String::new(),
+            expr,
+            span: Span::default(),
+        }
+    }
+}
+
 /// A loaded policy.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Policy {

@@ -7,7 +7,7 @@ use ctrack_policy::firewall::{
     AclRef, Action, BurstOut, Decision, DropReason, Firewall, FwOutputs, FwStats, Stage,
 };
 use ctrack_policy::key::{Field, flag};
-use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy, Port, Span};
+use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy, Port};
 use ctrack_wire::build::{Frame, L4};
 use ctrack_wire::tcp::flags::{ACK, RST, SYN};
 
@@ -18,22 +18,7 @@ const S_IP: [u8; 4] = [10, 0, 0, 2];
 const SERVER: u128 = 2;
 
 fn acl(index: usize, dir: Direction, priority: u16, action: AclAction, expr: Expr) -> Acl {
-    Acl {
-        index,
-        name: format!("acl#{index}"),
-        direction: dir,
-        priority,
-        tier: 0,
-        action,
-        label: None,
-        log: false,
-        persist_established: false,
-        nat: None,
-        alg: None,
-        match_text: String::new(),
-        expr,
-        span: Span::default(),
-    }
+    Acl::new(index, dir, priority, action, expr)
 }
 
 fn policy(default: DefaultAction, acls: Vec<Acl>) -> Policy {

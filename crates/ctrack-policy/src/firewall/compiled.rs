@@ -237,6 +237,7 @@ impl Compiled {
             .or(from.and_then(|a| a.label))
             .map(|l| Masked::new(u128::from(l) << 96, u128::from(u32::MAX) << 96));
         CtAction {
+            // An ACL's own range, else the bare `nat` every lookup applies.
             nat: nat.or(self.lookup_action(zone).nat),
             alg,
             label,

@@ -1,7 +1,7 @@
 //! Judging one whole packet: ND first, then the tracker's lookup, then —
 //! only for what the session does not decide — the classifier.
 
-use ctrack_core::{CtAction, CtState, LinkType, Nat, Refusal, Stats, Time, Verdict, Zone};
+use ctrack_core::{CtAction, CtState, LinkType, Refusal, Stats, Time, Verdict, Zone};
 use ctrack_wire::parse_frame;
 
 use super::compiled::{Compiled, FirstDecision, Kind};
@@ -120,10 +120,7 @@ impl<T> Firewall<T> {
         let (pol, now) = (cx.pol, cx.now);
         uncount(&mut st.tracker, &v);
         let action = CtAction {
-            nat: pol.has_nat.then_some(Nat {
-                range: None,
-                mode: Default::default(),
-            }),
+            nat: pol.lookup_action(cx.zone).nat,
             word: (v.word != 0).then_some(v.word),
             ..CtAction::commit(cx.zone)
         };

@@ -20,7 +20,7 @@ use ctrack_core::{Config, CtAction, FragConfig, LinkType, Stats, Time, Tracker, 
 use ctrack_policy::expr::Expr;
 use ctrack_policy::firewall::{Action, BurstOut, Decision, Firewall, FwStats};
 use ctrack_policy::key::{Field, Key, flag};
-use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy, Port, Span};
+use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy, Port};
 use serde::Serialize;
 
 use super::cps::{Latency, histogram};
@@ -134,22 +134,7 @@ fn policy(n: usize, allow: AclAction) -> Policy {
 }
 
 fn acl(index: usize, priority: u16, action: AclAction, expr: Expr) -> Acl {
-    Acl {
-        index,
-        name: format!("acl#{index}"),
-        direction: Direction::ToLport,
-        priority,
-        tier: 0,
-        action,
-        label: None,
-        log: false,
-        persist_established: false,
-        nat: None,
-        alg: None,
-        match_text: String::new(),
-        expr,
-        span: Span::default(),
-    }
+    Acl::new(index, Direction::ToLport, priority, action, expr)
 }
 
 /// A UDP packet of connection `i` with the ports' MACs.
