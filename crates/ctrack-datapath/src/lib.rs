@@ -26,6 +26,12 @@
 //! assert!(r.next_packet()?.is_none());
 //! # Ok::<(), ctrack_datapath::capture::CaptureError>(())
 //! ```
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod capture;
+pub mod ctl;
+pub mod io;
+pub mod live;
+#[allow(unsafe_code)]
+mod sys;
+

@@ -4,12 +4,15 @@
 
 mod counters;
 pub mod dump;
+pub mod event;
 mod ext;
 mod info;
 mod record;
 
 pub use counters::Counters;
 pub use dump::Entry;
+pub use event::{EventKind, EventSink};
+pub(crate) use event::Events;
 pub use ext::Ext;
 pub(crate) use ext::{First, Setup};
 pub use info::ConnInfo;

@@ -47,6 +47,8 @@ pub struct Tracker {
     pub(super) expect: Expectations,
     /// Counter behind `random` translations.
     pub(super) rng: AtomicU64,
+    /// Where connection events go (`conntrack -E`).
+    pub(super) events: crate::conn::Events,
 }
 
 impl Default for Tracker {
@@ -110,7 +112,14 @@ impl Tracker {
             dead: Mutex::new(VecDeque::new()),
             expect: Expectations::default(),
             rng: AtomicU64::new(0),
+            events: crate::conn::Events::default(),
         }
+    }
+
+    /// Sends connection events (NEW, UPDATE, DESTROY) to `sink`, or stops
+    /// sending them (`None`).
+    pub fn set_event_sink(&self, sink: Option<std::sync::Arc<dyn crate::EventSink>>) {
+        self.events.set(sink);
     }
 
     /// Connections held (expired ones not yet swept, and flushed ones not

@@ -1,0 +1,7 @@
+//! The live datapath: ports bound to policy ports, worker threads that
+//! run bursts through the firewall and switch frames between ports, and
+//! the state the control server reads and changes while they run.
+
+pub mod shared;
+
+pub use shared::{PortInfo, Shared, SwitchDrop, SwitchStats, WorkerStats};

@@ -1,0 +1,182 @@
+//! What the workers, the housekeeping thread and the control server share.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use ctrack_core::Time;
+use ctrack_policy::firewall::{Firewall, FwStats};
+use ctrack_policy::model::Policy;
+
+use crate::ctl::events::EventHub;
+use crate::io::{IoKind, PortStats};
+
+/// One datapath port: a policy port bound to an interface.
+#[derive(Debug, Clone)]
+pub struct PortInfo {
+    /// The policy port's name (`vm1`).
+    pub name: String,
+    /// The interface (`veth0`).
+    pub ifname: String,
+    /// The interface's own MAC address.
+    pub mac: [u8; 6],
+    /// The interface's MTU.
+    pub mtu: usize,
+}
+
+/// Why the switch dropped a frame (the firewall counts its own reasons).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SwitchDrop {
+    /// Its source MAC belongs to another port (a policy address or one
+    /// learned there): spoofed or looped.
+    PortSecurity,
+    /// Its destination is the port it came from.
+    Hairpin,
+    /// Larger than the output port's MTU.
+    TooBig,
+    /// The output port would not take it (ring full, send error).
+    TxFailed,
+}
+
+impl SwitchDrop {
+    /// Every reason, in counter order.
+    pub const ALL: [SwitchDrop; 4] = [
+        SwitchDrop::PortSecurity,
+        SwitchDrop::Hairpin,
+        SwitchDrop::TooBig,
+        SwitchDrop::TxFailed,
+    ];
+
+    /// The name stats and metrics print.
+    pub fn name(self) -> &'static str {
+        match self {
+            SwitchDrop::PortSecurity => "port-security",
+            SwitchDrop::Hairpin => "hairpin",
+            SwitchDrop::TooBig => "too-big",
+            SwitchDrop::TxFailed => "tx-failed",
+        }
+    }
+}
+
+/// The switch's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SwitchStats {
+    /// Frames sent to one known port.
+    pub forwarded: u64,
+    /// Frames flooded (broadcast, multicast, unknown unicast).
+    pub flooded: u64,
+    /// Reject answers sent back where the rejected packet came from.
+    pub replies: u64,
+    /// Addresses learned (or moved).
+    pub learned: u64,
+    /// Drops by [`SwitchDrop`] (in `SwitchDrop::ALL` order).
+    pub drops: [u64; SwitchDrop::ALL.len()],
+}
+
+impl SwitchStats {
+    /// Adds `o` to `self`.
+    pub fn merge(&mut self, o: &SwitchStats) {
+        self.forwarded += o.forwarded;
+        self.flooded += o.flooded;
+        self.replies += o.replies;
+        self.learned += o.learned;
+        for (a, b) in self.drops.iter_mut().zip(o.drops) {
+            *a += b;
+        }
+    }
+}
+
+/// One worker's counters (published to [`Shared::workers`] every few
+/// milliseconds; the sum over workers is the datapath's).
+#[derive(Debug, Clone, Default)]
+pub struct WorkerStats {
+    /// The firewall's: verdicts, stages, drops, per ACL, the tracker's.
+    pub fw: FwStats,
+    /// The switch's.
+    pub switch: SwitchStats,
+    /// Per port (in [`Shared::ports`] order).
+    pub ports: Vec<PortStats>,
+    /// Bursts run, and frames in them.
+    pub bursts: u64,
+}
+
+impl WorkerStats {
+    /// Adds `o` to `self`.
+    pub fn merge(&mut self, o: &WorkerStats) {
+        self.fw.merge(&o.fw);
+        self.switch.merge(&o.switch);
+        if self.ports.len() < o.ports.len() {
+            self.ports.resize(o.ports.len(), PortStats::default());
+        }
+        for (a, b) in self.ports.iter_mut().zip(&o.ports) {
+            a.merge(b);
+        }
+        self.bursts += o.bursts;
+    }
+}
+
+/// The frame's tag through the firewall: the port it came in on.
+pub type Tag = u16;
+
+/// Everything the threads of one `ctrack run` share.
+#[derive(Debug)]
+pub struct Shared {
+    /// The firewall: policy, tracker, reassembly.
+    pub fw: Firewall<Tag>,
+    /// The ports, by datapath port number.
+    pub ports: Vec<PortInfo>,
+    /// The socket kind.
+    pub io: IoKind,
+    /// The policy file (what `policy reload` and SIGHUP read).
+    pub policy_path: Mutex<PathBuf>,
+    /// Each worker's last published counters.
+    pub workers: Vec<Mutex<WorkerStats>>,
+    /// The connection events' hub (the tracker's sink).
+    pub events: Arc<EventHub>,
+    /// Set to stop every thread.
+    pub stop: AtomicBool,
+    /// Time 0 of the datapath's clock.
+    pub epoch: Instant,
+}
+
+impl Shared {
+    /// The datapath's clock, now.
+    #[inline]
+    pub fn now(&self) -> Time {
+        Time::from_nanos(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    /// True once the datapath is stopping.
+    #[inline]
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Loads the policy file again (or `path`, which becomes the file from
+    /// then on) and swaps it in; returns the new generation. On any error
+    /// the running policy stays and the error says why.
+    pub fn reload(&self, path: Option<&Path>) -> Result<u32, String> {
+        let mut p = self.policy_path.lock().unwrap_or_else(|e| e.into_inner());
+        let file = path.map(Path::to_path_buf).unwrap_or_else(|| p.clone());
+        let policy = Policy::load(&file).map_err(|e| e.to_string())?;
+        let generation = self
+            .fw
+            .set_policy(policy)
+            .map_err(|e| format!("{}: {e}", file.display()))?;
+        *p = file;
+        Ok(generation)
+    }
+
+    /// The sum of every worker's counters.
+    pub fn stats(&self) -> WorkerStats {
+        let mut total = WorkerStats {
+            ports: vec![PortStats::default(); self.ports.len()],
+            ..WorkerStats::default()
+        };
+        for w in &self.workers {
+            total.merge(&w.lock().unwrap_or_else(|e| e.into_inner()));
+        }
+        total
+    }
+}
