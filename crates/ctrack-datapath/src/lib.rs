@@ -32,6 +32,6 @@ pub mod capture;
 pub mod ctl;
 pub mod io;
 pub mod live;
+pub mod metrics;
 #[allow(unsafe_code)]
 mod sys;
-

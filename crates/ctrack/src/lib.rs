@@ -32,3 +32,4 @@ pub mod describe;
 pub mod fwreplay;
 pub mod policy;
 pub mod replay;
+pub mod run;

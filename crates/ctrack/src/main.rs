@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand};
-use ctrack::{bench, fwreplay, policy, replay};
+use ctrack::{bench, fwreplay, policy, replay, run};
 
 /// A connection tracker and stateful firewall datapath in user space.
 #[derive(Debug, Parser)]
@@ -26,6 +26,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Check a policy file, or show it compiled.
     Policy(policy::PolicyArgs),
+    /// Run the firewall between live interfaces (a bump in the wire or a
+    /// small switch), until SIGTERM; SIGHUP reloads the policy.
+    Run(run::RunArgs),
 }
 
 impl Cli {
@@ -33,7 +36,7 @@ impl Cli {
     /// Err names the subcommand (its path of names) and what is wrong.
     fn validate(&self) -> Result<(), (Vec<&'static str>, String)> {
         match &self.command {
-            Command::Replay(_) | Command::Policy(_) => Ok(()),
+            Command::Replay(_) | Command::Policy(_) | Command::Run(_) => Ok(()),
             Command::Bench(b) => b
                 .validate()
                 .map_err(|(name, msg)| (vec!["bench", name], msg)),
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => fwreplay::run(args, &mut out),
         Command::Bench(args) => bench::run(args, &mut out),
         Command::Policy(args) => policy::run(args, &mut out),
+        Command::Run(args) => run::run(args, &mut out),
     };
     let flushed = out.flush();
     match result.and(flushed.map_err(Into::into)) {

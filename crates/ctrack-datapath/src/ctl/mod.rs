@@ -18,11 +18,7 @@ pub const DEFAULT_SOCKET: &str = "/run/ctrack/ctrack.sock";
 
 /// Starts the control server on `path` (created 0600, or 0660 owned by
 /// `group`), answering until `shared.stop` is set.
-pub fn serve(
-    shared: Arc<Shared>,
-    path: &Path,
-    group: Option<&str>,
-) -> io::Result<JoinHandle<()>> {
+pub fn serve(shared: Arc<Shared>, path: &Path, group: Option<&str>) -> io::Result<JoinHandle<()>> {
     let _ = (shared, path, group);
     Err(io::Error::new(
         io::ErrorKind::Unsupported,

@@ -11,6 +11,7 @@ use ctrack_policy::model::Policy;
 
 use crate::ctl::events::EventHub;
 use crate::io::{IoKind, PortStats};
+use crate::live::switch::MacTable;
 
 /// One datapath port: a policy port bound to an interface.
 #[derive(Debug, Clone)]
@@ -138,6 +139,8 @@ pub struct Shared {
     pub stop: AtomicBool,
     /// Time 0 of the datapath's clock.
     pub epoch: Instant,
+    /// The learned MAC addresses.
+    pub macs: MacTable,
 }
 
 impl Shared {
@@ -174,6 +177,8 @@ impl Shared {
             ports: vec![PortStats::default(); self.ports.len()],
             ..WorkerStats::default()
         };
+        // Per-ACL counters add up within one generation: the running one.
+        total.fw.generation = self.fw.policy().generation;
         for w in &self.workers {
             total.merge(&w.lock().unwrap_or_else(|e| e.into_inner()));
         }

@@ -1,0 +1,222 @@
+//! Starting and stopping a live datapath: ports opened for every worker,
+//! the worker threads, the housekeeping thread (expiry, reassembly
+//! timeouts, address ageing), the control server and the metrics endpoint.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use ctrack_core::{FragConfig, Stats, Tracker};
+use ctrack_policy::firewall::Firewall;
+use ctrack_policy::model::Policy;
+
+use super::shared::{PortInfo, Shared, WorkerStats};
+use super::switch::MacTable;
+use super::worker::Worker;
+use crate::ctl::events::EventHub;
+use crate::io::{self, IoKind, PortOptions};
+
+/// How `ctrack run` was asked to run.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// The policy file.
+    pub policy_path: PathBuf,
+    /// (policy port, interface) pairs, in datapath port order.
+    pub ports: Vec<(String, String)>,
+    /// The socket kind.
+    pub io: IoKind,
+    /// Worker threads.
+    pub workers: usize,
+    /// Frames per receive ring.
+    pub ring_frames: usize,
+    /// The tracker's settings.
+    pub tracker: ctrack_core::Config,
+    /// Reassembly settings.
+    pub frag: FragConfig,
+    /// The control socket, if any.
+    pub ctl: Option<PathBuf>,
+    /// The group that may use the control socket.
+    pub ctl_group: Option<String>,
+    /// Where to serve Prometheus metrics, if anywhere.
+    pub metrics: Option<SocketAddr>,
+    /// Events each `ctrack ctl events` subscriber may have queued.
+    pub event_queue: usize,
+}
+
+/// A running datapath.
+#[derive(Debug)]
+pub struct Daemon {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// How many connections the housekeeping thread looks at per sweep.
+const SWEEP_BUDGET: usize = 16_384;
+
+/// How often the housekeeping thread wakes.
+const TICK: Duration = Duration::from_millis(50);
+
+impl Daemon {
+    /// Loads the policy, opens every worker's ports and starts the threads.
+    /// Nothing runs if any step fails; the error says which, in one line.
+    pub fn start(cfg: &RunConfig) -> Result<Daemon, String> {
+        if cfg.ports.is_empty() {
+            return Err("no ports: give at least one --port NAME=IFACE".into());
+        }
+        let policy = Policy::load(&cfg.policy_path).map_err(|e| e.to_string())?;
+        for (name, _) in &cfg.ports {
+            if !policy.ports.iter().any(|p| &p.name == name) {
+                return Err(format!(
+                    "--port {name}=...: the policy has no port named {name:?}"
+                ));
+            }
+        }
+        io::check_capabilities(cfg.io)?;
+        let mut infos = Vec::new();
+        for (name, ifname) in &cfg.ports {
+            let (mac, mtu) = io::interface(ifname).map_err(|e| format!("{ifname}: {e}"))?;
+            infos.push(PortInfo {
+                name: name.clone(),
+                ifname: ifname.clone(),
+                mac,
+                mtu,
+            });
+        }
+        let workers = cfg.workers.max(1);
+        let handles = open_ports(cfg, &infos, workers)?;
+        let tracker = Tracker::new(cfg.tracker.clone());
+        let fw = Firewall::new(tracker, cfg.frag, policy)
+            .map_err(|e| format!("{}: {e}", cfg.policy_path.display()))?;
+        let events = Arc::new(EventHub::new(cfg.event_queue));
+        fw.tracker().set_event_sink(Some(events.clone()));
+        let shared = Arc::new(Shared {
+            fw,
+            ports: infos,
+            io: cfg.io,
+            policy_path: Mutex::new(cfg.policy_path.clone()),
+            // One slot per worker, and the housekeeping thread's.
+            workers: (0..=workers)
+                .map(|_| Mutex::new(WorkerStats::default()))
+                .collect(),
+            events,
+            stop: AtomicBool::new(false),
+            epoch: Instant::now(),
+            macs: MacTable::default(),
+        });
+        let mut daemon = Daemon {
+            shared: shared.clone(),
+            threads: Vec::new(),
+        };
+        for (w, ports) in handles.into_iter().enumerate() {
+            let worker = Worker::new(shared.clone(), w, ports);
+            let t = std::thread::Builder::new()
+                .name(format!("ctrack-w{w}"))
+                .spawn(move || worker.run())
+                .map_err(|e| format!("cannot start worker {w}: {e}"))?;
+            daemon.threads.push(t);
+        }
+        let hk = shared.clone();
+        let t = std::thread::Builder::new()
+            .name("ctrack-hk".into())
+            .spawn(move || housekeeping(&hk, workers))
+            .map_err(|e| format!("cannot start the housekeeping thread: {e}"))?;
+        daemon.threads.push(t);
+        if let Some(path) = &cfg.ctl {
+            let t = crate::ctl::serve(shared.clone(), path, cfg.ctl_group.as_deref())
+                .map_err(|e| format!("control socket {}: {e}", path.display()))?;
+            daemon.threads.push(t);
+        }
+        if let Some(addr) = cfg.metrics {
+            let t = crate::metrics::serve(shared.clone(), addr)
+                .map_err(|e| format!("metrics on {addr}: {e}"))?;
+            daemon.threads.push(t);
+        }
+        Ok(daemon)
+    }
+
+    /// What the threads share (the control server's view).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Stops every thread (the workers drain their rings first) and
+    /// returns the final counters.
+    pub fn stop(mut self) -> WorkerStats {
+        self.shutdown();
+        self.shared.stats()
+    }
+
+    fn shutdown(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Every worker's handle on every port: `[worker][port]`.
+fn open_ports(
+    cfg: &RunConfig,
+    infos: &[PortInfo],
+    workers: usize,
+) -> Result<Vec<Vec<Box<dyn io::Port>>>, String> {
+    let frame_size = infos.iter().map(|p| p.mtu + 18).max().unwrap_or(1518);
+    // Fanout group ids are per network namespace: start from the process id
+    // so that two datapaths in one namespace do not meet.
+    let base = (std::process::id() as u16).wrapping_mul(64);
+    let mut all = Vec::with_capacity(workers);
+    for w in 0..workers {
+        let mut ports = Vec::with_capacity(infos.len());
+        for (i, p) in infos.iter().enumerate() {
+            let opts = PortOptions {
+                ifname: p.ifname.clone(),
+                kind: cfg.io,
+                worker: w,
+                workers,
+                fanout_group: base.wrapping_add(i as u16),
+                ring_frames: cfg.ring_frames,
+                frame_size,
+            };
+            let port = io::open(&opts)
+                .map_err(|e| format!("{} ({}, worker {w}): {e}", p.ifname, cfg.io.name()))?;
+            ports.push(port);
+        }
+        all.push(ports);
+    }
+    Ok(all)
+}
+
+/// Expires connections and reassembly lists, ages learned addresses.
+fn housekeeping(shared: &Shared, slot: usize) {
+    let mut stats = Stats::default();
+    let mut dropped = Vec::new();
+    let mut aged = Instant::now();
+    while !shared.stopping() {
+        let now = shared.now();
+        for _ in 0..8 {
+            let s = shared.fw.tracker().sweep(now, SWEEP_BUDGET, &mut stats);
+            if s.next != Some(now) {
+                break;
+            }
+        }
+        shared.fw.expire(now, &mut dropped);
+        dropped.clear();
+        if aged.elapsed() >= Duration::from_secs(1) {
+            shared.macs.age(now);
+            aged = Instant::now();
+        }
+        if let Some(s) = shared.workers.get(slot) {
+            s.lock().unwrap_or_else(|e| e.into_inner()).fw.tracker = stats;
+        }
+        std::thread::sleep(TICK);
+    }
+}

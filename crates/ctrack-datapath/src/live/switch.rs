@@ -1,0 +1,227 @@
+//! The switch between ports: where a frame goes once the firewall lets it
+//! through.
+//!
+//! A destination MAC is looked up first among the policy's port addresses
+//! (each policy port is bound to one datapath port), then among addresses
+//! learned from the source MACs of frames that arrived on a port. Broadcast,
+//! multicast and unknown unicast are flooded to every port but the one the
+//! frame came in on. A frame whose source MAC is a policy address of
+//! another port is dropped before the firewall sees it (port security:
+//! a VM cannot speak for another).
+//!
+//! The learned table is shared by the workers (a frame may arrive on one
+//! worker and its reply on another); each worker keeps a small cache in
+//! front of it, emptied whenever an address moves or ages out, so that the
+//! packet path takes no lock while nothing moves.
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use ctrack_core::Time;
+use ctrack_policy::firewall::Compiled;
+use ctrack_policy::key::mac_u64;
+
+use super::shared::PortInfo;
+
+/// The most learned addresses (more are not learned; their frames flood).
+pub const MAX_LEARNED: usize = 65_536;
+
+/// How long a learned address lives without a frame from it (as a Linux
+/// bridge's `ageing_time` default, 300 s).
+pub const AGEING: Time = Time::from_secs(300);
+
+/// Where a frame goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dest {
+    /// To one port.
+    Port(u16),
+    /// To every port but the input.
+    Flood,
+}
+
+/// The learned addresses, shared by the workers.
+#[derive(Debug, Default)]
+pub struct MacTable {
+    learned: RwLock<HashMap<u64, (u16, Time)>>,
+    /// Bumped when an address moves or is forgotten: caches empty.
+    version: AtomicU64,
+}
+
+impl MacTable {
+    /// Learns that `mac` is behind `port` as of `now`; true if that is
+    /// news (a new address or a move).
+    fn learn(&self, mac: u64, port: u16, now: Time) -> bool {
+        let mut t = self.learned.write().unwrap_or_else(|e| e.into_inner());
+        let room = t.len() < MAX_LEARNED;
+        match t.get_mut(&mac) {
+            Some(e) if e.0 == port => {
+                e.1 = now;
+                false
+            }
+            Some(e) => {
+                *e = (port, now);
+                self.version.fetch_add(1, Relaxed);
+                true
+            }
+            None if room => {
+                t.insert(mac, (port, now));
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn get(&self, mac: u64) -> Option<u16> {
+        let t = self.learned.read().unwrap_or_else(|e| e.into_inner());
+        t.get(&mac).map(|e| e.0)
+    }
+
+    /// Forgets addresses not seen for [`AGEING`].
+    pub fn age(&self, now: Time) {
+        let mut t = self.learned.write().unwrap_or_else(|e| e.into_inner());
+        let before = t.len();
+        t.retain(|_, e| now.millis_since(e.1) < AGEING.as_millis());
+        if t.len() != before {
+            self.version.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// The learned addresses: (MAC, port).
+    pub fn entries(&self) -> Vec<([u8; 6], u16)> {
+        let t = self.learned.read().unwrap_or_else(|e| e.into_inner());
+        let mut v: Vec<_> = t
+            .iter()
+            .map(|(m, e)| {
+                let b = m.to_be_bytes();
+                ([b[2], b[3], b[4], b[5], b[6], b[7]], e.0)
+            })
+            .collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+/// One worker's view of the switch.
+#[derive(Debug, Default)]
+pub struct SwitchView {
+    /// The policy generation `owner` was built for.
+    generation: u32,
+    /// Policy address → datapath port.
+    owner: HashMap<u64, u16>,
+    /// Learned addresses seen lately (valid while `version` holds).
+    cache: HashMap<u64, u16>,
+    version: u64,
+    /// When each cached source address was last refreshed in the table.
+    refreshed: HashMap<u64, Time>,
+}
+
+/// What the switch says of an arriving frame's source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// Fine (and learned if it was news).
+    Ok {
+        /// The address was new or moved.
+        learned: bool,
+    },
+    /// The source is another port's policy address.
+    Spoofed,
+}
+
+/// How often a source already cached is refreshed in the shared table.
+const REFRESH: Time = Time::from_secs(10);
+
+/// The most addresses a worker caches.
+const CACHE: usize = 4096;
+
+impl SwitchView {
+    /// Follows a policy change: policy port addresses map to the datapath
+    /// ports bound to those policy ports.
+    pub fn sync(&mut self, policy: &Compiled, ports: &[PortInfo]) {
+        if self.generation == policy.generation {
+            return;
+        }
+        self.generation = policy.generation;
+        self.owner.clear();
+        for p in &policy.policy.ports {
+            if let Some(i) = ports.iter().position(|d| d.name == p.name) {
+                for m in &p.macs {
+                    self.owner.insert(mac_u64(m), i as u16);
+                }
+            }
+        }
+    }
+
+    /// Checks and learns the source of a frame that came in on `port`.
+    pub fn source(&mut self, frame: &[u8], port: u16, table: &MacTable, now: Time) -> Source {
+        let Some(src) = frame.get(6..12) else {
+            return Source::Ok { learned: false };
+        };
+        if src[0] & 1 != 0 {
+            // A group address as source is never learned (802.1D).
+            return Source::Ok { learned: false };
+        }
+        let mac = mac_u64(src);
+        if let Some(&owner) = self.owner.get(&mac) {
+            return if owner == port {
+                Source::Ok { learned: false }
+            } else {
+                Source::Spoofed
+            };
+        }
+        self.validate(table);
+        let fresh = self.cache.get(&mac) == Some(&port)
+            && self
+                .refreshed
+                .get(&mac)
+                .is_some_and(|t| now.millis_since(*t) < REFRESH.as_millis());
+        if fresh {
+            return Source::Ok { learned: false };
+        }
+        let learned = table.learn(mac, port, now);
+        self.validate(table);
+        if self.cache.len() >= CACHE {
+            self.cache.clear();
+            self.refreshed.clear();
+        }
+        self.cache.insert(mac, port);
+        self.refreshed.insert(mac, now);
+        Source::Ok { learned }
+    }
+
+    /// Where a frame for `frame`'s destination goes.
+    pub fn dest(&mut self, frame: &[u8], table: &MacTable) -> Dest {
+        let Some(dst) = frame.get(0..6) else {
+            return Dest::Flood;
+        };
+        if dst[0] & 1 != 0 {
+            return Dest::Flood;
+        }
+        let mac = mac_u64(dst);
+        if let Some(&p) = self.owner.get(&mac) {
+            return Dest::Port(p);
+        }
+        self.validate(table);
+        if let Some(&p) = self.cache.get(&mac) {
+            return Dest::Port(p);
+        }
+        match table.get(mac) {
+            Some(p) => {
+                if self.cache.len() < CACHE {
+                    self.cache.insert(mac, p);
+                }
+                Dest::Port(p)
+            }
+            None => Dest::Flood,
+        }
+    }
+
+    fn validate(&mut self, table: &MacTable) {
+        let v = table.version.load(Relaxed);
+        if v != self.version {
+            self.version = v;
+            self.cache.clear();
+            self.refreshed.clear();
+        }
+    }
+}
