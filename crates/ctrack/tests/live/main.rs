@@ -1,0 +1,468 @@
+//! Real TCP/IP stacks talking through `ctrack run`: a client and a server
+//! namespace joined over veth pairs through a third namespace where ctrack
+//! switches and filters, with curl, ping, a Python HTTP server, an FTP
+//! server (pyftpdlib) and iperf3 on either side.
+//!
+//! Needs root (namespaces, raw sockets) and the programs `.ci/run`
+//! installs; without them the tests say why and pass, except in CI (`CI`
+//! set), where they fail. One runs at a time (and never beside the other
+//! namespace tests: they share a lock file).
+
+mod net;
+
+use std::time::{Duration, Instant};
+
+use net::{CLIENT_IP, CLIENT_MAC, Net, SERVER_IP, SERVER_MAC};
+
+const CTRACK: &str = env!("CARGO_BIN_EXE_ctrack");
+
+/// The SNAT address FTP connections leave with.
+const SNAT_IP: &str = "10.77.0.100";
+
+/// The policy of the tests: default drop; ARP both ways; the client may
+/// open connections out; the server takes HTTP (80), iperf3 (5201, unless
+/// `iperf` is false), ping, FTP (21, with the FTP gateway and SNAT to
+/// 10.77.0.100); port 81 is dropped and 82 rejected.
+fn policy(iperf: bool, extra: &str) -> String {
+    let mut p = format!(
+        r#"
+[default]
+action = "drop"
+
+[[port]]
+name = "client"
+addresses = ["{CLIENT_MAC} {CLIENT_IP}"]
+
+[[port]]
+name = "server"
+addresses = ["{SERVER_MAC} {SERVER_IP}"]
+
+[[acl]]
+name = "arp-out"
+direction = "from-lport"
+priority = 32000
+match = "arp"
+action = "allow-stateless"
+
+[[acl]]
+name = "arp-in"
+direction = "to-lport"
+priority = 32000
+match = "arp"
+action = "allow-stateless"
+
+[[acl]]
+name = "client-out"
+direction = "from-lport"
+priority = 1000
+match = "inport == \"client\" && ip4"
+action = "allow-related"
+
+[[acl]]
+name = "http"
+direction = "to-lport"
+priority = 1000
+match = "outport == \"server\" && tcp.dst == 80"
+action = "allow-related"
+
+[[acl]]
+name = "ping"
+direction = "to-lport"
+priority = 1000
+match = "outport == \"server\" && icmp4"
+action = "allow-related"
+
+[[acl]]
+name = "closed"
+direction = "to-lport"
+priority = 1000
+match = "outport == \"server\" && tcp.dst == 82"
+action = "reject"
+
+[[acl]]
+name = "ftp"
+direction = "to-lport"
+priority = 1000
+match = "outport == \"server\" && tcp.dst == 21"
+action = "allow-related"
+alg = "ftp"
+nat = "src={SNAT_IP}"
+"#
+    );
+    if iperf {
+        p.push_str(
+            r#"
+[[acl]]
+name = "iperf"
+direction = "to-lport"
+priority = 1000
+match = "outport == \"server\" && tcp.dst == 5201"
+action = "allow-related"
+"#,
+        );
+    }
+    p.push_str(extra);
+    p
+}
+
+/// A running `ctrack run` in the firewall namespace.
+struct Fw {
+    sock: String,
+}
+
+impl Fw {
+    /// Starts ctrack with `policy_file` and waits until its control socket
+    /// answers.
+    fn start(net: &mut Net, name: &str, policy_file: &str, io: &str) -> Fw {
+        let sock = net.dir.join(format!("{name}.sock")).display().to_string();
+        let f = net.f.clone();
+        net.spawn(
+            &f,
+            name,
+            &[
+                CTRACK,
+                "run",
+                "--policy",
+                policy_file,
+                "--port",
+                "client=c1",
+                "--port",
+                "server=s1",
+                "--io",
+                io,
+                "--workers",
+                "2",
+                "--max-conns",
+                "100000",
+                "--ctl",
+                &sock,
+            ],
+        );
+        let fw = Fw { sock };
+        let up = Net::until(Duration::from_secs(15), || {
+            fw.ctl(net, &["count"]).status.success()
+        });
+        assert!(
+            up,
+            "ctrack did not come up: {}{}",
+            net.stdout(name),
+            net.stderr(name)
+        );
+        fw
+    }
+
+    /// `ctrack ctl ARGS`.
+    fn ctl(&self, net: &Net, args: &[&str]) -> std::process::Output {
+        let mut argv = vec![CTRACK, "ctl", "--ctl", &self.sock];
+        argv.extend_from_slice(args);
+        net.run(&net.f, &argv)
+    }
+
+    /// `ctrack ctl ARGS`, which must succeed; its output.
+    fn ctl_ok(&self, net: &Net, args: &[&str]) -> String {
+        let o = self.ctl(net, args);
+        assert!(
+            o.status.success(),
+            "ctrack ctl {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+}
+
+/// Sets up the namespaces and ctrack, or says why not.
+fn setup(tag: &str, io: &str) -> Option<(Net, Fw)> {
+    if let Some(why) = net::unusable() {
+        net::skip(&why);
+        return None;
+    }
+    let mut net = Net::new(tag);
+    let p = net.file("policy.toml", &policy(true, ""));
+    let fw = Fw::start(&mut net, "ctrack", &p.display().to_string(), io);
+    Some((net, fw))
+}
+
+fn curl(net: &Net, port: u16, max_time: &str) -> (std::process::Output, Duration) {
+    let url = format!("http://{SERVER_IP}:{port}/");
+    let start = Instant::now();
+    let o = net.run(
+        &net.c,
+        &[
+            "curl",
+            "-sS",
+            "-o",
+            "/dev/null",
+            "--max-time",
+            max_time,
+            &url,
+        ],
+    );
+    (o, start.elapsed())
+}
+
+fn http_ping_reject(tag: &str, io: &str) {
+    let Some((mut net, fw)) = setup(tag, io) else {
+        return;
+    };
+    let s = net.s.clone();
+    net.spawn(
+        &s,
+        "http",
+        &["python3", "-m", "http.server", "80", "--bind", SERVER_IP],
+    );
+    net.spawn(
+        &s,
+        "http81",
+        &["python3", "-m", "http.server", "81", "--bind", SERVER_IP],
+    );
+    // HTTP on 80 passes (the server may take a moment to listen).
+    let ok = Net::until(Duration::from_secs(10), || {
+        curl(&net, 80, "2").0.status.success()
+    });
+    assert!(ok, "curl through ctrack to port 80 failed");
+    // Ping passes, both ways of the exchange.
+    let p = net.run(
+        &net.c,
+        &["ping", "-c", "2", "-i", "0.2", "-W", "2", SERVER_IP],
+    );
+    assert!(
+        p.status.success(),
+        "ping: {}",
+        String::from_utf8_lossy(&p.stdout)
+    );
+    // Port 81 is dropped: curl times out although a server listens.
+    let (o, took) = curl(&net, 81, "2");
+    assert_eq!(o.status.code(), Some(28), "curl to a dropped port: {o:?}");
+    assert!(took >= Duration::from_secs(2));
+    // Port 82 is rejected: curl fails at once, refused by the RST.
+    let (o, took) = curl(&net, 82, "5");
+    assert_eq!(o.status.code(), Some(7), "curl to a rejected port: {o:?}");
+    assert!(took < Duration::from_secs(2), "reject took {took:?}");
+    // The server may not open connections to the client (no ACL lets it).
+    let back = net.run(
+        &net.s,
+        &[
+            "curl",
+            "-sS",
+            "--max-time",
+            "1",
+            &format!("http://{CLIENT_IP}:80/"),
+        ],
+    );
+    assert_eq!(back.status.code(), Some(28), "{back:?}");
+    // The control socket shows the HTTP connections; flush removes them.
+    let list = fw.ctl_ok(&net, &["list", "-p", "tcp", "--dport", "80"]);
+    assert!(list.contains(&format!("dst={SERVER_IP}")), "list: {list}");
+    assert!(list.contains("dport=80"), "list: {list}");
+    let stats = fw.ctl_ok(&net, &["stats"]);
+    assert!(stats.contains("reject"), "stats: {stats}");
+    fw.ctl_ok(&net, &["flush"]);
+    let count = fw.ctl_ok(&net, &["count"]);
+    assert_eq!(count.trim(), "0", "count after flush: {count}");
+}
+
+#[test]
+fn http_ping_and_reject_af_packet() {
+    http_ping_reject("hp", "af-packet");
+}
+
+/// FTP through SNAT with the FTP gateway, passive and active.
+#[test]
+fn ftp_through_snat() {
+    let Some((mut net, fw)) = setup("ft", "af-packet") else {
+        return;
+    };
+    // The server answers the SNAT address at the client's MAC, as a router
+    // in front of the client would have it.
+    let s = net.s.clone();
+    let o = net.run(
+        &s,
+        &[
+            "ip", "neigh", "add", SNAT_IP, "lladdr", CLIENT_MAC, "dev", "s0",
+        ],
+    );
+    assert!(o.status.success(), "{o:?}");
+    let root = net.dir.join("ftp");
+    std::fs::create_dir_all(&root).expect("ftp root");
+    let body: String = (0..20_000)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    std::fs::write(root.join("file.txt"), &body).expect("ftp file");
+    let root_s = root.display().to_string();
+    net.spawn(
+        &s,
+        "ftpd",
+        &[
+            "python3",
+            "-m",
+            "pyftpdlib",
+            "-i",
+            SERVER_IP,
+            "-p",
+            "21",
+            "-d",
+            &root_s,
+        ],
+    );
+    let url = format!("ftp://{SERVER_IP}/file.txt");
+    let passive = || {
+        net.run(
+            &net.c,
+            &["curl", "-sS", "--max-time", "5", "--disable-epsv", &url],
+        )
+    };
+    let ok = Net::until(Duration::from_secs(10), || passive().status.success());
+    assert!(ok, "passive FTP through SNAT failed");
+    let o = passive();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), body, "passive transfer");
+    let active = net.run(
+        &net.c,
+        &[
+            "curl",
+            "-sS",
+            "--max-time",
+            "5",
+            "--disable-eprt",
+            "--ftp-port",
+            CLIENT_IP,
+            &url,
+        ],
+    );
+    assert!(active.status.success(), "active FTP: {active:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&active.stdout),
+        body,
+        "active transfer"
+    );
+    // The server saw the translated address.
+    let log = net.stderr("ftpd");
+    assert!(log.contains(SNAT_IP), "pyftpdlib log: {log}");
+    // The gateway's connections are listed with their helper.
+    let dump = fw.ctl_ok(&net, &["dump-conntrack"]);
+    assert!(dump.contains("helper=ftp"), "dump: {dump}");
+}
+
+/// Bytes per one-second interval of an iperf3 client's text output.
+fn intervals(text: &str) -> Vec<f64> {
+    text.lines()
+        .filter(|l| l.contains(" sec ") && !l.contains("sender") && !l.contains("receiver"))
+        .filter_map(|l| {
+            let after = l.split(" sec ").nth(1)?;
+            let mut it = after.split_whitespace();
+            let n: f64 = it.next()?.parse().ok()?;
+            let scale = match it.next()? {
+                "Bytes" => 1.0,
+                "KBytes" => 1e3,
+                "MBytes" => 1e6,
+                "GBytes" => 1e9,
+                _ => return None,
+            };
+            Some(n * scale)
+        })
+        .collect()
+}
+
+/// An iperf3 stream keeps running through a reload that keeps it allowed
+/// and stops at once after one that removes its rule; SIGHUP and `ctl
+/// policy reload` both reload.
+#[test]
+fn iperf_through_reloads() {
+    let Some((mut net, fw)) = setup("ip", "af-packet") else {
+        return;
+    };
+    let s = net.s.clone();
+    let c = net.c.clone();
+    net.spawn(&s, "iperfd", &["iperf3", "-s", "-B", SERVER_IP, "-1"]);
+    std::thread::sleep(Duration::from_millis(500));
+    net.spawn(
+        &c,
+        "iperf",
+        &[
+            "timeout",
+            "20",
+            "iperf3",
+            "-c",
+            SERVER_IP,
+            "-t",
+            "9",
+            "-i",
+            "1",
+            "--forceflush",
+            "-b",
+            "50M",
+        ],
+    );
+    let running = Net::until(Duration::from_secs(5), || {
+        fw.ctl_ok(&net, &["list", "--dport", "5201"])
+            .contains("ESTABLISHED")
+    });
+    assert!(
+        running,
+        "iperf3's connection not listed: {}",
+        net.stderr("iperf")
+    );
+    std::thread::sleep(Duration::from_millis(2500));
+    // A reload that keeps the stream allowed (one ACL more), by SIGHUP.
+    let keep = policy(
+        true,
+        r#"
+[[acl]]
+name = "ssh"
+direction = "to-lport"
+priority = 900
+match = "outport == \"server\" && tcp.dst == 22"
+action = "allow-related"
+"#,
+    );
+    net.file("policy.toml", &keep);
+    net.signal("ctrack", "HUP");
+    let reloaded = Net::until(Duration::from_secs(3), || {
+        net.stderr("ctrack").contains("policy reloaded")
+    });
+    assert!(reloaded, "SIGHUP: {}", net.stderr("ctrack"));
+    std::thread::sleep(Duration::from_millis(2500));
+    let before = intervals(&net.stdout("iperf"));
+    // A reload that removes the stream's rule, by the control socket.
+    let cut = net.file("cut.toml", &policy(false, ""));
+    fw.ctl_ok(&net, &["policy", "reload", &cut.display().to_string()]);
+    let t_cut = before.len();
+    let _ = net.wait("iperf", Duration::from_secs(20));
+    let all = intervals(&net.stdout("iperf"));
+    assert!(t_cut >= 4, "intervals before the cut: {before:?}");
+    assert!(
+        before.iter().all(|b| *b > 0.0),
+        "the stream stalled before its rule went: {before:?}"
+    );
+    // At most the interval the cut fell in carries bytes after it.
+    let after: Vec<f64> = all.iter().skip(t_cut + 1).copied().collect();
+    assert!(
+        !after.is_empty() && after.iter().all(|b| *b == 0.0),
+        "the stream went on after its rule was removed: {all:?}"
+    );
+}
+
+/// SIGTERM stops cleanly (status 0, counters printed, socket removed);
+/// a second start on the same socket works.
+#[test]
+fn term_and_restart() {
+    let Some((mut net, fw)) = setup("tm", "af-packet") else {
+        return;
+    };
+    let p = net.run(&net.c, &["ping", "-c", "1", "-W", "2", SERVER_IP]);
+    assert!(p.status.success(), "ping: {p:?}");
+    net.signal("ctrack", "TERM");
+    let st = net.wait("ctrack", Duration::from_secs(10));
+    assert!(st.is_some_and(|s| s.success()), "exit: {st:?}");
+    let out = net.stdout("ctrack");
+    assert!(out.contains("packets: received"), "summary: {out}");
+    assert!(
+        !std::path::Path::new(&fw.sock).exists(),
+        "the control socket is left behind"
+    );
+    let policy = net.dir.join("policy.toml").display().to_string();
+    let fw2 = Fw::start(&mut net, "ctrack2", &policy, "af-packet");
+    let p = net.run(&net.c, &["ping", "-c", "1", "-W", "2", SERVER_IP]);
+    assert!(p.status.success(), "ping after restart: {p:?}");
+    assert_eq!(fw2.ctl_ok(&net, &["count"]).trim(), "1");
+}
