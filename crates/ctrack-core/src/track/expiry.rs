@@ -29,7 +29,7 @@ impl Tracker {
     /// at no more than `budget`, and says when to call again.
     pub fn sweep(&self, now: Time, budget: usize, stats: &mut Stats) -> Sweep {
         let guard = pin();
-        let counted = Counted::new(&self.shared);
+        let counted = Counted::at(&self.shared, now);
         let now_ms = now.as_millis();
         let mut out = Sweep::default();
         let (flushed, dead_left) = self.reclaim_dead(&counted, &guard, budget);

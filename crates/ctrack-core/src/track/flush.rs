@@ -93,7 +93,7 @@ impl Tracker {
         let Some(e) = self.live_entry::<A>(guard, id, now) else {
             return false;
         };
-        self.remove_entry(guard, e, Removal::Deleted, stats)
+        self.remove_entry(guard, e, Removal::Deleted, now, stats)
     }
 
     fn flush_key_in<A: Fam>(
@@ -106,7 +106,7 @@ impl Tracker {
         let Some(e) = self.find::<A>(guard, key, now) else {
             return false;
         };
-        self.remove_entry(guard, e.0, Removal::Deleted, stats)
+        self.remove_entry(guard, e.0, Removal::Deleted, now, stats)
     }
 }
 

@@ -8,10 +8,12 @@ use super::packet::{Call, Found, Hit, Judged, Pkt, Pre};
 use super::shared::{Counted, expiry};
 use super::tracker::{Fam, RETRIES, Tracker};
 use crate::action::CtAction;
+use crate::conn::event::{EventKind, EventSink, emit};
 use crate::conn::{Conn, Kind};
 use crate::key::{Addr, ConnId, Dir, LookupKey};
 use crate::packet::L4Info;
 use crate::proto::{IcmpState, OtherState, Update, tcp};
+use crate::time::Time;
 use crate::verdict::{C, CtState, InvalidReason, Stats, Verdict};
 use crate::zone::{Compiled, ZoneMeta};
 
@@ -39,6 +41,23 @@ pub(super) fn count(stats: &mut Stats, v: &Verdict) {
     if let Some(r) = v.invalid {
         stats.add(C::Invalid, 1);
         stats.invalid(r);
+    }
+}
+
+/// Reports an `UPDATE` if `c`'s state name is no longer `before`. The
+/// entry lock is held.
+#[cold]
+#[inline(never)]
+fn updated<A: Addr>(
+    sink: &dyn EventSink,
+    c: &Conn<A>,
+    before: &'static str,
+    policy: &Compiled,
+    now: Time,
+    guard: &Guard,
+) {
+    if c.proto_state().state_name() != before {
+        emit(sink, EventKind::Update, c, expiry(c, policy), now, guard);
     }
 }
 
@@ -117,7 +136,7 @@ impl Tracker {
                 Judged::Lost => *cache = None,
                 Judged::Reopen => {
                     *cache = None;
-                    self.remove_entry(cx.guard, entry, Removal::Replaced, cx.stats);
+                    self.remove_entry(cx.guard, entry, Removal::Replaced, cx.now, cx.stats);
                     return match self.open::<A>(cx, p, &key, pre.hash, v) {
                         Some(hit) => {
                             *cache = hit.map(|(entry, dir)| Hit { key, entry, dir });
@@ -185,6 +204,13 @@ impl Tracker {
         if expiry(c, policy) <= now {
             return Judged::Lost;
         }
+        // Events: the state's name before the packet, if anyone listens
+        // (one relaxed load when nobody does).
+        let watch = self
+            .shared
+            .events
+            .active(guard)
+            .map(|sink| (sink, c.proto_state().state_name()));
         let (state, invalid) = match self.update(c, p, dir, now) {
             Update::Valid if dir.is_reply() => (CtState::EST | CtState::RPL, None),
             Update::Valid => (CtState::EST, None),
@@ -206,6 +232,9 @@ impl Tracker {
             state |= CtState::REL;
         }
         apply_marks(c, action, guard);
+        if let Some((sink, before)) = watch {
+            updated(sink, c, before, policy, cx.now, guard);
+        }
         *v = Verdict {
             state,
             zone: action.zone,
@@ -250,7 +279,7 @@ impl Tracker {
             && let Some(e) = found
             && dir == Dir::Reply
         {
-            self.remove_entry(guard, e, Removal::Replaced, cx.stats);
+            self.remove_entry(guard, e, Removal::Replaced, cx.now, cx.stats);
             found = None;
         }
 
@@ -269,7 +298,7 @@ impl Tracker {
                 Judged::Reopen => {
                     // A SYN reusing a closed connection ends it and opens a
                     // new one in its place.
-                    self.remove_entry(guard, e, Removal::Replaced, cx.stats);
+                    self.remove_entry(guard, e, Removal::Replaced, cx.now, cx.stats);
                     self.open::<A>(cx, p, key, pre.hash, v)
                 }
             };
@@ -344,16 +373,17 @@ impl Tracker {
         verdict
     }
 
-    /// Removes a connection found by a lookup (if it is still there),
-    /// counting the removal in `stats`.
+    /// Removes a connection found by a lookup (if it is still there) at
+    /// `now`, counting the removal in `stats`.
     pub(super) fn remove_entry<A: Fam>(
         &self,
         guard: &Guard,
         e: EntryRef<'_, Conn<A>>,
         why: Removal,
+        now: Time,
         stats: &mut Stats,
     ) -> bool {
-        let counted = Counted::new(&self.shared);
+        let counted = Counted::at(&self.shared, now);
         let hashes = self.shared.hashes(e.record(), guard);
         let mut w = A::table(self).write(guard, &hashes);
         let removed = w.remove(&counted, e, why);

@@ -11,6 +11,7 @@ use super::packet::{Call, Found, Pkt};
 use super::setup::Matched;
 use super::shared::Counted;
 use super::tracker::{Fam, NAT_RETRIES, RECLAIM_ON_FULL, Tracker};
+use crate::conn::event::{EventKind, emit};
 use crate::conn::{Conn, First, Setup};
 use crate::key::{ConnId, Dir, Family, LookupKey, instance};
 use crate::packet::L4Info;
@@ -100,7 +101,7 @@ impl Tracker {
         o: Opening<'_, A>,
         out: &mut Verdict,
     ) -> Option<Found<'g, A>> {
-        let counted = Counted::new(&self.shared);
+        let counted = Counted::at(&self.shared, cx.now);
         let found = self.commit_counted(cx, p, o, &counted, out);
         counted.count_into(cx.stats);
         found
@@ -174,6 +175,19 @@ impl Tracker {
             }
             return Some(refuse(o.v, Refusal::TableFull, cx.stats, out));
         };
+        // NEW while the shard lock still keeps out every removal (so no
+        // DESTROY of it can come first).
+        if let Some(sink) = self.shared.events.active(guard) {
+            let c = e.record();
+            emit(
+                sink,
+                EventKind::New,
+                c,
+                self.shared.expiry(c, guard),
+                cx.now,
+                guard,
+            );
+        }
         drop(w);
         cx.stats.add(C::Committed, 1);
         if let Some(m) = &o.expected {

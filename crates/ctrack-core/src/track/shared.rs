@@ -1,5 +1,5 @@
 //! What the table asks of the tracker and what packets share: the hash
-//! seed, zones, timeout policies, the dead zone instances.
+//! seed, zones, timeout policies, the dead zone instances, the event sink.
 
 use core::cell::Cell;
 use core::sync::atomic::Ordering::Relaxed;
@@ -8,8 +8,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
 use ctrack_table::{Context, Guard, Hashes, Removal, pin};
 
 use crate::alg::helper::Helper;
-use crate::conn::{Conn, Ext};
+use crate::conn::event::{EventKind, emit};
+use crate::conn::{Conn, Events, Ext};
 use crate::key::{Addr, Family, KeyHasher, Zone};
+use crate::time::Time;
 use crate::verdict::{C, Stats};
 use crate::zone::{Compiled, LIMIT_DEFAULT, ZoneMeta, Zones};
 
@@ -23,7 +25,7 @@ pub(super) struct Dead {
 }
 
 /// What the table asks of the tracker, and what packets share: the hash
-/// seed, zones, timeout policies.
+/// seed, zones, timeout policies, the event sink.
 #[derive(Debug)]
 pub(super) struct Shared {
     pub(super) hasher: KeyHasher,
@@ -36,6 +38,9 @@ pub(super) struct Shared {
     /// Connections whose gateway adjusts sequence numbers (while none
     /// does, packets skip the lookup that adjustment needs).
     pub(super) seqadj: AtomicUsize,
+    /// Where connection events go (`conntrack -E`); here so that the
+    /// table's removal hook reaches it.
+    pub(super) events: Events,
 }
 
 impl Shared {
@@ -57,6 +62,44 @@ impl Shared {
     #[inline]
     pub(super) fn expiry<A: Addr>(&self, c: &Conn<A>, guard: &Guard) -> u64 {
         expiry(c, self.policy(c.zone(), guard))
+    }
+
+    /// What the table's removal hook does, with the time of the call
+    /// that removed `c` if it has one.
+    fn removed_at<A: Addr>(&self, c: &Conn<A>, why: Removal, now: Option<Time>) {
+        if c.special() {
+            let guard = pin();
+            if c.ext(&guard)
+                .and_then(|e| e.helper.as_ref())
+                .is_some_and(Helper::counted)
+            {
+                self.seqadj.fetch_sub(1, Relaxed);
+            }
+        }
+        if c.counted()
+            && let Some(m) = self.zones.get(c.zone())
+        {
+            m.uncount(c.generation());
+        }
+        if why != Removal::Evicted && self.full.load(Relaxed) {
+            self.full.store(false, Relaxed);
+        }
+        if self.events.on() {
+            self.destroyed(c, now);
+        }
+    }
+
+    /// Reports `c`'s removal to the event sink, if one listens. Without
+    /// a time, the connection's expiry stands for it (its timeout reads 0).
+    #[cold]
+    #[inline(never)]
+    fn destroyed<A: Addr>(&self, c: &Conn<A>, now: Option<Time>) {
+        let guard = pin();
+        if let Some(sink) = self.events.active(&guard) {
+            let expires = self.expiry(c, &guard);
+            let now = now.unwrap_or(Time::from_millis(expires));
+            emit(sink, EventKind::Destroy, c, expires, now, &guard);
+        }
     }
 
     pub(super) fn limit_of(&self, meta: &ZoneMeta) -> u32 {
@@ -98,23 +141,7 @@ impl<A: Addr> Context<Conn<A>> for Shared {
     }
 
     fn removed(&self, c: &Conn<A>, why: Removal) {
-        if c.special() {
-            let guard = pin();
-            if c.ext(&guard)
-                .and_then(|e| e.helper.as_ref())
-                .is_some_and(Helper::counted)
-            {
-                self.seqadj.fetch_sub(1, Relaxed);
-            }
-        }
-        if c.counted()
-            && let Some(m) = self.zones.get(c.zone())
-        {
-            m.uncount(c.generation());
-        }
-        if why != Removal::Evicted && self.full.load(Relaxed) {
-            self.full.store(false, Relaxed);
-        }
+        self.removed_at(c, why, None);
     }
 
     fn occupancy(&self, inst: u64, shard: usize, occupied: bool) {
@@ -132,20 +159,32 @@ pub(super) fn expiry<A: Addr>(c: &Conn<A>, policy: &Compiled) -> u64 {
 }
 
 /// The table's context for one call into the tracker: the shared state,
-/// and the removals the call caused, counted for the caller's [`Stats`]
-/// (the table reports removals through [`Context::removed`], which has no
-/// caller to write to).
+/// the call's time (for the `DESTROY` events of what it removes), and the
+/// removals the call caused, counted for the caller's [`Stats`] (the table
+/// reports removals through [`Context::removed`], which has no caller to
+/// write to).
 pub(super) struct Counted<'a> {
     shared: &'a Shared,
+    now: Option<Time>,
     /// Expired, flushed, evicted, replaced.
     removed: Cell<[u32; 4]>,
 }
 
 impl<'a> Counted<'a> {
+    /// For a call with no time at hand.
     pub(super) fn new(shared: &'a Shared) -> Self {
         Counted {
             shared,
+            now: None,
             removed: Cell::new([0; 4]),
+        }
+    }
+
+    /// For a call at `now`.
+    pub(super) fn at(shared: &'a Shared, now: Time) -> Self {
+        Counted {
+            now: Some(now),
+            ..Counted::new(shared)
         }
     }
 
@@ -176,7 +215,7 @@ impl<A: Addr> Context<Conn<A>> for Counted<'_> {
     }
 
     fn removed(&self, c: &Conn<A>, why: Removal) {
-        Context::removed(self.shared, c, why);
+        self.shared.removed_at(c, why, self.now);
         let i = match why {
             Removal::Expired => 0,
             Removal::Flushed | Removal::Deleted => 1,

@@ -10,7 +10,7 @@ use ctrack_table::{Table, TableConfig, pin};
 use super::config::Config;
 use super::shared::{Dead, Shared};
 use crate::alg::expect::Expectations;
-use crate::conn::Conn;
+use crate::conn::{Conn, Events};
 use crate::key::{Addr, KeyHasher, V6, Zone, instance};
 use crate::zone::{Compiled, LIMIT_DEFAULT, TimeoutPolicy, Zones};
 
@@ -47,8 +47,6 @@ pub struct Tracker {
     pub(super) expect: Expectations,
     /// Counter behind `random` translations.
     pub(super) rng: AtomicU64,
-    /// Where connection events go (`conntrack -E`).
-    pub(super) events: crate::conn::Events,
 }
 
 impl Default for Tracker {
@@ -106,20 +104,21 @@ impl Tracker {
                 default_zone_limit: AtomicU32::new(config.default_zone_limit),
                 full: AtomicBool::new(false),
                 seqadj: AtomicUsize::new(0),
+                events: Events::default(),
             },
             v4: Table::new(v4),
             v6: Table::new(v6),
             dead: Mutex::new(VecDeque::new()),
             expect: Expectations::default(),
             rng: AtomicU64::new(0),
-            events: crate::conn::Events::default(),
         }
     }
 
     /// Sends connection events (NEW, UPDATE, DESTROY) to `sink`, or stops
-    /// sending them (`None`).
+    /// sending them (`None`). See [`crate::conn::event`] for when each
+    /// comes and what a sink must not do (block, or call into the tracker).
     pub fn set_event_sink(&self, sink: Option<std::sync::Arc<dyn crate::EventSink>>) {
-        self.events.set(sink);
+        self.shared.events.set(sink);
     }
 
     /// Connections held (expired ones not yet swept, and flushed ones not
