@@ -30,6 +30,7 @@
 
 pub mod capture;
 pub mod ctl;
+pub mod daemon;
 pub mod io;
 pub mod live;
 pub mod metrics;

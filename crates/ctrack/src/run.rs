@@ -11,8 +11,9 @@ use std::time::Duration;
 use anyhow::{Result, anyhow};
 use ctrack_core::{Config, FragConfig};
 use ctrack_datapath::ctl::DEFAULT_SOCKET;
+use ctrack_datapath::daemon::{Daemon, RunConfig};
 use ctrack_datapath::io::IoKind;
-use ctrack_datapath::live::{Daemon, RunConfig, SwitchDrop, WorkerStats};
+use ctrack_datapath::live::{SwitchDrop, WorkerStats};
 use ctrack_policy::firewall::{Action, DropReason};
 
 use crate::args::bounded;

@@ -2,10 +2,8 @@
 //! run bursts through the firewall and switch frames between ports, and
 //! the state the control server reads and changes while they run.
 
-pub mod daemon;
 pub mod shared;
 pub mod switch;
 pub mod worker;
 
-pub use daemon::{Daemon, RunConfig};
 pub use shared::{PortInfo, Shared, SwitchDrop, SwitchStats, WorkerStats};

@@ -22,8 +22,6 @@ use ctrack_core::Time;
 use ctrack_policy::firewall::Compiled;
 use ctrack_policy::key::mac_u64;
 
-use super::shared::PortInfo;
-
 /// The most learned addresses (more are not learned; their frames flood).
 pub const MAX_LEARNED: usize = 65_536;
 
@@ -136,17 +134,18 @@ const CACHE: usize = 4096;
 
 impl SwitchView {
     /// Follows a policy change: policy port addresses map to the datapath
-    /// ports bound to those policy ports.
-    pub fn sync(&mut self, policy: &Compiled, ports: &[PortInfo]) {
+    /// ports bound to those policy ports (`port` names the datapath port
+    /// a policy port is bound to).
+    pub fn sync(&mut self, policy: &Compiled, port: impl Fn(&str) -> Option<u16>) {
         if self.generation == policy.generation {
             return;
         }
         self.generation = policy.generation;
         self.owner.clear();
         for p in &policy.policy.ports {
-            if let Some(i) = ports.iter().position(|d| d.name == p.name) {
+            if let Some(i) = port(&p.name) {
                 for m in &p.macs {
-                    self.owner.insert(mac_u64(m), i as u16);
+                    self.owner.insert(mac_u64(m), i);
                 }
             }
         }

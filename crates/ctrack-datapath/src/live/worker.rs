@@ -103,7 +103,13 @@ impl Worker {
         let shared = Arc::clone(&self.shared);
         let now = shared.now();
         let policy = shared.fw.policy();
-        self.view.sync(&policy, &shared.ports);
+        self.view.sync(&policy, |name| {
+            shared
+                .ports
+                .iter()
+                .position(|p| p.name == name)
+                .map(|i| i as Tag)
+        });
         self.stats.bursts += 1;
         for frame in rx.drain(..) {
             match self.view.source(&frame, port, &shared.macs, now) {

@@ -13,11 +13,11 @@ use ctrack_core::{FragConfig, Stats, Tracker};
 use ctrack_policy::firewall::Firewall;
 use ctrack_policy::model::Policy;
 
-use super::shared::{PortInfo, Shared, WorkerStats};
-use super::switch::MacTable;
-use super::worker::Worker;
 use crate::ctl::events::EventHub;
 use crate::io::{self, IoKind, PortOptions};
+use crate::live::shared::{PortInfo, Shared, WorkerStats};
+use crate::live::switch::MacTable;
+use crate::live::worker::Worker;
 
 /// How `ctrack run` was asked to run.
 #[derive(Debug, Clone)]
