@@ -1,0 +1,1 @@
+//! bpf(2) (being written).

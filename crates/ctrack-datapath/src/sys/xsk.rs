@@ -1,0 +1,1 @@
+//! XDP socket rings (being written).
