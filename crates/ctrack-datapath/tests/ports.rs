@@ -13,6 +13,14 @@ const SRC: [u8; 6] = [0x02, 0xc7, 0x10, 0x00, 0x00, 0x01];
 const DST: [u8; 6] = [0x02, 0xc7, 0x10, 0x00, 0x00, 0x02];
 const MTU: usize = 1500;
 
+/// The tests run one at a time (the descriptor and mapping counts of
+/// `ports_close_everything` are the process's).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn root() -> bool {
     // SAFETY: geteuid(2) cannot fail and touches no memory.
     let euid = unsafe { libc::geteuid() };
@@ -44,21 +52,34 @@ struct Veth {
 
 impl Veth {
     fn new(tag: u32) -> Veth {
+        Veth::with_queues(tag, 1)
+    }
+
+    /// A pair whose ends have `queues` receive and send queues each.
+    fn with_queues(tag: u32, queues: u32) -> Veth {
         let id = std::process::id() % 10000;
         let (a, b) = (format!("ckio{id}{tag}a"), format!("ckio{id}{tag}b"));
         let _ = Command::new("ip").args(["link", "del", &a]).output();
-        assert!(
-            sh(&["ip", "link", "add", &a, "type", "veth", "peer", "name", &b]),
-            "ip link add"
-        );
+        let q = queues.to_string();
+        let qs = ["numrxqueues", &q, "numtxqueues", &q];
+        let mut add = vec!["ip", "link", "add", &a];
+        add.extend(qs);
+        add.extend(["type", "veth", "peer", "name", &b]);
+        add.extend(qs);
+        assert!(sh(&add), "ip link add");
         let v = Veth { a, b };
         for i in [&v.a, &v.b] {
+            if queues > 1 {
+                assert!(sh(&["ethtool", "-L", i, "rx", &q, "tx", &q]), "ethtool -L");
+            }
             // No IPv6 chatter (router solicitations, DAD) on the pair.
             let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{i}/disable_ipv6"), "1");
-            let _ = sh(&[
-                "ethtool", "-K", i, "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro",
-                "off",
-            ]);
+            let off = [
+                "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off",
+            ];
+            let mut k = vec!["ethtool", "-K", i];
+            k.extend(off);
+            let _ = sh(&k);
             assert!(sh(&["ip", "link", "set", i, "up"]), "ip link set up");
         }
         v
@@ -179,6 +200,8 @@ fn one_way(kind: IoKind, a: &str, b: &str) {
         std::thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(accepted, frames.len());
+    eprintln!("{a} -> {b}: {} -> {}", tx.mode(), rx[0].mode());
+    assert!(rx[0].mode().starts_with(kind.name()), "{}", rx[0].mode());
     let got = collect(&mut rx, frames.len(), Duration::from_secs(5)).remove(0);
     assert_eq!(got.len(), frames.len(), "{kind:?}: frames received");
     for (i, (g, f)) in got.iter().zip(&frames).enumerate() {
@@ -224,6 +247,7 @@ fn af_packet_frames_cross_intact() {
     if !root() {
         return;
     }
+    let _serial = serial();
     let v = Veth::new(1);
     one_way(IoKind::AfPacket, &v.a, &v.b);
     one_way(IoKind::AfPacket, &v.b, &v.a);
@@ -234,6 +258,7 @@ fn af_packet_fanout_shares_frames_once() {
     if !root() {
         return;
     }
+    let _serial = serial();
     let v = Veth::new(2);
     let group = (std::process::id() % 50000) as u16 + 7;
     let mut tx = open(&opts(&v.a, IoKind::AfPacket, 0, 1, 0));
@@ -275,6 +300,7 @@ fn af_xdp_frames_cross_intact() {
     if !root() {
         return;
     }
+    let _serial = serial();
     let v = Veth::new(3);
     one_way(IoKind::AfXdp, &v.a, &v.b);
     one_way(IoKind::AfXdp, &v.b, &v.a);
@@ -285,6 +311,7 @@ fn wait_wakes_on_frames_only() {
     if !root() {
         return;
     }
+    let _serial = serial();
     let v = Veth::new(4);
     let mut tx = open(&opts(&v.a, IoKind::AfPacket, 0, 1, 0));
     let rx = open(&opts(&v.b, IoKind::AfPacket, 0, 1, 0));
@@ -301,6 +328,7 @@ fn interface_mac_mtu_and_errors() {
     if !root() {
         return;
     }
+    let _serial = serial();
     let v = Veth::new(5);
     assert!(sh(&["ip", "link", "set", &v.a, "mtu", "1400"]));
     let (mac, mtu) = io::interface(&v.a).unwrap();
@@ -321,4 +349,95 @@ fn interface_mac_mtu_and_errors() {
     assert!(io::open(&o).unwrap_err().to_string().contains("frame size"));
     assert!(io::check_capabilities(IoKind::AfPacket).is_ok());
     assert!(io::check_capabilities(IoKind::AfXdp).is_ok());
+}
+
+/// Whether an XDP program is attached to `ifname`.
+fn has_xdp(ifname: &str) -> bool {
+    let o = Command::new("ip")
+        .args(["link", "show", ifname])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).contains("xdp")
+}
+
+#[test]
+fn af_xdp_workers_share_the_program() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let v = Veth::with_queues(6, 2);
+    let mut tx = open(&opts(&v.a, IoKind::AfPacket, 0, 1, 0));
+    let e = io::open(&opts(&v.b, IoKind::AfXdp, 0, 3, 0)).unwrap_err();
+    assert!(e.to_string().contains("--workers 2"), "{e}");
+    let e = io::open(&opts(&v.b, IoKind::AfXdp, 0, 1, 0)).unwrap_err();
+    assert!(e.to_string().contains("--workers 2"), "{e}");
+    assert!(!has_xdp(&v.b), "a failed open left the program attached");
+    let mut rx = vec![open(&opts(&v.b, IoKind::AfXdp, 0, 2, 0))];
+    rx.push(open(&opts(&v.b, IoKind::AfXdp, 1, 2, 0)));
+    assert!(has_xdp(&v.b));
+    let (frames, _) = burst();
+    for chunk in frames.chunks(16) {
+        let refs: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
+        assert_eq!(tx.send(&refs).unwrap(), refs.len());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let got = collect(&mut rx, frames.len(), Duration::from_secs(5));
+    let mut all: Vec<&Vec<u8>> = got.iter().flatten().collect();
+    all.sort();
+    let mut want: Vec<&Vec<u8>> = frames.iter().collect();
+    want.sort();
+    assert!(
+        all == want,
+        "{} frames of {} received",
+        all.len(),
+        want.len()
+    );
+    // The first handle's drop leaves the program to the second.
+    let second = rx.pop();
+    drop(rx);
+    assert!(has_xdp(&v.b));
+    drop(second);
+    assert!(!has_xdp(&v.b), "program still attached after the last port");
+}
+
+/// The process's descriptors and socket mappings.
+fn resources() -> (usize, usize) {
+    let fds = std::fs::read_dir("/proc/self/fd").unwrap().count();
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    (fds, maps.lines().filter(|l| l.contains("socket:[")).count())
+}
+
+#[test]
+fn ports_close_everything() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let v = Veth::new(7);
+    let group = (std::process::id() % 50000) as u16 + 9;
+    let before = resources();
+    for kind in [IoKind::AfPacket, IoKind::AfXdp] {
+        let mut ports = vec![open(&opts(&v.a, kind, 0, 1, 0))];
+        if kind == IoKind::AfPacket {
+            ports.push(open(&opts(&v.b, kind, 0, 2, group)));
+            ports.push(open(&opts(&v.b, kind, 1, 2, group)));
+        } else {
+            ports.push(open(&opts(&v.b, kind, 0, 1, 0)));
+        }
+        let during = resources();
+        assert!(
+            during.0 > before.0 && during.1 > before.1,
+            "{kind:?}: {before:?} {during:?}"
+        );
+        let f = frame(1, 200, None);
+        assert_eq!(ports[0].send(&[&f]).unwrap(), 1);
+        drop(ports);
+        assert_eq!(
+            resources(),
+            before,
+            "{kind:?}: descriptors or mappings left"
+        );
+        assert!(!has_xdp(&v.a) && !has_xdp(&v.b));
+    }
 }

@@ -10,8 +10,6 @@ use super::os::{self, err};
 pub(super) struct Link {
     /// The interface index.
     pub(super) ifindex: u32,
-    /// The MAC address.
-    pub(super) mac: [u8; 6],
     /// The MTU (bytes of L3 payload).
     pub(super) mtu: usize,
 }
@@ -95,17 +93,17 @@ fn ifindex(ifname: &str) -> io::Result<u32> {
     if i == 0 { Err(no_such(ifname)) } else { Ok(i) }
 }
 
-/// Index, MAC and MTU of `ifname`, which must carry Ethernet frames.
+/// Index and MTU of `ifname`, which must carry Ethernet frames.
 pub(super) fn link(ifname: &str) -> io::Result<Link> {
     let ifindex = ifindex(ifname)?;
-    let (mac, hatype, mtu) = hw(ifname)?;
+    let (_, hatype, mtu) = hw(ifname)?;
     if hatype != libc::ARPHRD_ETHER && hatype != libc::ARPHRD_LOOPBACK {
         return Err(err(
             io::ErrorKind::Unsupported,
             format!("{ifname} is not an Ethernet interface (link type {hatype})"),
         ));
     }
-    Ok(Link { ifindex, mac, mtu })
+    Ok(Link { ifindex, mtu })
 }
 
 /// How many receive queues `ifname` has (the `rx-N` entries of

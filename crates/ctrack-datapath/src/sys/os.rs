@@ -266,12 +266,6 @@ impl Mmap {
         }
         true
     }
-
-    /// Writes `v` (native endian) at `off`; false if out of bounds.
-    #[inline]
-    pub(super) fn write<const N: usize>(&self, off: usize, v: [u8; N]) -> bool {
-        self.copy_in(off, &v)
-    }
 }
 
 impl Drop for Mmap {

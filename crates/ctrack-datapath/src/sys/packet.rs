@@ -472,6 +472,10 @@ impl Port for PacketPort {
             ..self.stats
         }
     }
+
+    fn mode(&self) -> &'static str {
+        "af-packet, TPACKET_V3"
+    }
 }
 
 #[cfg(test)]

@@ -137,4 +137,10 @@ pub trait Port: Send + std::fmt::Debug {
 
     /// The counters so far.
     fn stats(&mut self) -> PortStats;
+
+    /// How the port runs, for the logs: the socket kind and mode, e.g.
+    /// `"af-xdp, driver mode, copy"`.
+    fn mode(&self) -> &'static str {
+        ""
+    }
 }
