@@ -2,37 +2,88 @@
 //! capabilities. The only module of this crate with unsafe code; every
 //! block says why it is sound.
 //!
-//! (Being written: until then every port fails to open.)
+//! - `port`: the ports' types (re-exported by `crate::io`);
+//! - `os`: small wrappers (sockets, socket options, mappings);
+//! - `ifinfo`: interface index, MAC, MTU, queues;
+//! - `caps`: the capability check;
+//! - `packet`: AF_PACKET ports (TPACKET_V3 ring, sendmmsg);
+//! - `xdp`, `xsk`, `bpf`: AF_XDP ports, their UMEM and rings, and the XDP
+//!   program that feeds them.
+
+mod bpf;
+mod caps;
+mod ifinfo;
+mod os;
+mod packet;
+pub(crate) mod port;
+mod xdp;
+mod xsk;
 
 use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use crate::io::{IoKind, Port, PortOptions};
+pub(crate) use caps::check_capabilities;
+pub(crate) use ifinfo::interface;
+use port::{IoKind, Port, PortOptions};
 
+/// See `crate::io::open`.
 pub(crate) fn open(opts: &PortOptions) -> io::Result<Box<dyn Port>> {
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        format!(
-            "{}: {} ports are not built yet",
-            opts.ifname,
-            opts.kind.name()
-        ),
-    ))
+    if opts.workers == 0 || opts.worker >= opts.workers {
+        let msg = format!(
+            "{}: worker {} of {} workers",
+            opts.ifname, opts.worker, opts.workers
+        );
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, msg));
+    }
+    match opts.kind {
+        IoKind::AfPacket => packet::open(opts),
+        IoKind::AfXdp => xdp::open(opts),
+    }
 }
 
-pub(crate) fn wait(_fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
-    std::thread::sleep(timeout);
-    Ok(false)
-}
-
-pub(crate) fn check_capabilities(_kind: IoKind) -> Result<(), String> {
-    Ok(())
-}
-
-pub(crate) fn interface(ifname: &str) -> io::Result<([u8; 6], usize)> {
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        format!("{ifname}: interface lookup not built yet"),
-    ))
+/// See `crate::io::wait`.
+pub(crate) fn wait(fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
+    let ms = match timeout.as_millis() {
+        0 if !timeout.is_zero() => 1,
+        ms => ms.min(i32::MAX as u128) as libc::c_int,
+    };
+    let mut polls: Vec<libc::pollfd> = Vec::new();
+    let mut small = [libc::pollfd {
+        fd: -1,
+        events: 0,
+        revents: 0,
+    }; 16];
+    let set: &mut [libc::pollfd] = if fds.len() <= small.len() {
+        &mut small[..fds.len()]
+    } else {
+        polls.resize(
+            fds.len(),
+            libc::pollfd {
+                fd: -1,
+                events: 0,
+                revents: 0,
+            },
+        );
+        &mut polls
+    };
+    for (p, &fd) in set.iter_mut().zip(fds) {
+        *p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+    }
+    // SAFETY: `set` is a live, writable array of `set.len()` pollfd; the
+    // kernel writes only their `revents`.
+    let r = unsafe { libc::poll(set.as_mut_ptr(), set.len() as libc::nfds_t, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.raw_os_error() == Some(libc::EINTR) {
+            Ok(true)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(r > 0)
 }

@@ -179,8 +179,9 @@ impl Net {
     /// Sends `signal` to a started program.
     pub(crate) fn signal(&self, name: &str, signal: &str) {
         let (_, c) = self.child(name);
-        let ok = Command::new("kill")
-            .args([&format!("-{signal}"), &c.id().to_string()])
+        // The shell's own kill: no procps needed.
+        let ok = Command::new("sh")
+            .args(["-c", &format!("kill -{signal} {}", c.id())])
             .status()
             .is_ok_and(|s| s.success());
         assert!(ok, "kill -{signal} {name}");
@@ -249,7 +250,9 @@ impl Drop for Net {
                 .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
                 .unwrap_or_default();
             for pid in pids.split_whitespace() {
-                let _ = Command::new("kill").args(["-KILL", pid]).status();
+                let _ = Command::new("sh")
+                    .args(["-c", &format!("kill -KILL {pid}")])
+                    .status();
             }
             let _ = Command::new("ip").args(["netns", "del", ns]).output();
         }

@@ -1,0 +1,146 @@
+//! The ports' types: [`IoKind`], [`PortOptions`], [`PortStats`], [`Pool`]
+//! and the [`Port`] trait, re-exported by `crate::io` (their public home).
+//! They live here, below both `io` and the socket code, so that `sys`
+//! needs nothing from `io` (no import circle).
+
+use std::io;
+use std::os::fd::RawFd;
+
+/// Which kind of socket carries a port's frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IoKind {
+    /// AF_XDP: an XDP program redirects the interface's frames to a UMEM
+    /// shared with us (zero-copy where the driver has it, copy mode on
+    /// veth and everywhere else).
+    AfXdp,
+    /// AF_PACKET with TPACKET_V3 receive rings and batched sends: works on
+    /// every interface.
+    #[default]
+    AfPacket,
+}
+
+impl IoKind {
+    /// The name `--io` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            IoKind::AfXdp => "af-xdp",
+            IoKind::AfPacket => "af-packet",
+        }
+    }
+}
+
+impl std::str::FromStr for IoKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "af-xdp" | "afxdp" | "xdp" => Ok(IoKind::AfXdp),
+            "af-packet" | "afpacket" | "packet" => Ok(IoKind::AfPacket),
+            _ => Err(format!("unknown I/O kind {s:?} (af-xdp or af-packet)")),
+        }
+    }
+}
+
+/// How to open one worker's handle on an interface.
+#[derive(Debug, Clone)]
+pub struct PortOptions {
+    /// The interface's name.
+    pub ifname: String,
+    /// The socket kind.
+    pub kind: IoKind,
+    /// This worker's number, from 0.
+    pub worker: usize,
+    /// How many workers share the interface.
+    pub workers: usize,
+    /// The fanout group joined by the workers' AF_PACKET sockets on this
+    /// interface (unique per interface within the process).
+    pub fanout_group: u16,
+    /// Frames per receive ring (rounded as the socket kind needs).
+    pub ring_frames: usize,
+    /// Largest frame handled (bytes, without the FCS); larger ones are
+    /// counted and dropped.
+    pub frame_size: usize,
+}
+
+/// A port's counters, as the socket layer sees them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortStats {
+    /// Frames received.
+    pub rx_packets: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames the kernel dropped because the ring was full (AF_PACKET's
+    /// `tp_drops`, AF_XDP's `rx_dropped` + `rx_ring_full`).
+    pub rx_dropped: u64,
+    /// Frames sent.
+    pub tx_packets: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// Frames that could not be sent (ring full, too large, error).
+    pub tx_errors: u64,
+}
+
+impl PortStats {
+    /// Adds `o` to `self`.
+    pub fn merge(&mut self, o: &PortStats) {
+        self.rx_packets += o.rx_packets;
+        self.rx_bytes += o.rx_bytes;
+        self.rx_dropped += o.rx_dropped;
+        self.tx_packets += o.tx_packets;
+        self.tx_bytes += o.tx_bytes;
+        self.tx_errors += o.tx_errors;
+    }
+}
+
+/// Spare frame buffers, so that the packet path allocates nothing once
+/// warm.
+#[derive(Debug, Default)]
+pub struct Pool {
+    free: Vec<Vec<u8>>,
+}
+
+impl Pool {
+    /// The most buffers kept.
+    const KEEP: usize = 4096;
+
+    /// An empty buffer (with capacity, when one was returned).
+    #[inline]
+    pub fn get(&mut self) -> Vec<u8> {
+        self.free.pop().unwrap_or_default()
+    }
+
+    /// Returns a buffer for reuse.
+    #[inline]
+    pub fn put(&mut self, mut v: Vec<u8>) {
+        if self.free.len() < Self::KEEP && v.capacity() != 0 {
+            v.clear();
+            self.free.push(v);
+        }
+    }
+}
+
+/// One worker's handle on one interface.
+pub trait Port: Send + std::fmt::Debug {
+    /// The interface's name.
+    fn name(&self) -> &str;
+
+    /// Moves up to `max` received frames into `out` (buffers from `pool`),
+    /// without blocking; returns how many.
+    fn recv(&mut self, pool: &mut Pool, out: &mut Vec<Vec<u8>>, max: usize) -> io::Result<usize>;
+
+    /// Queues `frames` for sending and flushes them (one system call per
+    /// batch at most); returns how many were accepted. Frames over the
+    /// interface's MTU are counted in `tx_errors`, not sent.
+    fn send(&mut self, frames: &[&[u8]]) -> io::Result<usize>;
+
+    /// The descriptor to poll for readable frames.
+    fn fd(&self) -> RawFd;
+
+    /// The counters so far.
+    fn stats(&mut self) -> PortStats;
+
+    /// How the port runs, for the logs: the socket kind and mode, e.g.
+    /// `"af-xdp, driver mode, copy"`.
+    fn mode(&self) -> &'static str {
+        ""
+    }
+}
