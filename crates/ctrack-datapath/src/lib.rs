@@ -30,8 +30,9 @@
 
 pub mod capture;
 pub mod ctl;
+pub mod events;
 pub mod io;
 pub mod live;
+pub mod metrics;
 #[allow(unsafe_code)]
 mod sys;
-
