@@ -11,8 +11,8 @@ mod record;
 
 pub use counters::Counters;
 pub use dump::Entry;
-pub(crate) use event::Events;
 pub use event::{EventKind, EventSink};
+pub(crate) use event::Events;
 pub use ext::Ext;
 pub(crate) use ext::{First, Setup};
 pub use info::ConnInfo;

@@ -13,11 +13,7 @@ use crate::io::{IoKind, Port, PortOptions};
 pub(crate) fn open(opts: &PortOptions) -> io::Result<Box<dyn Port>> {
     Err(io::Error::new(
         io::ErrorKind::Unsupported,
-        format!(
-            "{}: {} ports are not built yet",
-            opts.ifname,
-            opts.kind.name()
-        ),
+        format!("{}: {} ports are not built yet", opts.ifname, opts.kind.name()),
     ))
 }
 
