@@ -13,7 +13,7 @@ use ctrack_core::{FragConfig, Stats, Tracker};
 use ctrack_policy::firewall::Firewall;
 use ctrack_policy::model::Policy;
 
-use crate::ctl::events::EventHub;
+use crate::events::EventHub;
 use crate::io::{self, IoKind, PortOptions};
 use crate::live::shared::{PortInfo, Shared, WorkerStats};
 use crate::live::switch::MacTable;

@@ -31,6 +31,7 @@
 pub mod capture;
 pub mod ctl;
 pub mod daemon;
+pub mod events;
 pub mod io;
 pub mod live;
 pub mod metrics;

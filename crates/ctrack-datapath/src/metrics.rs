@@ -1,17 +1,368 @@
-//! Prometheus text metrics over HTTP (being written).
+//! The Prometheus endpoint: `GET /metrics` over HTTP/1.1.
+//!
+//! The exposition is built at each scrape from the workers' published
+//! counters: a fresh `prometheus-client` registry is filled with their
+//! values and encoded (OpenMetrics text, which Prometheus reads; served
+//! with its content type). The HTTP side is ours, on a standard
+//! `TcpListener`: one request per connection, answered in turn by one
+//! thread, with a request over 8 KiB refused and a client given 2 s to
+//! send it. Everything is named `ctrack_*`.
 
-use std::io;
-use std::net::SocketAddr;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use crate::live::Shared;
+use ctrack_core::Zone;
+use ctrack_policy::firewall::{DropReason, Stage};
+use ctrack_policy::model::Direction;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 
-/// Serves `GET /metrics` on `addr` until `shared.stop` is set.
+use crate::live::{Shared, SwitchDrop};
+
+/// The largest request accepted, headers included.
+pub const MAX_REQUEST: usize = 8 * 1024;
+/// How long a client has to send its request.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often the accept loop looks at `shared.stop`.
+const POLL: Duration = Duration::from_millis(50);
+
+type Labels = Vec<(String, String)>;
+
+fn labels(kv: &[(&str, String)]) -> Labels {
+    kv.iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect()
+}
+
+fn counter(reg: &mut Registry, name: &str, help: &str, v: u64) {
+    let c: Counter = Counter::default();
+    c.inc_by(v);
+    reg.register(name, help, c);
+}
+
+fn gauge(reg: &mut Registry, name: &str, help: &str, v: u64) {
+    let g: Gauge = Gauge::default();
+    g.set(i64::try_from(v).unwrap_or(i64::MAX));
+    reg.register(name, help, g);
+}
+
+fn counters(reg: &mut Registry, name: &str, help: &str, rows: Vec<(Labels, u64)>) {
+    let f: Family<Labels, Counter> = Family::default();
+    for (l, v) in rows {
+        f.get_or_create(&l).inc_by(v);
+    }
+    reg.register(name, help, f);
+}
+
+fn gauges(reg: &mut Registry, name: &str, help: &str, rows: Vec<(Labels, u64)>) {
+    let f: Family<Labels, Gauge> = Family::default();
+    for (l, v) in rows {
+        f.get_or_create(&l)
+            .set(i64::try_from(v).unwrap_or(i64::MAX));
+    }
+    reg.register(name, help, f);
+}
+
+/// The zones whose connections are counted: 0 and the policy's ports'.
+fn zones(shared: &Shared) -> Vec<Zone> {
+    let mut z: Vec<Zone> = shared
+        .fw
+        .policy()
+        .policy
+        .ports
+        .iter()
+        .map(|p| p.zone)
+        .collect();
+    z.push(0);
+    z.sort_unstable();
+    z.dedup();
+    z
+}
+
+fn connections(reg: &mut Registry, shared: &Shared) {
+    let t = shared.fw.tracker();
+    gauge(
+        reg,
+        "connections",
+        "Connections in the table.",
+        t.table_len() as u64,
+    );
+    gauge(
+        reg,
+        "connections_max",
+        "The table's connection limit.",
+        t.max_conns() as u64,
+    );
+    let rows = zones(shared)
+        .into_iter()
+        .map(|z| (labels(&[("zone", z.to_string())]), t.zone_len(z) as u64))
+        .collect();
+    gauges(reg, "zone_connections", "Connections per zone.", rows);
+    gauge(
+        reg,
+        "expectations",
+        "Expectations waiting.",
+        t.expectation_count() as u64,
+    );
+}
+
+fn firewall(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
+    let fw = &s.fw;
+    let verdicts = ["allow", "drop", "reject"]
+        .iter()
+        .zip(fw.verdicts)
+        .map(|(v, n)| (labels(&[("verdict", (*v).to_owned())]), n))
+        .collect();
+    counters(reg, "packets", "Packets by final verdict.", verdicts);
+    let stages = [
+        Stage::FromLport,
+        Stage::ToLport,
+        Stage::Session,
+        Stage::Default,
+        Stage::Nd,
+    ]
+    .iter()
+    .zip(fw.stages)
+    .map(|(st, n)| (labels(&[("stage", st.name().to_owned())]), n))
+    .collect();
+    counters(reg, "stage_packets", "Packets by deciding stage.", stages);
+    let mut drops: Vec<(Labels, u64)> = DropReason::ALL
+        .iter()
+        .zip(fw.drops)
+        .map(|(r, n)| {
+            (
+                labels(&[("source", "firewall".into()), ("reason", r.name().into())]),
+                n,
+            )
+        })
+        .collect();
+    drops.extend(SwitchDrop::ALL.iter().zip(s.switch.drops).map(|(r, n)| {
+        (
+            labels(&[("source", "switch".into()), ("reason", r.name().into())]),
+            n,
+        )
+    }));
+    counters(reg, "drops", "Packets dropped, by reason.", drops);
+    let c = shared.fw.policy();
+    gauge(
+        reg,
+        "policy_generation",
+        "The policy generation in force.",
+        u64::from(c.generation),
+    );
+    let current = fw.generation == c.generation;
+    let mut rows: [Vec<(Labels, u64)>; 3] = Default::default();
+    for a in &c.policy.acls {
+        let k = if current {
+            fw.acls.get(a.index).copied().unwrap_or_default()
+        } else {
+            Default::default()
+        };
+        let l = labels(&[
+            ("acl", a.name.clone()),
+            ("direction", a.direction.name().into()),
+            ("priority", a.priority.to_string()),
+        ]);
+        rows[0].push((l.clone(), k.packets));
+        rows[1].push((l.clone(), k.bytes));
+        rows[2].push((l, k.conns));
+    }
+    for d in [Direction::FromLport, Direction::ToLport] {
+        let k = if current {
+            fw.defaults[d as usize]
+        } else {
+            Default::default()
+        };
+        let l = labels(&[
+            ("acl", "default".into()),
+            ("direction", d.name().into()),
+            ("priority", "0".into()),
+        ]);
+        rows[0].push((l.clone(), k.packets));
+        rows[1].push((l.clone(), k.bytes));
+        rows[2].push((l, k.conns));
+    }
+    let [p, b, n] = rows;
+    counters(
+        reg,
+        "acl_packets",
+        "Packets an ACL decided (current policy generation).",
+        p,
+    );
+    counters(reg, "acl_bytes", "Bytes of the packets an ACL decided.", b);
+    counters(reg, "acl_conns", "Connections an ACL allowed.", n);
+    // The tracker's counters, one metric each (their field names).
+    if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(fw.tracker) {
+        for (k, v) in m {
+            if let Some(n) = v.as_u64() {
+                counter(
+                    reg,
+                    &format!("conntrack_{k}"),
+                    &format!("The tracker's {k} counter."),
+                    n,
+                );
+            }
+        }
+    }
+}
+
+fn ports(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
+    let mut rows: [Vec<(Labels, u64)>; 6] = Default::default();
+    for (i, p) in shared.ports.iter().enumerate() {
+        let c = s.ports.get(i).copied().unwrap_or_default();
+        let l = labels(&[("port", p.name.clone()), ("interface", p.ifname.clone())]);
+        let vals = [
+            c.rx_packets,
+            c.rx_bytes,
+            c.rx_dropped,
+            c.tx_packets,
+            c.tx_bytes,
+            c.tx_errors,
+        ];
+        for (r, v) in rows.iter_mut().zip(vals) {
+            r.push((l.clone(), v));
+        }
+    }
+    let names = [
+        ("port_rx_packets", "Frames received."),
+        ("port_rx_bytes", "Bytes received."),
+        ("port_rx_dropped", "Frames the kernel dropped (ring full)."),
+        ("port_tx_packets", "Frames sent."),
+        ("port_tx_bytes", "Bytes sent."),
+        ("port_tx_errors", "Frames that could not be sent."),
+    ];
+    for ((name, help), r) in names.into_iter().zip(rows) {
+        counters(reg, name, help, r);
+    }
+}
+
+/// The exposition, now.
+pub fn render(shared: &Shared) -> String {
+    let mut reg = Registry::with_prefix("ctrack");
+    let s = shared.stats();
+    connections(&mut reg, shared);
+    firewall(&mut reg, shared, &s);
+    ports(&mut reg, shared, &s);
+    counter(
+        &mut reg,
+        "events_dropped",
+        "Connection events dropped (a subscriber's queue was full).",
+        shared.events.dropped(),
+    );
+    gauge(
+        &mut reg,
+        "event_subscribers",
+        "Connection event subscribers.",
+        shared.events.subscribers() as u64,
+    );
+    gauge(
+        &mut reg,
+        "uptime_seconds",
+        "Seconds since the datapath started.",
+        shared.epoch.elapsed().as_secs(),
+    );
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = encode(&mut out, &reg);
+    out
+}
+
+/// Starts the endpoint on `addr`; it serves until `shared.stop` is set.
 pub fn serve(shared: Arc<Shared>, addr: SocketAddr) -> io::Result<JoinHandle<()>> {
-    let _ = (shared, addr);
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        "metrics are not built yet",
-    ))
+    let listener = TcpListener::bind(addr)
+        .map_err(|e| io::Error::new(e.kind(), format!("metrics on {addr}: {e}")))?;
+    listener.set_nonblocking(true)?;
+    std::thread::Builder::new()
+        .name("ctrack-metrics".into())
+        .spawn(move || {
+            while !shared.stopping() {
+                match listener.accept() {
+                    Ok((s, _)) => answer(&shared, s),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => std::thread::sleep(POLL),
+                }
+            }
+        })
+}
+
+/// The request's head (up to the blank line), or the status to refuse it
+/// with.
+fn read_head(s: &mut TcpStream) -> Result<Vec<u8>, &'static str> {
+    let deadline = Instant::now() + REQUEST_TIMEOUT;
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    loop {
+        if buf.windows(4).any(|w| w == b"\r\n\r\n") || buf.windows(2).any(|w| w == b"\n\n") {
+            return Ok(buf);
+        }
+        if buf.len() > MAX_REQUEST {
+            return Err("431 Request Header Fields Too Large");
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || s.set_read_timeout(Some(left)).is_err() {
+            return Err("408 Request Timeout");
+        }
+        match s.read(&mut chunk) {
+            Ok(0) => return Err(""),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Err("408 Request Timeout"),
+        }
+    }
+}
+
+fn respond(s: &mut TcpStream, status: &str, ctype: &str, body: &str, head_only: bool) {
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = s.write_all(head.as_bytes());
+    if !head_only {
+        let _ = s.write_all(body.as_bytes());
+    }
+}
+
+fn answer(shared: &Shared, mut s: TcpStream) {
+    if s.set_nonblocking(false).is_err() {
+        return;
+    }
+    let _ = s.set_write_timeout(Some(REQUEST_TIMEOUT));
+    let text = "text/plain; charset=utf-8";
+    let head = match read_head(&mut s) {
+        Ok(h) => h,
+        Err("") => return,
+        Err(status) => return respond(&mut s, status, text, "", false),
+    };
+    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut words = line.split_whitespace();
+    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    match (method, path) {
+        ("GET" | "HEAD", "/metrics") => {
+            let body = render(shared);
+            let ctype = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+            respond(&mut s, "200 OK", ctype, &body, method == "HEAD");
+        }
+        ("GET" | "HEAD", _) => respond(
+            &mut s,
+            "404 Not Found",
+            text,
+            "not found: try /metrics\n",
+            method == "HEAD",
+        ),
+        _ => respond(
+            &mut s,
+            "405 Method Not Allowed",
+            text,
+            "GET /metrics\n",
+            false,
+        ),
+    }
 }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand};
-use ctrack::{bench, fwreplay, policy, replay, run};
+use ctrack::{bench, ctl, fwreplay, policy, replay, run};
 
 /// A connection tracker and stateful firewall datapath in user space.
 #[derive(Debug, Parser)]
@@ -29,6 +29,9 @@ enum Command {
     /// Run the firewall between live interfaces (a bump in the wire or a
     /// small switch), until SIGTERM; SIGHUP reloads the policy.
     Run(run::RunArgs),
+    /// Ask a running `ctrack run`: connections, counters, limits,
+    /// timeouts, the policy, events.
+    Ctl(ctl::CtlArgs),
 }
 
 impl Cli {
@@ -36,7 +39,7 @@ impl Cli {
     /// Err names the subcommand (its path of names) and what is wrong.
     fn validate(&self) -> Result<(), (Vec<&'static str>, String)> {
         match &self.command {
-            Command::Replay(_) | Command::Policy(_) | Command::Run(_) => Ok(()),
+            Command::Replay(_) | Command::Policy(_) | Command::Run(_) | Command::Ctl(_) => Ok(()),
             Command::Bench(b) => b
                 .validate()
                 .map_err(|(name, msg)| (vec!["bench", name], msg)),
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args, &mut out),
         Command::Policy(args) => policy::run(args, &mut out),
         Command::Run(args) => run::run(args, &mut out),
+        Command::Ctl(args) => ctl::run(args, &mut out),
     };
     let flushed = out.flush();
     match result.and(flushed.map_err(Into::into)) {

@@ -1,27 +1,72 @@
 //! The control server: `ctrack ctl` talks to a running `ctrack run` over a
-//! Unix socket (one JSON request per line, one JSON reply; `events` is a
-//! stream), and the Prometheus metrics endpoint.
+//! Unix socket.
 //!
-//! (Being written: the server, the commands and the client.)
+//! # Protocol
+//!
+//! A client connects to the socket (`--ctl PATH`, [`DEFAULT_SOCKET`] by
+//! default) and sends requests, one JSON object per line:
+//!
+//! ```text
+//! {"argv": ["dump-conntrack", "zone=5", "-s"]}
+//! ```
+//!
+//! Each request gets one reply line, `{"ok":true,"text":"..."}` or
+//! `{"ok":false,"error":"..."}`; several requests may follow each other
+//! on one connection. `events` turns the connection into a stream: an
+//! `{"ok":true,"text":""}` line once subscribed, then `{"event":...}`
+//! lines (a `conntrack -E` line as a string, or with `--format json` an
+//! object `{"type":"NEW","entry":{...}}`) and `{"dropped":N}` lines when
+//! the subscriber's queue overflowed, until the client closes or the
+//! daemon stops.
+//!
+//! Limits ([`proto`]): a request line over 64 KiB, an `argv` over 256
+//! words, invalid JSON, or 30 s without a request get an error reply and
+//! the connection is closed; at most 64 clients are served at once (more
+//! are refused with an error reply). A command's mistakes (unknown
+//! command, bad arguments) get an error reply and the connection stays.
+//!
+//! The commands follow `ovs-appctl dpctl/*-conntrack*` and conntrack-tools
+//! (`help` lists them): `dump-conntrack`, `list`, `flush`, `count`,
+//! `stats`, `set-maxconns`/`get-maxconns`, `ct-set-limits`/
+//! `ct-get-limits`/`ct-del-limits`, `ct-set-timeout`/`ct-get-timeout`/
+//! `ct-del-timeout`, `policy reload|show|counters`, `events`, `ports`,
+//! `version`, `help`.
+//!
+//! # Socket
+//!
+//! Created with mode 0600 (0660 and owned by the group when one is given)
+//! before it listens, its directory created if missing. A stale socket
+//! (nobody answers) is replaced; a live one is an error. The file is
+//! removed when the server stops.
 
-pub mod events;
+mod args;
+pub mod client;
+mod commands;
+mod ctx;
+mod list;
+pub mod proto;
+mod report;
+mod server;
 
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+pub use crate::events::{Event, EventHub, Next, Subscription};
 use crate::live::Shared;
 
 /// The default socket path.
 pub const DEFAULT_SOCKET: &str = "/run/ctrack/ctrack.sock";
 
 /// Starts the control server on `path` (created 0600, or 0660 owned by
-/// `group`), answering until `shared.stop` is set.
+/// `group`), answering until `shared.stop` is set (noticed within about
+/// 50 ms; the handle's thread then ends its clients' connections and
+/// removes the socket file). It also makes `shared.events` the tracker's
+/// event sink.
+///
+/// Fails if another server answers on `path`, if `path` is something
+/// other than a socket, or if `group` does not exist.
 pub fn serve(shared: Arc<Shared>, path: &Path, group: Option<&str>) -> io::Result<JoinHandle<()>> {
-    let _ = (shared, path, group);
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        "the control server is not built yet",
-    ))
+    server::serve(shared, path, group)
 }

@@ -9,7 +9,7 @@ use ctrack_core::Time;
 use ctrack_policy::firewall::{Firewall, FwStats};
 use ctrack_policy::model::Policy;
 
-use crate::ctl::events::EventHub;
+use crate::events::EventHub;
 use crate::io::{IoKind, PortStats};
 use crate::live::switch::MacTable;
 

@@ -1,0 +1,190 @@
+//! The client side of the control protocol (what `ctrack ctl` and the
+//! tests use).
+
+use std::fmt;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::proto::{Reply, Request};
+
+/// The longest reply line read (a dump of a full table is large, but not
+/// this large).
+const MAX_REPLY: u64 = 1 << 30;
+/// How long a command's reply may take.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Why a request failed.
+#[derive(Debug)]
+pub enum ClientError {
+    /// The socket could not be reached.
+    Connect {
+        /// The socket.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// Reading or writing the connection failed.
+    Io(io::Error),
+    /// The server's answer was not a reply of this protocol.
+    Protocol(String),
+    /// The server answered with an error.
+    Failed(String),
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientError::Connect { path, source } => {
+                let why = match source.kind() {
+                    io::ErrorKind::NotFound => "no such file (is `ctrack run` running?)".into(),
+                    io::ErrorKind::ConnectionRefused => {
+                        "connection refused (is `ctrack run` running?)".into()
+                    }
+                    io::ErrorKind::PermissionDenied => {
+                        "permission denied (run as root, or as a member of --ctl-group)".into()
+                    }
+                    _ => source.to_string(),
+                };
+                write!(f, "cannot reach ctrack at {}: {why}", path.display())
+            }
+            ClientError::Io(e) => write!(f, "control connection: {e}"),
+            ClientError::Protocol(m) => write!(f, "control connection: {m}"),
+            ClientError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ClientError::Connect { source, .. } | ClientError::Io(source) => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for ClientError {
+    fn from(e: io::Error) -> Self {
+        ClientError::Io(e)
+    }
+}
+
+/// One item of an event stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamItem {
+    /// An event: a `conntrack -E` line (a JSON string), or an object
+    /// `{"type":..., "entry":...}` for `--format json`.
+    Event(serde_json::Value),
+    /// This many events were lost since the last report.
+    Dropped(u64),
+}
+
+/// A connection to the control server (several requests may follow one
+/// another on it).
+#[derive(Debug)]
+pub struct Client {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl Client {
+    /// Connects to the server at `path`.
+    pub fn connect(path: &Path) -> Result<Client, ClientError> {
+        let s = UnixStream::connect(path).map_err(|source| ClientError::Connect {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        s.set_read_timeout(Some(REPLY_TIMEOUT))?;
+        let writer = s.try_clone()?;
+        Ok(Client {
+            reader: BufReader::new(s),
+            writer,
+        })
+    }
+
+    fn send<S: AsRef<str>>(&mut self, argv: &[S]) -> Result<(), ClientError> {
+        let req = Request {
+            argv: argv.iter().map(|a| a.as_ref().to_owned()).collect(),
+        };
+        let mut line = serde_json::to_string(&req)
+            .map_err(|e| ClientError::Protocol(format!("cannot encode the request: {e}")))?;
+        line.push('\n');
+        self.writer.write_all(line.as_bytes())?;
+        Ok(())
+    }
+
+    /// The next reply line; None at the end of the connection.
+    fn next(&mut self) -> Result<Option<Reply>, ClientError> {
+        let mut line = Vec::new();
+        let n = (&mut self.reader)
+            .take(MAX_REPLY)
+            .read_until(b'\n', &mut line)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if line.last() != Some(&b'\n') && n as u64 >= MAX_REPLY {
+            return Err(ClientError::Protocol("reply line too long".into()));
+        }
+        serde_json::from_slice(&line)
+            .map(Some)
+            .map_err(|e| ClientError::Protocol(format!("bad reply: {e}")))
+    }
+
+    /// Sends `argv` and returns the reply's text (an error reply is
+    /// [`ClientError::Failed`]).
+    pub fn request<S: AsRef<str>>(&mut self, argv: &[S]) -> Result<String, ClientError> {
+        self.send(argv)?;
+        match self.next()? {
+            None => Err(ClientError::Protocol(
+                "the server closed the connection without replying".into(),
+            )),
+            Some(r) => answer(r),
+        }
+    }
+
+    /// Sends `argv` (an `events` command) and calls `each` for every item
+    /// of the stream until the server ends it (Ok) or `each` returns
+    /// false.
+    pub fn stream<S: AsRef<str>>(
+        mut self,
+        argv: &[S],
+        mut each: impl FnMut(StreamItem) -> bool,
+    ) -> Result<(), ClientError> {
+        self.send(argv)?;
+        // The first line acknowledges the subscription (or refuses it).
+        match self.next()? {
+            None => return Ok(()),
+            Some(r) => {
+                answer(r)?;
+            }
+        }
+        self.reader.get_ref().set_read_timeout(None)?;
+        while let Some(r) = self.next()? {
+            let item = match (r.event, r.dropped, r.error) {
+                (Some(ev), _, _) => StreamItem::Event(ev),
+                (None, Some(n), _) => StreamItem::Dropped(n),
+                (None, None, Some(e)) => return Err(ClientError::Failed(e)),
+                (None, None, None) => continue,
+            };
+            if !each(item) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn answer(r: Reply) -> Result<String, ClientError> {
+    match (r.ok, r.text, r.error) {
+        (Some(true), text, _) => Ok(text.unwrap_or_default()),
+        (_, _, Some(e)) => Err(ClientError::Failed(e)),
+        _ => Err(ClientError::Protocol("reply without ok or error".into())),
+    }
+}
+
+/// Connects to `path`, sends `argv`, returns the reply's text.
+pub fn request<S: AsRef<str>>(path: &Path, argv: &[S]) -> Result<String, ClientError> {
+    Client::connect(path)?.request(argv)
+}

@@ -1,0 +1,402 @@
+//! The reporting commands: `stats`, `ports`, `policy show`, `policy
+//! counters`.
+
+use std::fmt::Write as _;
+
+use ctrack_policy::firewall::{AclCounters, Compiled, DropReason, FwStats, Stage};
+use ctrack_policy::model::{Acl, DefaultAction, Direction};
+use serde_json::{Value, json};
+
+use super::args::{self, FORMAT, Format};
+use super::ctx::{Ctx, lock};
+use crate::live::{SwitchDrop, WorkerStats};
+
+/// The stages, in counter order.
+pub(crate) const STAGES: [Stage; 5] = [
+    Stage::FromLport,
+    Stage::ToLport,
+    Stage::Session,
+    Stage::Default,
+    Stage::Nd,
+];
+
+/// The verdicts, in counter order.
+pub(crate) const VERDICTS: [&str; 3] = ["allow", "drop", "reject"];
+
+fn json_text(v: &Value) -> Result<String, String> {
+    serde_json::to_string_pretty(v).map_err(|e| format!("cannot encode: {e}"))
+}
+
+/// `aa:bb:cc:dd:ee:ff`.
+pub(crate) fn mac(m: &[u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// The counters of every worker, with the control commands' own tracker
+/// counts (flushes) added.
+pub(crate) fn totals(ctx: &Ctx) -> WorkerStats {
+    let mut s = ctx.shared.stats();
+    s.fw.tracker.merge(&lock(&ctx.ctl_stats));
+    s
+}
+
+/// The per-ACL counters of the policy in force (zero where the workers
+/// have not yet counted under its generation).
+pub(crate) fn acl_counters(c: &Compiled, fw: &FwStats, acl: &Acl) -> AclCounters {
+    if fw.generation != c.generation {
+        return AclCounters::default();
+    }
+    fw.acls.get(acl.index).copied().unwrap_or_default()
+}
+
+/// The default's counters for `dir`.
+fn default_counters(c: &Compiled, fw: &FwStats, dir: Direction) -> AclCounters {
+    if fw.generation != c.generation {
+        return AclCounters::default();
+    }
+    fw.defaults[dir as usize]
+}
+
+fn named<T: Copy + Into<Value>>(names: impl IntoIterator<Item = &'static str>, v: &[T]) -> Value {
+    Value::Object(
+        names
+            .into_iter()
+            .zip(v)
+            .map(|(n, &x)| (n.to_owned(), x.into()))
+            .collect(),
+    )
+}
+
+fn counters_json(c: &AclCounters) -> Value {
+    json!({"packets": c.packets, "bytes": c.bytes, "conns": c.conns})
+}
+
+/// The `stats` document (also what the text form prints).
+pub(crate) fn stats_json(ctx: &Ctx) -> Value {
+    let s = totals(ctx);
+    let t = ctx.shared.fw.tracker();
+    let zones: Vec<Value> = ctx
+        .known_zones()
+        .into_iter()
+        .map(|z| {
+            let (limit, _) = t.zone_limit(z);
+            json!({"zone": z, "count": t.zone_len(z), "limit": limit})
+        })
+        .collect();
+    let sw = &s.switch;
+    let hub = &ctx.shared.events;
+    json!({
+        "uptime_seconds": ctx.shared.epoch.elapsed().as_secs(),
+        "connections": {
+            "total": t.table_len(),
+            "max": t.max_conns(),
+            "expectations": t.expectation_count(),
+            "zones": zones,
+        },
+        "verdicts": named(VERDICTS, &s.fw.verdicts),
+        "stages": named(STAGES.map(Stage::name), &s.fw.stages),
+        "drops": named(DropReason::ALL.map(DropReason::name), &s.fw.drops),
+        "switch": {
+            "forwarded": sw.forwarded,
+            "flooded": sw.flooded,
+            "replies": sw.replies,
+            "learned": sw.learned,
+            "drops": named(SwitchDrop::ALL.map(SwitchDrop::name), &sw.drops),
+        },
+        "rejects": {"sent": s.fw.rejects_sent, "suppressed": s.fw.rejects_suppressed},
+        "rejudged": s.fw.rejudged,
+        "tracker": serde_json::to_value(s.fw.tracker).unwrap_or(Value::Null),
+        "policy": policy_counters_json(ctx, &s.fw),
+        "ports": ports_json(ctx, &s),
+        "events": {
+            "subscribers": hub.subscribers(),
+            "offered": hub.offered(),
+            "dropped": hub.dropped(),
+        },
+        "bursts": s.bursts,
+        "ctl_clients": ctx.clients(),
+    })
+}
+
+fn kv_line(out: &mut String, title: &str, v: &Value) {
+    let _ = write!(out, "{title}:");
+    if let Value::Object(m) = v {
+        for (k, x) in m {
+            if x.is_number() {
+                let _ = write!(out, " {k}={x}");
+            }
+        }
+    }
+    out.push('\n');
+}
+
+/// `stats [--format json]`.
+pub(crate) fn stats(ctx: &Ctx, rest: &[String]) -> Result<String, String> {
+    let p = args::parse(rest, &[FORMAT])?;
+    p.no_words()?;
+    let v = stats_json(ctx);
+    if p.format()? == Format::Json {
+        return json_text(&v);
+    }
+    let mut o = String::new();
+    let c = &v["connections"];
+    let _ = writeln!(
+        o,
+        "connections: {} (max {}), expectations: {}",
+        c["total"], c["max"], c["expectations"]
+    );
+    if let Some(zones) = c["zones"].as_array() {
+        for z in zones {
+            let _ = writeln!(
+                o,
+                "  zone {}: {} connections, limit {}",
+                z["zone"], z["count"], z["limit"]
+            );
+        }
+    }
+    kv_line(&mut o, "verdicts", &v["verdicts"]);
+    kv_line(&mut o, "stages", &v["stages"]);
+    kv_line(&mut o, "drops (firewall)", &v["drops"]);
+    kv_line(&mut o, "drops (switch)", &v["switch"]["drops"]);
+    kv_line(&mut o, "switch", &v["switch"]);
+    kv_line(&mut o, "rejects", &v["rejects"]);
+    kv_line(&mut o, "tracker", &v["tracker"]);
+    kv_line(&mut o, "events", &v["events"]);
+    let _ = writeln!(o, "policy generation {}:", v["policy"]["generation"]);
+    o.push_str(&counters_text(&v["policy"]));
+    o.push_str("ports:\n");
+    o.push_str(&ports_text(&v["ports"]));
+    Ok(o)
+}
+
+fn ports_json(ctx: &Ctx, s: &WorkerStats) -> Value {
+    let ports: Vec<Value> = ctx
+        .shared
+        .ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let c = s.ports.get(i).copied().unwrap_or_default();
+            json!({
+                "port": i,
+                "name": p.name,
+                "interface": p.ifname,
+                "mac": mac(&p.mac),
+                "mtu": p.mtu,
+                "rx_packets": c.rx_packets,
+                "rx_bytes": c.rx_bytes,
+                "rx_dropped": c.rx_dropped,
+                "tx_packets": c.tx_packets,
+                "tx_bytes": c.tx_bytes,
+                "tx_errors": c.tx_errors,
+            })
+        })
+        .collect();
+    Value::Array(ports)
+}
+
+fn ports_text(v: &Value) -> String {
+    let mut o = String::new();
+    for p in v.as_array().into_iter().flatten() {
+        let s = |k: &str| p[k].as_str().unwrap_or("").to_owned();
+        let _ = writeln!(
+            o,
+            "  {} ({}): mac {} mtu {}; rx {} packets {} bytes {} dropped; tx {} packets {} bytes {} errors",
+            s("name"),
+            s("interface"),
+            s("mac"),
+            p["mtu"],
+            p["rx_packets"],
+            p["rx_bytes"],
+            p["rx_dropped"],
+            p["tx_packets"],
+            p["tx_bytes"],
+            p["tx_errors"]
+        );
+    }
+    o
+}
+
+/// `ports [--format json]`.
+pub(crate) fn ports(ctx: &Ctx, rest: &[String]) -> Result<String, String> {
+    let p = args::parse(rest, &[FORMAT])?;
+    p.no_words()?;
+    let v = ports_json(ctx, &ctx.shared.stats());
+    if p.format()? == Format::Json {
+        return json_text(&v);
+    }
+    Ok(ports_text(&v))
+}
+
+/// The ACLs in evaluation order: by direction, tier, then rank (highest
+/// first).
+fn ordered(c: &Compiled) -> Vec<&Acl> {
+    let mut acls: Vec<&Acl> = c.policy.acls.iter().collect();
+    acls.sort_by_key(|a| {
+        (
+            a.direction as u8,
+            a.tier,
+            std::cmp::Reverse(ctrack_policy::firewall::rank(a.priority, a.index)),
+        )
+    });
+    acls
+}
+
+fn policy_counters_json(ctx: &Ctx, fw: &FwStats) -> Value {
+    let c = ctx.shared.fw.policy();
+    let acls: Vec<Value> = ordered(&c)
+        .into_iter()
+        .map(|a| {
+            let k = acl_counters(&c, fw, a);
+            json!({
+                "acl": a.name,
+                "index": a.index,
+                "direction": a.direction.name(),
+                "tier": a.tier,
+                "priority": a.priority,
+                "action": a.action.name(),
+                "packets": k.packets,
+                "bytes": k.bytes,
+                "conns": k.conns,
+            })
+        })
+        .collect();
+    let defaults: Value = [Direction::FromLport, Direction::ToLport]
+        .into_iter()
+        .map(|d| {
+            (
+                d.name().to_owned(),
+                counters_json(&default_counters(&c, fw, d)),
+            )
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into();
+    json!({"generation": c.generation, "acls": acls, "defaults": defaults})
+}
+
+fn counters_text(v: &Value) -> String {
+    let mut o = String::new();
+    for a in v["acls"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            o,
+            "  {:<10} tier={} priority={:<5} {:<20} {:<16} packets={} bytes={} conns={}",
+            a["direction"].as_str().unwrap_or(""),
+            a["tier"],
+            a["priority"],
+            a["acl"].as_str().unwrap_or(""),
+            a["action"].as_str().unwrap_or(""),
+            a["packets"],
+            a["bytes"],
+            a["conns"]
+        );
+    }
+    if let Value::Object(m) = &v["defaults"] {
+        for (dir, k) in m {
+            let _ = writeln!(
+                o,
+                "  {dir:<10} default packets={} bytes={} conns={}",
+                k["packets"], k["bytes"], k["conns"]
+            );
+        }
+    }
+    o
+}
+
+/// `policy counters [--format json]`: per-ACL packets, bytes and
+/// connections.
+pub(crate) fn policy_counters(ctx: &Ctx, rest: &[String]) -> Result<String, String> {
+    let p = args::parse(rest, &[FORMAT])?;
+    p.no_words()?;
+    let v = policy_counters_json(ctx, &totals(ctx).fw);
+    if p.format()? == Format::Json {
+        return json_text(&v);
+    }
+    Ok(format!(
+        "policy generation {}:\n{}",
+        v["generation"],
+        counters_text(&v)
+    ))
+}
+
+/// `policy show`: the compiled view (ports, then ACLs by stage, tier and
+/// priority as evaluated, with their classifiers' sizes), each ACL with
+/// its counters.
+pub(crate) fn policy_show(ctx: &Ctx, rest: &[String]) -> Result<String, String> {
+    args::parse(rest, &[])?.no_words()?;
+    let c = ctx.shared.fw.policy();
+    let fw = totals(ctx).fw;
+    let p = &c.policy;
+    let path = lock(&ctx.shared.policy_path).display().to_string();
+    let mut o = format!(
+        "policy {path}: generation {}, default {}, {}\n",
+        c.generation,
+        match p.default {
+            DefaultAction::Allow => "allow",
+            DefaultAction::Drop => "drop",
+        },
+        if c.tracking { "stateful" } else { "stateless" },
+    );
+    for (i, port) in p.ports.iter().enumerate() {
+        let macs: Vec<String> = port.macs.iter().map(mac).collect();
+        let ips: Vec<String> = port.ips.iter().map(|ip| ip.to_string()).collect();
+        let _ = writeln!(
+            o,
+            "port {} ({}): zone {}, {} {}",
+            port.name,
+            i + 1,
+            port.zone,
+            macs.join(" "),
+            ips.join(" ")
+        );
+    }
+    for (dir, tier, cls) in c.classifiers() {
+        let acls: Vec<&Acl> = ordered(&c)
+            .into_iter()
+            .filter(|a| a.direction == dir && usize::from(a.tier) == tier)
+            .collect();
+        if acls.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            o,
+            "\n{} tier {}: {} ACLs, compiled to {:?}, {} bytes",
+            dir.name(),
+            tier,
+            acls.len(),
+            cls.stats(),
+            cls.memory()
+        );
+        for a in acls {
+            let k = acl_counters(&c, &fw, a);
+            let _ = writeln!(
+                o,
+                "  priority={:<5} {:<20} {:<16} match=({}){}{} packets={} bytes={} conns={}",
+                a.priority,
+                a.name,
+                a.action.name(),
+                a.match_text,
+                a.nat.map_or(String::new(), |n| format!(" nat={n:?}")),
+                a.alg
+                    .map_or(String::new(), |g| format!(" alg={}", g.name())),
+                k.packets,
+                k.bytes,
+                k.conns
+            );
+        }
+    }
+    for d in [Direction::FromLport, Direction::ToLport] {
+        let k = default_counters(&c, &fw, d);
+        let _ = writeln!(
+            o,
+            "\n{} default: packets={} bytes={} conns={}",
+            d.name(),
+            k.packets,
+            k.bytes,
+            k.conns
+        );
+    }
+    Ok(o)
+}
