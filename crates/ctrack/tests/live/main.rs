@@ -294,7 +294,7 @@ fn ftp_through_snat() {
         &s,
         "ftpd",
         &[
-            "python3",
+            ftp_python(),
             "-m",
             "pyftpdlib",
             "-i",
@@ -313,7 +313,14 @@ fn ftp_through_snat() {
         )
     };
     let ok = Net::until(Duration::from_secs(10), || passive().status.success());
-    assert!(ok, "passive FTP through SNAT failed");
+    assert!(
+        ok,
+        "passive FTP through SNAT failed: {:?}\nftpd: {}\nconnections:\n{}\nstats:\n{}",
+        passive(),
+        net.stderr("ftpd"),
+        first_lines(&fw.ctl_ok(&net, &["dump-conntrack", "-s"]), 10),
+        fw.ctl_ok(&net, &["stats"]),
+    );
     let o = passive();
     assert_eq!(String::from_utf8_lossy(&o.stdout), body, "passive transfer");
     let active = net.run(
@@ -341,6 +348,25 @@ fn ftp_through_snat() {
     // The gateway's connections are listed with their helper.
     let dump = fw.ctl_ok(&net, &["dump-conntrack"]);
     assert!(dump.contains("helper=ftp"), "dump: {dump}");
+}
+
+/// A Python that has pyftpdlib: Debian's (`python3-pyftpdlib`, which
+/// `.ci/run` installs) when the first `python3` on the path is another.
+fn ftp_python() -> &'static str {
+    for py in ["python3", "/usr/bin/python3"] {
+        let ok = std::process::Command::new(py)
+            .args(["-c", "import pyftpdlib"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            return py;
+        }
+    }
+    panic!("no python3 with pyftpdlib (apt-get install python3-pyftpdlib)");
+}
+
+fn first_lines(text: &str, n: usize) -> String {
+    text.lines().take(n).collect::<Vec<_>>().join("\n")
 }
 
 /// Bytes per one-second interval of an iperf3 client's text output.
