@@ -114,6 +114,8 @@ impl Fw {
     /// Starts ctrack with `policy_file` and waits until its control socket
     /// answers.
     fn start(net: &mut Net, name: &str, policy_file: &str, io: &str) -> Fw {
+        // AF_XDP: one worker per receive queue, and a veth has one.
+        let workers = if io == "af-xdp" { "1" } else { "2" };
         let sock = net.dir.join(format!("{name}.sock")).display().to_string();
         let f = net.f.clone();
         net.spawn(
@@ -131,7 +133,7 @@ impl Fw {
                 "--io",
                 io,
                 "--workers",
-                "2",
+                workers,
                 "--max-conns",
                 "100000",
                 "--ctl",
@@ -265,6 +267,11 @@ fn http_ping_reject(tag: &str, io: &str) {
 #[test]
 fn http_ping_and_reject_af_packet() {
     http_ping_reject("hp", "af-packet");
+}
+
+#[test]
+fn http_ping_and_reject_af_xdp() {
+    http_ping_reject("hx", "af-xdp");
 }
 
 /// FTP through SNAT with the FTP gateway, passive and active.
