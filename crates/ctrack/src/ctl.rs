@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Result, anyhow};
 use ctrack_datapath::ctl::DEFAULT_SOCKET;
 use ctrack_datapath::ctl::client::{self, Client, StreamItem};
 
@@ -33,7 +33,8 @@ pub struct CtlArgs {
 /// Sends the command and prints the reply (or the stream of events).
 pub fn run(args: &CtlArgs, out: &mut dyn Write) -> Result<()> {
     if args.command.first().map(String::as_str) == Some("events") {
-        let c = Client::connect(&args.ctl)?;
+        // The client's errors say everything in one line (no chain of causes).
+        let c = Client::connect(&args.ctl).map_err(|e| anyhow!("{e}"))?;
         let mut failed = None;
         c.stream(&args.command, |item| {
             let r = match item {
@@ -49,13 +50,14 @@ pub fn run(args: &CtlArgs, out: &mut dyn Write) -> Result<()> {
                     false
                 }
             }
-        })?;
+        })
+        .map_err(|e| anyhow!("{e}"))?;
         return match failed {
             Some(e) => Err(e.into()),
             None => Ok(()),
         };
     }
-    let text = client::request(&args.ctl, &args.command)?;
+    let text = client::request(&args.ctl, &args.command).map_err(|e| anyhow!("{e}"))?;
     out.write_all(text.as_bytes())?;
     if !text.is_empty() && !text.ends_with('\n') {
         writeln!(out)?;
