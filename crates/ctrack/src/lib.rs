@@ -28,6 +28,7 @@
 
 pub mod args;
 pub mod bench;
+pub mod ctl;
 pub mod describe;
 pub mod fwreplay;
 pub mod policy;
