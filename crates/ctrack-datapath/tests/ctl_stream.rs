@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -179,6 +179,12 @@ fn the_socket_is_private_unique_and_removed_at_stop() {
         )
         .is_err()
     );
+    assert!(!env.dir.join("x.sock").exists());
+    // With a group: 0660, owned by it (root's group 0 exists everywhere).
+    let grouped = env.dir.join("g.sock");
+    let g = ctl::serve(env.shared.clone(), &grouped, Some("root")).unwrap();
+    let m = std::fs::metadata(&grouped).unwrap();
+    assert_eq!((m.permissions().mode() & 0o777, m.gid()), (0o660, 0));
     // An event stream ends with the server.
     let c = Client::connect(&env.sock).unwrap();
     let streaming = std::thread::spawn(move || c.stream(&["events"], |_| true));
@@ -191,6 +197,8 @@ fn the_socket_is_private_unique_and_removed_at_stop() {
     env.stop();
     assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
     assert!(streaming.join().unwrap().is_ok());
+    g.join().unwrap();
+    assert!(!grouped.exists());
     assert!(!env.sock.exists());
     let e = request(&env.sock, &["count"]).unwrap_err().to_string();
     assert_eq!(
@@ -239,6 +247,7 @@ fn metrics_endpoint_serves_prometheus_text() {
         "ctrack_policy_generation 1",
         "ctrack_uptime_seconds ",
         "ctrack_conntrack_committed_total 3",
+        "ctrack_conntrack_invalid_by_reason_total{reason=",
     ] {
         assert!(r.contains(want), "{want:?} in\n{r}");
     }
