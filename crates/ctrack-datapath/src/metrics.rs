@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ctrack_core::Zone;
+use ctrack_core::{InvalidReason, Zone};
 use ctrack_policy::firewall::{DropReason, Stage};
 use ctrack_policy::model::Direction;
 use prometheus_client::encoding::text::encode;
@@ -210,6 +210,19 @@ fn firewall(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
             }
         }
     }
+    let invalid = InvalidReason::ALL
+        .iter()
+        .map(|r| {
+            let n = fw.tracker.invalid_count(*r);
+            (labels(&[("reason", r.name().to_owned())]), n)
+        })
+        .collect();
+    counters(
+        reg,
+        "conntrack_invalid_by_reason",
+        "Packets the tracker found invalid, by reason.",
+        invalid,
+    );
 }
 
 fn ports(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {

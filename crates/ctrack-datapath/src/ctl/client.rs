@@ -87,6 +87,7 @@ pub enum StreamItem {
 pub struct Client {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
+    stream_timeout: Option<Duration>,
 }
 
 impl Client {
@@ -101,7 +102,14 @@ impl Client {
         Ok(Client {
             reader: BufReader::new(s),
             writer,
+            stream_timeout: None,
         })
+    }
+
+    /// Makes [`Client::stream`] fail after `t` without a line (it waits
+    /// forever by default).
+    pub fn set_stream_timeout(&mut self, t: Option<Duration>) {
+        self.stream_timeout = t;
     }
 
     fn send<S: AsRef<str>>(&mut self, argv: &[S]) -> Result<(), ClientError> {
@@ -160,7 +168,9 @@ impl Client {
                 answer(r)?;
             }
         }
-        self.reader.get_ref().set_read_timeout(None)?;
+        self.reader
+            .get_ref()
+            .set_read_timeout(self.stream_timeout)?;
         while let Some(r) = self.next()? {
             let item = match (r.event, r.dropped, r.error) {
                 (Some(ev), _, _) => StreamItem::Event(ev),

@@ -377,8 +377,10 @@ fn get_limits(ctx: &Ctx, rest: &[String]) -> Result<String, String> {
     let rows: Vec<(Zone, u32, u32)> = zones
         .iter()
         .map(|&z| {
-            let (limit, count) = t.zone_limit(z);
-            (z, limit, count)
+            // The count is the zone's connections (the tracker's limit
+            // count starts with the first limit set).
+            let (limit, _) = t.zone_limit(z);
+            (z, limit, t.zone_len(z) as u32)
         })
         .collect();
     if p.format()? == Format::Json {

@@ -171,13 +171,14 @@ impl Shared {
         Ok(generation)
     }
 
-    /// The sum of every worker's counters.
+    /// The sum of every worker's counters (the per-ACL ones: of workers
+    /// that counted under the policy generation now in force).
     pub fn stats(&self) -> WorkerStats {
         let mut total = WorkerStats {
             ports: vec![PortStats::default(); self.ports.len()],
             ..WorkerStats::default()
         };
-        // Per-ACL counters add up within one generation: the running one.
+        // `FwStats::merge` adds per-ACL counters of its own generation only.
         total.fw.generation = self.fw.policy().generation;
         for w in &self.workers {
             total.merge(&w.lock().unwrap_or_else(|e| e.into_inner()));

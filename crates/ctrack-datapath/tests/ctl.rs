@@ -1,0 +1,361 @@
+//! The control server's commands end to end: a `Shared` built by hand,
+//! connections made by real frames through the firewall, and every
+//! command asked through the client over a real Unix socket.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+
+use common::{Env, GUEST, POLICY, lines, raw};
+use ctrack_datapath::ctl::client::{Client, ClientError};
+
+#[test]
+fn dump_conntrack_in_ovs_format_with_and_without_counters() {
+    let mut env = Env::new();
+    env.populate();
+    let all = env.ok(&["dump-conntrack"]);
+    assert_eq!(lines(&all).len(), 3, "{all}");
+    assert!(!all.contains("packets="), "{all}");
+    let z5 = env.ok(&["dump-conntrack", "zone=5"]);
+    assert_eq!(lines(&z5).len(), 2, "{z5}");
+    assert!(
+        z5.starts_with(
+            "tcp,orig=(src=10.0.0.1,dst=10.0.0.2,sport=40000,dport=80),\
+             reply=(src=10.0.0.2,dst=10.0.0.1,sport=80,dport=40000),zone=5,timeout="
+        ),
+        "{z5}"
+    );
+    assert!(z5.contains("protoinfo=(state=ESTABLISHED)"), "{z5}");
+    let s = env.ok(&["dpctl/dump-conntrack", "-s", "zone=7"]);
+    assert_eq!(lines(&s).len(), 1, "{s}");
+    assert!(s.contains("dport=80,packets=2,bytes="), "{s}");
+    let j: serde_json::Value =
+        serde_json::from_str(&env.ok(&["dump-conntrack", "--format", "json"])).unwrap();
+    assert_eq!(j.as_array().map(Vec::len), Some(3));
+    assert_eq!(env.ok(&["dump-conntrack", "zone=99"]), "");
+    assert!(env.fails(&["dump-conntrack", "zone=x"]).contains("zone"));
+    assert!(
+        env.fails(&["dump-conntrack", "-q"])
+            .contains("unknown option -q")
+    );
+}
+
+#[test]
+fn list_in_conntrack_format_with_filters() {
+    let mut env = Env::new();
+    env.populate();
+    let all = env.ok(&["list"]);
+    let l = lines(&all);
+    assert_eq!(l.len(), 3, "{all}");
+    // Sorted by zone, then protocol: zone 5's TCP, zone 5's UDP, zone 7's.
+    let tcp = l[0];
+    assert!(tcp.starts_with("tcp      6 86"), "{tcp}");
+    assert!(
+        tcp.ends_with(
+            " ESTABLISHED src=10.0.0.1 dst=10.0.0.2 sport=40000 dport=80 \
+             src=10.0.0.2 dst=10.0.0.1 sport=80 dport=40000 [ASSURED] mark=0 zone=5 use=1"
+        ),
+        "{tcp}"
+    );
+    let udp = l[1];
+    assert!(udp.starts_with("udp      17 "), "{udp}");
+    assert!(
+        udp.ends_with(
+            " src=10.0.0.1 dst=10.0.0.2 sport=5000 dport=53 [UNREPLIED] \
+             src=10.0.0.2 dst=10.0.0.1 sport=53 dport=5000 mark=0 zone=5 use=1"
+        ),
+        "{udp}"
+    );
+    let n = |argv: &[&str]| {
+        let mut a = vec!["list"];
+        a.extend_from_slice(argv);
+        lines(&env.ok(&a)).len()
+    };
+    assert_eq!(n(&["-p", "tcp"]), 2);
+    assert_eq!(n(&["--proto=17"]), 1);
+    assert_eq!(n(&["--src", "10.0.0.3"]), 1);
+    assert_eq!(n(&["-s", "10.0.0.0/24"]), 3);
+    assert_eq!(n(&["--dst", "10.0.0.2"]), 3);
+    assert_eq!(n(&["--dst", "10.0.0.1"]), 0);
+    assert_eq!(n(&["--sport", "40000"]), 1);
+    assert_eq!(n(&["--dport", "80"]), 2);
+    assert_eq!(n(&["--dport", "80", "--zone", "7"]), 1);
+    assert_eq!(n(&["-w", "5"]), 2);
+    assert_eq!(n(&["--mark", "0"]), 3);
+    assert_eq!(n(&["--mark", "1"]), 0);
+    assert_eq!(n(&["--mark", "1/0"]), 3);
+    assert_eq!(n(&["--state", "established"]), 2);
+    assert_eq!(n(&["--state", "SYN_SENT"]), 0);
+    let j: serde_json::Value =
+        serde_json::from_str(&env.ok(&["list", "-p", "udp", "--format", "json"])).unwrap();
+    let a = j.as_array().unwrap();
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0]["zone"], 5);
+    assert_eq!(a[0]["orig"]["dport"], 53);
+    assert_eq!(a[0]["reply"]["packets"], 0);
+    assert!(
+        env.fails(&["list", "-p", "nope"])
+            .contains("unknown protocol")
+    );
+    assert!(
+        env.fails(&["list", "--src", "10.0.0.0/40"])
+            .contains("prefix")
+    );
+    assert!(env.fails(&["list", "--sport"]).contains("needs a value"));
+    assert!(
+        env.fails(&["list", "extra"])
+            .contains("unexpected argument")
+    );
+}
+
+#[test]
+fn count_and_flush_by_tuple_zone_and_all() {
+    let mut env = Env::new();
+    env.populate();
+    assert_eq!(env.ok(&["count"]), "3");
+    assert_eq!(env.ok(&["count", "zone=5"]), "2");
+    assert_eq!(env.ok(&["ct-get-nconns", "zone=7"]), "1");
+    // A whole tuple, from its reply side too (zone 5 given).
+    env.ok(&[
+        "flush",
+        "zone=5",
+        "ct_nw_src=10.0.0.2,ct_nw_dst=10.0.0.1,ct_nw_proto=17,ct_tp_src=53,ct_tp_dst=5000",
+    ]);
+    assert_eq!(env.ok(&["count", "zone=5"]), "1");
+    let again = env.fails(&[
+        "flush",
+        "zone=5",
+        "ct_nw_src=10.0.0.2,ct_nw_dst=10.0.0.1,ct_nw_proto=17,ct_tp_src=53,ct_tp_dst=5000",
+    ]);
+    assert!(again.contains("no connection"), "{again}");
+    // Without zone=N the tuple is zone 0's: nothing there.
+    env.fails(&["flush", "ct_nw_src=10.0.0.3"]);
+    // A partial tuple matches every connection with those fields.
+    env.ok(&["flush", "zone=7", "ct_nw_src=10.0.0.3,ct_nw_proto=6"]);
+    assert_eq!(env.ok(&["count", "zone=7"]), "0");
+    env.handshake(GUEST, 41001, 80);
+    env.ok(&["flush", "zone=5"]);
+    assert_eq!(env.ok(&["count"]), "1");
+    env.ok(&["flush-conntrack"]);
+    assert_eq!(env.ok(&["count"]), "0");
+    assert!(
+        env.fails(&["flush", "bogus=1"])
+            .contains("unknown tuple field")
+    );
+    assert!(
+        env.fails(&["flush", "zone=1", "zone=2"])
+            .contains("one zone")
+    );
+    let st: serde_json::Value =
+        serde_json::from_str(&env.ok(&["stats", "--format", "json"])).unwrap();
+    assert_eq!(st["tracker"]["flushed"], 4, "{st}");
+}
+
+#[test]
+fn maxconns_limits_and_timeouts_round_trip() {
+    let mut env = Env::new();
+    env.populate();
+    env.ok(&["set-maxconns", "5000"]);
+    assert_eq!(env.ok(&["get-maxconns"]), "5000");
+    assert_eq!(env.ok(&["ct-get-maxconns"]), "5000");
+    env.fails(&["set-maxconns", "0"]);
+    env.fails(&["set-maxconns", "99999999999"]);
+    env.fails(&["set-maxconns"]);
+
+    assert_eq!(env.ok(&["ct-get-limits"]), "default limit=0\n");
+    env.ok(&[
+        "ct-set-limits",
+        "default=10",
+        "zone=5,limit=3",
+        "zone=9,limit=0",
+    ]);
+    assert_eq!(
+        env.ok(&["ct-get-limits"]),
+        "default limit=10\nzone=5,limit=3,count=2\nzone=9,limit=0,count=0\n"
+    );
+    assert_eq!(
+        env.ok(&["ct-get-limits", "zone=7"]),
+        "default limit=10\nzone=7,limit=10,count=1\n"
+    );
+    env.ok(&["ct-del-limits", "zone=5,9"]);
+    assert_eq!(env.ok(&["ct-get-limits"]), "default limit=10\n");
+    assert_eq!(
+        env.ok(&["ct-get-limits", "zone=5"]),
+        "default limit=10\nzone=5,limit=10,count=2\n"
+    );
+    env.fails(&["ct-set-limits", "zone=5"]);
+    env.fails(&["ct-set-limits", "zone=5,limit=x"]);
+    env.fails(&["ct-del-limits"]);
+
+    let before = env.ok(&["ct-get-timeout", "zone=5"]);
+    assert!(
+        before.starts_with("Zone:5, Timeout Policies: tcp_syn_sent=30 "),
+        "{before}"
+    );
+    assert!(before.contains(" tcp_established=86400 ") && before.ends_with(" (default)\n"));
+    env.ok(&[
+        "ct-set-timeout",
+        "zone=5",
+        "tcp_established=100",
+        "udp_first=7",
+    ]);
+    let after = env.ok(&["ct-get-timeout", "zone=5"]);
+    assert!(
+        after.contains(" tcp_established=100 ") && after.contains(" udp_first=7 "),
+        "{after}"
+    );
+    // It applies to existing connections at once.
+    let est = env.ok(&["list", "-p", "tcp", "--zone", "5"]);
+    let secs: u64 = est.split_whitespace().nth(2).unwrap().parse().unwrap();
+    assert!(secs <= 100, "{est}");
+    let j: serde_json::Value =
+        serde_json::from_str(&env.ok(&["ct-get-timeout", "zone=5", "--format", "json"])).unwrap();
+    assert_eq!(j["timeouts"]["tcp_established"], 100);
+    assert_eq!(j["own"], true);
+    env.ok(&["ct-del-timeout", "zone=5"]);
+    assert_eq!(env.ok(&["ct-get-timeout", "zone=5"]), before);
+    assert!(
+        env.fails(&["ct-set-timeout", "zone=5", "tcp_bogus=5"])
+            .contains("tcp_established")
+    );
+    env.fails(&["ct-set-timeout", "tcp_established=5"]);
+    env.fails(&["ct-set-timeout", "zone=5", "tcp_established=0"]);
+    env.fails(&["ct-get-timeout"]);
+}
+
+#[test]
+fn stats_ports_and_policy_counters() {
+    let mut env = Env::new();
+    env.populate();
+    let st: serde_json::Value =
+        serde_json::from_str(&env.ok(&["stats", "--format", "json"])).unwrap();
+    assert_eq!(st["connections"]["total"], 3);
+    assert_eq!(st["connections"]["max"], 10_000);
+    let zones = st["connections"]["zones"].as_array().unwrap();
+    let z5 = zones.iter().find(|z| z["zone"] == 5).unwrap();
+    assert_eq!(z5["count"], 2);
+    assert_eq!(st["verdicts"]["allow"], 7);
+    assert_eq!(st["verdicts"]["drop"], 0);
+    assert!(st["stages"]["to-lport"].as_u64().unwrap() >= 2);
+    assert_eq!(st["drops"]["invalid"], 0);
+    assert_eq!(st["switch"]["drops"]["port-security"], 0);
+    assert_eq!(st["tracker"]["committed"], 3);
+    assert_eq!(st["policy"]["generation"], 1);
+    let web = st["policy"]["acls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["acl"] == "web")
+        .unwrap();
+    assert_eq!(
+        (web["direction"].as_str(), web["priority"].as_u64()),
+        (Some("to-lport"), Some(1000))
+    );
+    assert_eq!(web["conns"], 2, "{st:#}");
+    assert!(web["bytes"].as_u64().unwrap() > 0);
+    assert_eq!(st["ports"][0]["interface"], "veth0");
+    assert_eq!(st["ports"][0]["mac"], "02:00:00:00:00:01");
+    assert_eq!(st["ports"][0]["rx_packets"], 1);
+    assert_eq!(st["events"]["dropped"], 0);
+    let text = env.ok(&["stats"]);
+    for want in [
+        "connections: 3",
+        "verdicts: allow=7",
+        "drops (switch):",
+        "port-security=0",
+        "zone 5: 2",
+    ] {
+        assert!(text.contains(want), "{want:?} in {text}");
+    }
+    let ports = env.ok(&["ports"]);
+    assert!(
+        ports.contains("client (veth0): mac 02:00:00:00:00:01 mtu 1500; rx 1 packets"),
+        "{ports}"
+    );
+    let counters = env.ok(&["policy", "counters"]);
+    assert!(counters.starts_with("policy generation 1:\n"), "{counters}");
+    assert!(counters.contains("web "), "{counters}");
+    let show = env.ok(&["policy", "show"]);
+    assert!(
+        show.contains("generation 1, default allow, stateful"),
+        "{show}"
+    );
+    assert!(show.contains("to-lport tier 0: 1 ACLs"), "{show}");
+    assert!(show.contains("priority=1000  web"), "{show}");
+    assert!(show.contains("conns=2"), "{show}");
+    env.fails(&["policy"]);
+    env.fails(&["policy", "frob"]);
+}
+
+#[test]
+fn policy_reload_good_and_bad() {
+    let mut env = Env::new();
+    env.populate();
+    assert!(
+        env.ok(&["policy", "reload"])
+            .starts_with("policy generation 2 loaded from ")
+    );
+    let other = env.dir.join("other.toml");
+    std::fs::write(&other, POLICY.replace("priority = 1000", "priority = 900")).unwrap();
+    let r = env.ok(&["policy", "reload", other.to_str().unwrap()]);
+    assert_eq!(
+        r,
+        format!("policy generation 3 loaded from {}", other.display())
+    );
+    assert!(env.ok(&["policy", "show"]).contains("priority=900"));
+    let bad = env.dir.join("bad.toml");
+    std::fs::write(&bad, "[[acl]]\nname = \"x\"\ndirection = \"sideways\"\n").unwrap();
+    let e = env.fails(&["policy", "reload", bad.to_str().unwrap()]);
+    assert!(e.contains("bad.toml"), "{e}");
+    let e = env.fails(&["policy", "reload", "/nonexistent/p.toml"]);
+    assert!(e.contains("cannot read"), "{e}");
+    // The running policy stays, and so does its file.
+    assert_eq!(env.shared.fw.policy().generation, 3);
+    assert!(env.ok(&["policy", "reload"]).ends_with("other.toml"));
+    assert_eq!(env.shared.fw.policy().generation, 4);
+}
+
+#[test]
+fn garbage_gets_error_replies_and_the_server_keeps_serving() {
+    let env = Env::new();
+    let err = |line: &str| {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        assert_eq!(v["ok"], false, "{line}");
+        v["error"].as_str().unwrap().to_owned()
+    };
+    assert!(err(&raw(&env.sock, b"not json\n")).contains("invalid request"));
+    assert!(err(&raw(&env.sock, b"{\"argv\": 5}\n")).contains("invalid request"));
+    assert!(err(&raw(&env.sock, b"{\"argv\": [], \"x\": 1}\n")).contains("invalid request"));
+    assert!(err(&raw(&env.sock, b"\xff\xfe\x00\n")).contains("invalid request"));
+    assert!(err(&raw(&env.sock, b"{\"argv\": []}\n")).contains("empty request"));
+    let huge = vec![b'a'; 70 * 1024];
+    assert!(err(&raw(&env.sock, &huge)).contains("over 65536 bytes"));
+    let many = serde_json::json!({"argv": vec!["count"; 300]}).to_string() + "\n";
+    assert!(err(&raw(&env.sock, many.as_bytes())).contains("over 256"));
+    // A command's errors keep the connection.
+    let mut c = Client::connect(&env.sock).unwrap();
+    for bad in [
+        &["frobnicate"][..],
+        &["count", "zone=70000"],
+        &["flush", "ct_tp_src=99999"],
+        &["ct-set-limits", "default=-1"],
+    ] {
+        match c.request(bad) {
+            Err(ClientError::Failed(m)) => assert!(m.starts_with(bad[0]), "{m}"),
+            other => panic!("{bad:?}: {other:?}"),
+        }
+    }
+    assert_eq!(c.request(&["count"]).unwrap(), "0");
+    assert!(c.request(&["version"]).unwrap().starts_with("ctrack "));
+    assert!(c.request(&["help"]).unwrap().contains("dump-conntrack"));
+    // A request without its newline, then the end: still answered.
+    let mut s = UnixStream::connect(&env.sock).unwrap();
+    s.write_all(br#"{"argv":["count"]}"#).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert_eq!(out, "{\"ok\":true,\"text\":\"0\"}\n");
+    assert_eq!(env.ok(&["count"]), "0");
+}

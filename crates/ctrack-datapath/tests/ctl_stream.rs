@@ -1,0 +1,263 @@
+//! The control server's event stream, its socket's life, its limits on
+//! clients, and the metrics endpoint.
+
+mod common;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use common::{CLIENT, Env, SERVER, an_entry, collect, http, raw, tmp_dir};
+use ctrack_core::{EventKind, EventSink};
+use ctrack_datapath::ctl::client::{Client, StreamItem, request};
+use ctrack_datapath::ctl::{self, EventHub};
+use ctrack_datapath::metrics;
+use ctrack_policy::firewall::FwOutputs;
+use ctrack_wire::build::{Frame, L4};
+
+#[test]
+fn events_stream_as_conntrack_e_lines_and_json() {
+    let mut env = Env::new();
+    let e = an_entry(&mut env);
+    let ev = e.clone();
+    let items = collect(
+        &env,
+        &["events"],
+        move |s| {
+            s.events.event(EventKind::New, &ev);
+            s.events.event(EventKind::Destroy, &ev);
+        },
+        |i| i.len() >= 2,
+    );
+    let text: Vec<String> = items
+        .iter()
+        .map(|i| match i {
+            StreamItem::Event(serde_json::Value::String(s)) => s.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert!(text[0].starts_with("    [NEW] udp      17 "), "{}", text[0]);
+    assert!(
+        text[0].contains("sport=7000 dport=53 [UNREPLIED] src=10.0.0.2"),
+        "{}",
+        text[0]
+    );
+    assert!(
+        text[1].starts_with("[DESTROY] udp      17 src=10.0.0.1 "),
+        "{}",
+        text[1]
+    );
+    let ev = e.clone();
+    let items = collect(
+        &env,
+        &["events", "--format", "json"],
+        move |s| {
+            s.events.event(EventKind::Update, &ev);
+        },
+        |i| !i.is_empty(),
+    );
+    match &items[0] {
+        StreamItem::Event(v) => {
+            assert_eq!(v["type"], "UPDATE");
+            assert_eq!(v["entry"]["orig"]["sport"], 7000);
+        }
+        other => panic!("{other:?}"),
+    }
+    // The subscriber is gone once its client is.
+    let t0 = Instant::now();
+    while env.shared.events.active() && t0.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!env.shared.events.active());
+    assert!(
+        env.fails(&["events", "--format", "xml"])
+            .contains("unknown format")
+    );
+}
+
+#[test]
+fn a_slow_subscriber_loses_events_and_is_told_how_many() {
+    let mut env = Env::with_hub(EventHub::new(4));
+    let e = an_entry(&mut env);
+    const N: u64 = 20_000;
+    let mut seen = 0;
+    let mut dropped = 0;
+    let items = collect(
+        &env,
+        &["events"],
+        move |s| {
+            for _ in 0..N {
+                s.events.event(EventKind::Update, &e);
+            }
+        },
+        |items| {
+            let (ev, dr) = items.iter().fold((0, 0), |(a, b), i| match i {
+                StreamItem::Event(_) => (a + 1, b),
+                StreamItem::Dropped(n) => (a, b + n),
+            });
+            (seen, dropped) = (ev, dr);
+            ev + dr >= N
+        },
+    );
+    assert!(!items.is_empty());
+    assert_eq!(seen + dropped, N, "every event delivered or reported lost");
+    assert!(dropped > 0, "a queue of 4 cannot take {N} at once");
+    assert_eq!(env.shared.events.dropped(), dropped);
+    let st: serde_json::Value =
+        serde_json::from_str(&env.ok(&["stats", "--format", "json"])).unwrap();
+    assert_eq!(st["events"]["dropped"], dropped);
+}
+
+/// Needs the core to emit events (being wired by another change): the
+/// tracker reports NEW for a committed connection.
+#[test]
+fn a_new_connection_is_reported_new() {
+    let env = Env::new();
+    let items = collect(
+        &env,
+        &["events"],
+        |s| {
+            let mut f = Frame::v4(CLIENT.1, SERVER.1, L4::udp(9999, 53, b"q"));
+            f.eth_src = CLIENT.0;
+            f.eth_dst = SERVER.0;
+            let mut outs = FwOutputs::default();
+            s.fw.process(f.build(), 0, s.now(), &mut outs);
+        },
+        |i| !i.is_empty(),
+    );
+    match items.first() {
+        Some(StreamItem::Event(serde_json::Value::String(s))) => {
+            assert!(s.starts_with("    [NEW] udp      17 "), "{s}");
+            assert!(s.contains("sport=9999 dport=53"), "{s}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn at_most_64_clients_at_once() {
+    let env = Env::new();
+    let held: Vec<Client> = (0..64)
+        .map(|_| Client::connect(&env.sock).unwrap())
+        .collect();
+    // Let the server accept them all.
+    let t0 = Instant::now();
+    loop {
+        let line = raw(&env.sock, b"{\"argv\":[\"count\"]}\n");
+        if line.contains("too many") {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "{line}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(held);
+    let t0 = Instant::now();
+    while request(&env.sock, &["count"]).is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_socket_is_private_unique_and_removed_at_stop() {
+    let mut env = Env::new();
+    let mode = std::fs::metadata(&env.sock).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let e = ctl::serve(env.shared.clone(), &env.sock, None).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("another ctrack is running on {}", env.sock.display())
+    );
+    let e = ctl::serve(env.shared.clone(), &env.dir.join("policy.toml"), None).unwrap_err();
+    assert!(e.to_string().contains("not a socket"), "{e}");
+    assert!(
+        ctl::serve(
+            env.shared.clone(),
+            &env.dir.join("x.sock"),
+            Some("no-such-group-ctrack")
+        )
+        .is_err()
+    );
+    assert!(!env.dir.join("x.sock").exists());
+    // With a group: 0660, owned by it (root's group 0 exists everywhere).
+    let grouped = env.dir.join("g.sock");
+    let g = ctl::serve(env.shared.clone(), &grouped, Some("root")).unwrap();
+    let m = std::fs::metadata(&grouped).unwrap();
+    assert_eq!((m.permissions().mode() & 0o777, m.gid()), (0o660, 0));
+    // An event stream ends with the server.
+    let c = Client::connect(&env.sock).unwrap();
+    let streaming = std::thread::spawn(move || c.stream(&["events"], |_| true));
+    let t0 = Instant::now();
+    while !env.shared.events.active() {
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let t0 = Instant::now();
+    env.stop();
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+    assert!(streaming.join().unwrap().is_ok());
+    g.join().unwrap();
+    assert!(!grouped.exists());
+    assert!(!env.sock.exists());
+    let e = request(&env.sock, &["count"]).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        format!(
+            "cannot reach ctrack at {}: no such file (is `ctrack run` running?)",
+            env.sock.display()
+        )
+    );
+}
+
+#[test]
+fn a_stale_socket_is_replaced() {
+    let dir = tmp_dir();
+    let path = dir.join("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+    assert!(path.exists());
+    let env = Env::new();
+    let h = ctl::serve(env.shared.clone(), &path, None).unwrap();
+    assert_eq!(request(&path, &["count"]).unwrap(), "0");
+    env.shared.stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+    assert!(!path.exists());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn metrics_endpoint_serves_prometheus_text() {
+    let mut env = Env::new();
+    env.populate();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let h = metrics::serve(env.shared.clone(), port).unwrap();
+    let r = http(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
+    for want in [
+        "ctrack_connections 3",
+        "ctrack_zone_connections{zone=\"5\"} 2",
+        "ctrack_packets_total{verdict=\"allow\"} 7",
+        "ctrack_drops_total{source=\"switch\",reason=\"port-security\"} 0",
+        "ctrack_acl_conns_total{acl=\"web\",direction=\"to-lport\",priority=\"1000\"} 2",
+        "ctrack_port_rx_packets_total{port=\"client\",interface=\"veth0\"} 1",
+        "ctrack_events_dropped_total 0",
+        "ctrack_policy_generation 1",
+        "ctrack_uptime_seconds ",
+        "ctrack_conntrack_committed_total 3",
+        "ctrack_conntrack_invalid_by_reason_total{reason=",
+    ] {
+        assert!(r.contains(want), "{want:?} in\n{r}");
+    }
+    assert!(http(port, b"GET / HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
+    assert!(http(port, b"POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
+    let big = [b"GET /metrics HTTP/1.1\r\nX: ".as_slice(), &[b'a'; 9000]].concat();
+    assert!(http(port, &big).starts_with("HTTP/1.1 431"));
+    // A silent client is let go; the next is served.
+    let silent = std::net::TcpStream::connect(port).unwrap();
+    assert!(http(port, b"GET /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200"));
+    drop(silent);
+    env.shared.stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+}
