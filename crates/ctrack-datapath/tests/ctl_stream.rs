@@ -108,8 +108,8 @@ fn a_slow_subscriber_loses_events_and_is_told_how_many() {
     assert_eq!(st["events"]["dropped"], dropped);
 }
 
-/// Needs the core to emit events (being wired by another change): the
-/// tracker reports NEW for a committed connection.
+/// End to end: the tracker reports NEW for a committed connection, and a
+/// subscriber gets it through the socket.
 #[test]
 fn a_new_connection_is_reported_new() {
     let env = Env::new();

@@ -115,6 +115,7 @@ impl Env {
             events: Arc::new(hub),
             stop: AtomicBool::new(false),
             epoch: Instant::now(),
+            macs: Default::default(),
         });
         let sock = dir.join("run").join("ctrack.sock");
         let server = ctl::serve(shared.clone(), &sock, None).unwrap();

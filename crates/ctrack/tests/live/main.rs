@@ -218,6 +218,11 @@ fn http_ping_reject(tag: &str, io: &str) {
         "http81",
         &["python3", "-m", "http.server", "81", "--bind", SERVER_IP],
     );
+    // Connection events stream while the traffic runs.
+    let f = net.f.clone();
+    let sock = fw.sock.clone();
+    net.spawn(&f, "events", &[CTRACK, "ctl", "--ctl", &sock, "events"]);
+    std::thread::sleep(Duration::from_millis(300));
     // HTTP on 80 passes (the server may take a moment to listen).
     let ok = Net::until(Duration::from_secs(10), || {
         curl(&net, 80, "2").0.status.success()
@@ -257,6 +262,11 @@ fn http_ping_reject(tag: &str, io: &str) {
     let list = fw.ctl_ok(&net, &["list", "-p", "tcp", "--dport", "80"]);
     assert!(list.contains(&format!("dst={SERVER_IP}")), "list: {list}");
     assert!(list.contains("dport=80"), "list: {list}");
+    let events = net.stdout("events");
+    assert!(
+        events.contains("[NEW] tcp") && events.contains("dport=80"),
+        "events: {events}"
+    );
     let stats = fw.ctl_ok(&net, &["stats"]);
     assert!(stats.contains("reject"), "stats: {stats}");
     fw.ctl_ok(&net, &["flush"]);
