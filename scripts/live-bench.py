@@ -3,88 +3,100 @@
 
   live-bench.py [--only ctrack,ovs,kernel] [--runs N] [--seconds S]
                 [--io af-packet,af-xdp] [--workers 1,2] [--ctrack PATH]
-                [--json FILE] [--no-bare]
+                [--ovs-ports system,afxdp] [--figures udp,tcp,cps]
+                [--json FILE] [--no-bare] [--no-sweep] [--fwd-rx fwd|sender]
 
 Every forwarder forwards the same traffic between the same two veth pairs,
 one after the other in one invocation, on this machine:
 
-  client ns (c0 10.77.0.1) <-veth-> c1 [forwarder ns] s1 <-veth-> s0 (server ns, 10.77.0.2)
+  client ns: c0 10.77.0.1 <-veth-> c1 [forwarder ns] s1 <-veth-> s0 10.77.0.2: server ns
+
+(c1 and s1 are named lbNNNNc1 and lbNNNNs1, unique on the host.) Rows:
 
 - `bare`: no forwarder, c0 and s0 paired directly: what the generators
-  manage alone (the offered rate; a forwarder close to it is limited by
-  the tools, not by itself).
+  manage alone (a forwarder close to it is limited by the tools).
 - `kernel`: a Linux bridge over c1 and s1, br_netfilter on
   (bridge-nf-call-iptables=1) and an nftables inet forward chain:
-  established,related accept; client -> server (told apart by MAC, as
-  tests/agree/*.nft do: iifname is br0 for bridged packets) `ct state new`
-  accept; policy drop. ARP is bridged (br_netfilter hands only IP to inet).
-- `ovs`: Open vSwitch's userspace datapath, without its kernel module:
-  ovsdb-server and `ovs-vswitchd --disable-system` in a scratch folder
-  (own database made by ovsdb-tool from vswitch.ovsschema, own sockets,
-  pidfiles and logs: no system OVS is touched), a bridge with
-  datapath_type=netdev whose ports are c1 (ofport 1) and s1 (ofport 2),
-  and the flow table: table 0 `ct_state=-trk,ip -> ct(table=1)`, ARP
-  NORMAL; table 1 from the client `+trk+new -> ct(commit),output:2`,
-  `+trk+est -> output` both ways, from the server `+trk+new -> drop`. The
-  veths are netdev-linux ("system") ports: the main ovs-vswitchd thread
-  polls them (no PMD threads: pmd-cpu-mask does not apply to them).
-- `ctrack`: `ctrack run --policy P --port client=c1 --port server=s1 --io
-  IO --workers N --ctl SOCK`, P: default drop, ARP allow-stateless both
-  ways, from the client `ip4` allow-related (UDP, TCP and the ping that
-  checks the path), as tests/live/main.rs does; one row per --io and
-  --workers.
+  established,related accept; client -> server `ct state new` accept (by
+  MAC, as tests/agree/*.nft: iifname is br0 for bridged packets); policy
+  drop. ARP is bridged (br_netfilter hands only IP to inet).
+- `ovs-system`, `ovs-afxdp`: Open vSwitch's userspace datapath without its
+  kernel module: ovsdb-server and `ovs-vswitchd --disable-system` in a
+  scratch folder (own database made by ovsdb-tool from vswitch.ovsschema,
+  own sockets, pidfiles and logs; no system OVS is touched), a bridge with
+  datapath_type=netdev, ports c1 (ofport 1) and s1 (ofport 2), the flow
+  table: table 0 `ct_state=-trk,ip -> ct(table=1)`, ARP NORMAL; table 1
+  from the client `+trk+new -> ct(commit),output:2`, `+trk+est -> output`
+  both ways, from the server `+trk+new -> drop`. Port type `system`
+  (netdev-linux, AF_PACKET): polled by ovs-vswitchd's main thread, a batch
+  per main-loop pass, no PMD thread; `afxdp` (AF_XDP, xdp-mode
+  best-effort): polled by a PMD thread, other_config:pmd-cpu-mask set to
+  the forwarder's CPUs. A PMD busy-polls: its core shows 100% busy always.
+- `ctrack-IO-wN`: `ctrack run --policy P --port client=c1 --port
+  server=s1 --io IO --workers N --max-conns 1000000 --ctl SOCK`, P:
+  default drop, ARP allow-stateless both ways, from the client `ip4`
+  allow-related (UDP, TCP and the ping that checks the path), as
+  tests/live/main.rs; one row per --io and --workers.
 
-For each forwarder: build the namespaces, start the forwarder, wait until
-ping passes, then measure N runs (--runs) of each figure, then tear
-everything down (processes, namespaces, bridge, ruleset, OVS and its
-folder), whatever happens (exceptions, Ctrl-C, SIGTERM, SIGHUP). Figures
-(median of the runs; every run kept in --json):
+For each: wait a second to see that the machine is quiet (warns if not),
+build the namespaces, start the forwarder, wait until ping passes, measure
+--runs runs of each figure, then tear everything down (processes,
+namespaces, bridge, rulesets, OVS and its folder) whatever happens
+(exceptions, Ctrl-C, SIGTERM, SIGHUP). Figures (median of the runs; every
+run and every offered load in --json):
 
-- `udp`: 64-byte frames (60 bytes without the FCS: Ethernet, IPv4, UDP,
-  18 bytes of zeros), UDP to port 9 from 1,000 flows (source ports
-  10000-10999, in turn), sent by trafgen (netsniff-ng) from the client
-  namespace as fast as it can, counted as the packets the server's veth
-  received (rx_packets of s0) over --seconds after --warmup seconds. The
-  server drops them at its ingress hook (nftables netdev table) so that
-  no ICMP comes back. Offered: what c0 sent in the same window.
-  trafgen uses its TX_RING, whose socket needs a larger send buffer than
-  the default when the receiver is on another core (otherwise sendto
-  fails with EAGAIN and trafgen exits); inside a namespace trafgen cannot
-  raise it, so this script raises net.core.wmem_default (a host-wide
-  setting) to 4 MiB for the moment trafgen opens its socket and puts it
-  back at once (and at exit, however it ends). --trafgen-sendto uses
-  trafgen's sendto() mode instead (no setting touched, about half the
-  rate).
-- `tcp`: iperf3, one TCP stream client -> server for --seconds (after a
-  one-second --omit), the receiver's bits per second.
-- `cps`: new TCP connections per second: a client (Python, epoll, 64
-  connections in flight) connects to 16 listening ports of a Python
-  server that accepts and closes; the client closes on connect: a whole
-  connection (handshake, both FINs) per count. Both are Python and share
-  one core: the `bare` row says what they manage alone, and the busy
-  share of the forwarder's core says whether the forwarder was the limit.
+- `udp`: 64-byte frames (60 without the FCS: Ethernet, IPv4, UDP, 18 zero
+  bytes) to UDP port 9 from 1,000 flows (source ports 10000-10999 in
+  turn), sent by trafgen (netsniff-ng) from the client namespace, counted
+  as the packets s0 received (rx_packets) over --seconds after --warmup;
+  the server drops them at its ingress hook (an nftables netdev table),
+  so no ICMP comes back. Offered: what c0 sent (and dropped) meanwhile.
+  First flat out (trafgen's TX_RING); while packets are lost, again at
+  lower offered loads (trafgen -b, each 0.7 of the last, 2 s each) down
+  to the first without loss. Reported: the maximum forwarding rate (the
+  most delivered at any load, RFC 2889's term); also kept: the rate at the
+  maximum offered load. A userspace forwarder whose core also does the
+  veth receive can deliver less when offered more (receive livelock).
+  trafgen's TX_RING socket needs a larger send buffer than the default
+  when the receiver is on another core (else sendto fails with EAGAIN and
+  trafgen exits); trafgen cannot raise it inside a namespace, so this
+  script raises net.core.wmem_default (host-wide) to 32 MiB while trafgen
+  opens its socket and puts it back at once (and at exit, however it
+  ends). --trafgen-sendto avoids that (sendto() mode, about half the rate).
+- `tcp`: iperf3, one TCP stream client -> server, --seconds after a
+  one-second --omit; the receiver's bits per second.
+- `cps`: new TCP connections per second: a Python client (epoll, 64
+  connections in flight) connects to 16 listening ports of a Python server
+  that accepts and closes; the client closes once connected: handshake
+  and both FINs for each one counted. Python on one core is slow (about
+  12,000 a second on the development machine): the `bare` row says what
+  the tools manage alone; a forwarder near it was not the limit.
 
 Cores: trafgen pins itself to CPU 0 (`-P 1`), so the generators and the
 endpoints (trafgen, iperf3, the cps tool, and the endpoints' receive
-processing, steered by RPS on c0 and s0) run on CPU 0; the forwarder
-(ovs-vswitchd and ovsdb-server, ctrack, or the kernel's bridge through RPS
-on c1 and s1) on --fwd-cpus (default: every other CPU). On a 2-core
-machine that is one core each, and the table says so. With --io af-xdp,
-veth runs the XDP program on the sending CPU (its NAPI), not through RPS:
-that part of ctrack's work lands on the generator's core.
+processing, steered by RPS on c0 and s0) run on CPU 0; the forwarder on
+--fwd-cpus (default: every other CPU): ovs-vswitchd and ovsdb-server or
+ctrack by taskset, and the receive processing of c1 and s1 (the kernel
+bridge's whole work) by RPS; when the forwarder attaches XDP, veth
+receives through NAPI on the sending CPU instead, so the script makes
+that NAPI threaded and pins its threads there too. --fwd-rx sender leaves
+veth's own way (receive work on the sending CPU, the generator's for c1).
+On a 2-core machine that is one core each, and the table says so.
 
 Offloads are off on every veth (tx, rx, tso, gso, gro): every forwarder
 gets plain frames with real checksums. IPv6 is off in every namespace.
 
-Output: a table (the median of each figure, the forwarder core's busy
-share during it, the ratios ctrack/OVS and ctrack/kernel) and, with
---json, every run. Exit status 0, 1 if a forwarder failed (the others
-are still measured), 2 for missing prerequisites. Needs root, Python >=
-3.9, iproute2, ethtool, util-linux (taskset), nftables, netsniff-ng
-(trafgen), openvswitch-switch, iperf3; standard library only.
+Output: a table (medians; [N%] the forwarder cores' busy share; ratios
+of every ctrack row to every OVS row and to the kernel) and, with --json,
+every run. Exit status 0; 1 if a forwarder failed (the others are still
+measured); 2 for missing prerequisites (with the apt-get line to run).
+Needs root, Python >= 3.9, iproute2, ethtool, util-linux (taskset),
+nftables, netsniff-ng (trafgen), iputils-ping, openvswitch-switch,
+iperf3; standard library only.
 """
 import argparse
 import datetime
+import glob
 import json
 import os
 import platform
@@ -104,7 +116,7 @@ UDP_PORT, FLOWS, SPORT0 = 9, 1000, 10000
 CPS_BASE, CPS_PORTS, CPS_CONCURRENCY = 20000, 16, 64
 OVS_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 WMEM_DEFAULT = "/proc/sys/net/core/wmem_default"
-WMEM_BOOST = 4 << 20
+WMEM_BOOST = 32 << 20
 SWEEP_SECONDS = 2
 OFFLOADS = ["tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"]
 
@@ -236,6 +248,9 @@ class Topology:
 
     def __init__(self, tag, direct, gen_cpu, fwd_cpus, work, fwd_rx="fwd"):
         self.c, self.s, self.f = f"{tag}c", f"{tag}s", f"{tag}f"
+        # The forwarder's ends: names unique on the host, as their NAPI
+        # threads (af-xdp) are found by name.
+        self.c1, self.s1 = f"{tag}c1", f"{tag}s1"
         self.fwd_rx = fwd_rx
         self.direct = direct
         self.gen_cpu, self.fwd_cpus = gen_cpu, fwd_cpus
@@ -293,11 +308,11 @@ class Topology:
                  "netns", self.s])
             ends = [(self.c, "c0", self.gen_cpu), (self.s, "s0", self.gen_cpu)]
         else:
-            for end, inner, ns in (("c1", "c0", self.c), ("s1", "s0", self.s)):
+            for end, inner, ns in ((self.c1, "c0", self.c), (self.s1, "s0", self.s)):
                 run(["ip", "link", "add", end, "netns", self.f, "type", "veth", "peer", "name",
                      inner, "netns", ns])
             ends = [(self.c, "c0", self.gen_cpu), (self.s, "s0", self.gen_cpu)]
-            ends += [(self.f, "c1", None), (self.f, "s1", None)]
+            ends += [(self.f, self.c1, None), (self.f, self.s1, None)]
         for ns, dev, mac, addr in ((self.c, "c0", CLIENT_MAC, CLIENT_IP),
                                    (self.s, "s0", SERVER_MAC, SERVER_IP)):
             run(["ip", "-n", ns, "link", "set", dev, "address", mac])
@@ -323,6 +338,28 @@ class Topology:
     def link(self, ns, dev):
         r = run(["ip", "-s", "-j", "-n", ns, "link", "show", "dev", dev])
         return json.loads(r.stdout)[0]["stats64"]
+
+    def pin_napi(self):
+        """When the forwarder attached XDP to its veths, veth receives
+        through NAPI on the sending CPU; threaded NAPI, pinned to the
+        forwarder's CPUs, puts that work with the rest of the forwarder's.
+        Returns the threads pinned."""
+        pinned = []
+        for dev in (self.c1, self.s1) if self.fwd_rx == "fwd" else ():
+            r = self.ex(self.f, "sh", "-c", f"echo 1 > /sys/class/net/{dev}/threaded", check=False)
+            if r.returncode != 0:
+                continue  # no NAPI: no XDP program
+            for comm in glob.glob("/proc/[0-9]*/comm"):
+                try:
+                    with open(comm) as f:
+                        name = f.read().strip()
+                except OSError:
+                    continue
+                if name.startswith(f"napi/{dev}-"):
+                    pid = comm.split("/")[2]
+                    run(["taskset", "-pc", fmt_cpus(self.fwd_cpus), pid])
+                    pinned.append(name)
+        return pinned
 
     def ping(self):
         r = self.ex(self.c, "ping", "-c", "1", "-W", "1", SERVER_IP, check=False)
@@ -372,7 +409,7 @@ class Kernel:
         f = topo.f
         run(["ip", "-n", f, "link", "add", "br0", "type", "bridge", "stp_state", "0",
              "mcast_snooping", "0"])
-        for dev in ("c1", "s1"):
+        for dev in (topo.c1, topo.s1):
             run(["ip", "-n", f, "link", "set", dev, "master", "br0"])
         run(["ip", "-n", f, "link", "set", "br0", "up"])
         if topo.ex(f, "test", "-d", "/proc/sys/net/bridge", check=False).returncode != 0:
@@ -401,7 +438,7 @@ class Kernel:
         return {"nf_conntrack_count": r.stdout.strip()}
 
     def where(self, topo):
-        return f"softirq on CPU {fmt_cpus(topo.fwd_cpus)} (RPS on c1 and s1)"
+        return f"softirq on CPU {fmt_cpus(topo.fwd_cpus)} (RPS on its veths)"
 
 
 class Ovs:
@@ -448,14 +485,15 @@ table=1,priority=0,actions=drop
             self.vsctl("set", "Open_vSwitch", ".",
                        f"other_config:pmd-cpu-mask={cpu_list_mask(cpus)}")
         ports = []
-        for n, dev in ((1, "c1"), (2, "s1")):
+        for n, dev in ((1, topo.c1), (2, topo.s1)):
             ports += ["--", "add-port", "br0", dev, "--", "set", "interface", dev,
                       f"ofport_request={n}", f"type={self.port_type}"]
             if self.port_type == "afxdp":
                 ports += [f"options:xdp-mode={os.environ.get('LB_XDP_MODE', 'best-effort')}"]
         self.vsctl("--timeout=30", "add-br", "br0", "--", "set", "bridge", "br0",
                    "datapath_type=netdev", "fail_mode=secure", *ports)
-        for dev in ("c1", "s1"):
+        self.ports = (topo.c1, topo.s1)
+        for dev in self.ports:
             err = self.vsctl("get", "interface", dev, "error").stdout.strip()
             if err not in ("[]", ""):
                 raise BenchError(f"OVS port {dev}: {err}")
@@ -484,13 +522,17 @@ table=1,priority=0,actions=drop
         for key, cmd in (("dpif", ["dpif/show"]), ("ct", ["dpctl/ct-stats-show"]),
                          ("pmd", ["dpif-netdev/pmd-stats-show"])):
             out[key] = self.appctl(*cmd).stdout.strip()
+        for dev in getattr(self, "ports", ()):
+            out[f"status {dev}"] = self.vsctl("get", "interface", dev, "status").stdout.strip()
         out["flows"] = run(["ovs-ofctl", "dump-flows", f"unix:{self.dir}/br0.mgmt"],
                            env=self.env, check=False).stdout.strip()
         return out
 
     def where(self, topo):
-        return (f"ovs-vswitchd (its main thread polls the ports) and ovsdb-server pinned to "
-                f"CPU {fmt_cpus(topo.fwd_cpus)}; receive softirq there too (RPS on c1 and s1)")
+        poller = ("its main thread polls the ports" if self.port_type == "system"
+                  else f"a PMD thread polls the ports, pmd-cpu-mask={cpu_list_mask(topo.fwd_cpus)}")
+        return (f"ovs-vswitchd ({poller}) and ovsdb-server pinned to CPU "
+                f"{fmt_cpus(topo.fwd_cpus)}; veth receive there too (RPS)")
 
 
 class Ctrack:
@@ -541,7 +583,8 @@ action = "allow-related"
             fh.write(self.POLICY)
         self.sock = os.path.join(topo.work, "ctrack.sock")
         topo.spawn(topo.f, "ctrack", [
-            self.path, "run", "--policy", policy, "--port", "client=c1", "--port", "server=s1",
+            self.path, "run", "--policy", policy, "--port", f"client={topo.c1}",
+            "--port", f"server={topo.s1}",
             "--io", self.io, "--workers", str(self.workers), "--max-conns", "1000000",
             "--ctl", self.sock], topo.fwd_cpus)
         if not wait_until(lambda: self.ctl(topo, "count").returncode == 0
@@ -560,9 +603,7 @@ action = "allow-related"
                 "count": self.ctl(topo, "count").stdout.strip()}
 
     def where(self, topo):
-        return (f"ctrack pinned to CPU {fmt_cpus(topo.fwd_cpus)}; receive softirq there too "
-                f"(RPS on c1 and s1" + (", but veth runs XDP on the sender's CPU)"
-                                        if self.io == "af-xdp" else ")"))
+        return f"ctrack pinned to CPU {fmt_cpus(topo.fwd_cpus)}; veth receive there too (RPS)"
 
 
 def fmt_cpus(cpus):
@@ -726,12 +767,22 @@ def bench_forwarder(fwd, args, tag, root):
     ACTIVE.append((topo, fwd))
     res = {"name": fwd.name, "label": fwd.label, "runs": {f: [] for f in args.figures}}
     print(f"== {fwd.label}", file=sys.stderr, flush=True)
+    quiet = cpu_busy(args.fwd_cpus + [args.gen_cpu])
+    time.sleep(1)
+    res["busy_before"] = busy_share(quiet, cpu_busy(args.fwd_cpus + [args.gen_cpu]))
+    if res["busy_before"] > 0.05:
+        print(f"   warning: the machine was {pct(res['busy_before'])} busy before this "
+              "forwarder started: other work will skew its figures", file=sys.stderr)
     try:
         topo.build()
         fwd.start(topo, args)
-        res["where"] = fwd.where(topo)
         if not wait_until(topo.ping, 20, 0.5):
             raise BenchError(f"no ping through {fwd.label}")
+        res["where"] = fwd.where(topo)
+        res["napi_threads_pinned"] = topo.pin_napi()
+        if res["napi_threads_pinned"]:
+            res["where"] += "; threaded NAPI of its veths (XDP) pinned there too"
+        print(f"   {res['where']}", file=sys.stderr, flush=True)
         for fig in args.figures:
             measure, key = MEASURE[fig]
             for i in range(args.runs):
@@ -826,6 +877,11 @@ def table(results, args):
             label = f"{name} / {peer}"
             lines.append(f"{label:<30}" + "".join(
                 f"{(f'{figs[f]:.2f}x' if figs[f] else '-'):>30}" for f in args.figures))
+    for r in results:
+        if r.get("where"):
+            lines.append(f"  {r['label']}: {r['where']}")
+        if r.get("error"):
+            lines.append(f"  {r['label']}: FAILED: {r['error'][:300]}")
     lines.append(f"[N%]: the forwarder's cores' busy share (CPU {fmt_cpus(args.fwd_cpus)}); "
                  f"medians of {args.runs} runs of {args.seconds} s.")
     lines.append(f"Cores: generators and endpoints on CPU {args.gen_cpu}, forwarder on CPU "
@@ -922,8 +978,9 @@ def parse_args():
     ap.add_argument("--no-sweep", action="store_true",
                     help="UDP flat out only (no lower offered loads)")
     ap.add_argument("--fwd-rx", choices=("fwd", "sender"), default="fwd",
-                    help="where c1's and s1's receive processing runs: the forwarder's "
-                         "CPUs (RPS, default) or the sending CPU (veth's own way)")
+                    help="where the receive processing of the forwarder's veths runs: the "
+                         "forwarder's CPUs (RPS, and threaded NAPI pinned there when it "
+                         "attaches XDP; default) or the sending CPU (veth's own way)")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args()
     split = lambda s: [x for x in s.split(",") if x]  # noqa: E731
@@ -967,7 +1024,7 @@ def main():
     prerequisites(args)
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, on_signal)
-    tag = f"lb{os.getpid() % 100000}"
+    tag = f"lb{os.getpid() % 10000}"
     root = tempfile.mkdtemp(prefix="live-bench-")
     meta = machine()
     meta.update(command=" ".join(sys.argv), runs=args.runs, seconds=args.seconds,
