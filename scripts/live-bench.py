@@ -793,9 +793,9 @@ def bench_forwarder(fwd, args, tag, root):
                       file=sys.stderr, flush=True)
                 time.sleep(0.5)
         res["counters"] = fwd.counters(topo)
-    except BenchError as e:
-        res["error"] = str(e)
-        print(f"   FAILED: {e}", file=sys.stderr, flush=True)
+    except (BenchError, OSError, ValueError, KeyError) as e:
+        res["error"] = f"{type(e).__name__}: {e}" if not isinstance(e, BenchError) else str(e)
+        print(f"   FAILED: {res['error']}", file=sys.stderr, flush=True)
     finally:
         teardown(topo, fwd)
         ACTIVE.remove((topo, fwd))
