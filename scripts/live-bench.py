@@ -575,6 +575,15 @@ direction = "from-lport"
 priority = 1000
 match = "inport == \\"client\\" && ip4"
 action = "allow-related"
+
+# Each stage reaches its own default: the server's to-lport stage must
+# allow the client's connections too (docs/firewall.md).
+[[acl]]
+name = "server-in"
+direction = "to-lport"
+priority = 1000
+match = "outport == \\"server\\" && ip4.src == {CLIENT_IP}"
+action = "allow-related"
 '''
 
     def start(self, topo, args):
