@@ -334,6 +334,62 @@ impl Index {
         false
     }
 
+    /// Calls `f` with every reference stored in the home bucket of `hash`
+    /// and the `buckets - 1` buckets after it (its hash neighbourhood), in
+    /// probe order, until `f` returns true. Writers only (the shard lock
+    /// held): the early drop's candidates.
+    pub(crate) fn neighbourhood(
+        &self,
+        hash: u64,
+        buckets: usize,
+        mut f: impl FnMut(u32) -> bool,
+    ) -> bool {
+        let all = self.b();
+        let mut b = self.home(hash);
+        for _ in 0..buckets.min(self.n) {
+            let bucket = &all[b];
+            for i in 0..BUCKET_ENTRIES {
+                if bucket.tag(i) == 0 {
+                    continue;
+                }
+                let v = bucket.entries[i].load(Ordering::Relaxed);
+                if v != 0 && f(v) {
+                    return true;
+                }
+            }
+            b = self.next(b);
+        }
+        false
+    }
+
+    /// The longest probe sequence a lookup can take, in buckets: one more
+    /// than the longest run of consecutive buckets whose overflow count is
+    /// not zero (a lookup moves on only past those), at most
+    /// the probe bound. Zero for an empty index. A full scan, for
+    /// statistics (hash-flood reports), not for the packet path.
+    pub(crate) fn longest_probe(&self) -> usize {
+        let all = self.b();
+        let (mut longest, mut run, mut any) = (0usize, 0usize, false);
+        // Twice round, so that a run wrapping past the end is counted whole.
+        for i in 0..2 * self.n {
+            let bucket = &all[i % self.n];
+            let m1 = bucket.meta[1].load(Ordering::Relaxed);
+            if i < self.n && (bucket.meta[0].load(Ordering::Relaxed) != 0 || m1 != 0) {
+                any = true;
+            }
+            if bucket.overflow(m1) != 0 {
+                run += 1;
+                longest = longest.max(run);
+            } else {
+                run = 0;
+            }
+        }
+        if !any {
+            return 0;
+        }
+        (longest + 1).min(MAX_PROBE_BUCKETS.min(self.n))
+    }
+
     /// Number of occupied entries (a full scan, for tests).
     #[cfg(all(test, not(loom)))]
     pub(crate) fn occupied(&self) -> usize {
@@ -453,6 +509,35 @@ mod tests {
         for (k, &(h, r)) in keys.iter().enumerate() {
             assert_eq!(ix.find(h, |x| (x == r).then_some(x)).is_some(), k % 2 == 1);
         }
+    }
+
+    #[test]
+    fn neighbourhood_and_longest_probe() {
+        let arena = Arc::new(Arena::default());
+        let ix = Index::new(8, &arena);
+        assert_eq!(ix.longest_probe(), 0);
+        // Every key homes in bucket 0: 30 of them fill buckets 0, 1 and
+        // half of 2, so a lookup may probe three buckets.
+        for r in 1..=30u32 {
+            ix.insert(u64::from(r) << 56 | 0x11, r).unwrap();
+        }
+        assert_eq!(ix.longest_probe(), 3);
+        let mut seen = Vec::new();
+        ix.neighbourhood(0x11, 2, |v| {
+            seen.push(v);
+            false
+        });
+        assert_eq!(seen.len(), 2 * BUCKET_ENTRIES);
+        let mut first = 0;
+        assert!(ix.neighbourhood(0x11, 1, |v| {
+            first = v;
+            true
+        }));
+        assert_eq!(first, 1);
+        for r in 13..=30u32 {
+            assert!(ix.remove(u64::from(r) << 56 | 0x11, r));
+        }
+        assert_eq!(ix.longest_probe(), 1);
     }
 
     #[test]

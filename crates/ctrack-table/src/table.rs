@@ -292,6 +292,16 @@ impl<R: Record> Table<R> {
         self.shards[shard].live.load(Ordering::Relaxed) as usize
     }
 
+    /// The longest probe sequence a lookup can take in any shard's index,
+    /// in buckets (see the index's overflow counts): how well the keyed
+    /// hash spreads the keys present. A full scan of every index.
+    pub fn longest_probe(&self, guard: &Guard) -> usize {
+        (0..self.shards.len())
+            .map(|i| self.index(i, guard).longest_probe())
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Memory held, from the table's own accounting. Index and record
     /// bytes are what was handed out for them; `arena_bytes` the address
     /// space reserved (committed only as touched).

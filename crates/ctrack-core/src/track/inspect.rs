@@ -233,6 +233,18 @@ impl Tracker {
             arena_bytes: a.arena_bytes + b.arena_bytes,
         }
     }
+
+    /// The longest probe sequence a lookup can take now, in index buckets
+    /// (1 when no key had to be stored past its home bucket; 0 for an
+    /// empty table): how well the keyed hash spreads the connections
+    /// present, whoever chose them. A full scan of the indexes, for
+    /// reports, not for the packet path.
+    pub fn longest_probe(&self) -> usize {
+        let guard = pin();
+        self.v4
+            .longest_probe(&guard)
+            .max(self.v6.longest_probe(&guard))
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use core::sync::atomic::Ordering::Relaxed;
 
 use ctrack_table::{APPROX_STEP, Hashes, Removal, Writer};
 
-use super::config::EARLY_DROP_SCAN;
+use super::config::{EARLY_DROP_BUCKETS, EARLY_DROP_SCAN};
 use super::packet::{Call, Found, Pkt};
 use super::setup::Matched;
 use super::shared::Counted;
@@ -256,9 +256,11 @@ impl Tracker {
         Locked::Refused(Refusal::NatExhausted)
     }
 
-    /// Checks the zone's and the table's limits, evicting one of the zone's
-    /// oldest unestablished (or expired) connections in this shard to make
-    /// room if need be (early drop). Returns whether the connection counts
+    /// Checks the zone's and the table's limits, evicting an unestablished
+    /// (or expired) connection to make room if need be (early drop): one
+    /// from the new connection's hash neighbourhood (of any zone when the
+    /// table is full, of its own zone when the zone is at its limit), else
+    /// one of the zone's oldest in this shard. Returns whether the connection counts
     /// against its zone's limit.
     fn admit<A: Fam>(
         &self,
@@ -290,10 +292,18 @@ impl Tracker {
             } else {
                 Refusal::TableFull
             };
+            // A connection that may go: not established, or expired. A
+            // full table may give up any zone's (as Linux does: the
+            // flood's entries are wherever the newcomer's neighbours are);
+            // a zone at its limit only its own.
+            let any_zone = refusal == Refusal::TableFull;
+            let evictable = |c: &Conn<A>| {
+                (any_zone || c.instance() == inst)
+                    && (!c.proto_state().is_established() || self.shared.expiry(c, guard) <= now)
+            };
             if evicted
-                || !w.evict(shared, o.hash, inst, EARLY_DROP_SCAN, |c| {
-                    !c.proto_state().is_established() || self.shared.expiry(c, guard) <= now
-                })
+                || !(w.evict_near(shared, o.hash, EARLY_DROP_BUCKETS, evictable)
+                    || w.evict(shared, o.hash, inst, EARLY_DROP_SCAN, evictable))
             {
                 return Err(refusal);
             }
@@ -622,18 +632,26 @@ mod tests {
     }
 
     #[test]
-    fn a_full_table_does_not_evict_from_another_zone() {
+    fn a_full_table_evicts_an_unestablished_connection_of_any_zone() {
+        // As Linux: when the table is full, a flood's entries make room
+        // wherever they are, so that a flood in one zone cannot lock the
+        // other zones out of the table.
         let sim = Sim::one_shard(1);
         sim.open(&udp(1000, true), "commit,zone=1");
         let v = sim.send(&udp(2000, true), "commit,zone=2");
-        assert_eq!(
-            v,
-            Verdict {
-                zone: 2,
-                refused: Some(Refusal::TableFull),
-                ..verdict("new|trk")
-            }
-        );
+        assert!(v.committed, "{v:?}");
+        assert_eq!(sim.stats.get().evicted, 1);
+        assert!(sim.t.lookup(&udp_key(1000, 1), sim.now).is_none());
+    }
+
+    #[test]
+    fn a_zone_at_its_limit_does_not_evict_from_another_zone() {
+        let sim = Sim::one_shard(100);
+        sim.t.set_zone_limit(2, 1);
+        sim.open(&udp(1000, true), "commit,zone=1");
+        sim.udp_both_ways(3000, "commit,zone=2");
+        let v = sim.send(&udp(2000, true), "commit,zone=2");
+        assert_eq!(v.refused, Some(Refusal::ZoneLimit), "{v:?}");
         assert_eq!(sim.stats.get().evicted, 0);
         assert!(sim.t.lookup(&udp_key(1000, 1), sim.now).is_some());
     }
@@ -677,13 +695,16 @@ mod tests {
     }
 
     #[test]
-    fn early_drop_looks_no_further_than_early_drop_scan() {
+    fn early_drop_finds_the_unestablished_among_the_neighbours() {
+        // The youngest is the only one that may go: the zone's oldest are
+        // all established, the neighbourhood has it.
         let sim = full_with_one_unestablished_at(EARLY_DROP_SCAN);
         let v = sim.send(&udp(3000, true), "commit");
-        assert_eq!(v.refused, Some(Refusal::TableFull));
-        assert_eq!(v.conn, None);
+        assert!(v.committed, "{v:?}");
         let s = sim.stats.get();
-        assert_eq!((s.evicted, s.refused_table_full), (0, 1));
+        assert_eq!((s.evicted, s.refused_table_full), (1, 0));
         assert_eq!(sim.t.table_len(), EARLY_DROP_SCAN + 1);
+        let gone = 1000 + EARLY_DROP_SCAN as u16;
+        assert!(sim.t.lookup(&udp_key(gone, 0), sim.now).is_none());
     }
 }

@@ -367,7 +367,55 @@ impl<'g, R: Record> Writer<'g, R> {
         }
         false
     }
+
+    /// Early drop from the hash neighbourhood, as Linux's conntrack does
+    /// it: looks at the records indexed in the home bucket of `hash` and
+    /// the `buckets - 1` buckets after it in the shard of `hash` (which
+    /// this writer must hold), both directions' entries, and removes the
+    /// first for which `pick` holds (checked again under its entry lock).
+    /// A flood fills the neighbourhood of every key with its own entries,
+    /// so a newcomer finds one of them next to it, whatever their age;
+    /// the zone's oldest ([`Writer::evict`]) may all be established.
+    /// Records of other shards are removed only if their locks are free.
+    /// Returns true if one was removed.
+    pub fn evict_near<C: Context<R>>(
+        &mut self,
+        ctx: &C,
+        hash: u64,
+        buckets: usize,
+        mut pick: impl FnMut(&R) -> bool,
+    ) -> bool {
+        let table = self.table;
+        let shard = table.shard_of(hash);
+        if !self.holds(shard) {
+            return false;
+        }
+        let mut candidates = [0u32; MAX_NEAR];
+        let mut n = 0;
+        table
+            .index(shard, self.guard)
+            .neighbourhood(hash, buckets, |reference| {
+                candidates[n] = reference;
+                n += 1;
+                n == MAX_NEAR
+            });
+        for &reference in &candidates[..n] {
+            let Some(e) = table.resolve(shard, reference) else {
+                continue;
+            };
+            if !e.is_live() || !pick(e.rec) {
+                continue;
+            }
+            if self.remove_if(ctx, e, Removal::Evicted, |r| pick(r)) {
+                return true;
+            }
+        }
+        false
+    }
 }
+
+/// The most index entries one early drop looks at.
+const MAX_NEAR: usize = 64;
 
 impl<R: Record> Drop for Writer<'_, R> {
     fn drop(&mut self) {
