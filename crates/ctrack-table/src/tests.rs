@@ -189,7 +189,7 @@ fn sweep_budget_and_round_robin() {
 }
 
 #[test]
-fn evicts_the_oldest_that_qualifies() {
+fn evicts_the_oldest_or_newest_that_qualifies() {
     let t = Table::<Rec>::new(TableConfig {
         shards: 1,
         capacity: 64,
@@ -207,11 +207,15 @@ fn evicts_the_oldest_that_qualifies() {
     assert!(w.evict(&MIXED, h.primary, 4, 8, |r| r.key % 2 == 0));
     // Nothing in another instance.
     assert!(!w.evict(&MIXED, h.primary, 5, 8, |_| true));
-    // Nothing within the scan bound.
-    assert!(!w.evict(&MIXED, h.primary, 4, 3, |r| r.key == 10));
+    // Nothing within the scan bound at either end (1, 3, 4 oldest; 10, 9,
+    // 8 newest).
+    assert!(!w.evict(&MIXED, h.primary, 4, 3, |r| r.key == 6));
+    // The newest are looked at too.
+    assert!(w.evict(&MIXED, h.primary, 4, 3, |r| r.key == 9));
     drop(w);
     assert!(find(&t, 2).is_none());
-    assert_eq!(t.len(), 9);
+    assert!(find(&t, 9).is_none());
+    assert_eq!(t.len(), 8);
 }
 
 #[test]

@@ -13,7 +13,7 @@ pub const EARLY_DROP_SCAN: usize = 8;
 /// Index buckets of a new connection's hash neighbourhood (its home bucket
 /// and the ones after it, twelve entries each) that early drop looks in
 /// for an unestablished connection to evict.
-pub const EARLY_DROP_BUCKETS: usize = 2;
+pub const EARLY_DROP_BUCKETS: usize = 4;
 
 /// Tracker settings.
 #[derive(Debug, Clone)]

@@ -137,8 +137,15 @@ impl Tracker {
             stats,
         };
         let mut cache = Cache::default();
+        let evicted = cx.stats.evicted;
         for (burst, outs) in frames.chunks(BURST).zip(out.chunks_mut(BURST)) {
             self.burst(&mut cx, burst, link, &mut cache, outs);
+        }
+        if cx.stats.evicted != evicted {
+            // Under a flood every commit evicts: hand the evicted records
+            // to the collector now, so that their slots come back before
+            // the table has to grow for the next ones.
+            guard.flush();
         }
     }
 

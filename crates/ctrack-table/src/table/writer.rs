@@ -6,6 +6,7 @@ use core::fmt;
 
 use crate::epoch::Guard;
 use crate::index::ALIAS_BIT;
+use crate::prefetch::prefetch_lines;
 use crate::shard::{Inner, Links, TICK_MS, rec};
 use crate::sync::{MutexGuard, Ordering};
 use crate::{Context, Hashes, Record, Removal};
@@ -330,8 +331,10 @@ impl<'g, R: Record> Writer<'g, R> {
     }
 
     /// Looks at up to `scan` of the oldest records of `instance` in the
-    /// shard of `hash` and removes the first for which `pick` holds
-    /// (early drop). Returns true if one was removed.
+    /// shard of `hash`, then up to `scan` of its newest, and removes the
+    /// first for which `pick` holds (early drop). The oldest are the ones
+    /// closest to expiry; the newest, under a flood, the flood's. Returns
+    /// true if one was removed.
     pub fn evict<C: Context<R>>(
         &mut self,
         ctx: &C,
@@ -346,13 +349,27 @@ impl<'g, R: Record> Writer<'g, R> {
         let Some(inner) = self.inner_mut(shard) else {
             return false;
         };
-        let mut s = inner.zones.get(&instance).map_or(0, |l| l.tail);
-        let mut candidates = Vec::new();
-        while s != 0 && candidates.len() < scan {
-            candidates.push(s);
+        let (head, tail) = inner
+            .zones
+            .get(&instance)
+            .map_or((0, 0), |l| (l.head, l.tail));
+        let scan = scan.min(MAX_NEAR / 2);
+        let mut candidates = [0u32; MAX_NEAR];
+        let mut n = 0;
+        let mut s = tail;
+        while s != 0 && n < scan {
+            candidates[n] = s;
+            n += 1;
             s = sh.zone_prev(s);
         }
-        for slot in candidates {
+        let oldest = n;
+        let mut s = head;
+        while s != 0 && n < oldest + scan && !candidates[..oldest].contains(&s) {
+            candidates[n] = s;
+            n += 1;
+            s = sh.zone_next(s);
+        }
+        for &slot in &candidates[..n] {
             let r = rec(&sh.slab, slot);
             if !pick(r) {
                 continue;
@@ -399,7 +416,20 @@ impl<'g, R: Record> Writer<'g, R> {
                 n += 1;
                 n == MAX_NEAR
             });
-        for &reference in &candidates[..n] {
+        // The candidates' records are cache misses, one each: ask for
+        // them a window ahead, so that they load side by side rather than
+        // one after the other (the scan was most of a flood's cost).
+        let sh = &table.shards[shard];
+        let ahead = |i: usize| {
+            if let Some(&r) = candidates[..n].get(i)
+                && r & ALIAS_BIT == 0
+            {
+                prefetch_lines(sh.slab.addr(r));
+            }
+        };
+        (0..PREFETCH_AHEAD).for_each(ahead);
+        for (i, &reference) in candidates[..n].iter().enumerate() {
+            ahead(i + PREFETCH_AHEAD);
             let Some(e) = table.resolve(shard, reference) else {
                 continue;
             };
@@ -416,6 +446,8 @@ impl<'g, R: Record> Writer<'g, R> {
 
 /// The most index entries one early drop looks at.
 const MAX_NEAR: usize = 64;
+/// How many candidates ahead of the one examined an early drop prefetches.
+const PREFETCH_AHEAD: usize = 8;
 
 impl<R: Record> Drop for Writer<'_, R> {
     fn drop(&mut self) {

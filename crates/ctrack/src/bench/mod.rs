@@ -9,6 +9,7 @@
 //! | `lookup --threads N --conns M [--zipf S]` | established packets per second over a large table |
 //! | `memory --conns M` | bytes per connection, all indexes included |
 //! | `policy stage\|passes\|stateless\|classify\|reload` | the firewall stage (policy + tracker) and its classifier |
+//! | `flood syn\|udp\|icmp\|zone` | floods against a table of established connections near its limit |
 //!
 //! Each prints a table for people, or with `--json` one JSON document.
 //! With `--ovstest PATH`, `benchmark` and `zones` also run Open vSwitch's
@@ -16,6 +17,7 @@
 //! ratio. Timings are wall-clock (`Instant`) around the measured work only.
 
 mod cps;
+mod flood;
 mod lookup;
 mod memory;
 mod ovs;
@@ -68,6 +70,9 @@ pub enum Which {
     /// The firewall stage (policy + tracker) and its classifier: `stage`,
     /// `passes`, `stateless`, `classify`, `reload`.
     Policy(policy::PolicyBenchArgs),
+    /// Under attack: `syn`, `udp`, `icmp` and `zone` floods against a table
+    /// of established connections near its limit.
+    Flood(flood::FloodArgs),
 }
 
 /// Arguments of `ctrack bench benchmark`.
@@ -114,7 +119,7 @@ impl BenchArgs {
         match &self.which {
             Which::Benchmark(a) => a.validate().map_err(|e| ("benchmark", e)),
             Which::Zones(a) => a.validate().map_err(|e| ("zones", e)),
-            Which::Cps(_) | Which::Lookup(_) | Which::Policy(_) => Ok(()),
+            Which::Cps(_) | Which::Lookup(_) | Which::Policy(_) | Which::Flood(_) => Ok(()),
             Which::Memory(a) => a.validate().map_err(|e| ("memory", e)),
         }
     }
@@ -157,6 +162,7 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
         Which::Lookup(a) => lookup::run(a, args.json, out),
         Which::Memory(a) => memory::run(a, args.json, out),
         Which::Policy(a) => policy::run(a, args.json, out),
+        Which::Flood(a) => flood::run(a, args.json, out),
     }
 }
 

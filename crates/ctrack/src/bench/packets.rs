@@ -66,6 +66,18 @@ pub(crate) fn tcp(i: u64, reply: bool, flags: u16, seq: u32, ack: u32) -> Vec<u8
     }
 }
 
+/// An ICMP echo request of connection `i` (its id the connection's source
+/// port), or the server's reply.
+pub(crate) fn icmp(i: u64, reply: bool) -> Vec<u8> {
+    use ctrack_wire::icmp::v4::{ECHO_REPLY, ECHO_REQUEST};
+    let (c, s, id) = endpoints(i);
+    if reply {
+        Frame::v4(s, c, L4::icmp_query(ECHO_REPLY, id, 1)).build()
+    } else {
+        Frame::v4(c, s, L4::icmp_query(ECHO_REQUEST, id, 1)).build()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,52 @@
+//! `ctrack bench flood`: the tracker under attack, with the figures that
+//! say it kept what it should keep.
+//!
+//! | subcommand | attack |
+//! | --- | --- |
+//! | `syn` | spoofed TCP SYNs from random sources at a table of established connections near its limit |
+//! | `udp` | the same with one-way UDP packets |
+//! | `icmp` | the same with ICMP echo requests |
+//! | `zone` | a SYN flood aimed at one zone, with limits on two |
+//!
+//! Each run fails (non-zero exit, the reason on stderr) when a property the
+//! attack must not break is broken: an established connection lost or no
+//! longer passing, fewer than 99% of legitimate newcomers admitted, the
+//! table's memory above what the same table holds at its limit of
+//! ordinary connections, another zone's connections or count touched.
+
+mod conns;
+
+use std::io::Write;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+/// Arguments of `ctrack bench flood`.
+#[derive(Debug, Args)]
+pub struct FloodArgs {
+    #[command(subcommand)]
+    pub which: FloodWhich,
+}
+
+/// The floods.
+#[derive(Debug, Subcommand)]
+pub enum FloodWhich {
+    /// Spoofed TCP SYNs from random sources.
+    Syn(conns::ConnFloodArgs),
+    /// One-way UDP packets from random sources.
+    Udp(conns::ConnFloodArgs),
+    /// ICMP echo requests from random sources.
+    Icmp(conns::ConnFloodArgs),
+    /// A SYN flood aimed at one of two zones, each with its limit.
+    Zone(conns::ConnFloodArgs),
+}
+
+/// Runs `ctrack bench flood`.
+pub(crate) fn run(a: &FloodArgs, json: bool, out: &mut dyn Write) -> Result<()> {
+    match &a.which {
+        FloodWhich::Syn(c) => conns::run(conns::Attack::Syn, c, json, out),
+        FloodWhich::Udp(c) => conns::run(conns::Attack::Udp, c, json, out),
+        FloodWhich::Icmp(c) => conns::run(conns::Attack::Icmp, c, json, out),
+        FloodWhich::Zone(c) => conns::run(conns::Attack::Zone, c, json, out),
+    }
+}
