@@ -75,6 +75,16 @@ fn a_syn_flood_evicts_its_own_entries_and_lets_newcomers_in() {
 }
 
 #[test]
+fn a_syn_flood_from_several_threads_keeps_the_same_properties() {
+    // Evictions race each other and the newcomers across shards: the
+    // locks of another shard are only tried, never waited for.
+    let (ok, j, err) = flood(&[&["syn", "--threads", "3"][..], &SMALL[..]].concat());
+    assert!(ok, "{err}\n{j}");
+    kept(&j);
+    assert_eq!(num(&j, "threads"), 3);
+}
+
+#[test]
 fn udp_and_icmp_floods_keep_the_established() {
     for kind in ["udp", "icmp"] {
         let (ok, j, err) = flood(&[&[kind][..], &SMALL[..]].concat());

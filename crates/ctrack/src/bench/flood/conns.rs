@@ -33,7 +33,7 @@ use ctrack_wire::tcp::flags::{ACK, SYN};
 use serde::Serialize;
 
 use super::super::{MAX_BENCH_CONNS, Machine, packets};
-use crate::args::{MAX_CONNS, bounded};
+use crate::args::{MAX_CONNS, MAX_THREADS, bounded};
 
 /// What floods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +95,10 @@ pub struct ConnFloodArgs {
     /// Seed of the flood's random sources.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Threads sending the flood at once (1 to 1024); the first also
+    /// opens the newcomers and sends the probes.
+    #[arg(long, default_value_t = 1, value_parser = bounded(1, MAX_THREADS))]
+    pub threads: usize,
 }
 
 impl ConnFloodArgs {
@@ -146,6 +150,7 @@ struct FloodJson {
     attack: &'static str,
     established: u64,
     max_conns: usize,
+    threads: usize,
     flood: u64,
     flood_seconds: f64,
     flood_packets_per_sec: f64,
@@ -292,8 +297,62 @@ struct Flooded {
     peak_slots: usize,
 }
 
-/// The flood, with the newcomers and probes spread evenly over it.
-fn flood_phase(run: &mut Run<'_>, a: &ConnFloodArgs) -> Flooded {
+/// What every flood thread sends at.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    t: &'a Tracker,
+    proto: Proto,
+    zone: u16,
+    /// Legitimate connections, whose servers are attacked.
+    established: u64,
+}
+
+/// One thread's share of the flood: `count` spoofed openers from the
+/// random sources of `seed`, in bursts; returns the time spent inside the
+/// tracker. `after` runs after each burst with the packets sent so far.
+fn flood_share(
+    to: Target<'_>,
+    seed: u64,
+    count: u64,
+    stats: &mut Stats,
+    mut after: impl FnMut(u64),
+) -> std::time::Duration {
+    let Target {
+        t,
+        proto,
+        zone,
+        established,
+    } = to;
+    let mut rng = Rng(seed);
+    let mut verdicts = [Verdict::default(); BURST];
+    let mut busy = std::time::Duration::ZERO;
+    let action = CtAction::commit(zone);
+    let mut sent = 0u64;
+    while sent < count {
+        let n = (count - sent).min(BURST as u64) as usize;
+        let frames: Vec<Vec<u8>> = (0..n)
+            .map(|_| flood_frame(proto, rng.next(), established))
+            .collect();
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        let start = Instant::now();
+        t.process_burst(
+            &refs,
+            LinkType::Ethernet,
+            &action,
+            NOW,
+            &mut verdicts[..n],
+            stats,
+        );
+        busy += start.elapsed();
+        sent += n as u64;
+        after(sent);
+    }
+    busy
+}
+
+/// The flood over `--threads` threads, with the newcomers and probes
+/// spread evenly over it by the first (which also samples the table).
+fn flood_phase(run: &mut Run<'_>, a: &ConnFloodArgs) -> Result<Flooded> {
     let t = run.t;
     let m = t.memory();
     let mut f = Flooded {
@@ -304,52 +363,72 @@ fn flood_phase(run: &mut Run<'_>, a: &ConnFloodArgs) -> Flooded {
         peak_bytes: m.total(),
         peak_slots: m.slots_in_use,
     };
-    let mut rng = Rng(a.seed);
-    let (mut next_new, mut next_probe) = (0u64, 0u64);
-    let mut verdicts = [Verdict::default(); BURST];
-    let flood_zone = if run.zoned { 1 } else { 0 };
-    let (mut sent, mut next_sample) = (0u64, SAMPLE_EVERY);
-    while sent < a.flood {
-        let n = (a.flood - sent).min(BURST as u64) as usize;
-        let frames: Vec<Vec<u8>> = (0..n)
-            .map(|_| flood_frame(run.proto, rng.next(), a.established))
-            .collect();
-        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-        let start = Instant::now();
-        t.process_burst(
-            &refs,
-            LinkType::Ethernet,
-            &CtAction::commit(flood_zone),
-            NOW,
-            &mut verdicts[..n],
-            &mut f.stats,
-        );
-        f.elapsed += start.elapsed();
-        sent += n as u64;
-        while next_new < a.newcomers && next_new * a.flood <= sent * a.newcomers {
-            run.newcomer(a.established, next_new);
-            next_new += 1;
+    let established = a.established;
+    let to = Target {
+        t,
+        proto: run.proto,
+        zone: if run.zoned { 1 } else { 0 },
+        established,
+    };
+    let threads = a.threads as u64;
+    let share = |k: u64| a.flood / threads + u64::from(k < a.flood % threads);
+    let mine = share(0);
+    let (mut next_new, mut next_probe, mut next_sample) = (0u64, 0u64, SAMPLE_EVERY);
+    let mut stats = Stats::default();
+    let others = std::thread::scope(|s| -> Result<Vec<(std::time::Duration, Stats)>> {
+        let mut handles = Vec::new();
+        for k in 1..threads {
+            let seed = a.seed.wrapping_add(k.wrapping_mul(0x9e37_79b9));
+            let h = std::thread::Builder::new()
+                .name(format!("flood-{k}"))
+                .spawn_scoped(s, move || {
+                    let mut st = Stats::default();
+                    let busy = flood_share(to, seed, share(k), &mut st, |_| {});
+                    (busy, st)
+                })
+                .map_err(|e| anyhow::anyhow!("cannot start flood thread {k}: {e}"))?;
+            handles.push(h);
         }
-        while next_probe < a.probes && next_probe * a.flood <= sent * a.probes {
-            if run.probe(next_probe % a.established) {
-                f.probes_passed += 1;
+        let busy = flood_share(to, a.seed, mine, &mut stats, |sent| {
+            // This thread's progress stands for everyone's.
+            while next_new < a.newcomers && next_new * mine <= sent * a.newcomers {
+                run.newcomer(established, next_new);
+                next_new += 1;
             }
-            next_probe += 1;
+            while next_probe < a.probes && next_probe * mine <= sent * a.probes {
+                if run.probe(next_probe % established) {
+                    f.probes_passed += 1;
+                }
+                next_probe += 1;
+            }
+            if sent * threads >= next_sample || sent == mine {
+                next_sample += SAMPLE_EVERY;
+                f.peak_len = f.peak_len.max(t.table_len());
+                let m = t.memory();
+                f.peak_bytes = f.peak_bytes.max(m.total());
+                f.peak_slots = f.peak_slots.max(m.slots_in_use);
+            }
+        });
+        let mut all = vec![(busy, Stats::default())];
+        for h in handles {
+            all.push(
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("a flood thread panicked"))?,
+            );
         }
-        if sent >= next_sample || sent == a.flood {
-            next_sample += SAMPLE_EVERY;
-            f.peak_len = f.peak_len.max(t.table_len());
-            let m = t.memory();
-            f.peak_bytes = f.peak_bytes.max(m.total());
-            f.peak_slots = f.peak_slots.max(m.slots_in_use);
-        }
+        Ok(all)
+    })?;
+    for (busy, st) in others {
+        f.elapsed = f.elapsed.max(busy);
+        f.stats.merge(&st);
     }
+    f.stats.merge(&stats);
     // Newcomers left over (none unless the flood is shorter than them).
     while next_new < a.newcomers {
         run.newcomer(a.established, next_new);
         next_new += 1;
     }
-    f
+    Ok(f)
 }
 
 fn rss_bytes() -> i64 {
@@ -388,7 +467,7 @@ pub(crate) fn run(
     if let Err(e) = a.validate(attack) {
         bail!(e);
     }
-    let j = measure(attack, a);
+    let j = measure(attack, a)?;
     if json {
         serde_json::to_writer_pretty(&mut *out, &j)?;
         writeln!(out)?;
@@ -401,7 +480,7 @@ pub(crate) fn run(
     Ok(())
 }
 
-fn measure(attack: Attack, a: &ConnFloodArgs) -> FloodJson {
+fn measure(attack: Attack, a: &ConnFloodArgs) -> Result<FloodJson> {
     let max = a.max_conns();
     let proto = attack.proto();
     let limit_bytes = reference_bytes(proto, max);
@@ -430,7 +509,7 @@ fn measure(attack: Attack, a: &ConnFloodArgs) -> FloodJson {
     let count_before: Vec<usize> = [1u16, 2].iter().map(|&z| t.zone_len(z)).collect();
     let after_establish = run.stats;
 
-    let f = flood_phase(&mut run, a);
+    let f = flood_phase(&mut run, a)?;
     let (admitted, newcomers_by_zone) = (run.admitted, run.newcomers);
     let (peak_len, peak_bytes, peak_slots) = (f.peak_len, f.peak_bytes, f.peak_slots);
     let (elapsed, flood_stats, probes_passed) = (f.elapsed, f.stats, f.probes_passed);
@@ -470,6 +549,7 @@ fn measure(attack: Attack, a: &ConnFloodArgs) -> FloodJson {
         attack: attack.name(),
         established: a.established,
         max_conns: max,
+        threads: a.threads,
         flood: a.flood,
         flood_seconds: secs,
         flood_packets_per_sec: a.flood as f64 / secs.max(1e-9),
@@ -496,7 +576,7 @@ fn measure(attack: Attack, a: &ConnFloodArgs) -> FloodJson {
         machine: Machine::this(),
     };
     j.failures = failures(&j, after_establish.committed);
-    j
+    Ok(j)
 }
 
 fn pct(n: u64, of: u64) -> f64 {
