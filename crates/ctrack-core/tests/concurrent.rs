@@ -267,3 +267,45 @@ fn flushes_sweeps_and_limits_during_traffic() {
     let end = Time::from_millis(clock.load(Ordering::Relaxed) + 10_000_000);
     assert_eq!(t.sweep(end, usize::MAX, &mut s).next, None);
 }
+
+/// Threads that reach a table's limit together: none of them may take a
+/// place another already counted on, so the table never ends above its
+/// limit (before, every thread that found one place left took it). The
+/// connections answer at once, so none can be evicted: past the limit,
+/// commits are refused. Many rounds, each starting from an empty table.
+#[test]
+fn threads_that_reach_the_limit_together_stay_within_it() {
+    const MAX: usize = 200;
+    const THREADS: u8 = 4;
+    let t = Tracker::new(Config {
+        max_conns: MAX,
+        ..Config::default()
+    });
+    let a = CtAction::commit(0);
+    let now = Time::from_secs(1);
+    for round in 0..25 * scale() {
+        std::thread::scope(|s| {
+            for th in 0..THREADS {
+                let t = &t;
+                s.spawn(move || {
+                    let mut stats = Stats::default();
+                    for c in 0..MAX as u16 {
+                        let cl = client(th, c);
+                        let port = 20000 + (round % 1000) as u16;
+                        let q = Frame::v4(cl, SERVER, L4::udp(port, 53, b"q")).build();
+                        let r = Frame::v4(SERVER, cl, L4::udp(53, port, b"a")).build();
+                        t.process(&q, LinkType::Ethernet, &a, now, &mut stats);
+                        t.process(&r, LinkType::Ethernet, &a, now, &mut stats);
+                    }
+                });
+            }
+        });
+        assert!(
+            t.table_len() <= MAX,
+            "round {round}: {} connections in a table limited to {MAX}",
+            t.table_len()
+        );
+        assert_eq!(t.table_len(), MAX, "round {round}: the table filled up");
+        t.flush_all(&mut Stats::default());
+    }
+}

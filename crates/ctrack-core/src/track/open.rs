@@ -2,7 +2,8 @@
 //! with `commit` storing it: its translation chosen and checked under the
 //! shard locks, the table and zone limits with early drop, the insert.
 
-use core::sync::atomic::Ordering::Relaxed;
+use core::sync::atomic::AtomicUsize;
+use core::sync::atomic::Ordering::{AcqRel, Relaxed};
 
 use ctrack_table::{APPROX_STEP, Hashes, Removal, Writer};
 
@@ -117,12 +118,13 @@ impl Tracker {
     ) -> Option<Found<'g, A>> {
         let (guard, now) = (cx.guard, cx.now.as_millis());
         let meta = self.shared.zones.get_or_create(cx.action.zone);
-        let mut full = self.table_full();
+        let (mut full, mut _in_flight) = self.table_full();
         if full && self.reclaim_pending() {
             // The table is full but holds flushed connections: free some
             // before judging (with no shard lock held).
             self.reclaim_dead(shared, guard, RECLAIM_ON_FULL);
-            full = self.table_full();
+            drop(_in_flight);
+            (full, _in_flight) = self.table_full();
         }
         let (mut w, hashes, setup) = match self.lock_for_commit(cx, p, &o, meta, shared) {
             Locked::Ready(w, h, s) => (w, h, s),
@@ -314,21 +316,41 @@ impl Tracker {
     /// True if the table holds `max_conns` connections. Reads one shared
     /// approximate count; only within a few thousand of the limit does it
     /// sum the shards' exact counts (and then remembers a full table until
-    /// something is removed).
-    pub(super) fn table_full(&self) -> bool {
+    /// something is removed). Near the limit it also counts the commits
+    /// ahead of this one that have not inserted yet, and returns the
+    /// caller's own place among them, to hold until its insert is done:
+    /// without it, threads that all find one place left all take it and
+    /// the table ends above its limit.
+    pub(super) fn table_full(&self) -> (bool, Option<InFlight<'_>>) {
         let max = self.max_conns.load(Relaxed);
         let slack = (self.v4.shard_count() + self.v6.shard_count()) * APPROX_STEP as usize;
         if self.v4.approx_len() + self.v6.approx_len() + slack < max {
-            return false;
+            return (false, None);
         }
         if self.shared.full.load(Relaxed) {
-            return true;
+            return (true, None);
         }
-        if self.table_len() >= max {
+        // AcqRel: a commit that left before this one arrived inserted
+        // before it left, and its insert is counted below.
+        let ahead = self.shared.in_flight.fetch_add(1, AcqRel);
+        let place = InFlight(&self.shared.in_flight);
+        let len = self.table_len();
+        if len >= max {
             self.shared.full.store(true, Relaxed);
-            return true;
+            return (true, Some(place));
         }
-        false
+        (len + ahead >= max, Some(place))
+    }
+}
+
+/// A commit's place among those near the limit that have counted the
+/// table and not inserted yet; given back when dropped.
+pub(super) struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        // Release: whoever counts after this sees the insert done before.
+        self.0.fetch_sub(1, AcqRel);
     }
 }
 

@@ -35,6 +35,10 @@ pub(super) struct Shared {
     /// Set when an exact count found the table at its maximum; cleared by
     /// any removal but an eviction.
     pub(super) full: AtomicBool,
+    /// Commits near the limit between their count of the table and their
+    /// insert: each counts those ahead of it, so that threads that all
+    /// find one place left do not all take it.
+    pub(super) in_flight: AtomicUsize,
     /// Connections whose gateway adjusts sequence numbers (while none
     /// does, packets skip the lookup that adjustment needs).
     pub(super) seqadj: AtomicUsize,
