@@ -297,8 +297,9 @@ impl Tracker {
             // A connection that may go: not established, or expired. A
             // full table may give up any zone's (as Linux does: the
             // flood's entries are wherever the newcomer's neighbours are);
-            // a zone at its limit only its own.
-            let any_zone = refusal == Refusal::TableFull;
+            // a zone at its limit only its own (also when the table is
+            // full too: one eviction must make room on both counts).
+            let any_zone = zone_ok;
             let evictable = |c: &Conn<A>| {
                 (any_zone || c.instance() == inst)
                     && (!c.proto_state().is_established() || self.shared.expiry(c, guard) <= now)
@@ -676,6 +677,24 @@ mod tests {
         assert_eq!(v.refused, Some(Refusal::ZoneLimit), "{v:?}");
         assert_eq!(sim.stats.get().evicted, 0);
         assert!(sim.t.lookup(&udp_key(1000, 1), sim.now).is_some());
+    }
+
+    #[test]
+    fn a_full_table_and_a_zone_at_its_limit_evict_from_that_zone() {
+        // One eviction must make room on both counts: another zone's
+        // connection would free the table and leave the zone at its limit.
+        for order in [[1u16, 2], [2, 1]] {
+            let sim = Sim::one_shard(2);
+            sim.t.set_zone_limit(1, 1);
+            for z in order {
+                sim.open(&udp(1000 + z, true), &format!("commit,zone={z}"));
+            }
+            let v = sim.send(&udp(3000, true), "commit,zone=1");
+            assert!(v.committed, "{order:?}: {v:?}");
+            assert_eq!(sim.stats.get().evicted, 1);
+            assert!(sim.t.lookup(&udp_key(1001, 1), sim.now).is_none());
+            assert!(sim.t.lookup(&udp_key(1002, 2), sim.now).is_some());
+        }
     }
 
     #[test]
