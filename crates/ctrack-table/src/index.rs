@@ -336,8 +336,10 @@ impl Index {
 
     /// Calls `f` with every reference stored in the home bucket of `hash`
     /// and the `buckets - 1` buckets after it (its hash neighbourhood), in
-    /// probe order, until `f` returns true. Writers only (the shard lock
-    /// held): the early drop's candidates.
+    /// probe order, until `f` returns true: the early drop's candidates.
+    /// Without the shard lock the references may be stale (an entry
+    /// removed or reused meanwhile): the caller checks each again under
+    /// the locks.
     pub(crate) fn neighbourhood(
         &self,
         hash: u64,

@@ -15,6 +15,11 @@ pub const EARLY_DROP_SCAN: usize = 8;
 /// for an unestablished connection to evict.
 pub const EARLY_DROP_BUCKETS: usize = 4;
 
+/// Shards early drop looks in, the new connection's first, when that one
+/// has nothing to evict near it (a small table's shard holds few
+/// connections; its limit is the table's, not the shard's).
+pub const EARLY_DROP_SHARDS: usize = 8;
+
 /// Tracker settings.
 #[derive(Debug, Clone)]
 pub struct Config {

@@ -31,7 +31,9 @@ mod testing;
 mod tracker;
 mod word;
 
-pub use config::{Config, DEFAULT_MAX_CONNS, EARLY_DROP_BUCKETS, EARLY_DROP_SCAN};
+pub use config::{
+    Config, DEFAULT_MAX_CONNS, EARLY_DROP_BUCKETS, EARLY_DROP_SCAN, EARLY_DROP_SHARDS,
+};
 pub use expiry::Sweep;
 pub use pipeline::{Out, Outputs, Pipeline};
 pub use tracker::Tracker;

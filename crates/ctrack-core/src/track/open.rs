@@ -7,7 +7,7 @@ use core::sync::atomic::Ordering::{AcqRel, Relaxed};
 
 use ctrack_table::{APPROX_STEP, Hashes, Removal, Writer};
 
-use super::config::{EARLY_DROP_BUCKETS, EARLY_DROP_SCAN};
+use super::config::{EARLY_DROP_BUCKETS, EARLY_DROP_SCAN, EARLY_DROP_SHARDS};
 use super::packet::{Call, Found, Pkt};
 use super::setup::Matched;
 use super::shared::Counted;
@@ -305,8 +305,13 @@ impl Tracker {
                     && (!c.proto_state().is_established() || self.shared.expiry(c, guard) <= now)
             };
             if evicted
-                || !(w.evict_near(shared, o.hash, EARLY_DROP_BUCKETS, evictable)
-                    || w.evict(shared, o.hash, inst, EARLY_DROP_SCAN, evictable))
+                || !(w.evict_near(
+                    shared,
+                    o.hash,
+                    EARLY_DROP_BUCKETS,
+                    EARLY_DROP_SHARDS,
+                    evictable,
+                ) || w.evict(shared, o.hash, inst, EARLY_DROP_SCAN, evictable))
             {
                 return Err(refusal);
             }

@@ -393,20 +393,43 @@ impl<'g, R: Record> Writer<'g, R> {
     /// A flood fills the neighbourhood of every key with its own entries,
     /// so a newcomer finds one of them next to it, whatever their age;
     /// the zone's oldest ([`Writer::evict`]) may all be established.
-    /// Records of other shards are removed only if their locks are free.
-    /// Returns true if one was removed.
+    ///
+    /// If none qualifies there, the same place in each of the next
+    /// `shards - 1` shards is looked at: the table's limit is global, and
+    /// a small table's shard may hold a handful of records, all
+    /// established, while its neighbours hold the flood's. Records of
+    /// shards this writer does not hold are removed only if their locks
+    /// are free. Returns true if one was removed.
     pub fn evict_near<C: Context<R>>(
         &mut self,
         ctx: &C,
         hash: u64,
         buckets: usize,
+        shards: usize,
         mut pick: impl FnMut(&R) -> bool,
     ) -> bool {
         let table = self.table;
-        let shard = table.shard_of(hash);
-        if !self.holds(shard) {
+        let home = table.shard_of(hash);
+        if !self.holds(home) {
             return false;
         }
+        (0..shards.clamp(1, table.shard_count()))
+            .map(|k| (home + k) & table.mask)
+            .any(|shard| self.evict_in(ctx, shard, hash, buckets, &mut pick))
+    }
+
+    /// [`Writer::evict_near`] in one shard. The index of a shard this
+    /// writer does not hold is read without its lock: a reference may be
+    /// stale, and each candidate is checked again under its locks.
+    fn evict_in<C: Context<R>>(
+        &mut self,
+        ctx: &C,
+        shard: usize,
+        hash: u64,
+        buckets: usize,
+        pick: &mut impl FnMut(&R) -> bool,
+    ) -> bool {
+        let table = self.table;
         let mut candidates = [0u32; MAX_NEAR];
         let mut n = 0;
         table
