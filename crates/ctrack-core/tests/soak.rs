@@ -232,15 +232,15 @@ impl Flow {
     fn first(&self, w: &World) -> CtAction {
         let z = usize::from(self.zone);
         match (self.nat, self.c.is_ipv6()) {
-            (0, _) => w.act.plain[z].clone(),
-            (1, false) => w.act.snat4[z].clone(),
-            (1, true) => w.act.snat6[z].clone(),
-            _ => w.act.dnat4[z].clone(),
+            (0, _) => w.act.plain[z],
+            (1, false) => w.act.snat4[z],
+            (1, true) => w.act.snat6[z],
+            _ => w.act.dnat4[z],
         }
     }
 
     fn later(&self, w: &World) -> CtAction {
-        w.act.nat[usize::from(self.zone)].clone()
+        w.act.nat[usize::from(self.zone)]
     }
 
     /// A seed for this flow's sequence numbers.
@@ -421,14 +421,17 @@ fn hl(frame: &[u8]) -> usize {
 
 /// A UDP datagram of a few kilobytes in fragments, in any order; now and
 /// then one is never sent (the datagram waits for its timeout).
-fn fragments(w: &World, r: &mut Rng, out: &mut Outputs<u32>) {
+///
+/// Identifications are the thread's own (`ident`, counted per thread), so
+/// that two threads never mix fragments of the same flow: then a datagram
+/// sent whole leaves whole, in the call of its last fragment.
+fn fragments(w: &World, r: &mut Rng, out: &mut Outputs<u32>, ident: u32) {
     let f = flow(r, 40_000);
     let v6 = f.c.is_ipv6();
     w.ops.add(if v6 { K::Frag6 } else { K::Frag4 });
     let body: Vec<u8> = (0..2000 + r.below(2000)).map(|i| i as u8).collect();
     let whole = Frame::new(f.c, f.s, L4::udp(f.cport, 53, &body)).ip_packet();
     let data = &whole[if v6 { 40 } else { 20 }..];
-    let ident = r.next() as u32;
     let mut frags = Vec::new();
     for (i, chunk) in data.chunks(1400).enumerate() {
         let off = i * 1400;
@@ -445,7 +448,9 @@ fn fragments(w: &World, r: &mut Rng, out: &mut Outputs<u32>) {
                 ident,
             }];
         } else {
-            fr.ident = ident as u16;
+            // 4 bits of thread, 12 of count: a thread wraps after 4096
+            // datagrams, long after an unfinished one has expired.
+            fr.ident = (ident >> 8 & 0xf000 | ident & 0x0fff) as u16;
             fr.more_frags = more;
             fr.frag_offset = off as u16;
         }
@@ -455,7 +460,8 @@ fn fragments(w: &World, r: &mut Rng, out: &mut Outputs<u32>) {
     for i in (1..frags.len()).rev() {
         frags.swap(i, r.below(i as u64 + 1) as usize);
     }
-    if r.chance(250) {
+    let unfinished = r.chance(250);
+    if unfinished {
         w.ops.add(K::Unfinished);
         frags.pop();
     }
@@ -466,9 +472,11 @@ fn fragments(w: &World, r: &mut Rng, out: &mut Outputs<u32>) {
         let now = w.now(r);
         left += w.send(fr, &a, now, out).len();
     }
-    // Whole: every fragment leaves at once (unless a clash with another
-    // thread's datagram of the same identification dropped them).
-    assert!(left == 0 || left == n, "{left} of {n} fragments left");
+    if unfinished {
+        assert_eq!(left, 0, "fragments of an unfinished datagram left");
+    } else {
+        assert_eq!(left, n, "a whole datagram left in part");
+    }
 }
 
 /// An FTP control connection through source NAT announcing a port, and
@@ -480,8 +488,8 @@ fn ftp(w: &World, r: &mut Rng, out: &mut Outputs<u32>) {
     let s = IpAddr::V4(Ipv4Addr::new(172, 16, 1, 1));
     let zone = Zone::from(ci) % ZONES;
     let cport = 5000 + r.below(8) as u16;
-    let a = w.act.ftp[usize::from(zone)].clone();
-    let l = w.act.nat[usize::from(zone)].clone();
+    let a = w.act.ftp[usize::from(zone)];
+    let l = w.act.nat[usize::from(zone)];
     let now = w.now(r);
     let left = w.send(tcp((c, cport), (s, 21), SYN, 1000, 0, b""), &a, now, out);
     let Some((ls, ld, lsp, ldp)) = left.first().and_then(|x| ends(x)) else {
@@ -562,8 +570,9 @@ fn mid_run_check(w: &World) {
     assert!(t.table_len() <= MAX_CONNS[2] + 4096, "{}", t.table_len());
 }
 
-fn worker(w: &World, seed: u64, deadline: Instant) -> Stats {
+fn worker(w: &World, thread: u32, seed: u64, deadline: Instant) -> Stats {
     let mut r = Rng(seed | 1);
+    let mut datagrams = 0u32;
     let mut out = Outputs::default();
     let mut n = 0u64;
     while !w.stop.load(Relaxed) {
@@ -572,7 +581,11 @@ fn worker(w: &World, seed: u64, deadline: Instant) -> Stats {
             30..40 => stray(w, &mut r, &mut out),
             40..65 => udp(w, &mut r, &mut out),
             65..75 => echo(w, &mut r, &mut out),
-            75..85 => fragments(w, &mut r, &mut out),
+            75..85 => {
+                datagrams += 1;
+                let ident = thread << 20 | datagrams & 0xf_ffff;
+                fragments(w, &mut r, &mut out, ident);
+            }
             85..88 => ftp(w, &mut r, &mut out),
             _ => admin(w, &mut r, &mut out.stats),
         }
@@ -621,7 +634,7 @@ fn soak() {
             .map(|i| {
                 let w = &w;
                 let seed = seed.wrapping_add(i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-                s.spawn(move || worker(w, seed, deadline))
+                s.spawn(move || worker(w, i as u32, seed, deadline))
             })
             .collect();
         for h in hs {
@@ -763,8 +776,8 @@ fn no_slot_leaked(t: &Tracker, now: Time) {
             break false;
         }
     };
-    println!("  slots in use matched the connections after {opened} new ones");
     assert!(equal, "slots leaked");
+    println!("  slots in use matched the connections after {opened} new ones");
     t.flush_all(&mut stats);
     assert_eq!(t.table_len(), 0);
 }
