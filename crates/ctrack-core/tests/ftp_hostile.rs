@@ -79,6 +79,19 @@ impl Ctl {
         Ctl::open(n, (ip(C), ip(S)), (ip(S), ip(N)), SNAT, "nat")
     }
 
+    /// From `a` to `b` without NAT.
+    fn plain(a: [u8; 4], b: [u8; 4]) -> Ctl {
+        let (a, b) = (ip(a), ip(b));
+        Ctl::open(small(), (a, b), (b, a), "commit,alg=ftp", "commit")
+    }
+
+    /// From 192.0.2.7 to the server 10.0.0.9, reached at N.
+    fn dnat() -> Ctl {
+        let (o, srv) = (ip([192, 0, 2, 7]), ip([10, 0, 0, 9]));
+        let fwd = "commit,nat(dst=10.0.0.9),alg=ftp";
+        Ctl::open(small(), (o, ip(N)), (srv, o), fwd, "nat")
+    }
+
     fn open(
         n: Net,
         c: (IpAddr, IpAddr),
@@ -255,13 +268,7 @@ fn a_line_just_over_the_bound_is_skipped_and_one_at_it_is_read() {
     let _one = serial();
     // Without NAT, a line is carried across segments up to MAX_LINE bytes.
     for (extra, expected) in [(0usize, 1usize), (1, 0)] {
-        let mut k = Ctl::open(
-            small(),
-            (ip(C), ip(S)),
-            (ip(S), ip(C)),
-            "commit,alg=ftp",
-            "commit",
-        );
+        let mut k = Ctl::plain(C, S);
         let head = b"PORT 10,0,0,1,156,65";
         // Spaces after the numbers are ignored by the reader.
         let pad = MAX_LINE - head.len() - 1 + extra;
@@ -360,15 +367,7 @@ fn the_server_side_through_a_destination_nat_moves_its_own_numbering() {
     let _one = serial();
     // The server 10.0.0.9 is reached at N; its 227 and the client's
     // EPRT (of its own, untranslated, address) interleave.
-    let outside = [192, 0, 2, 7];
-    let server = [10, 0, 0, 9];
-    let mut k = Ctl::open(
-        small(),
-        (ip(outside), ip(N)),
-        (ip(server), ip(outside)),
-        "commit,nat(dst=10.0.0.9),alg=ftp",
-        "nat",
-    );
+    let mut k = Ctl::dnat();
     for i in 0..500u16 {
         let p = 2000 + i;
         let t = format!("227 ok (10,0,0,9,{},{})\r\n", p >> 8, p & 0xff);
@@ -431,19 +430,10 @@ fn announcements_across_many_control_connections_stay_under_the_bound() {
 /// For each split point of `line`, a fresh control connection gets the
 /// line in two segments.
 fn split_everywhere(line: &[u8], want: &[u8], server_side: bool) {
-    let dnat = || {
-        Ctl::open(
-            small(),
-            (ip([192, 0, 2, 7]), ip(N)),
-            (ip([10, 0, 0, 9]), ip([192, 0, 2, 7])),
-            "commit,nat(dst=10.0.0.9),alg=ftp",
-            "nat",
-        )
-    };
     // A line before, so that the gateway has read the stream already.
     let ctl = || {
         if server_side {
-            let mut k = dnat();
+            let mut k = Ctl::dnat();
             k.server(b"220 hello\r\n", None);
             k
         } else {
@@ -496,21 +486,9 @@ fn split_everywhere(line: &[u8], want: &[u8], server_side: bool) {
 
         // Without NAT the parts are joined.
         let mut k = if server_side {
-            Ctl::open(
-                small(),
-                (ip([192, 0, 2, 7]), ip([10, 0, 0, 9])),
-                (ip([10, 0, 0, 9]), ip([192, 0, 2, 7])),
-                "commit,alg=ftp",
-                "commit",
-            )
+            Ctl::plain([192, 0, 2, 7], [10, 0, 0, 9])
         } else {
-            Ctl::open(
-                small(),
-                (ip(C), ip(S)),
-                (ip(S), ip(C)),
-                "commit,alg=ftp",
-                "commit",
-            )
+            Ctl::plain(C, S)
         };
         if server_side {
             k.server(a, None);
@@ -728,4 +706,79 @@ fn garbage_of_every_shape_in_both_directions() {
     assert_eq!((k.cgrow, k.sgrow), (0, 0));
     assert_eq!(k.expectations(), 0);
     assert!(refused > 0);
+}
+
+#[test]
+fn an_announcement_in_a_fragmented_segment_is_rewritten_and_refragmented() {
+    use ctrack_core::{FragConfig, LinkType, Outputs, Pipeline};
+    use ctrack_wire::checksum;
+    let _one = serial();
+    let p: Pipeline<usize> = Pipeline::new(
+        ctrack_core::Tracker::new(Config {
+            max_conns: 1024,
+            shards: 4,
+            ..Config::default()
+        }),
+        FragConfig::default(),
+    );
+    let act: ctrack_core::CtAction = SNAT.parse().unwrap();
+    let nat: ctrack_core::CtAction = "nat".parse().unwrap();
+    let now = Time::from_secs(100);
+    let mut outs = Outputs::default();
+    let seg = |src, dst, sp, dp, fl, seq, ack, data: &[u8]| {
+        Frame::v4(src, dst, L4::tcp_seg(sp, dp, fl, seq, ack, 65535, data))
+    };
+    for (f, a) in [
+        (seg(C, S, 40000, 21, SYN, 100, 0, b""), &act),
+        (seg(S, N, 21, 40000, SYN | ACK, 500, 101, b""), &nat),
+        (seg(C, S, 40000, 21, ACK, 101, 501, b""), &act),
+    ] {
+        p.process(f.build(), 0, LinkType::Ethernet, a, now, &mut outs);
+    }
+    // The PORT, then a long line: 2500 bytes of TCP data.
+    let (cmd, shown) = port(40001);
+    let mut data = cmd.clone();
+    data.resize(2500, b'x');
+    let whole = seg(C, S, 40000, 21, PSH | ACK, 101, 501, &data).ip_packet();
+    let body = &whole[20..];
+    let mut frags = Vec::new();
+    for (i, chunk) in body.chunks(1400).enumerate() {
+        let mut f = Frame::v4(
+            C,
+            S,
+            L4::Raw {
+                proto: 6,
+                payload: chunk.to_vec(),
+            },
+        );
+        f.ident = 77;
+        f.frag_offset = (i * 1400) as u16;
+        f.more_frags = (i + 1) * 1400 < body.len();
+        frags.push(f.build());
+    }
+    outs.out.clear();
+    // The last fragment first: held; then the first completes it.
+    for (tag, f) in frags.into_iter().enumerate().rev() {
+        p.process(f, tag, LinkType::Ethernet, &act, now, &mut outs);
+    }
+    assert_eq!(outs.out.len(), 2);
+    assert_eq!(outs.out[0].verdict.state.to_string(), "est|trk|snat");
+    // Each fragment's IPv4 header is sound; the first keeps its size, the
+    // last takes the growth.
+    let mut tcp = Vec::new();
+    for (i, o) in outs.out.iter().enumerate() {
+        let ip = &o.frame[14..];
+        assert_eq!(checksum::checksum(&ip[..20]), 0, "fragment {i}");
+        assert_eq!(usize::from(u16::from_be_bytes([ip[2], ip[3]])), ip.len());
+        assert_eq!(ip[12..16], N);
+        tcp.extend_from_slice(&ip[20..]);
+    }
+    assert_eq!(outs.out[0].frame.len(), 14 + 20 + 1400);
+    let grow = shown.len() - cmd.len();
+    assert_eq!(tcp.len(), body.len() + grow);
+    // The segment they make is the rewritten one, with a valid checksum.
+    let pseudo = checksum::pseudo_header_v4(N, S, 6, tcp.len() as u32);
+    assert!(checksum::is_valid(checksum::sum(pseudo, &tcp)));
+    assert_eq!(&tcp[20..20 + shown.len()], &shown[..]);
+    assert_eq!(p.tracker().expectation_count(), 1);
 }
