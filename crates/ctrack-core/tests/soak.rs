@@ -77,7 +77,7 @@ struct Ops {
     by_kind: [AtomicU64; KINDS.len()],
 }
 
-const KINDS: [&str; 16] = [
+const KINDS: [&str; 17] = [
     "tcp flow",
     "tcp stray segment",
     "udp",
@@ -86,6 +86,7 @@ const KINDS: [&str; 16] = [
     "fragments v4",
     "fragments v6",
     "fragments left unfinished",
+    "fragments overtaken by time",
     "ftp control + data",
     "zone flush",
     "zone flush now",
@@ -106,6 +107,7 @@ enum K {
     Frag4,
     Frag6,
     Unfinished,
+    Overtaken,
     Ftp,
     Flush,
     FlushNow,
@@ -468,9 +470,19 @@ fn fragments(w: &World, r: &mut Rng, out: &mut Outputs<u32>, ident: u32) {
     let a = f.first(w);
     let n = frags.len();
     let mut left = 0;
+    let mut first = None;
     for fr in frags {
         let now = w.now(r);
+        first.get_or_insert(now.as_millis());
         left += w.send(fr, &a, now, out).len();
+    }
+    // Virtual time runs on while this thread waits for a core: if any
+    // thread's clock passed the datagram's deadline, it may have expired
+    // between its fragments.
+    let timeout = w.p.reassembler().config().timeout_ms;
+    if w.clock.load(Relaxed) >= first.unwrap_or(0) + timeout {
+        w.ops.add(K::Overtaken);
+        return;
     }
     if unfinished {
         assert_eq!(left, 0, "fragments of an unfinished datagram left");
