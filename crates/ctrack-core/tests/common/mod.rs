@@ -3,6 +3,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod wire;
+
 use std::cell::Cell;
 
 use ctrack_core::{CtAction, LinkType, Stats, Time, Tracker, Verdict};
@@ -55,5 +57,17 @@ impl Net {
         assert_eq!(v.state.to_string(), state, "state of {f:?}");
         assert_eq!(out, want.build(), "bytes of {f:?}");
         v
+    }
+}
+
+impl Net {
+    /// A network whose tracker has `config` (a small table for tests that
+    /// make many trackers).
+    pub fn with(config: ctrack_core::Config) -> Net {
+        Net {
+            t: Tracker::new(config),
+            now: Time::from_secs(100),
+            stats: Cell::new(Stats::default()),
+        }
     }
 }
