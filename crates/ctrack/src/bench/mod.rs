@@ -16,6 +16,7 @@
 //! ratio. Timings are wall-clock (`Instant`) around the measured work only.
 
 mod cps;
+mod flood;
 mod lookup;
 mod memory;
 mod ovs;
@@ -68,6 +69,8 @@ pub enum Which {
     /// The firewall stage (policy + tracker) and its classifier: `stage`,
     /// `passes`, `stateless`, `classify`, `reload`.
     Policy(policy::PolicyBenchArgs),
+    /// Under attack: `frag` (fragment flood), `hash` (hash flood).
+    Flood(flood::FloodArgs),
 }
 
 /// Arguments of `ctrack bench benchmark`.
@@ -114,7 +117,7 @@ impl BenchArgs {
         match &self.which {
             Which::Benchmark(a) => a.validate().map_err(|e| ("benchmark", e)),
             Which::Zones(a) => a.validate().map_err(|e| ("zones", e)),
-            Which::Cps(_) | Which::Lookup(_) | Which::Policy(_) => Ok(()),
+            Which::Cps(_) | Which::Lookup(_) | Which::Policy(_) | Which::Flood(_) => Ok(()),
             Which::Memory(a) => a.validate().map_err(|e| ("memory", e)),
         }
     }
@@ -157,6 +160,7 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
         Which::Lookup(a) => lookup::run(a, args.json, out),
         Which::Memory(a) => memory::run(a, args.json, out),
         Which::Policy(a) => policy::run(a, args.json, out),
+        Which::Flood(a) => flood::run(a, args.json, out),
     }
 }
 
