@@ -35,7 +35,10 @@ fn check(m: &Mix) -> fragmix::Report {
     // Every kind of hostile fragment was sent, and the flood met the
     // limits (the bounds were tested, not idle).
     assert!(r.kinds.iter().all(|&k| k > 0), "{:?}", r.kinds);
-    assert_eq!(r.peak_held, m.config.max_frags, "the flood fills the reassembler");
+    assert_eq!(
+        r.peak_held, m.config.max_frags,
+        "the flood fills the reassembler"
+    );
     assert!(r.at_end.evicted > 0 && r.at_end.overlap > 0 && r.at_end.too_big > 0);
     assert!(r.at_end.duplicate > 0 && r.at_end.too_small > 0);
     // What was held when the flood stopped timed out.
@@ -65,7 +68,10 @@ fn small_limits_and_the_largest_one_hold_too() {
         };
         let r = run(&m);
         let failures = r.failures(&m.config, 0.99);
-        assert!(failures.is_empty(), "max_frags {max_frags}: {failures:?}\n{r:?}");
+        assert!(
+            failures.is_empty(),
+            "max_frags {max_frags}: {failures:?}\n{r:?}"
+        );
         assert!(r.peak_bytes <= 4 << 20);
     }
 }

@@ -17,8 +17,8 @@
 //! own), or it holds only the new fragment's datagram, the new fragment's
 //! shard gives its oldest, else any shard whose lock is free.
 
-use std::sync::{MutexGuard, TryLockError};
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{MutexGuard, TryLockError};
 
 use ctrack_wire::LinkType;
 
@@ -90,7 +90,10 @@ impl<T> Reassembler<T> {
         let start = self.rover.fetch_add(1, Relaxed);
         (0..SHARDS).any(|j| {
             let i = (start + j) % SHARDS;
-            i != sh.index && self.try_shard(i).is_some_and(|mut g| self.evict_in(&mut g, except))
+            i != sh.index
+                && self
+                    .try_shard(i)
+                    .is_some_and(|mut g| self.evict_in(&mut g, except))
         })
     }
 
@@ -107,7 +110,7 @@ impl<T> Reassembler<T> {
     fn evict_in(&self, sh: &mut Shard<T>, except: &Key) -> bool {
         let mut i = 0;
         while let Some(&(_, key, serial)) = sh.order.get(i) {
-            if !sh.lists.get(&key).is_some_and(|l| l.serial == serial) {
+            if sh.lists.get(&key).is_none_or(|l| l.serial != serial) {
                 // Its list is gone: the entry goes too.
                 sh.order.remove(i);
                 continue;
@@ -170,7 +173,11 @@ mod tests {
     /// 10.0.`src`.
     fn piece(src: u16, id: u16, i: usize) -> Vec<u8> {
         let [a, b] = src.to_be_bytes();
-        let (off, len, more) = if i == 0 { (0, 1232, true) } else { (1232, 8, false) };
+        let (off, len, more) = if i == 0 {
+            (0, 1232, true)
+        } else {
+            (1232, 8, false)
+        };
         let mut f = Frame::v4(
             [10, 0, a, b],
             [10, 9, 9, 9],
@@ -188,7 +195,14 @@ mod tests {
     }
 
     fn offer(r: &Reassembler<u32>, frame: Vec<u8>, tag: u32, ms: u64) -> Offer<u32> {
-        r.offer(frame, tag, LinkType::Ethernet, 0, Time::from_millis(ms), true)
+        r.offer(
+            frame,
+            tag,
+            LinkType::Ethernet,
+            0,
+            Time::from_millis(ms),
+            true,
+        )
     }
 
     #[test]
@@ -199,12 +213,18 @@ mod tests {
         });
         // Fill every slot with datagrams that never complete.
         for i in 0..10u16 {
-            assert!(matches!(offer(&r, piece(i, 1, 0), u32::from(i), 1), Offer::Held));
+            assert!(matches!(
+                offer(&r, piece(i, 1, 0), u32::from(i), 1),
+                Offer::Held
+            ));
         }
         assert_eq!(r.held(), 10);
         // A new datagram still gets in and completes: the oldest went.
         assert!(matches!(offer(&r, piece(100, 7, 0), 100, 2), Offer::Held));
-        assert!(matches!(offer(&r, piece(100, 7, 1), 101, 2), Offer::Complete(_)));
+        assert!(matches!(
+            offer(&r, piece(100, 7, 1), 101, 2),
+            Offer::Complete(_)
+        ));
         assert!(r.held() <= 10 && r.bytes() <= FragConfig::default().max_bytes);
         assert_eq!(r.stats().evicted, 2, "two datagrams made room");
         assert_eq!(r.stats().limit, 0);
@@ -236,7 +256,10 @@ mod tests {
         }
         // A fresh datagram completes among the dropped ones.
         let _ = offer(&r, piece(500, 9, 0), 2, 1);
-        assert!(matches!(offer(&r, piece(500, 9, 1), 3, 1), Offer::Complete(_)));
+        assert!(matches!(
+            offer(&r, piece(500, 9, 1), 3, 1),
+            Offer::Complete(_)
+        ));
     }
 
     #[test]
@@ -247,7 +270,10 @@ mod tests {
         for n in 0..100_000u32 {
             let (src, id) = ((n >> 16) as u16, n as u16);
             assert!(matches!(offer(&r, piece(src, id, 0), 0, 5), Offer::Held));
-            assert!(matches!(offer(&r, piece(src, id, 1), 1, 5), Offer::Complete(_)));
+            assert!(matches!(
+                offer(&r, piece(src, id, 1), 1, 5),
+                Offer::Complete(_)
+            ));
         }
         assert_eq!(r.held(), 0);
         assert!(r.queued() <= SHARDS * 64, "{} entries queued", r.queued());

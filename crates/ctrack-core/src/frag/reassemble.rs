@@ -457,7 +457,7 @@ impl<T> Reassembler<T> {
                 }
                 sh.order.pop_front();
                 // The list may be gone (completed, evicted) or begun again.
-                if !sh.lists.get(&key).is_some_and(|l| l.serial == serial) {
+                if sh.lists.get(&key).is_none_or(|l| l.serial != serial) {
                     continue;
                 }
                 let Some(list) = sh.lists.remove(&key) else {

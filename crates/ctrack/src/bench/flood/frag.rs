@@ -240,10 +240,7 @@ fn table(j: &FragFloodJson, out: &mut dyn Write) -> Result<()> {
             r.legit_completed_pct,
             r.counters_end_of_flood.evicted,
             r.counters_after_timeout.expired,
-            format!(
-                "{}f/{}B",
-                r.after_timeout_fragments, r.after_timeout_bytes
-            ),
+            format!("{}f/{}B", r.after_timeout_fragments, r.after_timeout_bytes),
         )?;
     }
     if let Some(r) = j.runs.first() {
@@ -269,7 +266,8 @@ fn table(j: &FragFloodJson, out: &mut dyn Write) -> Result<()> {
         "median {:.2} M fragments/s; {}",
         j.median_fragments_per_sec / 1e6,
         if j.failures.is_empty() {
-            "all bounds held, legitimate datagrams completed, nothing held after the timeout".to_string()
+            "all bounds held, legitimate datagrams completed, nothing held after the timeout"
+                .to_string()
         } else {
             format!("FAILED: {}", j.failures.join("; "))
         }

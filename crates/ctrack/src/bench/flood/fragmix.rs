@@ -461,13 +461,13 @@ pub(crate) fn run(mix: &Mix) -> Report {
         batch.clear();
         while batch.len() < mix.batch && (rep.hostile < mix.fragments || !legit.queue.is_empty()) {
             let flood_over = rep.hostile >= mix.fragments;
-            if since_legit >= mix.gap || flood_over {
-                if let Some((f, tag)) = legit.queue.pop_front() {
-                    batch.push((f, tag));
-                    rep.legit_fragments += 1;
-                    since_legit = 0;
-                    continue;
-                }
+            if (since_legit >= mix.gap || flood_over)
+                && let Some((f, tag)) = legit.queue.pop_front()
+            {
+                batch.push((f, tag));
+                rep.legit_fragments += 1;
+                since_legit = 0;
+                continue;
             }
             let kind = pick_kind(&mut rng);
             rep.kinds[kind] += 1;

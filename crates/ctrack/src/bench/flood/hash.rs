@@ -31,7 +31,7 @@ use ctrack_wire::build::{Frame, L4};
 use ctrack_wire::ipv4;
 use serde::Serialize;
 
-use crate::args::{MAX_RUNS, bounded};
+use crate::args::{MAX_CONNS, MAX_RUNS, bounded};
 use crate::bench::{Machine, median};
 
 /// Arguments of `ctrack bench flood hash`.
@@ -50,6 +50,12 @@ pub(crate) struct HashFloodArgs {
     /// Threads for the search (1 to 256; default: every core).
     #[arg(long, value_parser = bounded(1usize, 256))]
     pub(crate) threads: Option<usize>,
+    /// Each tracker's connection limit, which sizes its index (default:
+    /// twice `--keys`; at least `--keys`, at most 536870912). At exactly
+    /// `--keys` the index is at its design load when full and ordinary
+    /// keys already walk long runs.
+    #[arg(long, value_name = "N", value_parser = bounded(1000usize, MAX_CONNS))]
+    pub(crate) max_conns: Option<usize>,
     /// Lookup passes over the keys per tracker; the median is reported (1
     /// to 1000).
     #[arg(long, default_value_t = 3, value_parser = bounded(1, MAX_RUNS))]
@@ -194,10 +200,23 @@ fn send(t: &Tracker, keys: &[Key], reply: bool) -> (Duration, Stats) {
             .collect();
         verdicts.clear();
         let t0 = Instant::now();
-        t.process_batch(&refs, LinkType::Ethernet, &action, now, &mut verdicts, &mut stats);
+        t.process_batch(
+            &refs,
+            LinkType::Ethernet,
+            &action,
+            now,
+            &mut verdicts,
+            &mut stats,
+        );
         busy += t0.elapsed();
     }
     (busy, stats)
+}
+
+/// Each tracker's size and lookup passes.
+struct Sizing {
+    max_conns: usize,
+    runs: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -218,10 +237,11 @@ struct Case {
 }
 
 /// Commits `keys` into a tracker with `hasher`, then looks them up.
-fn case(name: &'static str, seed: String, hasher: KeyHasher, keys: &[Key], runs: usize) -> Case {
+fn case(name: &'static str, seed: String, hasher: KeyHasher, keys: &[Key], a: &Sizing) -> Case {
+    let runs = a.runs;
     let t = Tracker::with_hasher(
         Config {
-            max_conns: keys.len(),
+            max_conns: a.max_conns,
             ..Config::default()
         },
         hasher,
@@ -257,6 +277,7 @@ struct HashFloodJson {
     bench: &'static str,
     keys: u64,
     bits: u32,
+    max_conns: usize,
     threads: usize,
     candidates_tried: u64,
     search_seconds: f64,
@@ -271,6 +292,19 @@ pub(crate) fn run(a: &HashFloodArgs, json: bool, out: &mut dyn Write) -> Result<
     let threads = a
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let max_conns = a
+        .max_conns
+        .unwrap_or((a.keys as usize).saturating_mul(2).min(MAX_CONNS));
+    if (max_conns as u64) < a.keys {
+        bail!(
+            "--max-conns ({max_conns}) is below --keys ({}): the table could not hold them",
+            a.keys
+        );
+    }
+    let sz = Sizing {
+        max_conns,
+        runs: a.runs,
+    };
     let known = KeyHasher::with_seed(a.seed);
     let t0 = Instant::now();
     let (keys, tried) = search(&known, a.keys, a.bits, threads);
@@ -284,11 +318,29 @@ pub(crate) fn run(a: &HashFloodArgs, json: bool, out: &mut dyn Write) -> Result<
     }
     let mut cases = Vec::new();
     // One tracker at a time: each is dropped before the next is built.
-    cases.push(case("a: attack keys, known seed", format!("{:#x}", a.seed), known, &keys, a.runs));
-    cases.push(case("b: attack keys, fresh seed", "random".into(), KeyHasher::new(), &keys, a.runs));
+    cases.push(case(
+        "a: attack keys, known seed",
+        format!("{:#x}", a.seed),
+        known,
+        &keys,
+        &sz,
+    ));
+    cases.push(case(
+        "b: attack keys, fresh seed",
+        "random".into(),
+        KeyHasher::new(),
+        &keys,
+        &sz,
+    ));
     drop(keys);
     let plain: Vec<Key> = (0..a.keys).map(Key::of).collect();
-    cases.push(case("c: sequential keys, fresh seed", "random".into(), KeyHasher::new(), &plain, a.runs));
+    cases.push(case(
+        "c: sequential keys, fresh seed",
+        "random".into(),
+        KeyHasher::new(),
+        &plain,
+        &sz,
+    ));
     let (b, c) = (cases[1].longest_probe, cases[2].longest_probe);
     let failure = (b > 2 * c + 2).then(|| {
         format!(
@@ -299,6 +351,7 @@ pub(crate) fn run(a: &HashFloodArgs, json: bool, out: &mut dyn Write) -> Result<
         bench: "flood hash",
         keys: a.keys,
         bits: a.bits,
+        max_conns,
         threads,
         candidates_tried: tried,
         search_seconds: search_time.as_secs_f64(),
@@ -322,10 +375,11 @@ pub(crate) fn run(a: &HashFloodArgs, json: bool, out: &mut dyn Write) -> Result<
 fn table(j: &HashFloodJson, out: &mut dyn Write) -> Result<()> {
     writeln!(
         out,
-        "hash flood: {} UDP keys in one table shard and 1/{} of its index under a known seed; \
-         search: {} candidates in {:.1} s on {} threads ({:.0} M hashes/s)",
+        "hash flood: {} UDP keys in one table shard and 1/{} of its index under a known seed, \
+         trackers of {} connections; search: {} candidates in {:.1} s on {} threads ({:.0} M hashes/s)",
         j.keys,
         1u64 << j.bits,
+        j.max_conns,
         j.candidates_tried,
         j.search_seconds,
         j.threads,
@@ -394,8 +448,12 @@ mod tests {
     fn the_attack_works_with_the_known_seed_only() {
         let known = KeyHasher::with_seed(9);
         let (keys, _) = search(&known, 3000, 3, 2);
-        let a = case("a", String::new(), known, &keys, 1);
-        let b = case("b", String::new(), KeyHasher::new(), &keys, 1);
+        let sz = Sizing {
+            max_conns: 6000,
+            runs: 1,
+        };
+        let a = case("a", String::new(), known, &keys, &sz);
+        let b = case("b", String::new(), KeyHasher::new(), &keys, &sz);
         assert!(a.refused_table_full > 0 && a.longest_probe > b.longest_probe);
         assert_eq!(b.committed, 3000);
         assert_eq!(b.lookups_found, 3000);
