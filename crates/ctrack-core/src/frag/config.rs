@@ -53,6 +53,13 @@ impl Default for FragConfig {
 }
 
 impl FragConfig {
+    /// Most datagrams held at once (twice [`FragConfig::max_frags`], at
+    /// least 2): those being reassembled and those dropped whose later
+    /// fragments are still refused.
+    pub fn max_datagrams(&self) -> usize {
+        self.max_frags.max(1) * 2
+    }
+
     /// Checks the bounds; the error says which setting is out of range.
     pub fn validate(&self) -> Result<(), String> {
         if self.max_frags > MAX_FRAGS_LIMIT {
@@ -142,6 +149,9 @@ pub struct FragStats {
     pub dropped: u64,
     /// Fragments refused at a limit.
     pub limit: u64,
+    /// Fragments dropped to make room: their datagram was the oldest held
+    /// when a new fragment met a limit.
+    pub evicted: u64,
 }
 
 pub(super) fn clamp(mut c: FragConfig) -> FragConfig {

@@ -4,6 +4,7 @@
 
 mod config;
 mod datagram;
+mod evict;
 mod identify;
 mod reassemble;
 

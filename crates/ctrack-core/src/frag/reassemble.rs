@@ -17,6 +17,11 @@
 //! fragment arrived is dropped with its fragments. A datagram may not pass
 //! 65535 bytes.
 //!
+//! When a limit is met, the oldest datagram held is dropped to make room
+//! (see `evict.rs`): a flood of fragments that never complete cannot keep
+//! other datagrams out, it only shortens how long a datagram may take to
+//! arrive whole while it lasts.
+//!
 //! Overlaps (RFC 5722, as Linux): a fragment that repeats one held exactly
 //! is dropped on its own; one that overlaps differently (teardrop and its
 //! relatives) or contradicts the datagram's end drops the whole datagram,
@@ -44,7 +49,9 @@ pub(super) struct List<T> {
     /// The datagram's payload length, once the last fragment came.
     pub(super) total: Option<usize>,
     pub(super) bytes: usize,
-    pub(super) deadline: u64,
+    /// Its number (in order of creation), naming its entry in the expiry
+    /// queue.
+    pub(super) serial: u64,
     /// Dropped: later fragments are dropped until the deadline.
     pub(super) failed: bool,
     pub(super) link: LinkType,
@@ -53,15 +60,20 @@ pub(super) struct List<T> {
 #[derive(Debug)]
 pub(super) struct Shard<T> {
     pub(super) lists: HashMap<Key, List<T>>,
-    /// Lists by creation, for expiry.
-    pub(super) order: VecDeque<(u64, Key)>,
+    /// Lists by creation, for expiry and eviction: (deadline, key,
+    /// serial). An entry whose list is gone (completed, evicted) stays
+    /// until it is reached or the queue is compacted.
+    pub(super) order: VecDeque<(u64, Key, u64)>,
+    /// Its place among the shards.
+    pub(super) index: usize,
 }
 
-impl<T> Default for Shard<T> {
-    fn default() -> Self {
+impl<T> Shard<T> {
+    fn new(index: usize) -> Self {
         Shard {
             lists: HashMap::new(),
             order: VecDeque::new(),
+            index,
         }
     }
 }
@@ -95,6 +107,18 @@ pub struct Reassembler<T> {
     pub(super) next_deadline: AtomicU64,
     pub(super) hasher: foldhash::fast::RandomState,
     pub(super) stats: [AtomicU64; 12],
+    /// Tags of fragments evicted, handed back by the next
+    /// [`Reassembler::expire`].
+    pub(super) evicted: Mutex<Vec<T>>,
+    /// Tags waiting in `evicted`.
+    pub(super) pending: AtomicUsize,
+    /// Where the search for another shard to evict from starts.
+    pub(super) rover: AtomicUsize,
+    /// The next list's serial.
+    pub(super) serial: AtomicU64,
+    /// Per shard, the serial of its oldest list (the front of its queue),
+    /// or `u64::MAX`: where the oldest datagram of all is.
+    pub(super) fronts: Box<[AtomicU64]>,
 }
 
 #[derive(Clone, Copy)]
@@ -110,6 +134,7 @@ pub(super) enum S {
     TooBig,
     Dropped,
     Limit,
+    Evicted,
 }
 
 impl<T> Default for Reassembler<T> {
@@ -124,13 +149,18 @@ impl<T> Reassembler<T> {
     pub fn new(config: FragConfig) -> Reassembler<T> {
         Reassembler {
             config: Mutex::new(clamp(config)),
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            shards: (0..SHARDS).map(|i| Mutex::new(Shard::new(i))).collect(),
             held: AtomicUsize::new(0),
             bytes: AtomicUsize::new(0),
             lists: AtomicUsize::new(0),
             next_deadline: AtomicU64::new(u64::MAX),
             hasher: foldhash::fast::RandomState::default(),
             stats: Default::default(),
+            evicted: Mutex::new(Vec::new()),
+            pending: AtomicUsize::new(0),
+            rover: AtomicUsize::new(0),
+            serial: AtomicU64::new(0),
+            fronts: (0..SHARDS).map(|_| AtomicU64::new(u64::MAX)).collect(),
         }
     }
 
@@ -165,12 +195,44 @@ impl<T> Reassembler<T> {
             too_big: g(S::TooBig),
             dropped: g(S::Dropped),
             limit: g(S::Limit),
+            evicted: g(S::Evicted),
         }
     }
 
     /// Fragments held now.
     pub fn held(&self) -> usize {
         self.held.load(Relaxed)
+    }
+
+    /// Bytes of the frames held (their buffers' capacity, bounded by
+    /// [`FragConfig::max_bytes`]).
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Relaxed)
+    }
+
+    /// Datagrams held: those being reassembled and those dropped whose
+    /// later fragments are still being refused (bounded by
+    /// [`FragConfig::max_datagrams`]).
+    pub fn datagrams(&self) -> usize {
+        self.lists.load(Relaxed)
+    }
+
+    /// An estimate of all the memory the reassembler holds: the frames,
+    /// and its bookkeeping (maps, fragment lists and expiry queues, by
+    /// capacity). Locks each shard in turn.
+    pub fn memory(&self) -> usize {
+        let mut total = self.bytes();
+        for s in self.shards.iter() {
+            let sh = s.lock().unwrap_or_else(|e| e.into_inner());
+            total += sh.lists.capacity() * (size_of::<Key>() + size_of::<List<T>>() + 1);
+            total += sh.order.capacity() * size_of::<(u64, Key, u64)>();
+            total += sh
+                .lists
+                .values()
+                .map(|l| l.frags.capacity() * size_of::<Held<T>>())
+                .sum::<usize>();
+        }
+        total
     }
 
     pub(super) fn shard(&self, k: &Key) -> std::sync::MutexGuard<'_, Shard<T>> {
@@ -234,33 +296,26 @@ impl<T> Reassembler<T> {
         cfg: &FragConfig,
     ) -> Offer<T> {
         let mut guard = self.shard(&info.key);
-        let size = frame.len();
-        let Shard { lists, order } = &mut *guard;
-        let list = match lists.entry(info.key) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                // A new datagram; a whole one in one piece needs no list.
-                if info.off == 0 && !info.more {
-                    drop(guard);
-                    return self.finish_one(frame, tag, link, info);
-                }
-                if self.lists.load(Relaxed) >= cfg.max_frags.max(1) * 2 {
+        // Memory is what the buffer holds, not only what it carries.
+        let size = frame.capacity();
+        let sh = &mut *guard;
+        if !sh.lists.contains_key(&info.key) {
+            // A new datagram; a whole one in one piece needs no list.
+            if info.off == 0 && !info.more {
+                drop(guard);
+                return self.finish_one(frame, tag, link, info);
+            }
+            // Room for one more datagram: the oldest goes if need be.
+            while self.lists.load(Relaxed) >= cfg.max_datagrams() {
+                if !self.evict_oldest(sh, &info.key) {
                     self.bump(S::Limit, 1);
                     return Offer::Refused(frame, tag, FragError::Limit);
                 }
-                let deadline = now.saturating_add(cfg.timeout_ms);
-                order.push_back((deadline, info.key));
-                self.lists.fetch_add(1, Relaxed);
-                self.next_deadline.fetch_min(deadline, Relaxed);
-                e.insert(List {
-                    frags: Vec::new(),
-                    total: None,
-                    bytes: 0,
-                    deadline,
-                    failed: false,
-                    link,
-                })
             }
+            self.new_list(sh, info.key, link, now.saturating_add(cfg.timeout_ms));
+        }
+        let Some(list) = sh.lists.get_mut(&info.key) else {
+            return Offer::Refused(frame, tag, FragError::Limit);
         };
         if list.failed {
             self.bump(S::Dropped, 1);
@@ -285,13 +340,22 @@ impl<T> Reassembler<T> {
         }
         let max_per_list =
             MAX_DATAGRAM / (if info.key.v6 { cfg.min_v6 } else { cfg.min_v4 } - 60).max(1) + 2;
-        if self.held.load(Relaxed) >= cfg.max_frags
-            || self.bytes.load(Relaxed) + size > cfg.max_bytes
-            || list.frags.len() >= max_per_list
-        {
+        if list.frags.len() >= max_per_list || size > cfg.max_bytes {
             self.bump(S::Limit, 1);
             return Offer::Refused(frame, tag, FragError::Limit);
         }
+        // Room for the fragment: other datagrams go, oldest first.
+        while self.held.load(Relaxed) >= cfg.max_frags
+            || self.bytes.load(Relaxed) + size > cfg.max_bytes
+        {
+            if !self.evict_oldest(sh, &info.key) {
+                self.bump(S::Limit, 1);
+                return Offer::Refused(frame, tag, FragError::Limit);
+            }
+        }
+        let Some(list) = sh.lists.get_mut(&info.key) else {
+            return Offer::Refused(frame, tag, FragError::Limit);
+        };
         if !info.more {
             list.total = Some(end);
         }
@@ -315,10 +379,11 @@ impl<T> Reassembler<T> {
         if !list.is_whole() {
             return Offer::Held;
         }
-        let Some(list) = lists.remove(&info.key) else {
+        let Some(list) = sh.lists.remove(&info.key) else {
             return Offer::Held;
         };
         self.lists.fetch_sub(1, Relaxed);
+        self.clean_front(sh);
         drop(guard);
         self.held.fetch_sub(list.frags.len(), Relaxed);
         self.bytes.fetch_sub(list.bytes, Relaxed);
@@ -374,8 +439,10 @@ impl<T> Reassembler<T> {
     }
 
     /// Drops datagrams whose time ran out; their fragments' tags go to
-    /// `out`. Cheap when none is due.
+    /// `out`, with those of fragments evicted since the last call. Cheap
+    /// when none is due.
     pub fn expire(&self, now: Time, out: &mut Vec<T>) {
+        self.take_evicted(out);
         let now = now.as_millis();
         if now < self.next_deadline.load(Relaxed) {
             return;
@@ -383,24 +450,26 @@ impl<T> Reassembler<T> {
         let mut next = u64::MAX;
         for s in self.shards.iter() {
             let mut sh = s.lock().unwrap_or_else(|e| e.into_inner());
-            while let Some(&(deadline, key)) = sh.order.front() {
+            while let Some(&(deadline, key, serial)) = sh.order.front() {
                 if deadline > now {
                     next = next.min(deadline);
                     break;
                 }
                 sh.order.pop_front();
-                // A list completed and begun again has a later deadline.
-                let due = sh.lists.get(&key).is_some_and(|l| l.deadline <= now);
-                if !due {
+                // The list may be gone (completed, evicted) or begun again.
+                if sh.lists.get(&key).is_none_or(|l| l.serial != serial) {
                     continue;
                 }
-                let list = sh.lists.remove(&key).expect("present");
+                let Some(list) = sh.lists.remove(&key) else {
+                    continue;
+                };
                 self.lists.fetch_sub(1, Relaxed);
                 self.held.fetch_sub(list.frags.len(), Relaxed);
                 self.bytes.fetch_sub(list.bytes, Relaxed);
                 self.bump(S::Expired, list.frags.len());
                 out.extend(list.frags.into_iter().map(|f| f.tag));
             }
+            self.clean_front(&mut sh);
         }
         self.next_deadline.store(next, Relaxed);
     }
@@ -569,7 +638,7 @@ mod tests {
             offer_all(&r, &small, &[0])[0],
             Offer::Refused(_, _, FragError::TooSmall)
         ));
-        // Too many held.
+        // Too many held: the oldest datagram makes room.
         let r: Reassembler<usize> = Reassembler::new(FragConfig {
             max_frags: 2,
             ..FragConfig::default()
@@ -579,10 +648,19 @@ mod tests {
             assert!(matches!(offer_all(&r, &f, &[0])[0], Offer::Held));
         }
         let (_, f) = frags_v4(3000, 1232, 200);
+        assert!(matches!(offer_all(&r, &f, &[0])[0], Offer::Held));
+        assert_eq!((r.held(), r.stats().evicted), (2, 1));
+        // With nothing else to drop, a fragment is refused at the limit.
+        let r: Reassembler<usize> = Reassembler::new(FragConfig {
+            max_frags: 1,
+            ..FragConfig::default()
+        });
+        assert!(matches!(offer_all(&r, &f, &[0])[0], Offer::Held));
         assert!(matches!(
-            offer_all(&r, &f, &[0])[0],
+            offer_all(&r, &f, &[1])[0],
             Offer::Refused(_, _, FragError::Limit)
         ));
+        assert_eq!(r.held(), 1);
     }
 
     #[test]

@@ -71,7 +71,8 @@ pub enum Which {
     /// `passes`, `stateless`, `classify`, `reload`.
     Policy(policy::PolicyBenchArgs),
     /// Under attack: `syn`, `udp`, `icmp` and `zone` floods against a table
-    /// of established connections near its limit.
+    /// of established connections near its limit, `frag` (fragment flood),
+    /// `hash` (hash flood).
     Flood(flood::FloodArgs),
 }
 

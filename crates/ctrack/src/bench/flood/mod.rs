@@ -7,6 +7,8 @@
 //! | `udp` | the same with one-way UDP packets |
 //! | `icmp` | the same with ICMP echo requests |
 //! | `zone` | a SYN flood aimed at one zone, with limits on two |
+//! | `frag` | a fragment flood: reassembly memory stays bounded, times out, legitimate datagrams still complete |
+//! | `hash` | a hash flood: keys colliding under a known seed, replayed against a fresh one |
 //!
 //! Each run fails (non-zero exit, the reason on stderr) when a property the
 //! attack must not break is broken: an established connection lost or no
@@ -15,6 +17,9 @@
 //! ordinary connections, another zone's connections or count touched.
 
 mod conns;
+mod frag;
+mod fragmix;
+mod hash;
 
 use std::io::Write;
 
@@ -39,6 +44,14 @@ pub enum FloodWhich {
     Icmp(conns::ConnFloodArgs),
     /// A SYN flood aimed at one of two zones, each with its limit.
     Zone(conns::ConnFloodArgs),
+    /// Fragment flood: random hostile fragments (overlapping, never
+    /// completing, tiny, oversized, both families) among legitimate
+    /// fragmented datagrams; reassembly memory stays within its bound,
+    /// times out, and the legitimate datagrams complete.
+    Frag(frag::FragFloodArgs),
+    /// Hash flood: keys chosen to collide under a known hash seed, replayed
+    /// against a tracker with a fresh random seed.
+    Hash(hash::HashFloodArgs),
 }
 
 /// Runs `ctrack bench flood`.
@@ -48,5 +61,7 @@ pub(crate) fn run(a: &FloodArgs, json: bool, out: &mut dyn Write) -> Result<()> 
         FloodWhich::Udp(c) => conns::run(conns::Attack::Udp, c, json, out),
         FloodWhich::Icmp(c) => conns::run(conns::Attack::Icmp, c, json, out),
         FloodWhich::Zone(c) => conns::run(conns::Attack::Zone, c, json, out),
+        FloodWhich::Frag(f) => frag::run(f, json, out),
+        FloodWhich::Hash(h) => hash::run(h, json, out),
     }
 }
