@@ -177,7 +177,11 @@ impl Ctl {
         };
         assert_eq!(out.seq, seq.wrapping_add(grow), "seq");
         assert_eq!(out.ack, peer, "ack");
-        if v.invalid == Some(InvalidReason::AlgPartialCommand) {
+        if matches!(
+            v.invalid,
+            Some(InvalidReason::AlgPartialCommand | InvalidReason::AlgCannotTranslate)
+        ) {
+            // Refused (the firewall drops it); the frame is not touched.
             assert_eq!(out.payload, data, "a refused segment leaves as it came");
             return false;
         }
@@ -409,10 +413,15 @@ fn announcements_across_many_control_connections_stay_under_the_bound() {
         for p in [own, own + 1] {
             let (a, b) = port(p);
             // Once the table is full the PORT of a connection without an
-            // expectation to replace leaves untranslated (no expectation
-            // to translate it to).
+            // expectation to replace cannot be translated (no expectation
+            // to translate it to): refused, as Linux drops it, rather than
+            // sent on with the untranslated address.
             let full = k.expectations() >= DEFAULT_MAX && !mine;
-            k.client(&a, Some(if full { &a } else { &b }));
+            if full {
+                assert!(!k.offer(true, &a, None), "connection {i}: refused");
+            } else {
+                k.client(&a, Some(&b));
+            }
             mine = !full;
         }
         assert!(k.expectations() <= DEFAULT_MAX);
@@ -597,12 +606,17 @@ fn a_rewrite_that_would_pass_64_kib_is_not_made() {
         data.resize(total - 40, b'x');
         let mut want = w.clone();
         want.resize(total - 40 + 4, b'x');
-        let out = if rewritten { &want } else { &data };
-        k.client(&data, Some(out));
-        let (_, seg) = k.raw_client(ACK, k.cseq, k.sseq, b"");
-        assert_eq!(seg.seq, k.cseq.wrapping_add(if rewritten { 4 } else { 0 }));
-        // The expectation is made either way (its text is what could not
-        // be changed).
+        if rewritten {
+            k.client(&data, Some(&want));
+            let (_, seg) = k.raw_client(ACK, k.cseq, k.sseq, b"");
+            assert_eq!(seg.seq, k.cseq.wrapping_add(4));
+        } else {
+            // Refused whole (its text cannot be changed, and sent on it
+            // would give the untranslated address away), nothing moved.
+            assert!(!k.offer(true, &data, None));
+            let (_, seg) = k.raw_client(ACK, k.cseq, k.sseq, b"");
+            assert_eq!(seg.seq, k.cseq);
+        }
         assert_eq!(k.expectations(), 1);
     }
     // IPv6: EPRT written in full grows by 36 (from `::1`) per line; a
@@ -643,7 +657,7 @@ fn a_rewrite_that_would_pass_64_kib_is_not_made() {
         .take(line.len() * (fit + 1))
         .collect();
     assert!(40 + 20 + more.len() <= 65_535);
-    k.client(&more, None);
+    assert!(!k.offer(true, &more, None), "refused: it would pass 64 KiB");
     assert_eq!(k.cgrow as usize, fit * g);
 }
 

@@ -172,7 +172,15 @@ fn ftp<A: Addr>(
         return;
     };
     let d = v.dir;
-    let (delta, changed) = apply_edits(frame, ip, edits);
+    // A refused segment (dropped) has none of its text rewritten and moves
+    // no sequence number: its retransmission is read again, as a repeated
+    // announcement. It keeps the adjustment earlier rewrites made.
+    let refused = v.invalid == Some(InvalidReason::AlgCannotTranslate);
+    let edits = if refused { Vec::new() } else { edits };
+    let (delta, changed) = apply_edits(frame, ip, edits).unwrap_or_else(|| {
+        refuse_untranslated(v);
+        (0, false)
+    });
     if delta != 0 {
         st.adj[d.index()].record(seq, delta as i32);
         if !st.counted {
@@ -240,6 +248,9 @@ fn scan<A: Addr>(
             may_move: can,
         };
         let Some(kport) = expect_data(cx, c, st, a) else {
+            if can {
+                refuse_untranslated(v);
+            }
             continue;
         };
         if let (true, Some(at)) = (can, f.at) {
@@ -253,20 +264,29 @@ fn scan<A: Addr>(
     edits
 }
 
+/// Marks a segment whose announcement cannot be translated invalid (the
+/// firewall drops it): sent on, it would give away the untranslated
+/// address.
+fn refuse_untranslated(v: &mut Verdict) {
+    v.state = CtState::INV | CtState::TRK;
+    v.invalid = Some(InvalidReason::AlgCannotTranslate);
+}
+
 /// Rewrites the text of `frame` from the last edit back (so earlier
-/// offsets hold), unless that would take the datagram past 65535 bytes.
-/// Returns the change in length and whether any byte changed.
+/// offsets hold). Returns the change in length and whether any byte
+/// changed; `None`, with nothing changed, if the datagram would pass 65535
+/// bytes.
 fn apply_edits(
     frame: &mut Vec<u8>,
     ip: &IpLayer,
-    mut edits: Vec<(Range<usize>, String)>,
-) -> (isize, bool) {
+    edits: Vec<(Range<usize>, String)>,
+) -> Option<(isize, bool)> {
     let grow: isize = edits
         .iter()
         .map(|(r, t)| t.len() as isize - r.len() as isize)
         .sum();
     if (ip.end - ip.l3) as isize + grow > 65_535 {
-        edits.clear();
+        return None;
     }
     let mut delta: isize = 0;
     let mut changed = false;
@@ -281,7 +301,7 @@ fn apply_edits(
         delta += text.len() as isize - range.len() as isize;
         frame.splice(range.clone(), text.bytes());
     }
-    (delta, changed)
+    Some((delta, changed))
 }
 
 /// Creates the expectation of a data connection announced by the sender

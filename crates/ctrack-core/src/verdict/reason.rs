@@ -53,11 +53,18 @@ pub enum InvalidReason {
     /// rewritten across segments, so the segment is refused until it is
     /// sent again whole (Linux drops such segments).
     AlgPartialCommand,
+    /// A segment of a translated FTP control connection announcing a data
+    /// connection that cannot be translated: no expectation could be made
+    /// (the table of expectations full, no free port near the announced
+    /// one) or the rewritten datagram would pass 65535 bytes. Sent on, the
+    /// announcement would give away the untranslated address (Linux drops
+    /// such segments).
+    AlgCannotTranslate,
 }
 
 impl InvalidReason {
     /// Every reason, in counter order.
-    pub const ALL: [InvalidReason; 18] = [
+    pub const ALL: [InvalidReason; 19] = [
         InvalidReason::LinkTruncated,
         InvalidReason::NotIp,
         InvalidReason::BadIpv4Header,
@@ -76,6 +83,7 @@ impl InvalidReason {
         InvalidReason::CannotOpen,
         InvalidReason::TcpOutOfWindow,
         InvalidReason::AlgPartialCommand,
+        InvalidReason::AlgCannotTranslate,
     ];
 
     /// A short stable name (counter names, JSON).
@@ -99,6 +107,7 @@ impl InvalidReason {
             InvalidReason::CannotOpen => "cannot_open",
             InvalidReason::TcpOutOfWindow => "tcp_out_of_window",
             InvalidReason::AlgPartialCommand => "alg_partial_command",
+            InvalidReason::AlgCannotTranslate => "alg_cannot_translate",
         }
     }
 }
