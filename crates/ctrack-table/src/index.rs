@@ -269,6 +269,21 @@ impl Index {
         (&self.b()[self.home(hash)] as *const Bucket).cast()
     }
 
+    /// True if [`Index::insert`] of `hash` would find a free entry within
+    /// the probe bound. Writers only; normally answered by the home
+    /// bucket, which the insert reads next anyway.
+    pub(crate) fn has_room(&self, hash: u64) -> bool {
+        let buckets = self.b();
+        let mut b = self.home(hash);
+        for _ in 0..MAX_PROBE_BUCKETS.min(self.n) {
+            if (0..BUCKET_ENTRIES).any(|i| buckets[b].tag(i) == 0) {
+                return true;
+            }
+            b = self.next(b);
+        }
+        false
+    }
+
     /// Stores `reference` under `hash`. Writers only (shard lock held).
     /// Fails only if every bucket within the probe bound is full.
     pub(crate) fn insert(&self, hash: u64, reference: u32) -> Result<(), ()> {
@@ -540,6 +555,19 @@ mod tests {
             assert!(ix.remove(u64::from(r) << 56 | 0x11, r));
         }
         assert_eq!(ix.longest_probe(), 1);
+    }
+
+    #[test]
+    fn has_room_says_whether_an_insert_fits() {
+        let arena = Arc::new(Arena::default());
+        let ix = Index::new(1, &arena);
+        for r in 1..=BUCKET_ENTRIES as u32 {
+            assert!(ix.has_room(u64::from(r)));
+            ix.insert(u64::from(r), r).unwrap();
+        }
+        assert!(!ix.has_room(99));
+        assert!(ix.remove(3, 3));
+        assert!(ix.has_room(99));
     }
 
     #[test]

@@ -25,17 +25,26 @@ impl<R: Record> Table<R> {
 
     /// Doubles a shard's index if one more entry would take it past 90%
     /// load (hash imbalance between shards, or more records than the table
-    /// was sized for). The shard's lock is held by the caller.
+    /// was sized for), or if `hash` would find no free entry within the
+    /// probe bound while the index is more than half full (a long cluster
+    /// of full buckets: near 90% load they occur in a large index whatever
+    /// the hash, and an insert that fails there would be refused although
+    /// the table has room). A cluster in an index less than half full is
+    /// keys chosen to collide, which no size spreads: growing for them
+    /// would only let an attacker double the index at will. The shard's
+    /// lock is held by the caller.
     pub(super) fn make_room<C: Context<R>>(
         &self,
         ctx: &C,
         guard: &Guard,
         shard: usize,
         inner: &Inner,
+        hash: u64,
     ) {
         let ix = self.index(shard, guard);
         let entries = inner.live + inner.alias_live + 1;
-        if entries * 10 > ix.buckets() * BUCKET_ENTRIES * 9 {
+        let slots = ix.buckets() * BUCKET_ENTRIES;
+        if entries * 10 > slots * 9 || (entries * 2 > slots && !ix.has_room(hash)) {
             self.rebuild_index(ctx, guard, shard, inner, ix.buckets() * 2);
         }
     }

@@ -203,13 +203,16 @@ impl<'g, R: Record> Writer<'g, R> {
             return Err(InsertError::NotLocked);
         }
         let sh = &table.shards[shard];
-        if let Some(a) = a_shard.filter(|&a| a != shard) {
+        if let (Some(a), Some(sec)) = (a_shard.filter(|&a| a != shard), hashes.secondary) {
             let ainner = self.inner_mut(a).ok_or(InsertError::NotLocked)?;
-            table.make_room(ctx, guard, a, ainner);
+            table.make_room(ctx, guard, a, ainner, sec);
         }
         let (home, alias) = self.pair(shard, a_shard);
         let home = home.ok_or(InsertError::NotLocked)?;
-        table.make_room(ctx, guard, shard, home);
+        if let Some(sec) = hashes.secondary.filter(|_| a_shard == Some(shard)) {
+            table.make_room(ctx, guard, shard, home, sec);
+        }
+        table.make_room(ctx, guard, shard, home, hashes.primary);
         let slot = sh.alloc(home).ok_or(InsertError::NoSlot)?;
         {
             // SAFETY: `slot` came from `alloc`: never handed out, or freed
