@@ -9,6 +9,8 @@ use ctrack_policy::classify::{Classifier, Rank, RuleId, naive, normalise};
 use ctrack_policy::expr::Expr;
 use ctrack_policy::key::{Field, Key, flag};
 
+use crate::Probe;
+
 const ADDRS: [u128; 5] = [0x0a00_0000, 0x0a00_0001, 0x0a01_0000, 0xc0a8_0101, 1 << 100];
 const PORTS: [u128; 7] = [0, 22, 80, 443, 1024, 8080, 65535];
 const FLAGS: [u16; 5] = [
@@ -108,8 +110,10 @@ fn key(u: &mut Unstructured<'_>, rules: &[(RuleId, Rank, Expr)]) -> Result<Key> 
 }
 
 /// Runs inserts, removals and lookups decoded from `data` through a
-/// classifier, checking every lookup against [`naive`].
-pub fn classifier_diff(data: &[u8]) {
+/// classifier, checking every lookup against [`naive`]. Counts inputs (not
+/// packets).
+pub fn classifier_diff(data: &[u8], probe: &mut Probe) {
+    probe.count(1);
     let mut u = Unstructured::new(data);
     let mut c = Classifier::new();
     let mut rules: Vec<(RuleId, Rank, Expr)> = Vec::new();
@@ -126,8 +130,14 @@ pub fn classifier_diff(data: &[u8]) {
                     break;
                 };
                 match c.insert(n, rank, &e) {
-                    Ok(()) => rules.push((n, rank, e)),
-                    Err(err) => assert!(!err.message.is_empty()),
+                    Ok(()) => {
+                        probe.feature(80, (e.size().min(16), rules.len().min(16)));
+                        rules.push((n, rank, e));
+                    }
+                    Err(err) => {
+                        probe.feature(81, err.message.len());
+                        assert!(!err.message.is_empty());
+                    }
                 }
             }
             4 if !rules.is_empty() => {
@@ -140,7 +150,9 @@ pub fn classifier_diff(data: &[u8]) {
             }
             _ => {
                 let Ok(k) = key(&mut u, &rules) else { break };
-                assert_eq!(c.classify(&k), naive(&rules, &k), "key {:x?}", k.w);
+                let got = c.classify(&k);
+                probe.feature(82, (got.is_some(), rules.len().min(16)));
+                assert_eq!(got, naive(&rules, &k), "key {:x?}", k.w);
             }
         }
         assert_eq!(c.len(), rules.len());

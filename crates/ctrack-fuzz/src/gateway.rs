@@ -7,10 +7,13 @@ use ctrack_core::frag::{FragConfig, Offer, Reassembler};
 use ctrack_core::{CtAction, LinkType, Outputs, Pipeline, Time, Tracker};
 use ctrack_wire::build::{Ext, Frame, L4};
 
+use crate::Probe;
+
 /// The FTP reader on arbitrary text cut into arbitrary segments, with
 /// arbitrary sequence numbers: spans found lie inside the segment, and the
-/// text written back for them parses to the same announcement.
-pub fn ftp(data: &[u8]) {
+/// text written back for them parses to the same announcement. Counts the
+/// segments read (whole lines read again at the end are not counted).
+pub fn ftp(data: &[u8], probe: &mut Probe) {
     let mut u = Unstructured::new(data);
     let v6 = bool::arbitrary(&mut u).unwrap_or(false);
     let hold = bool::arbitrary(&mut u).unwrap_or(false);
@@ -35,7 +38,13 @@ pub fn ftp(data: &[u8]) {
             _ => {}
         }
         let scan = streams[i].feed(seq[i], &payload, side, v6, hold);
+        probe.count(1);
+        probe.feature(40, (i, scan.partial, scan.repeat, scan.found.len().min(4)));
         for f in &scan.found {
+            probe.feature(
+                41,
+                (f.at.is_some(), std::mem::discriminant(&f.command.kind)),
+            );
             if let Some(at) = &f.at {
                 assert!(at.start <= at.end && at.end <= payload.len());
             }
@@ -56,6 +65,7 @@ pub fn ftp(data: &[u8]) {
         for side in [Side::Client, Side::Server] {
             for v6 in [false, true] {
                 if let Some(c) = parse_line(line, side, v6) {
+                    probe.feature(42, (side as u8, v6, std::mem::discriminant(&c.kind)));
                     assert!(c.span.end <= line.len());
                 }
             }
@@ -67,7 +77,8 @@ pub fn ftp(data: &[u8]) {
 /// overlapped and mixed with raw bytes, through a reassembler with small
 /// bounds: it never holds more than its bound, a completed datagram goes
 /// out as the fragments it came in, and all is freed once time runs out.
-pub fn reassembly(data: &[u8]) {
+/// Counts the frames offered (fragments, and a few raw frames).
+pub fn reassembly(data: &[u8], probe: &mut Probe) {
     let mut u = Unstructured::new(data);
     let max_frags = u.int_in_range(1..=40usize).unwrap_or(8);
     let r: Reassembler<u32> = Reassembler::new(FragConfig {
@@ -120,7 +131,10 @@ pub fn reassembly(data: &[u8]) {
         }
         let mut expired = Vec::new();
         r.expire(now, &mut expired);
-        match r.offer(frame, n, LinkType::Ethernet, 0, now, true) {
+        let offer = r.offer(frame, n, LinkType::Ethernet, 0, now, true);
+        probe.count(1);
+        probe.feature(50, (offer_code(&offer), r.held().min(max_frags).min(8)));
+        match offer {
             Offer::Complete(mut d) => {
                 let count = d.fragment_count();
                 let f = d.take_frame();
@@ -135,10 +149,48 @@ pub fn reassembly(data: &[u8]) {
     assert_eq!(r.held(), 0, "everything expires");
 }
 
+/// A small code for what became of an offered frame.
+fn offer_code(o: &Offer<u32>) -> (u8, Option<ctrack_core::FragError>) {
+    match o {
+        Offer::Pass(..) => (0, None),
+        Offer::Held => (1, None),
+        Offer::Complete(d) => (2 + d.fragment_count().min(8) as u8, None),
+        Offer::Refused(_, _, e) => (11, Some(*e)),
+        Offer::Dropped(v) => (12, v.first().map(|x| x.1)),
+    }
+}
+
+/// The actions the translating pipeline is fuzzed under: those of the
+/// NAT scenarios in `examples/nat/scenarios.tsv`, and plain tracking.
+pub const PIPELINE_ACTIONS: [&str; 10] = [
+    "commit,nat(src=198.51.100.1)",
+    "commit,nat(src=2001:db8:ffff::1)",
+    "commit,nat(src=198.51.100.10-198.51.100.20)",
+    "commit,nat(dst=10.10.2.2:8080)",
+    "commit,nat(src=198.51.100.1),alg=ftp",
+    "commit,nat(src=2001:db8:ffff::1),alg=ftp",
+    "commit,nat(src=198.51.100.1),alg=tftp",
+    "commit,nat(dst=10.10.2.2)",
+    "commit,nat(src=2001:db8:ffff::1-2001:db8:ffff::3)",
+    "commit",
+];
+
+/// [`pipeline_frames`] on bytes: the first picks one of
+/// [`PIPELINE_ACTIONS`], the rest is a frame list written by
+/// [`crate::mutate::encode_frames`].
+pub fn pipeline_frames_bytes(data: &[u8], probe: &mut Probe) {
+    let Some((&pick, rest)) = data.split_first() else {
+        return;
+    };
+    let action = PIPELINE_ACTIONS[usize::from(pick) % PIPELINE_ACTIONS.len()];
+    pipeline_frames(&crate::mutate::decode_frames(rest), action, probe);
+}
+
 /// Frames (real traffic, mutated) through a pipeline that translates and
 /// runs the FTP gateway: nothing panics, frames leave no larger than the
-/// gateway may make them, and held fragments are bounded.
-pub fn pipeline_frames(frames: &[Vec<u8>], action: &str) {
+/// gateway may make them, and held fragments are bounded. Counts the
+/// frames in.
+pub fn pipeline_frames(frames: &[Vec<u8>], action: &str, probe: &mut Probe) {
     let action: CtAction = action.parse().expect("a valid action");
     let p: Pipeline<usize> = Pipeline::new(
         Tracker::new(ctrack_core::Config {
@@ -156,8 +208,13 @@ pub fn pipeline_frames(frames: &[Vec<u8>], action: &str) {
         now = Time::from_millis(now.as_millis() + 7);
         outs.out.clear();
         p.process(f.clone(), i, LinkType::Ethernet, &action, now, &mut outs);
+        probe.count(1);
+        probe.feature(60, (outs.out.len().min(8), outs.dropped.len().min(4)));
         for o in &outs.out {
             assert!(o.frame.len() <= 65_535 + 14 + 200);
+            let v = &o.verdict;
+            let delta = o.frame.len() as i64 - f.len() as i64;
+            probe.feature(61, (v.state.bits(), v.invalid, delta.clamp(-8, 8)));
         }
         assert!(p.reassembler().held() <= 16);
         if i % 64 == 0 {

@@ -1,10 +1,14 @@
 //! Fuzz bodies for ctrack.
 //!
-//! Each function takes arbitrary bytes and panics if an invariant breaks.
-//! They are driven two ways: by libFuzzer through the cargo-fuzz targets in
-//! `fuzz/` (coverage-guided, for as long as one likes), and by
-//! `tests/smoke.rs` with a bounded number of seeded random and mutated
-//! inputs, so that CI exercises them on every change.
+//! Each function takes arbitrary bytes and panics if an invariant breaks;
+//! it counts what it pushed through the code under test (packets, or
+//! inputs for the targets that take no packets) on a [`Probe`], and records
+//! features of the outcomes there when asked. They are driven by libFuzzer
+//! through the cargo-fuzz targets in `fuzz/`, by the in-repo campaign
+//! driver (`src/bin/ctrack-fuzz.rs`, engine in [`campaign`], targets in
+//! [`targets`]), by `tests/smoke.rs` with a bounded number of seeded random
+//! and mutated inputs, and by `tests/corpus.rs`, which replays the corpus
+//! in `fuzz/corpus/` on every `cargo test`. See docs/fuzzing.md.
 //!
 //! - [`parse`]: every view and the frame walk on raw bytes, under every link
 //!   type; offsets must stay in bounds, nothing may panic.
@@ -24,6 +28,8 @@
 //! - [`ftp`]: the FTP gateway's text reader on arbitrary segments.
 //! - [`reassembly`]: the fragment reassembler on cut, repeated and
 //!   overlapping fragments; bounds hold and everything expires.
+//! - [`tracker_frames`]: frame lists (real traffic, mutated) through a
+//!   tracker.
 //! - [`pipeline_frames`]: real traffic, mutated, through reassembly,
 //!   translation and the FTP gateway.
 //! - [`policy_file`]: arbitrary bytes as a policy file (TOML or JSON): loaded
@@ -47,7 +53,7 @@ use ctrack_wire::ipv6::{self, Ipv6Packet};
 use ctrack_wire::sctp::SctpPacket;
 use ctrack_wire::tcp::{SynOptions, TcpOptions, TcpPacket, ovs_wscale};
 use ctrack_wire::udp::UdpPacket;
-use ctrack_wire::{IpVersion, checksum, parse_frame};
+use ctrack_wire::{IpVersion, NotIp, checksum, parse_frame};
 
 const LINKS: [LinkType; 4] = [
     LinkType::Ethernet,
@@ -56,27 +62,36 @@ const LINKS: [LinkType; 4] = [
     LinkType::LinuxSll2,
 ];
 
+pub mod campaign;
 mod classifier;
 mod gateway;
+pub mod mutate;
 mod policy;
+mod probe;
+pub mod seeds;
 mod table;
+pub mod targets;
 pub use classifier::classifier_diff;
-pub use gateway::{ftp, pipeline_frames, reassembly};
+pub use gateway::{PIPELINE_ACTIONS, ftp, pipeline_frames, pipeline_frames_bytes, reassembly};
+pub use mutate::Rng;
 pub use policy::{match_expr, match_policy, policy_file};
+pub use probe::Probe;
 pub use table::table;
 
 /// Parses `data` as a frame of every link type and reads every header the
 /// walk found through its view; and checks that the tracker's fast path
-/// agrees with the general one on it.
-pub fn parse(data: &[u8]) {
+/// agrees with the general one on it. One frame.
+pub fn parse(data: &[u8], probe: &mut Probe) {
+    probe.count(1);
     for checksums in [true, false] {
         assert!(
             ctrack_core::packet::fast::agrees_with_general(data, checksums),
             "fast path disagrees on {data:02x?}"
         );
     }
-    for link in LINKS {
+    for (n, link) in LINKS.into_iter().enumerate() {
         let f = parse_frame(data, link);
+        frame_features(probe, n as u32, &f);
         if let Some(l3) = f.l3 {
             assert!(l3 <= data.len());
         }
@@ -106,7 +121,7 @@ pub fn parse(data: &[u8]) {
                 }
             }
             if let Ok(t) = TcpPacket::new_checked(l4) {
-                let _ = TcpOptions::new(t.options()).count();
+                probe.feature(10, TcpOptions::new(t.options()).count().min(8));
                 let _ = (SynOptions::parse(t.options()), t.wscale(), t.payload());
             }
             if let Ok(u) = UdpPacket::new_checked(l4) {
@@ -125,12 +140,52 @@ pub fn parse(data: &[u8]) {
             let _ = checksum::checksum(l4);
         }
         for checksums in [true, false] {
-            let _ = extract(data, &f, 3, ExtractOptions { checksums });
+            let x = extract(data, &f, 3, ExtractOptions { checksums });
+            probe.feature(11 + u32::from(checksums), x.is_ok());
         }
     }
     let _ = ovs_wscale(data);
     let _ = TcpOptions::new(data).count();
     let _ = ipv6::walk_extensions(data, data.first().copied().unwrap_or(0));
+}
+
+/// Features of a frame walk: which layers were found, and why not.
+fn frame_features(probe: &mut Probe, link: u32, f: &ctrack_wire::Frame) {
+    if !probe.records() {
+        return;
+    }
+    let vlans = f.vlans.as_slice().len();
+    // EtherTypes by class, so that random ones do not each make a feature.
+    let class = |t: Option<u16>| {
+        t.map(|t| match t {
+            0x0800 | 0x86dd | 0x0806 | 0x8100 | 0x88a8 | 0x9100 => t,
+            0..=0x05ff => 1,
+            _ => 2,
+        })
+    };
+    match &f.ip {
+        Ok(ip) => probe.feature(
+            link,
+            (
+                vlans,
+                class(f.ethertype),
+                ip.version == IpVersion::V6,
+                ip.proto,
+                std::mem::discriminant(&ip.frag),
+                ip.frag_header.is_some(),
+                (ip.l4 - ip.l3).min(64),
+            ),
+        ),
+        Err(e) => {
+            let why = match *e {
+                NotIp::LinkTruncated => (0, None, None),
+                NotIp::OtherProtocol(p) => (1, class(p), None),
+                NotIp::BadIpv4(e) => (2, None, Some(e)),
+                NotIp::BadIpv6(e) => (3, None, Some(e)),
+            };
+            probe.feature(link + 4, (vlans, class(f.ethertype), f.l3.is_some(), why));
+        }
+    }
 }
 
 /// A small pool of values, so that generated packets meet each other.
@@ -426,7 +481,8 @@ const MAX_LIFETIME_MS: u64 = 24 * 60 * 60 * 1000 + 1000;
 const MAX_CONNS: usize = 48;
 
 /// Runs a sequence of operations decoded from `data` through a tracker.
-pub fn tracker(data: &[u8]) {
+/// Counts the packets processed.
+pub fn tracker(data: &[u8], probe: &mut Probe) {
     let mut u = Unstructured::new(data);
     let loose = bool::arbitrary(&mut u).unwrap_or(true);
     let seq_check = bool::arbitrary(&mut u).unwrap_or(true);
@@ -440,6 +496,7 @@ pub fn tracker(data: &[u8]) {
     });
     let mut now = Time::from_secs(1_000_000);
     let mut packets = 0u64;
+    let mut last = 0u64;
     let mut stats = Stats::default();
     // `arbitrary` keeps producing defaults from exhausted input: stop when
     // the input is used up (and after a bounded number of operations).
@@ -469,12 +526,14 @@ pub fn tracker(data: &[u8]) {
                 let v = t.process(&bytes, LinkType::Ethernet, &action, now, &mut stats);
                 packets += 1;
                 check_verdict(&t, &v, &action, now);
+                verdict_feature(probe, 20, &v, &mut last);
             }
             Op::Raw { bytes, link } => {
                 let link = link.of(&LINKS);
                 let v = t.process(&bytes, link, &CtAction::commit(0), now, &mut stats);
                 packets += 1;
                 check_verdict(&t, &v, &CtAction::commit(0), now);
+                verdict_feature(probe, 22, &v, &mut last);
             }
             Op::Advance { ms } => now = now + ctrack_core::Millis(u64::from(ms) * 16),
             Op::Sweep { budget } => {
@@ -496,6 +555,7 @@ pub fn tracker(data: &[u8]) {
         }
         assert!(t.table_len() <= MAX_CONNS, "table over its limit");
     }
+    probe.count(packets);
     let s = stats;
     assert_eq!(s.packets, packets);
     let reasons: u64 = ctrack_core::InvalidReason::ALL
@@ -515,18 +575,22 @@ pub fn tracker(data: &[u8]) {
 }
 
 /// Runs raw frames (captured Ethernet frames, mutated) through a tracker,
-/// one millisecond apart, with the same checks as [`tracker`].
-pub fn tracker_frames(frames: &[Vec<u8>]) {
+/// one millisecond apart, with the same checks as [`tracker`]. Counts the
+/// frames.
+pub fn tracker_frames(frames: &[Vec<u8>], probe: &mut Probe) {
     let t = Tracker::new(Config {
         max_conns: MAX_CONNS,
         ..Config::default()
     });
     let mut now = Time::from_secs(1_000_000);
     let mut stats = Stats::default();
+    let mut last = 0;
     for (i, f) in frames.iter().enumerate() {
         let action = CtAction::commit((i % 2) as u16);
         let v = t.process(f, LinkType::Ethernet, &action, now, &mut stats);
+        probe.count(1);
         check_verdict(&t, &v, &action, now);
+        verdict_feature(probe, 24, &v, &mut last);
         assert!(t.table_len() <= MAX_CONNS);
         now = now + ctrack_core::Millis(1);
         if i % 16 == 0 {
@@ -540,6 +604,29 @@ pub fn tracker_frames(frames: &[Vec<u8>]) {
         &mut stats,
     );
     assert_eq!(t.table_len(), 0);
+}
+
+/// [`tracker_frames`] on a frame list written by
+/// [`mutate::encode_frames`].
+pub fn tracker_frames_bytes(data: &[u8], probe: &mut Probe) {
+    tracker_frames(&mutate::decode_frames(data), probe);
+}
+
+/// Records a verdict's outcome, alone (at `tag`) and after the previous
+/// one (at `tag + 1`).
+fn verdict_feature(probe: &mut Probe, tag: u32, v: &ctrack_core::Verdict, last: &mut u64) {
+    if !probe.records() {
+        return;
+    }
+    let now = u64::from(v.state.bits())
+        | u64::from(v.invalid.map_or(0xff, |r| r as u8)) << 8
+        | u64::from(v.refused.is_some()) << 16
+        | u64::from(v.committed) << 17
+        | u64::from(v.conn.is_some()) << 18
+        | u64::from(v.dir == ctrack_core::Dir::Reply) << 19;
+    probe.feature(tag, now);
+    probe.feature(tag + 1, (*last, now));
+    *last = now;
 }
 
 fn check_verdict(t: &Tracker, v: &ctrack_core::Verdict, action: &CtAction, now: Time) {
@@ -572,16 +659,32 @@ fn check_verdict(t: &Tracker, v: &ctrack_core::Verdict, action: &CtAction, now: 
     }
 }
 
-/// Reads `data` as a capture file to the end or the first error.
-pub fn capture(data: &[u8]) {
-    let Ok(mut r) = ctrack_datapath::capture::CaptureReader::new(data) else {
-        return;
+/// Reads `data` as a capture file to the end or the first error. Counts
+/// the packets read.
+pub fn capture(data: &[u8], probe: &mut Probe) {
+    let mut r = match ctrack_datapath::capture::CaptureReader::new(data) {
+        Ok(r) => r,
+        Err(e) => {
+            probe.feature(30, std::mem::discriminant(&e));
+            return;
+        }
     };
     let mut n = 0usize;
-    while let Ok(Some(p)) = r.next_packet() {
-        assert!(p.data.len() <= ctrack_datapath::capture::MAX_RECORD);
-        let _ = parse_frame(p.data, p.link);
-        n += 1;
-        assert!(n <= data.len(), "more packets than bytes");
+    loop {
+        match r.next_packet() {
+            Ok(Some(p)) => {
+                assert!(p.data.len() <= ctrack_datapath::capture::MAX_RECORD);
+                let f = parse_frame(p.data, p.link);
+                frame_features(probe, 31, &f);
+                n += 1;
+                assert!(n <= data.len(), "more packets than bytes");
+            }
+            Ok(None) => break,
+            Err(e) => {
+                probe.feature(32, std::mem::discriminant(&e));
+                break;
+            }
+        }
     }
+    probe.count(n as u64);
 }

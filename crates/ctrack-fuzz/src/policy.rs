@@ -8,17 +8,33 @@ use ctrack_policy::lang::{self, Context};
 use ctrack_policy::model::{Policy, Port, Prefix};
 use ctrack_wire::build::{Frame, L4};
 
+use crate::Probe;
+
+/// The fixed part of an error message: up to the first quote or digit, so
+/// that the names and numbers of an input do not make new features.
+fn template(message: &str) -> &str {
+    let end = message
+        .find(|c: char| c.is_ascii_digit() || "`'\"".contains(c))
+        .unwrap_or(message.len());
+    &message[..end]
+}
+
 /// Arbitrary bytes as a policy file (TOML, or JSON when they start with
 /// `{`): it loads or is refused with a position, never panics; what loads
-/// is coherent.
-pub fn policy_file(data: &[u8]) {
+/// is coherent. Counts inputs (not packets).
+pub fn policy_file(data: &[u8], probe: &mut Probe) {
+    probe.count(1);
     let text = String::from_utf8_lossy(data);
     match Policy::from_str(&text, "fuzz.toml") {
         Err(e) => {
             let _ = e.to_string();
+            if probe.records() {
+                probe.feature(70, template(&e.message));
+            }
             assert!(e.span.line >= 1, "an error without a line: {e}");
         }
         Ok(p) => {
+            probe.feature(71, (p.ports.len().min(4), p.acls.len().min(4)));
             assert!(p.ports.len() <= ctrack_policy::file::MAX_PORTS);
             for g in p.port_groups.values() {
                 assert!(g.iter().all(|&i| i < p.ports.len()));
@@ -90,17 +106,26 @@ fn keys() -> Vec<Key> {
 /// Arbitrary bytes as a match against [`match_policy`]: it resolves or is
 /// refused at an offset inside the text, never panics; what resolves is
 /// bounded, evaluates on a few keys, and reads the same in parentheses.
-pub fn match_expr(data: &[u8]) {
+/// Counts inputs (not packets).
+pub fn match_expr(data: &[u8], probe: &mut Probe) {
+    probe.count(1);
     let text = String::from_utf8_lossy(data);
     let p = match_policy();
     let cx = Context::new(&p);
     match cx.parse(&text) {
-        Err(e) => assert!(e.offset <= text.len().max(lang::MAX_MATCH_LEN), "{e}"),
+        Err(e) => {
+            if probe.records() {
+                probe.feature(72, template(&e.message));
+            }
+            assert!(e.offset <= text.len().max(lang::MAX_MATCH_LEN), "{e}");
+        }
         Ok(e) => {
             assert!(e.size() <= lang::MAX_NODES);
-            for k in keys() {
-                let _ = e.eval(&k);
+            let mut hits = 0u32;
+            for (i, k) in keys().iter().enumerate() {
+                hits |= u32::from(e.eval(k)) << i;
             }
+            probe.feature(73, (hits, e.size().min(32)));
             match cx.parse(&format!("({text}\n)")) {
                 Ok(again) => assert_eq!(again, e, "{text}"),
                 Err(err) => assert!(

@@ -9,6 +9,8 @@ use arbitrary::{Arbitrary, Unstructured};
 use ctrack_table::testing::{Ctx, Rec};
 use ctrack_table::{Context, Removal, Table, TableConfig, pin};
 
+use crate::Probe;
+
 /// A deliberately poor hash: few distinct values, so that buckets overflow,
 /// tags collide and shards fill unevenly.
 fn poor_hash(bits: u32, k: u64) -> u64 {
@@ -71,8 +73,9 @@ struct Run<H> {
     now: u64,
 }
 
-/// Applies operations decoded from `data` to a table and a model.
-pub fn table(data: &[u8]) {
+/// Applies operations decoded from `data` to a table and a model. Counts
+/// the operations (not packets).
+pub fn table(data: &[u8], probe: &mut Probe) {
     let mut u = Unstructured::new(data);
     let shards = 1usize << u.int_in_range(0..=3u32).unwrap_or(0);
     let bits = u.int_in_range(3..=20u32).unwrap_or(8);
@@ -91,9 +94,20 @@ pub fn table(data: &[u8]) {
             break;
         }
         let Ok(op) = Op::arbitrary(&mut u) else { break };
+        let before = run.model.len();
         run.apply(&op);
+        probe.count(1);
         // The table holds exactly the model.
         assert_eq!(run.t.len(), run.model.len(), "after {op:?}");
+        let after = run.model.len();
+        probe.feature(
+            90,
+            (
+                std::mem::discriminant(&op),
+                after.cmp(&before),
+                usize::BITS - after.leading_zeros(),
+            ),
+        );
     }
     run.finish();
 }

@@ -1,72 +1,16 @@
 //! Bounded runs of the fuzz bodies, for CI: seeded random inputs and
-//! mutations of the packets and files in `examples/`.
+//! mutations of the packets and files in `examples/`, and a short run of
+//! the campaign engine on every target.
 //!
 //! `CTRACK_FUZZ_ITERS` scales every run (default 1; e.g. 100 for a long run
 //! by hand); `CTRACK_FUZZ_SEED` changes the seed. For coverage-guided
-//! fuzzing use the cargo-fuzz targets in `fuzz/` (see the README).
+//! fuzzing see docs/fuzzing.md.
 
-use std::path::Path;
+use std::time::{Duration, Instant};
 
-use ctrack_datapath::capture::CaptureReader;
-
-/// splitmix64: a tiny, well-mixed PRNG, so the runs are reproducible from
-/// their seed without another dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next() as u8).collect()
-    }
-
-    /// A copy of `input` with a few random edits: byte flips, byte
-    /// overwrites with interesting values, truncation, insertion, removal.
-    fn mutate(&mut self, input: &[u8]) -> Vec<u8> {
-        let mut v = input.to_vec();
-        for _ in 0..1 + self.below(4) {
-            match self.below(6) {
-                0 if !v.is_empty() => {
-                    let i = self.below(v.len());
-                    v[i] ^= 1 << self.below(8);
-                }
-                1 if !v.is_empty() => {
-                    let i = self.below(v.len());
-                    v[i] = [0, 1, 0x7f, 0x80, 0xff, 0x40, 0x05, 0x45][self.below(8)];
-                }
-                2 => v.truncate(self.below(v.len() + 1)),
-                3 => {
-                    let i = self.below(v.len() + 1);
-                    let n = 1 + self.below(8);
-                    let b = self.bytes(n);
-                    v.splice(i..i, b);
-                }
-                4 if !v.is_empty() => {
-                    let i = self.below(v.len());
-                    let n = 1 + self.below(8).min(v.len() - i - 1);
-                    v.drain(i..i + n);
-                }
-                _ => {
-                    if v.len() >= 2 {
-                        let i = self.below(v.len() - 1);
-                        v[i..i + 2].copy_from_slice(&[0xff, 0xff]);
-                    }
-                }
-            }
-        }
-        v
-    }
-}
+use ctrack_fuzz::campaign::{Fuzzer, Outcome};
+use ctrack_fuzz::targets::TARGETS;
+use ctrack_fuzz::{Probe, Rng, seeds};
 
 fn iters() -> usize {
     std::env::var("CTRACK_FUZZ_ITERS")
@@ -80,35 +24,22 @@ fn rng(salt: u64) -> Rng {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x5eed);
-    Rng(seed ^ salt)
+    Rng::new(seed ^ salt)
 }
 
 fn examples() -> Vec<(String, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("examples/")
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "pcap" || x == "pcapng"))
-        .collect();
-    files.sort();
-    files
-        .into_iter()
-        .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
-        .collect()
+    seeds::capture_files()
 }
 
 /// Every packet of every bundled capture.
 fn seed_packets() -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    for (name, bytes) in examples() {
-        let mut r = CaptureReader::new(&bytes[..]).unwrap_or_else(|e| panic!("{name}: {e}"));
-        while let Some(p) = r.next_packet().unwrap_or_else(|e| panic!("{name}: {e}")) {
-            out.push(p.data.to_vec());
-        }
-    }
+    let out = seeds::packets();
     assert!(out.len() > 300, "the bundled captures are the seed corpus");
     out
+}
+
+fn p() -> Probe {
+    Probe::counting()
 }
 
 #[test]
@@ -116,16 +47,16 @@ fn parse_seeds_and_mutations() {
     let seeds = seed_packets();
     let mut r = rng(1);
     for s in &seeds {
-        ctrack_fuzz::parse(s);
+        ctrack_fuzz::parse(s, &mut p());
     }
     for _ in 0..iters() * 60_000 {
         let s = &seeds[r.below(seeds.len())];
         let m = r.mutate(s);
-        ctrack_fuzz::parse(&m);
+        ctrack_fuzz::parse(&m, &mut p());
     }
     for _ in 0..iters() * 5_000 {
         let len = r.below(200);
-        ctrack_fuzz::parse(&r.bytes(len));
+        ctrack_fuzz::parse(&r.bytes(len), &mut p());
     }
 }
 
@@ -134,7 +65,7 @@ fn tracker_operation_sequences() {
     let mut r = rng(2);
     for _ in 0..iters() * 1_500 {
         let len = r.below(6_000);
-        ctrack_fuzz::tracker(&r.bytes(len));
+        ctrack_fuzz::tracker(&r.bytes(len), &mut p());
     }
 }
 
@@ -143,7 +74,9 @@ fn tracker_on_mutated_real_traffic() {
     let seeds = seed_packets();
     let mut r = rng(3);
     // The real traffic in order, then mutated copies in random order.
-    ctrack_fuzz::tracker_frames(&seeds);
+    let mut probe = p();
+    ctrack_fuzz::tracker_frames(&seeds, &mut probe);
+    assert_eq!(probe.units(), seeds.len() as u64, "every frame counted");
     for _ in 0..iters() * 60 {
         let frames: Vec<Vec<u8>> = (0..128)
             .map(|_| {
@@ -155,7 +88,7 @@ fn tracker_on_mutated_real_traffic() {
                 }
             })
             .collect();
-        ctrack_fuzz::tracker_frames(&frames);
+        ctrack_fuzz::tracker_frames(&frames, &mut p());
     }
 }
 
@@ -164,13 +97,13 @@ fn capture_files_mutated() {
     let files = examples();
     let mut r = rng(4);
     for (_, bytes) in &files {
-        ctrack_fuzz::capture(bytes);
+        ctrack_fuzz::capture(bytes, &mut p());
         for _ in 0..iters() * 200 {
-            ctrack_fuzz::capture(&r.mutate(bytes));
+            ctrack_fuzz::capture(&r.mutate(bytes), &mut p());
         }
         for _ in 0..iters() * 50 {
             let cut = r.below(bytes.len());
-            ctrack_fuzz::capture(&bytes[..cut]);
+            ctrack_fuzz::capture(&bytes[..cut], &mut p());
         }
     }
     for _ in 0..iters() * 2_000 {
@@ -180,7 +113,7 @@ fn capture_files_mutated() {
         if r.below(2) == 0 && b.len() >= 4 {
             b[..4].copy_from_slice(&[0xd4, 0xc3, 0xb2, 0xa1]);
         }
-        ctrack_fuzz::capture(&b);
+        ctrack_fuzz::capture(&b, &mut p());
     }
 }
 
@@ -189,23 +122,14 @@ fn table_against_a_map() {
     let mut r = rng(5);
     for _ in 0..iters() * 3_000 {
         let len = r.below(3_000);
-        ctrack_fuzz::table(&r.bytes(len));
+        ctrack_fuzz::table(&r.bytes(len), &mut p());
     }
 }
 
 #[test]
 fn ftp_reader_on_random_and_command_like_text() {
     let mut r = rng(6);
-    let words: [&[u8]; 8] = [
-        b"PORT 10,0,0,1,4,1\r\n",
-        b"EPRT |1|10.0.0.1|1025|\r\n",
-        b"EPRT |2|fd00::1|1025|\r\n",
-        b"227 Entering Passive Mode (10,0,0,1,4,1).\r\n",
-        b"229 Entering Extended Passive Mode (|||1025|)\r\n",
-        b"USER anonymous\r\n",
-        b"PORT ",
-        b"\r\n",
-    ];
+    let words = ctrack_fuzz::targets::FTP_WORDS;
     for _ in 0..iters() * 3_000 {
         let n = r.below(16);
         let mut data = r.bytes(n);
@@ -217,7 +141,7 @@ fn ftp_reader_on_random_and_command_like_text() {
                 data.extend_from_slice(w);
             }
         }
-        ctrack_fuzz::ftp(&data);
+        ctrack_fuzz::ftp(&data, &mut p());
     }
 }
 
@@ -226,24 +150,20 @@ fn reassembler_on_cut_repeated_and_overlapping_fragments() {
     let mut r = rng(7);
     for _ in 0..iters() * 2_000 {
         let len = r.below(1_500);
-        ctrack_fuzz::reassembly(&r.bytes(len));
+        ctrack_fuzz::reassembly(&r.bytes(len), &mut p());
     }
 }
 
 #[test]
 fn translating_pipeline_on_mutated_real_traffic() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/nat");
-    let list = std::fs::read_to_string(dir.join("scenarios.tsv")).unwrap();
     let mut r = rng(8);
-    for line in list.lines() {
-        let (name, action) = line.split_once('\t').unwrap();
-        let bytes = std::fs::read(dir.join(format!("{name}.in.pcap"))).unwrap();
-        let mut rd = CaptureReader::new(&bytes[..]).unwrap();
-        let mut frames = Vec::new();
-        while let Some(p) = rd.next_packet().unwrap() {
-            frames.push(p.data.to_vec());
-        }
-        ctrack_fuzz::pipeline_frames(&frames, action);
+    let scenarios = seeds::nat_scenarios();
+    assert!(scenarios.len() >= 9, "the NAT scenarios are seeds");
+    for (name, action, frames) in &scenarios {
+        assert!(!frames.is_empty(), "{name}");
+        let mut probe = p();
+        ctrack_fuzz::pipeline_frames(frames, action, &mut probe);
+        assert_eq!(probe.units(), frames.len() as u64, "every frame counted");
         for _ in 0..iters() * 4 {
             let m: Vec<Vec<u8>> = frames
                 .iter()
@@ -255,109 +175,30 @@ fn translating_pipeline_on_mutated_real_traffic() {
                     }
                 })
                 .collect();
-            ctrack_fuzz::pipeline_frames(&m, action);
+            ctrack_fuzz::pipeline_frames(&m, action, &mut p());
         }
     }
 }
 
-const POLICY_TOML: &str = r#"[default]
-action = "drop"
-[[port]]
-name = "vm1"
-addresses = ["02:00:00:00:00:01 10.0.0.1 fd00::1"]
-zone = 1
-[[port]]
-name = "vm2"
-addresses = ["02:00:00:00:00:02 10.0.0.2"]
-[address_sets]
-clients = ["10.0.0.0/24", "192.0.2.7", "fd00::/64"]
-[port_groups]
-web = ["vm1", "vm2"]
-[[acl]]
-name = "web-in"
-direction = "to-lport"
-priority = 1000
-match = 'outport == @web && ip4.src == $clients && tcp.dst == {80, 443}'
-action = "allow-related"
-label = 7
-nat = "src=198.51.100.1:1024-65535"
-alg = "ftp"
-[[acl]]
-direction = "from-lport"
-priority = 10
-match = """
-  inport == "vm1" && (udp.dst == 53 || icmp4.type == 8)
-"""
-action = "allow"
-"#;
-
-const POLICY_JSON: &str = r#"{"port": [{"name": "vm1", "addresses": ["02:00:00:00:00:01 10.0.0.1"]}],
- "port_groups": {"g": ["vm1"]},
- "acl": [{"direction": "to-lport", "priority": 1, "match": "outport == @g && !(tcp.src < 1024)", "action": "drop"}]}"#;
-
 #[test]
 fn policy_files_mutated() {
     let mut r = rng(11);
-    for seed in [POLICY_TOML, POLICY_JSON] {
-        ctrack_fuzz::policy_file(seed.as_bytes());
+    for seed in [seeds::POLICY_TOML, seeds::POLICY_JSON] {
+        ctrack_fuzz::policy_file(seed.as_bytes(), &mut p());
         for _ in 0..iters() * 400 {
-            ctrack_fuzz::policy_file(&r.mutate(seed.as_bytes()));
+            ctrack_fuzz::policy_file(&r.mutate(seed.as_bytes()), &mut p());
         }
     }
     for _ in 0..iters() * 200 {
         let n = r.below(64);
-        ctrack_fuzz::policy_file(&r.bytes(n));
+        ctrack_fuzz::policy_file(&r.bytes(n), &mut p());
     }
 }
 
 #[test]
 fn matches_from_words_and_bytes() {
     let mut r = rng(12);
-    let words: &[&[u8]] = &[
-        b"tcp.dst",
-        b"ip4.src",
-        b"ip6.dst",
-        b"inport",
-        b"outport",
-        b"eth.src",
-        b"vlan.vid",
-        b"icmp4.type",
-        b"ip.proto",
-        b"tcp",
-        b"udp",
-        b"ip4",
-        b"nd",
-        b"vlan.present",
-        b"==",
-        b"!=",
-        b"<",
-        b"<=",
-        b">",
-        b">=",
-        b"&&",
-        b"||",
-        b"!",
-        b"(",
-        b")",
-        b"{",
-        b"}",
-        b",",
-        b"80",
-        b"0x10/0x1f",
-        b"10.0.0.0/8",
-        b"fd00::/64",
-        b"02:00:00:00:00:01",
-        b"\"vm1\"",
-        b"\"vm9\"",
-        b"$clients",
-        b"$web_ip4",
-        b"@web",
-        b"1",
-        b"0",
-        b" ",
-        b"/* c */",
-        b"65536",
-    ];
+    let words = ctrack_fuzz::targets::MATCH_WORDS;
     for _ in 0..iters() * 5_000 {
         let mut data = Vec::new();
         for _ in 0..r.below(14) {
@@ -369,11 +210,11 @@ fn matches_from_words_and_bytes() {
             }
             data.push(b' ');
         }
-        ctrack_fuzz::match_expr(&data);
+        ctrack_fuzz::match_expr(&data, &mut p());
     }
     for _ in 0..iters() * 500 {
         let n = r.below(32);
-        ctrack_fuzz::match_expr(&r.bytes(n));
+        ctrack_fuzz::match_expr(&r.bytes(n), &mut p());
     }
 }
 
@@ -382,6 +223,83 @@ fn classifier_against_a_linear_scan() {
     let mut r = rng(9);
     for _ in 0..iters() * 200 {
         let len = r.below(800);
-        ctrack_fuzz::classifier_diff(&r.bytes(len));
+        ctrack_fuzz::classifier_diff(&r.bytes(len), &mut p());
     }
+}
+
+/// Every cargo-fuzz target in `fuzz/fuzz_targets/` is a target of the
+/// campaign driver (and so is run here and replayed from its corpus), and
+/// the other way round.
+#[test]
+fn every_fuzz_target_is_known() {
+    let dir = seeds::fuzz_dir().join("fuzz_targets");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .expect("fuzz/fuzz_targets/")
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()?
+                .strip_suffix(".rs")
+                .map(String::from)
+        })
+        .collect();
+    files.sort();
+    let mut names: Vec<String> = TARGETS.iter().map(|t| t.name.to_string()).collect();
+    names.sort();
+    assert_eq!(files, names);
+    for a in ctrack_fuzz::PIPELINE_ACTIONS {
+        assert!(a.parse::<ctrack_core::CtAction>().is_ok(), "{a}");
+    }
+}
+
+/// The campaign engine on every target, from the built-in seeds, for a
+/// bounded time each: nothing crashes, every body counts what it pushed
+/// through, and the guidance keeps inputs.
+#[test]
+fn campaign_engine_on_every_target() {
+    for (i, t) in TARGETS.iter().enumerate() {
+        let mut f = Fuzzer::new(t, 0x5eed + i as u64);
+        let seeds = seeds::builtin(t.name);
+        assert!(!seeds.is_empty(), "{}: built-in seeds", t.name);
+        f.add_seeds(seeds.into_iter().take(8));
+        let start = f.totals();
+        assert!(start.units > 0, "{}: the seeds count", t.name);
+        assert!(start.pool > 0 && start.features > 0, "{}", t.name);
+        let limit = Duration::from_millis(100 * iters() as u64);
+        f.run_until(Instant::now() + limit, u64::MAX);
+        let end = f.totals();
+        let crashes = f.take_crashes();
+        assert!(crashes.is_empty(), "{}: {:?}", t.name, crashes[0].message);
+        assert!(end.inputs > start.inputs, "{}", t.name);
+        assert!(end.units >= start.units, "{}", t.name);
+        let min = f.minimised(64 * 1024, Duration::from_secs(5));
+        assert!(!min.is_empty() && min.len() <= end.pool, "{}", t.name);
+        assert!(min.iter().map(Vec::len).sum::<usize>() <= 64 * 1024);
+    }
+}
+
+/// A body that panics is a crash: caught, counted, kept with its message.
+#[test]
+fn crashes_are_caught_and_kept() {
+    static BOOM: ctrack_fuzz::targets::Target = ctrack_fuzz::targets::Target {
+        name: "boom",
+        unit: "inputs",
+        packets: false,
+        run: |d, p| {
+            p.count(1);
+            assert!(!d.starts_with(b"X"), "boom");
+        },
+        shape: ctrack_fuzz::targets::Shape::Bytes,
+        max_len: 16,
+    };
+    ctrack_fuzz::campaign::quiet_panics();
+    let mut f = Fuzzer::new(&BOOM, 1);
+    assert_eq!(f.execute(b"ok"), Outcome::Ran { new: 0 });
+    match f.execute(b"X!") {
+        Outcome::Crashed(m) => assert!(m.contains("boom"), "{m}"),
+        o => panic!("{o:?}"),
+    }
+    let c = f.take_crashes();
+    assert_eq!((c.len(), c[0].input.as_slice()), (1, &b"X!"[..]));
+    assert_eq!((f.totals().crashes, f.totals().inputs), (1, 2));
 }

@@ -1,0 +1,242 @@
+//! The fuzz targets by name: the body each runs, what it counts, and the
+//! shape of its input (which tells the campaign driver how to mutate it).
+//! The names are those of `fuzz/fuzz_targets/` and `fuzz/corpus/`.
+
+use crate::{Probe, gateway};
+
+/// How a target's input is built, so that mutations keep it meaningful.
+#[derive(Debug, Clone, Copy)]
+pub enum Shape {
+    /// Bytes read raw or decoded with `arbitrary`: byte edits and splices.
+    Bytes,
+    /// Text: words of the dictionary inserted, and byte edits.
+    Text(&'static [&'static [u8]]),
+    /// `prefix` bytes, then a frame list (see
+    /// [`crate::mutate::encode_frames`]): frames edited, repeated, dropped,
+    /// moved, taken from another input.
+    Frames {
+        /// Bytes before the frame list.
+        prefix: usize,
+    },
+    /// A capture file: edits mostly after its 24-byte header.
+    Capture,
+}
+
+/// One fuzz target.
+#[derive(Debug)]
+pub struct Target {
+    /// Its name (the cargo-fuzz target's and the corpus folder's).
+    pub name: &'static str,
+    /// What [`Probe::units`] counts for it.
+    pub unit: &'static str,
+    /// True if its units are packets (frames, segments, fragments,
+    /// records); false for inputs or table operations.
+    pub packets: bool,
+    /// The body.
+    pub run: fn(&[u8], &mut Probe),
+    /// How to mutate its inputs.
+    pub shape: Shape,
+    /// Longest input the driver makes for it.
+    pub max_len: usize,
+}
+
+/// Words of FTP's control connection.
+pub const FTP_WORDS: &[&[u8]] = &[
+    b"PORT 10,0,0,1,4,1\r\n",
+    b"EPRT |1|10.0.0.1|1025|\r\n",
+    b"EPRT |2|fd00::1|1025|\r\n",
+    b"227 Entering Passive Mode (10,0,0,1,4,1).\r\n",
+    b"229 Entering Extended Passive Mode (|||1025|)\r\n",
+    b"USER anonymous\r\n",
+    b"PORT ",
+    b"EPSV\r\n",
+    b"\r\n",
+    b"\n",
+    b"255,",
+    b"|",
+];
+
+/// Words of OVN's match language and of the policy [`crate::match_policy`].
+pub const MATCH_WORDS: &[&[u8]] = &[
+    b"tcp.dst",
+    b"ip4.src",
+    b"ip6.dst",
+    b"inport",
+    b"outport",
+    b"eth.src",
+    b"vlan.vid",
+    b"icmp4.type",
+    b"ip.proto",
+    b"tcp",
+    b"udp",
+    b"ip4",
+    b"nd",
+    b"vlan.present",
+    b"==",
+    b"!=",
+    b"<",
+    b"<=",
+    b">",
+    b">=",
+    b"&&",
+    b"||",
+    b"!",
+    b"(",
+    b")",
+    b"{",
+    b"}",
+    b",",
+    b"80",
+    b"0x10/0x1f",
+    b"10.0.0.0/8",
+    b"fd00::/64",
+    b"02:00:00:00:00:01",
+    b"\"vm1\"",
+    b"\"vm9\"",
+    b"$clients",
+    b"$web_ip4",
+    b"@web",
+    b"1",
+    b"0",
+    b" ",
+    b"/* c */",
+    b"65536",
+    b"ct.est",
+    b"tcp.flags",
+    b"ip.ttl",
+    b"icmp6",
+    b"arp",
+    b"sctp.dst",
+];
+
+const POLICY_WORDS: &[&[u8]] = &[
+    b"[[port]]\n",
+    b"[[acl]]\n",
+    b"[default]\n",
+    b"[address_sets]\n",
+    b"[port_groups]\n",
+    b"name = \"vm1\"\n",
+    b"addresses = [\"02:00:00:00:00:01 10.0.0.1\"]\n",
+    b"zone = 1\n",
+    b"direction = \"to-lport\"\n",
+    b"direction = \"from-lport\"\n",
+    b"priority = 100\n",
+    b"match = 'ip4 && tcp.dst == 80'\n",
+    b"action = \"allow-related\"\n",
+    b"action = \"drop\"\n",
+    b"label = 7\n",
+    b"nat = \"src=198.51.100.1\"\n",
+    b"alg = \"ftp\"\n",
+    b"tier = 2\n",
+    b"\"",
+    b"'",
+    b"[",
+    b"]",
+    b"{",
+    b"}",
+    b",",
+    b"=",
+    b"\n",
+    b"\"\"\"",
+];
+
+/// Every target, in the order the driver runs them.
+pub static TARGETS: [Target; 11] = [
+    t("parse", "frames", true, crate::parse, Shape::Bytes, 4096),
+    t(
+        "tracker",
+        "packets",
+        true,
+        crate::tracker,
+        Shape::Bytes,
+        16_384,
+    ),
+    t(
+        "tracker_frames",
+        "frames",
+        true,
+        crate::tracker_frames_bytes,
+        Shape::Frames { prefix: 0 },
+        65_536,
+    ),
+    t(
+        "capture",
+        "records",
+        true,
+        crate::capture,
+        Shape::Capture,
+        65_536,
+    ),
+    t("table", "ops", false, crate::table, Shape::Bytes, 8192),
+    t(
+        "ftp",
+        "segments",
+        true,
+        crate::ftp,
+        Shape::Text(FTP_WORDS),
+        8192,
+    ),
+    t(
+        "reassembly",
+        "fragments",
+        true,
+        crate::reassembly,
+        Shape::Bytes,
+        4096,
+    ),
+    t(
+        "pipeline_frames",
+        "frames",
+        true,
+        gateway::pipeline_frames_bytes,
+        Shape::Frames { prefix: 1 },
+        65_536,
+    ),
+    t(
+        "policy_file",
+        "inputs",
+        false,
+        crate::policy_file,
+        Shape::Text(POLICY_WORDS),
+        8192,
+    ),
+    t(
+        "match_expr",
+        "inputs",
+        false,
+        crate::match_expr,
+        Shape::Text(MATCH_WORDS),
+        1024,
+    ),
+    t(
+        "classifier_diff",
+        "inputs",
+        false,
+        crate::classifier_diff,
+        Shape::Bytes,
+        2048,
+    ),
+];
+
+const fn t(
+    name: &'static str,
+    unit: &'static str,
+    packets: bool,
+    run: fn(&[u8], &mut Probe),
+    shape: Shape,
+    max_len: usize,
+) -> Target {
+    Target {
+        name,
+        unit,
+        packets,
+        run,
+        shape,
+        max_len,
+    }
+}
+
+/// The target called `name`.
+pub fn find(name: &str) -> Option<&'static Target> {
+    TARGETS.iter().find(|t| t.name == name)
+}
