@@ -54,6 +54,12 @@ enum Op {
     Reserve {
         capacity: u16,
     },
+    EvictNear {
+        key: u8,
+        buckets: u8,
+        shards: u8,
+        skip: u8,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,6 +131,12 @@ impl<H: Fn(u64) -> u64> Run<H> {
             Op::Find { key } => self.find(key),
             Op::Refresh { key, life } => self.refresh(key, life),
             Op::Evict { key, inst, scan } => self.evict(key, inst, scan),
+            Op::EvictNear {
+                key,
+                buckets,
+                shards,
+                skip,
+            } => self.evict_near(key, buckets, shards, skip),
             Op::Sweep { advance, budget } => self.sweep(advance, budget),
             Op::Reclaim { inst, budget } => self.reclaim(inst, budget),
             Op::Reserve { capacity } => {
@@ -232,6 +244,41 @@ impl<H: Fn(u64) -> u64> Run<H> {
             let k = victim.expect("a victim was picked");
             let m = self.model.remove(&k).expect("the victim was modelled");
             assert_eq!(m.inst, inst);
+            assert_eq!(t.len(), before - 1);
+        } else {
+            assert_eq!(t.len(), before);
+        }
+    }
+
+    /// Early drop from the hash neighbourhood of `key` (its shard, then
+    /// the next ones), passing over keys that are multiples of `skip`.
+    fn evict_near(&mut self, key: u8, buckets: u8, shards: u8, skip: u8) {
+        let (t, ctx) = (&self.t, &self.ctx);
+        let g = pin();
+        let key = u64::from(key).max(1);
+        let skip = u64::from(skip % 4).max(1) + 1;
+        let h = ctx.hashes_of(key, 0);
+        let mut w = t.write(&g, &h);
+        let before = t.len();
+        let mut victim = None;
+        let evicted = w.evict_near(
+            ctx,
+            h.primary,
+            usize::from(buckets % 8),
+            usize::from(shards % 9),
+            |r| {
+                let ok = r.key % skip != 0;
+                if ok {
+                    victim = Some(r.key);
+                }
+                ok
+            },
+        );
+        drop(w);
+        if evicted {
+            let k = victim.expect("a victim was picked");
+            assert_ne!(k % skip, 0, "a record the pick passed over was evicted");
+            self.model.remove(&k).expect("the victim was modelled");
             assert_eq!(t.len(), before - 1);
         } else {
             assert_eq!(t.len(), before);

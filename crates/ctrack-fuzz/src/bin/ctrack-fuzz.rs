@@ -370,8 +370,13 @@ fn report(s: &Summary, json: bool) {
             r.slowest_input_seconds
         );
     }
+    let what = if s.targets.iter().any(|r| r.packets) {
+        "packets (packet targets)"
+    } else {
+        "units (no packet target ran)"
+    };
     println!(
-        "total: {} packets (packet targets), {} inputs, {} crashes, {:.1} s, seed {}",
+        "total: {} {what}, {} inputs, {} crashes, {:.1} s, seed {}",
         s.packets, s.inputs, s.crashes, s.seconds, s.seed
     );
 }
