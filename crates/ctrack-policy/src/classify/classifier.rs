@@ -129,17 +129,20 @@ impl Classifier {
             return false;
         };
         self.conjs -= rule.conjs;
-        for (conj, slot) in &rule.entries {
-            let Some(Some(g)) = self.slots.get_mut(*slot as usize) else {
+        // The rule's entries group by group, each group's in one pass.
+        let mut by_slot: Vec<(u32, &Entry)> = rule.entries.iter().map(|(c, s)| (*s, c)).collect();
+        by_slot.sort_unstable_by_key(|&(s, _)| s);
+        for run in by_slot.chunk_by(|a, b| a.0 == b.0) {
+            let slot = run[0].0;
+            let Some(Some(g)) = self.slots.get_mut(slot as usize) else {
                 continue;
             };
-            if g.remove(conj, rule.score, &self.seed) {
-                self.entries -= 1;
-            }
+            let cs: Vec<&Entry> = run.iter().map(|&(_, c)| c).collect();
+            self.entries -= g.remove_rule(&cs, rule.score, &self.seed);
             if g.entries() == 0 {
                 let t = g.tuple;
-                self.slots[*slot as usize] = None;
-                self.free.push(*slot);
+                self.slots[slot as usize] = None;
+                self.free.push(slot);
                 self.by_tuple.remove(&t);
             }
         }

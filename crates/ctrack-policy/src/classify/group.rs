@@ -177,7 +177,11 @@ impl Group {
                 cands: Vec::new(),
             })
             .into_mut();
-        let at = b.cands.partition_point(|x| x.score > score);
+        // After the entries of equal score: a rule's many entries in one
+        // bucket go in at the end of its own run, moving only the
+        // lower-scored behind it (never the whole run again: quadratic in
+        // a rule of thousands of conjunctions).
+        let at = b.cands.partition_point(|x| x.score >= score);
         let before = b.cands.capacity();
         b.cands.insert(at, Cand { e: *c, score });
         self.cand_cap = self.cand_cap + b.cands.capacity() - before;
@@ -185,29 +189,39 @@ impl Group {
         self.entries += 1;
     }
 
-    /// Removes the entry `c` of the rule with `score`; whether it was there.
-    pub(crate) fn remove(&mut self, c: &Entry, score: u128, seed: &Seed) -> bool {
-        let k = self.bucket_key(c);
-        let Ok(mut e) = self.table.find_entry(hash(&k, seed), |b| b.key == k) else {
-            return false;
-        };
-        let b = e.get_mut();
-        let Some(at) = b.cands.iter().position(|x| x.score == score && x.e == *c) else {
-            return false;
-        };
-        b.cands.remove(at);
-        if b.cands.is_empty() {
-            self.cand_cap -= b.cands.capacity();
-            e.remove();
+    /// Removes every entry of the rule with `score` from the buckets that
+    /// `cs` (its entries in this group) go to: one pass over each such
+    /// bucket, whatever the number of its entries there (removing them one
+    /// by one is quadratic in a rule of thousands of conjunctions that share
+    /// a bucket). Returns the number removed.
+    pub(crate) fn remove_rule(&mut self, cs: &[&Entry], score: u128, seed: &Seed) -> usize {
+        let mut keys: Vec<[u64; 8]> = cs.iter().map(|c| self.bucket_key(c)).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut removed = 0;
+        for k in keys {
+            let Ok(mut e) = self.table.find_entry(hash(&k, seed), |b| b.key == k) else {
+                continue;
+            };
+            let b = e.get_mut();
+            let before = b.cands.len();
+            b.cands.retain(|x| x.score != score);
+            removed += before - b.cands.len();
+            if b.cands.is_empty() {
+                self.cand_cap -= b.cands.capacity();
+                e.remove();
+            }
         }
-        if let Some(n) = self.scores.get_mut(&score) {
-            *n -= 1;
+        if removed > 0
+            && let Some(n) = self.scores.get_mut(&score)
+        {
+            *n = n.saturating_sub(u32::try_from(removed).unwrap_or(u32::MAX));
             if *n == 0 {
                 self.scores.remove(&score);
             }
         }
-        self.entries -= 1;
-        true
+        self.entries -= removed;
+        removed
     }
 
     /// The best score in the group (0 when empty).
