@@ -349,21 +349,23 @@ impl Index {
         false
     }
 
-    /// Calls `f` with every reference stored in the home bucket of `hash`
-    /// and the `buckets - 1` buckets after it (its hash neighbourhood), in
-    /// probe order, until `f` returns true: the early drop's candidates.
-    /// Without the shard lock the references may be stale (an entry
-    /// removed or reused meanwhile): the caller checks each again under
-    /// the locks.
+    /// Calls `f` with every reference stored in the buckets `from` to
+    /// `from + buckets - 1` after the home bucket of `hash` (0: the home
+    /// bucket itself; its hash neighbourhood), in probe order, until `f`
+    /// returns true: the early drop's candidates. Without the shard lock
+    /// the references may be stale (an entry removed or reused meanwhile):
+    /// the caller checks each again under the locks.
     pub(crate) fn neighbourhood(
         &self,
         hash: u64,
+        from: usize,
         buckets: usize,
         mut f: impl FnMut(u32) -> bool,
     ) -> bool {
         let all = self.b();
-        let mut b = self.home(hash);
-        for _ in 0..buckets.min(self.n) {
+        let n = self.n;
+        let mut b = (self.home(hash) + from % n) % n;
+        for _ in 0..buckets.min(n.saturating_sub(from)) {
             let bucket = &all[b];
             for i in 0..BUCKET_ENTRIES {
                 if bucket.tag(i) == 0 {
@@ -377,6 +379,11 @@ impl Index {
             b = self.next(b);
         }
         false
+    }
+
+    /// The most buckets a lookup walks ([`Index::find`]'s bound).
+    pub(crate) fn probe_bound(&self) -> usize {
+        MAX_PROBE_BUCKETS.min(self.n)
     }
 
     /// The longest probe sequence a lookup can take, in buckets: one more
@@ -540,17 +547,24 @@ mod tests {
         }
         assert_eq!(ix.longest_probe(), 3);
         let mut seen = Vec::new();
-        ix.neighbourhood(0x11, 2, |v| {
+        ix.neighbourhood(0x11, 0, 2, |v| {
             seen.push(v);
             false
         });
         assert_eq!(seen.len(), 2 * BUCKET_ENTRIES);
         let mut first = 0;
-        assert!(ix.neighbourhood(0x11, 1, |v| {
+        assert!(ix.neighbourhood(0x11, 0, 1, |v| {
             first = v;
             true
         }));
         assert_eq!(first, 1);
+        // From the second bucket on: its twelve, then half of the third.
+        let mut later = Vec::new();
+        ix.neighbourhood(0x11, 1, 8, |v| {
+            later.push(v);
+            false
+        });
+        assert_eq!(later, (13..=30).collect::<Vec<u32>>());
         for r in 13..=30u32 {
             assert!(ix.remove(u64::from(r) << 56 | 0x11, r));
         }

@@ -121,8 +121,8 @@ pub use epoch::{EpochBox, Guard, pin};
 pub use header::Header;
 pub use prefetch::prefetch;
 pub use table::{
-    APPROX_STEP, EntryLock, EntryRef, Hint, InsertError, MAX_SHARDS, MemoryStats, RecordId,
-    SweepStats, Table, TableConfig, Writer,
+    APPROX_STEP, EntryLock, EntryRef, Hint, InsertError, MAX_SHARDS, MemoryStats, NEAR_WINDOW,
+    RecordId, SweepStats, Table, TableConfig, Writer,
 };
 
 /// The index positions of a record: every record has a primary hash, and a

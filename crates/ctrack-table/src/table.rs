@@ -36,7 +36,7 @@ mod zones;
 
 pub use entry::{EntryLock, EntryRef, Hint, RecordId};
 pub use expiry::SweepStats;
-pub use writer::{InsertError, Writer};
+pub use writer::{InsertError, NEAR_WINDOW, Writer};
 
 /// Most shards a table may have (a record id holds six bits of shard).
 pub const MAX_SHARDS: usize = 64;

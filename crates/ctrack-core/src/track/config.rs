@@ -12,8 +12,11 @@ pub const EARLY_DROP_SCAN: usize = 8;
 
 /// Index buckets of a new connection's hash neighbourhood (its home bucket
 /// and the ones after it, twelve entries each) that early drop looks in
-/// for an unestablished connection to evict.
-pub const EARLY_DROP_BUCKETS: usize = 4;
+/// for an unestablished connection to evict, four at a time, nearest
+/// first: the whole run its lookups may walk (the index's probe bound), so
+/// that the victim is where the newcomer goes and the index keeps its
+/// shape under a long flood (see `Writer::evict_near`).
+pub const EARLY_DROP_BUCKETS: usize = 64;
 
 /// Shards early drop looks in, the new connection's first, when that one
 /// has nothing to evict near it (a small table's shard holds few

@@ -146,6 +146,15 @@ impl Tracker {
             Ok(counted) => counted,
             Err(r) => return Some(refuse(o.v, r, cx.stats, out)),
         };
+        if !w.has_room(o.hash) {
+            // The index buckets from the key's home on are full (long runs
+            // form under churn near the limit): an early drop there makes
+            // room, so that the index need not grow (an index is never
+            // given back to the arena it came from).
+            w.evict_near(shared, o.hash, EARLY_DROP_BUCKETS, 1, |c| {
+                !c.proto_state().is_established() || self.shared.expiry(c, guard) <= now
+            });
+        }
         let action = cx.action;
         let first = First {
             proto: o.proto,
