@@ -501,10 +501,10 @@ impl<'g, R: Record> Writer<'g, R> {
     }
 }
 
-/// Buckets an early drop looks at together (their entries fit
-/// [`MAX_NEAR`]).
+/// Buckets an early drop looks at together: their 48 entries are the
+/// candidates it prefetches and checks as one batch.
 pub const NEAR_WINDOW: usize = 4;
-/// The most index entries one early drop looks at.
+/// The most index entries one window of an early drop holds.
 const MAX_NEAR: usize = 64;
 /// How many candidates ahead of the one examined an early drop prefetches.
 const PREFETCH_AHEAD: usize = 8;
