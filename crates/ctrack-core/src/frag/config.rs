@@ -102,6 +102,9 @@ pub enum FragError {
     Limit,
     /// Its datagram did not arrive whole in time.
     Expired,
+    /// Its datagram was the oldest held when a new fragment met a limit,
+    /// and was dropped to make room.
+    Evicted,
 }
 
 impl FragError {
@@ -117,6 +120,7 @@ impl FragError {
             FragError::DatagramDropped => "datagram_dropped",
             FragError::Limit => "limit",
             FragError::Expired => "expired",
+            FragError::Evicted => "evicted",
         }
     }
 }

@@ -165,7 +165,7 @@ mod tests {
     use ctrack_wire::build::{Frame, L4};
     use ctrack_wire::ipv4;
 
-    use super::super::{FragConfig, Offer};
+    use super::super::{FragConfig, FragError, Offer};
     use super::*;
     use crate::time::Time;
 
@@ -228,13 +228,20 @@ mod tests {
         assert!(r.held() <= 10 && r.bytes() <= FragConfig::default().max_bytes);
         assert_eq!(r.stats().evicted, 2, "two datagrams made room");
         assert_eq!(r.stats().limit, 0);
-        // The evicted fragments' tags come back with the expired.
+        // The evicted fragments' tags come back, said to be evicted.
         let mut gone = Vec::new();
-        r.expire(Time::from_millis(3), &mut gone);
-        gone.sort_unstable();
-        assert_eq!(gone, vec![0, 1], "the oldest of all went");
+        r.expire_why(Time::from_millis(3), &mut gone);
+        gone.sort_unstable_by_key(|g| g.0);
+        assert_eq!(
+            gone,
+            vec![(0, FragError::Evicted), (1, FragError::Evicted)],
+            "the oldest of all went"
+        );
         // And the flood's datagrams time out to nothing.
-        r.expire(Time::from_millis(16_000), &mut gone);
+        gone.clear();
+        r.expire_why(Time::from_millis(16_000), &mut gone);
+        assert_eq!(gone.len(), 8);
+        assert!(gone.iter().all(|g| g.1 == FragError::Expired));
         assert_eq!((r.held(), r.bytes(), r.datagrams()), (0, 0, 0));
     }
 

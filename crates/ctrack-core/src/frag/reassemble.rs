@@ -443,6 +443,20 @@ impl<T> Reassembler<T> {
     /// when none is due.
     pub fn expire(&self, now: Time, out: &mut Vec<T>) {
         self.take_evicted(out);
+        self.expire_due(now, out);
+    }
+
+    /// [`Reassembler::expire`], each tag with why its fragment was
+    /// dropped: [`FragError::Evicted`] or [`FragError::Expired`].
+    pub fn expire_why(&self, now: Time, out: &mut Vec<(T, FragError)>) {
+        let mut tags = Vec::new();
+        self.take_evicted(&mut tags);
+        out.extend(tags.drain(..).map(|t| (t, FragError::Evicted)));
+        self.expire_due(now, &mut tags);
+        out.extend(tags.into_iter().map(|t| (t, FragError::Expired)));
+    }
+
+    fn expire_due(&self, now: Time, out: &mut Vec<T>) {
         let now = now.as_millis();
         if now < self.next_deadline.load(Relaxed) {
             return;

@@ -124,8 +124,6 @@ impl<T> Pipeline<T> {
     /// Drops datagrams whose time ran out (also done by every
     /// [`Pipeline::process`]); their fragments' tags go to `dropped`.
     pub fn expire(&self, now: Time, dropped: &mut Vec<(T, FragError)>) {
-        let mut expired = Vec::new();
-        self.frags.expire(now, &mut expired);
-        dropped.extend(expired.into_iter().map(|t| (t, FragError::Expired)));
+        self.frags.expire_why(now, dropped);
     }
 }

@@ -170,9 +170,7 @@ impl<T> Firewall<T> {
     /// Drops datagrams whose time ran out; their fragments' tags go to
     /// `dropped`.
     pub fn expire(&self, now: Time, dropped: &mut Vec<(T, FragError)>) {
-        let mut expired = Vec::new();
-        self.frags.expire(now, &mut expired);
-        dropped.extend(expired.into_iter().map(|t| (t, FragError::Expired)));
+        self.frags.expire_why(now, dropped);
     }
 
     /// Answers a rejected packet, within the rate limit.

@@ -454,7 +454,13 @@ mod tests {
         };
         let a = case("a", String::new(), known, &keys, &sz);
         let b = case("b", String::new(), KeyHasher::new(), &keys, &sz);
-        assert!(a.refused_table_full > 0 && a.longest_probe > b.longest_probe);
+        // Known seed: the run near home fills, so each commit there evicts
+        // another attack key (or is refused) and few stay in the table.
+        assert!(a.early_dropped + a.refused_table_full > 0, "{a:?}");
+        assert!(
+            a.table_len < 3000 && a.longest_probe > b.longest_probe,
+            "{a:?}"
+        );
         assert_eq!(b.committed, 3000);
         assert_eq!(b.lookups_found, 3000);
     }
