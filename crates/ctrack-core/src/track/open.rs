@@ -271,8 +271,9 @@ impl Tracker {
     /// (or expired) connection to make room if need be (early drop): one
     /// from the new connection's hash neighbourhood (of any zone when the
     /// table is full, of its own zone when the zone is at its limit), else
-    /// one of the zone's oldest in this shard. Returns whether the connection counts
-    /// against its zone's limit.
+    /// from the same place in the next shards, else one of the zone's
+    /// oldest or newest in this shard. Returns whether the connection
+    /// counts against its zone's limit.
     fn admit<A: Fam>(
         &self,
         cx: &Call<'_>,
