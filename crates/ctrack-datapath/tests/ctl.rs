@@ -241,6 +241,9 @@ fn stats_ports_and_policy_counters() {
     assert_eq!(st["drops"]["invalid"], 0);
     assert_eq!(st["switch"]["drops"]["port-security"], 0);
     assert_eq!(st["tracker"]["committed"], 3);
+    // The reassembler's counters, none of them moved (no fragment sent).
+    assert_eq!(st["fragments"]["held"], 0, "{st}");
+    assert_eq!(st["fragments"]["evicted"], 0, "{st}");
     assert_eq!(st["policy"]["generation"], 1);
     let web = st["policy"]["acls"]
         .as_array()

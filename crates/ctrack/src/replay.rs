@@ -652,6 +652,7 @@ fn write_frag_summary(out: &mut dyn Write, f: &FragStats) -> io::Result<()> {
         ("too big", f.too_big),
         ("dropped with their datagram", f.dropped),
         ("refused at a limit", f.limit),
+        ("evicted to make room", f.evicted),
     ] {
         if v > 0 {
             write!(out, ", {v} {name}")?;

@@ -109,6 +109,8 @@ pub(crate) fn stats_json(ctx: &Ctx) -> Value {
         "rejects": {"sent": s.fw.rejects_sent, "suppressed": s.fw.rejects_suppressed},
         "rejudged": s.fw.rejudged,
         "tracker": serde_json::to_value(s.fw.tracker).unwrap_or(Value::Null),
+        "fragments": serde_json::to_value(ctx.shared.fw.reassembler().stats())
+            .unwrap_or(Value::Null),
         "policy": policy_counters_json(ctx, &s.fw),
         "ports": ports_json(ctx, &s),
         "events": {
@@ -164,6 +166,7 @@ pub(crate) fn stats(ctx: &Ctx, rest: &[String]) -> Result<String, String> {
     kv_line(&mut o, "switch", &v["switch"]);
     kv_line(&mut o, "rejects", &v["rejects"]);
     kv_line(&mut o, "tracker", &v["tracker"]);
+    kv_line(&mut o, "fragments", &v["fragments"]);
     kv_line(&mut o, "events", &v["events"]);
     let _ = writeln!(o, "policy generation {}:", v["policy"]["generation"]);
     o.push_str(&counters_text(&v["policy"]));
