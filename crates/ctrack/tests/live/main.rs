@@ -8,6 +8,7 @@
 //! set), where they fail. One runs at a time (and never beside the other
 //! namespace tests: they share a lock file).
 
+mod flood;
 mod net;
 
 use std::time::{Duration, Instant};
@@ -114,6 +115,11 @@ impl Fw {
     /// Starts ctrack with `policy_file` and waits until its control socket
     /// answers.
     fn start(net: &mut Net, name: &str, policy_file: &str, io: &str) -> Fw {
+        Fw::start_with(net, name, policy_file, io, "100000")
+    }
+
+    /// [`Fw::start`] with a connection limit.
+    fn start_with(net: &mut Net, name: &str, policy_file: &str, io: &str, max: &str) -> Fw {
         // AF_XDP: one worker per receive queue, and a veth has one.
         let workers = if io == "af-xdp" { "1" } else { "2" };
         let sock = net.dir.join(format!("{name}.sock")).display().to_string();
@@ -135,7 +141,7 @@ impl Fw {
                 "--workers",
                 workers,
                 "--max-conns",
-                "100000",
+                max,
                 "--ctl",
                 &sock,
             ],
