@@ -381,6 +381,18 @@ impl Index {
         false
     }
 
+    /// Touches every page of the index (stores the zero each first
+    /// metadata word already holds, one per 4 KiB), so that its memory is
+    /// faulted in and zeroed now rather than by the first inserts.
+    /// Writers only (the shard lock held: no other writer stores meanwhile).
+    pub(crate) fn prefault(&self) {
+        const PER_PAGE: usize = 4096 / core::mem::size_of::<Bucket>();
+        for b in self.b().iter().step_by(PER_PAGE) {
+            let m = b.meta[0].load(Ordering::Relaxed);
+            b.meta[0].store(m, Ordering::Relaxed);
+        }
+    }
+
     /// The most buckets a lookup walks ([`Index::find`]'s bound).
     pub(crate) fn probe_bound(&self) -> usize {
         MAX_PROBE_BUCKETS.min(self.n)

@@ -183,6 +183,22 @@ impl<T: Default> Slab<T> {
         }
         true
     }
+
+    /// Makes sure the chunks of slots `1..slots` exist ([`Slab::ensure`]
+    /// for each): their records written, so their pages are faulted in
+    /// and zeroed now rather than on the packet path. Writers only. False
+    /// if memory ran out.
+    pub(crate) fn ensure_up_to(&self, slots: u32) -> bool {
+        let mut slot = 1;
+        while slot < slots.min(MAX_SLOTS) {
+            if !self.ensure(slot) {
+                return false;
+            }
+            let (k, off) = self.locate(slot);
+            slot += (self.chunk_len(k) - off) as u32;
+        }
+        true
+    }
 }
 
 impl<T> Drop for Slab<T> {

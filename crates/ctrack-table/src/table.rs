@@ -292,6 +292,26 @@ impl<R: Record> Table<R> {
         self.shards[shard].live.load(Ordering::Relaxed) as usize
     }
 
+    /// Faults in the memory `capacity` records will need (each shard's
+    /// index and the slot chunks of its share, with four standard
+    /// deviations of the hash's imbalance between shards to spare), so
+    /// that the kernel's zeroing of fresh pages happens now, before any
+    /// packet, and never on the packet path under a shard lock. Returns
+    /// false if memory ran out (the table still works, faulting in the
+    /// rest as it goes).
+    pub fn prefault(&self, guard: &Guard, capacity: usize) -> bool {
+        let share = capacity.div_ceil(self.shards.len()) as u64;
+        let mut ok = true;
+        for (i, s) in self.shards.iter().enumerate() {
+            let _inner = s.inner.lock();
+            self.index(i, guard).prefault();
+            let spare = 4 * share.isqrt() + 64;
+            let slots = (share + spare).min(u64::from(u32::MAX)) as u32;
+            ok &= s.slab.ensure_up_to(slots);
+        }
+        ok
+    }
+
     /// The longest probe sequence a lookup can take in any shard's index,
     /// in buckets (see the index's overflow counts): how well the keyed
     /// hash spreads the keys present. A full scan of every index.

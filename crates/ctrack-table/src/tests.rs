@@ -346,3 +346,24 @@ fn a_long_flood_leaves_the_index_in_shape() {
         "the index did not grow"
     );
 }
+
+#[test]
+fn prefault_takes_the_memory_of_the_capacity_up_front() {
+    let cap = size(50_000, 300) as usize;
+    let t = Table::<Rec>::new(TableConfig {
+        shards: size(8, 2) as usize,
+        capacity: cap,
+    });
+    let g = pin();
+    let before = t.memory(&g).record_bytes;
+    assert!(t.prefault(&g, cap));
+    let after = t.memory(&g).record_bytes;
+    assert!(after >= cap * core::mem::size_of::<Rec>(), "{after}");
+    assert!(after > before);
+    // Filling to the capacity takes no more record memory.
+    for k in 1..=cap as u64 {
+        insert(&t, k, 0, 1, 100_000);
+    }
+    assert_eq!(t.memory(&g).record_bytes, after);
+    assert_eq!(find(&t, 7).map(|f| f.1), Some(70));
+}

@@ -60,6 +60,11 @@ pub struct RunArgs {
     /// Do not reassemble fragments (they are judged one by one).
     #[arg(long)]
     pub no_reassembly: bool,
+    /// Fault in the connection table's memory for `--max-conns` at start
+    /// (about 135 bytes per connection of the limit, taken at once), so
+    /// that the kernel's zeroing of fresh pages stays off the packet path.
+    #[arg(long)]
+    pub prefault: bool,
     /// Events each `ctrack ctl events` subscriber may have queued before
     /// more are dropped (and counted).
     #[arg(long, value_name = "N", default_value_t = 65_536, value_parser = bounded(16usize, 1 << 24))]
@@ -98,6 +103,7 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
         tracker: Config {
             checksums: !args.no_checksum,
             max_conns: args.max_conns,
+            prefault: args.prefault,
             ..Config::default()
         },
         frag: FragConfig {

@@ -49,6 +49,14 @@ pub struct Config {
     /// Table shards per address family: a power of two up to 64. More
     /// shards, less contention between threads creating connections.
     pub shards: usize,
+    /// Fault in the memory `max_conns` IPv4 connections need when the
+    /// tracker is made (its index, and record slots for the limit), so
+    /// that the kernel zeroes those pages before the first packet instead
+    /// of on the packet path, under a shard lock, as the table fills. The
+    /// memory is taken at once (about 135 bytes per connection of the
+    /// limit), as in a daemon sized for its load; off by default, when a
+    /// tracker costs only what it holds.
+    pub prefault: bool,
 }
 
 impl Default for Config {
@@ -61,6 +69,7 @@ impl Default for Config {
             timeouts: TimeoutPolicy::default(),
             default_zone_limit: 0,
             shards: ctrack_table::MAX_SHARDS,
+            prefault: false,
         }
     }
 }

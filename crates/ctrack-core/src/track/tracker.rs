@@ -90,7 +90,7 @@ impl Tracker {
             shards: config.shards,
             capacity: (config.max_conns / 64).max(4096),
         };
-        Tracker {
+        let t = Tracker {
             tcp_seq_check: AtomicBool::new(config.tcp_seq_check),
             tcp_loose: AtomicBool::new(config.tcp_loose),
             checksums: AtomicBool::new(config.checksums),
@@ -112,7 +112,12 @@ impl Tracker {
             dead: Mutex::new(VecDeque::new()),
             expect: Expectations::default(),
             rng: AtomicU64::new(0),
+        };
+        if config.prefault {
+            // Before any packet: nobody else holds a lock or a reference.
+            t.v4.prefault(&pin(), config.max_conns);
         }
+        t
     }
 
     /// Sends connection events (NEW, UPDATE, DESTROY) to `sink`, or stops

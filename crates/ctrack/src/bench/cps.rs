@@ -61,6 +61,11 @@ pub struct CpsArgs {
     /// Runs; the median rate is reported (1 to 1000).
     #[arg(long, default_value_t = 3, value_parser = bounded(1, MAX_RUNS))]
     pub runs: usize,
+    /// Fault in the table's memory for its limit before timing anything
+    /// (`Config::prefault`), so that the fill does not pay the kernel's
+    /// zeroing of fresh pages.
+    #[arg(long)]
+    pub prefault: bool,
 }
 
 /// Per-batch latency, in nanoseconds.
@@ -218,6 +223,7 @@ fn run_once(a: &CpsArgs) -> Result<(Phase, Phase)> {
         // Room for the steady phase's overlap of old and new.
         max_conns: (a.conns as usize).saturating_mul(5) / 4 + 1024,
         timeouts: policy,
+        prefault: a.prefault,
         ..Config::default()
     });
     let action = CtAction::commit(0);
