@@ -82,16 +82,29 @@ impl Policy {
             span: Span::default(),
             message,
         };
-        let len = std::fs::metadata(path)
-            .map_err(|e| io(format!("cannot read the policy file: {e}")))?
-            .len();
+        use std::io::Read;
+        let meta =
+            std::fs::metadata(path).map_err(|e| io(format!("cannot read the policy file: {e}")))?;
+        // Not a regular file (a device, a FIFO, a directory): its length
+        // says nothing, and reading it may never end (`/dev/zero`) or
+        // never begin (a FIFO nobody writes).
+        if !meta.is_file() {
+            return Err(io("the policy file is not a regular file".into()));
+        }
+        let len = meta.len();
         if len > MAX_FILE_LEN {
             return Err(io(format!(
                 "the policy file is {len} bytes (at most {MAX_FILE_LEN})"
             )));
         }
-        let text = std::fs::read_to_string(path)
+        // Bounded even if the file grows between the check and the read.
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_FILE_LEN + 1).read_to_string(&mut text))
             .map_err(|e| io(format!("cannot read the policy file: {e}")))?;
+        if text.len() as u64 > MAX_FILE_LEN {
+            return Err(io(format!("the policy file is over {MAX_FILE_LEN} bytes")));
+        }
         Policy::from_str(&text, &name)
     }
 }

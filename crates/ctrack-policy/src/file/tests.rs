@@ -339,6 +339,35 @@ fn load_reads_a_file_and_names_it() {
 }
 
 #[test]
+fn files_that_are_not_regular_are_refused_at_once() {
+    // A device that never ends, a directory, and (on Linux) a FIFO nobody
+    // writes: each would hang or grow memory without bound if read.
+    let dir = std::env::temp_dir().join(format!("ctrack-policy-nr-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut paths = vec![std::path::PathBuf::from("/dev/zero"), dir.clone()];
+    let fifo = dir.join("fifo");
+    if std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        paths.push(fifo);
+    }
+    for p in &paths {
+        if !p.exists() {
+            continue;
+        }
+        let e = Policy::load(p).unwrap_err();
+        assert!(
+            e.message.contains("not a regular file"),
+            "{}: {e}",
+            p.display()
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn hostile_files_are_refused_without_panic() {
     for text in [
         format!("a = {}", "[".repeat(100_000)),
