@@ -38,6 +38,9 @@
 //!   policy; what resolves is bounded and evaluates on a few keys.
 //! - [`classifier_diff`]: the policy classifier against a linear scan, over
 //!   decoded rule sets, inserts, removals and keys.
+//! - [`ctl_request`]: arbitrary bytes as the control server's request lines
+//!   (raw, and as `argv` requests) against a small datapath: every reply is
+//!   one JSON line.
 #![forbid(unsafe_code)]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -64,6 +67,7 @@ const LINKS: [LinkType; 4] = [
 
 pub mod campaign;
 mod classifier;
+mod control;
 mod gateway;
 pub mod mutate;
 mod policy;
@@ -72,6 +76,7 @@ pub mod seeds;
 mod table;
 pub mod targets;
 pub use classifier::classifier_diff;
+pub use control::ctl_request;
 pub use gateway::{PIPELINE_ACTIONS, ftp, pipeline_frames, pipeline_frames_bytes, reassembly};
 pub use mutate::Rng;
 pub use policy::{match_expr, match_policy, policy_file};

@@ -199,6 +199,7 @@ pub fn builtin(name: &str) -> Vec<Vec<u8>> {
         "policy_file" => policies(),
         "match_expr" => words(12, MATCH_WORDS, 64),
         "classifier_diff" => random(9, 32, 800),
+        "ctl_request" => ctl_requests(),
         _ => Vec::new(),
     }
 }
@@ -239,3 +240,39 @@ action = "allow"
 pub const POLICY_JSON: &str = r#"{"port": [{"name": "vm1", "addresses": ["02:00:00:00:00:01 10.0.0.1"]}],
  "port_groups": {"g": ["vm1"]},
  "acl": [{"direction": "to-lport", "priority": 1, "match": "outport == @g && !(tcp.src < 1024)", "action": "drop"}]}"#;
+
+/// Every control command with typical arguments, one request a line, as
+/// raw words (the body also sends each line as an `argv` request) and as
+/// JSON.
+pub fn ctl_requests() -> Vec<Vec<u8>> {
+    let lines = [
+        "dump-conntrack zone=5 -s",
+        "list -p tcp --src 10.0.0.1 --dport 80 --state ESTABLISHED --format json",
+        "list --zone 7 --mark 0",
+        "count zone=5",
+        "flush zone=5 ct_orig_src=10.0.0.1,ct_orig_dst=10.0.0.2,ct_nw_proto=6,ct_tp_src=1000,ct_tp_dst=80",
+        "flush",
+        "stats --format json",
+        "set-maxconns 500",
+        "get-maxconns",
+        "ct-set-limits default=10 zone=5,limit=3",
+        "ct-get-limits zone=5",
+        "ct-del-limits zone=5",
+        "ct-set-timeout zone=5 tcp_established=10 udp_first=5",
+        "ct-get-timeout zone=5",
+        "ct-del-timeout zone=5",
+        "policy show",
+        "policy counters",
+        "policy reload",
+        "events --format json",
+        "ports",
+        "version",
+        "help",
+    ];
+    let mut out: Vec<Vec<u8>> = lines.iter().map(|l| l.as_bytes().to_vec()).collect();
+    out.push(lines.join("\n").into_bytes());
+    out.push(br#"{"argv":["list","-p","udp"]}"#.to_vec());
+    out.push(br#"{"argv":[]}"#.to_vec());
+    out.push(br#"{"argv":"count"}"#.to_vec());
+    out
+}

@@ -140,8 +140,59 @@ const POLICY_WORDS: &[&[u8]] = &[
     b"\"\"\"",
 ];
 
+/// Words of the control protocol and its commands.
+const CTL_WORDS: &[&[u8]] = &[
+    b"{\"argv\":[",
+    b"]}",
+    b"\"",
+    b",",
+    b" ",
+    b"\n",
+    b"dump-conntrack",
+    b"zone=5",
+    b"zone=7",
+    b"-s",
+    b"list",
+    b"-p",
+    b"tcp",
+    b"--src",
+    b"10.0.0.1",
+    b"--dport",
+    b"80",
+    b"--state",
+    b"ESTABLISHED",
+    b"--mark",
+    b"--format",
+    b"json",
+    b"flush",
+    b"ct_orig_src=10.0.0.1",
+    b"count",
+    b"stats",
+    b"set-maxconns",
+    b"get-maxconns",
+    b"ct-set-limits",
+    b"ct-get-limits",
+    b"ct-del-limits",
+    b"default=10",
+    b"zone=5,limit=3",
+    b"ct-set-timeout",
+    b"ct-get-timeout",
+    b"ct-del-timeout",
+    b"tcp_established=10",
+    b"policy",
+    b"reload",
+    b"show",
+    b"counters",
+    b"events",
+    b"ports",
+    b"version",
+    b"help",
+    b"4294967296",
+    b"-1",
+];
+
 /// Every target, in the order the driver runs them.
-pub static TARGETS: [Target; 11] = [
+pub static TARGETS: [Target; 12] = [
     t("parse", "frames", true, crate::parse, Shape::Bytes, 4096),
     t(
         "tracker",
@@ -215,6 +266,14 @@ pub static TARGETS: [Target; 11] = [
         crate::classifier_diff,
         Shape::Bytes,
         2048,
+    ),
+    t(
+        "ctl_request",
+        "requests",
+        false,
+        crate::ctl_request,
+        Shape::Text(CTL_WORDS),
+        4096,
     ),
 ];
 

@@ -59,6 +59,38 @@ use crate::live::Shared;
 /// The default socket path.
 pub const DEFAULT_SOCKET: &str = "/run/ctrack/ctrack.sock";
 
+/// The control server's request handling without its socket: what a
+/// client's request lines get, in the order they come (for embedding, and
+/// for fuzzing the requests).
+#[derive(Debug)]
+pub struct Session {
+    ctx: ctx::Ctx,
+}
+
+impl Session {
+    /// A session on `shared`, as one server's (its own record of the zones
+    /// `ct-set-limits` and `ct-set-timeout` named).
+    pub fn new(shared: Arc<Shared>) -> Session {
+        Session {
+            ctx: ctx::Ctx::new(shared),
+        }
+    }
+
+    /// The reply line (with its newline) to one request line (without
+    /// its newline; over 64 KiB is refused as the server refuses it). An
+    /// `events` request gets the line that opens a stream, and no stream.
+    pub fn answer(&self, line: &[u8]) -> String {
+        if line.len() > proto::MAX_REQUEST {
+            let r = proto::Reply::error(format!("request line over {} bytes", proto::MAX_REQUEST));
+            return r.to_line();
+        }
+        match server::request(&self.ctx, line) {
+            Ok(commands::Outcome::Reply(r)) | Err(r) => r.to_line(),
+            Ok(commands::Outcome::Events(_)) => proto::Reply::text("").to_line(),
+        }
+    }
+}
+
 /// Starts the control server on `path` (created 0600, or 0660 owned by
 /// `group`), answering until `shared.stop` is set (noticed within about
 /// 50 ms; the handle's thread then ends its clients' connections and

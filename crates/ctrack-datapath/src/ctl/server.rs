@@ -242,6 +242,20 @@ fn read_line(
     }
 }
 
+/// One request line: parsed, bounded and run. Err: a protocol error (the
+/// reply said, the connection then closes).
+pub(crate) fn request(ctx: &Ctx, line: &[u8]) -> Result<Outcome, Reply> {
+    let req: Request = serde_json::from_slice(line).map_err(|e| {
+        Reply::error(format!(
+            "invalid request (expected {{\"argv\":[...]}}): {e}"
+        ))
+    })?;
+    if req.argv.len() > MAX_ARGV {
+        return Err(Reply::error(format!("argv over {MAX_ARGV} words")));
+    }
+    Ok(commands::run(ctx, &req.argv))
+}
+
 /// Serves one client: requests in turn until it closes, a protocol error,
 /// or an event stream (which keeps the connection to its end).
 fn connection(ctx: &Ctx, mut stream: UnixStream) {
@@ -258,22 +272,14 @@ fn connection(ctx: &Ctx, mut stream: UnixStream) {
                 return;
             }
         };
-        let req: Request = match serde_json::from_slice(&line) {
-            Ok(r) => r,
-            Err(e) => {
-                let r = Reply::error(format!(
-                    "invalid request (expected {{\"argv\":[...]}}): {e}"
-                ));
+        let outcome = match request(ctx, &line) {
+            Ok(o) => o,
+            Err(r) => {
                 let _ = stream.write_all(r.to_line().as_bytes());
                 return;
             }
         };
-        if req.argv.len() > MAX_ARGV {
-            let r = Reply::error(format!("argv over {MAX_ARGV} words"));
-            let _ = stream.write_all(r.to_line().as_bytes());
-            return;
-        }
-        match commands::run(ctx, &req.argv) {
+        match outcome {
             Outcome::Reply(r) => {
                 if stream.write_all(r.to_line().as_bytes()).is_err() {
                     return;
