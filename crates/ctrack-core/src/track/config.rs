@@ -13,15 +13,25 @@ pub const EARLY_DROP_SCAN: usize = 8;
 /// Index buckets of a new connection's hash neighbourhood (its home bucket
 /// and the ones after it, twelve entries each) that early drop looks in
 /// for an unestablished connection to evict, four at a time, nearest
-/// first: the whole run its lookups may walk (the index's probe bound), so
-/// that the victim is where the newcomer goes and the index keeps its
-/// shape under a long flood (see `Writer::evict_near`).
-pub const EARLY_DROP_BUCKETS: usize = 64;
+/// first. Far enough that the victim is where the newcomer goes, so that
+/// the index keeps its shape under a long flood (in a model of 2 million
+/// evictions at 85% load with a flood of one entry in eight, 8 buckets let
+/// runs of full buckets grow to the probe bound, 12 kept the longest probe
+/// as it was; see `Writer::evict_near`), and near enough that a commit
+/// that finds nothing to evict (a table full of established connections)
+/// stays cheap: at most 144 candidates.
+pub const EARLY_DROP_BUCKETS: usize = 12;
 
 /// Shards early drop looks in, the new connection's first, when that one
-/// has nothing to evict near it (a small table's shard holds few
-/// connections; its limit is the table's, not the shard's).
+/// has nothing to evict near it, in a small table (one whose shards hold
+/// fewer than [`SMALL_SHARD`] connections each at its limit): a small
+/// table's shard holds a handful of connections, and its limit is the
+/// table's, not the shard's. A large table's run is enough.
 pub const EARLY_DROP_SHARDS: usize = 8;
+
+/// A table whose limit gives each shard fewer connections than this is
+/// small (see [`EARLY_DROP_SHARDS`]).
+pub const SMALL_SHARD: usize = 1024;
 
 /// Tracker settings.
 #[derive(Debug, Clone)]

@@ -32,7 +32,7 @@ mod tracker;
 mod word;
 
 pub use config::{
-    Config, DEFAULT_MAX_CONNS, EARLY_DROP_BUCKETS, EARLY_DROP_SCAN, EARLY_DROP_SHARDS,
+    Config, DEFAULT_MAX_CONNS, EARLY_DROP_BUCKETS, EARLY_DROP_SCAN, EARLY_DROP_SHARDS, SMALL_SHARD,
 };
 pub use expiry::Sweep;
 pub use pipeline::{Out, Outputs, Pipeline};

@@ -7,7 +7,7 @@ use core::sync::atomic::Ordering::{AcqRel, Relaxed};
 
 use ctrack_table::{APPROX_STEP, Hashes, Removal, Writer};
 
-use super::config::{EARLY_DROP_BUCKETS, EARLY_DROP_SCAN, EARLY_DROP_SHARDS};
+use super::config::{EARLY_DROP_BUCKETS, EARLY_DROP_SCAN, EARLY_DROP_SHARDS, SMALL_SHARD};
 use super::packet::{Call, Found, Pkt};
 use super::setup::Matched;
 use super::shared::Counted;
@@ -314,15 +314,25 @@ impl Tracker {
                 (any_zone || c.instance() == inst)
                     && (!c.proto_state().is_established() || self.shared.expiry(c, guard) <= now)
             };
-            if evicted
-                || !(w.evict_near(
-                    shared,
-                    o.hash,
-                    EARLY_DROP_BUCKETS,
-                    EARLY_DROP_SHARDS,
-                    evictable,
-                ) || w.evict(shared, o.hash, inst, EARLY_DROP_SCAN, evictable))
-            {
+            // A small table's shard holds a handful: look next door too.
+            let small = self.max_conns.load(Relaxed) / self.v4.shard_count() < SMALL_SHARD;
+            let shards = if small { EARLY_DROP_SHARDS } else { 1 };
+            let near = |w: &mut Writer<'_, Conn<A>>| {
+                w.evict_near(shared, o.hash, EARLY_DROP_BUCKETS, shards, evictable)
+            };
+            let listed = |w: &mut Writer<'_, Conn<A>>| {
+                w.evict(shared, o.hash, inst, EARLY_DROP_SCAN, evictable)
+            };
+            // A full table: the neighbourhood first (the victim where the
+            // newcomer goes). A zone at its limit: the zone's own list
+            // first, whose candidates are all of the zone (its connections
+            // may be few and far from the newcomer's neighbours).
+            let made_room = if any_zone {
+                near(w) || listed(w)
+            } else {
+                listed(w) || near(w)
+            };
+            if evicted || !made_room {
                 return Err(refusal);
             }
             evicted = true;
