@@ -329,8 +329,10 @@ impl Tracker {
             // may be few and far from the newcomer's neighbours).
             let made_room = if any_zone {
                 near(w) || listed(w)
+            } else if listed(w) {
+                true
             } else {
-                listed(w) || near(w)
+                near(w)
             };
             if evicted || !made_room {
                 return Err(refusal);
