@@ -412,10 +412,10 @@ impl<'g, R: Record> Writer<'g, R> {
     /// was: a victim taken from elsewhere leaves the newcomer's region one
     /// entry fuller, and under a long flood such regions grow into runs of
     /// full buckets as long as the probe bound (every lookup there walks
-    /// them all; inserts there fail). Looking on past the first window,
-    /// through the whole run the newcomer's lookups walk, kept the longest
-    /// probe at its value before the flood in a model of 2 million
-    /// evictions, where four buckets alone let it reach the bound.
+    /// them all; inserts there fail). Looking on past the first window (12
+    /// buckets in all) kept the longest probe at its value before the
+    /// flood in a model of 2 million evictions at 85% load, where four or
+    /// eight buckets let it reach the bound.
     ///
     /// If none qualifies there, the first window at the same place in each
     /// of the next `shards - 1` shards is looked at: the table's limit is
