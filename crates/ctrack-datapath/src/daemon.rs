@@ -4,8 +4,8 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -16,7 +16,6 @@ use ctrack_policy::model::Policy;
 use crate::events::EventHub;
 use crate::io::{self, IoKind, PortOptions};
 use crate::live::shared::{PortInfo, Shared, WorkerStats};
-use crate::live::switch::MacTable;
 use crate::live::worker::Worker;
 
 /// How `ctrack run` was asked to run.
@@ -92,20 +91,15 @@ impl Daemon {
             .map_err(|e| format!("{}: {e}", cfg.policy_path.display()))?;
         let events = Arc::new(EventHub::new(cfg.event_queue));
         fw.tracker().set_event_sink(Some(events.clone()));
-        let shared = Arc::new(Shared {
+        // One counter slot per worker, and the housekeeping thread's.
+        let shared = Arc::new(Shared::new(
             fw,
-            ports: infos,
-            io: cfg.io,
-            policy_path: Mutex::new(cfg.policy_path.clone()),
-            // One slot per worker, and the housekeeping thread's.
-            workers: (0..=workers)
-                .map(|_| Mutex::new(WorkerStats::default()))
-                .collect(),
+            infos,
+            cfg.io,
+            cfg.policy_path.clone(),
+            workers + 1,
             events,
-            stop: AtomicBool::new(false),
-            epoch: Instant::now(),
-            macs: MacTable::default(),
-        });
+        ));
         let mut daemon = Daemon {
             shared: shared.clone(),
             threads: Vec::new(),

@@ -2,14 +2,12 @@
 //! against a small datapath with a few connections.
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
 
 use ctrack_core::{Config, FragConfig, Tracker};
 use ctrack_datapath::ctl::{EventHub, Session};
 use ctrack_datapath::io::IoKind;
-use ctrack_datapath::live::{PortInfo, Shared, WorkerStats};
+use ctrack_datapath::live::{PortInfo, Shared};
 use ctrack_policy::firewall::{Firewall, FwOutputs};
 use ctrack_policy::model::Policy;
 use ctrack_wire::build::{Frame, L4};
@@ -55,18 +53,15 @@ fn datapath() -> Arc<Shared> {
         mac: [2, 0, 0, 0, 0, n],
         mtu: 1500,
     };
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(Shared::new(
         fw,
-        ports: vec![port("a", 1), port("b", 2)],
-        io: IoKind::AfPacket,
+        vec![port("a", 1), port("b", 2)],
+        IoKind::AfPacket,
         // Nothing there: `policy reload` without a file fails cleanly.
-        policy_path: Mutex::new(PathBuf::from("/nonexistent/ctrack-fuzz/policy.toml")),
-        workers: vec![Mutex::new(WorkerStats::default())],
-        events: Arc::new(EventHub::new(16)),
-        stop: AtomicBool::new(false),
-        epoch: Instant::now(),
-        macs: Default::default(),
-    });
+        PathBuf::from("/nonexistent/ctrack-fuzz/policy.toml"),
+        1,
+        Arc::new(EventHub::new(16)),
+    ));
     let mut outs = FwOutputs::default();
     let now = shared.now();
     for (i, (flags, reply)) in [(SYN, false), (SYN | ACK, true), (ACK, false)]

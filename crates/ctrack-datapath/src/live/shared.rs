@@ -144,6 +144,33 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// The shared state of a datapath over `ports` with `fw`, its policy
+    /// read from `policy_path`, counters for `slots` publishers (workers and
+    /// the housekeeping thread), connection events through `events`; not
+    /// stopping, its clock starting now, no MAC learned.
+    pub fn new(
+        fw: Firewall<Tag>,
+        ports: Vec<PortInfo>,
+        io: IoKind,
+        policy_path: PathBuf,
+        slots: usize,
+        events: Arc<EventHub>,
+    ) -> Shared {
+        Shared {
+            fw,
+            ports,
+            io,
+            policy_path: Mutex::new(policy_path),
+            workers: (0..slots.max(1))
+                .map(|_| Mutex::new(WorkerStats::default()))
+                .collect(),
+            events,
+            stop: AtomicBool::new(false),
+            epoch: Instant::now(),
+            macs: MacTable::default(),
+        }
+    }
+
     /// The datapath's clock, now.
     #[inline]
     pub fn now(&self) -> Time {

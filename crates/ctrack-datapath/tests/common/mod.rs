@@ -6,8 +6,8 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -15,7 +15,7 @@ use ctrack_core::{Config, EventSink, FragConfig, Tracker};
 use ctrack_datapath::ctl::client::{Client, ClientError, StreamItem, request};
 use ctrack_datapath::ctl::{self, EventHub};
 use ctrack_datapath::io::{IoKind, PortStats};
-use ctrack_datapath::live::{PortInfo, Shared, WorkerStats};
+use ctrack_datapath::live::{PortInfo, Shared};
 use ctrack_policy::firewall::{Firewall, FwOutputs};
 use ctrack_policy::model::Policy;
 use ctrack_wire::build::{Frame, L4};
@@ -103,20 +103,17 @@ impl Env {
             mac,
             mtu: 1500,
         };
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Shared::new(
             fw,
-            ports: vec![
+            vec![
                 port("client", "veth0", CLIENT.0),
                 port("server", "veth1", SERVER.0),
             ],
-            io: IoKind::AfPacket,
-            policy_path: Mutex::new(policy_path),
-            workers: vec![Mutex::new(WorkerStats::default())],
-            events: Arc::new(hub),
-            stop: AtomicBool::new(false),
-            epoch: Instant::now(),
-            macs: Default::default(),
-        });
+            IoKind::AfPacket,
+            policy_path,
+            1,
+            Arc::new(hub),
+        ));
         let sock = dir.join("run").join("ctrack.sock");
         let server = ctl::serve(shared.clone(), &sock, None).unwrap();
         Env {

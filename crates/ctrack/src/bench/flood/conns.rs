@@ -33,6 +33,8 @@ use ctrack_wire::tcp::flags::{ACK, SYN};
 use serde::Serialize;
 
 use super::super::{MAX_BENCH_CONNS, Machine, packets};
+// The flood's random sources, reproducible from the seed.
+use super::fragmix::Rng;
 use crate::args::{MAX_CONNS, MAX_THREADS, bounded};
 
 /// What floods.
@@ -177,19 +179,6 @@ struct FloodJson {
     machine: Machine,
 }
 
-/// splitmix64: the flood's random sources, reproducible from the seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
-
 const BURST: usize = 32;
 /// The flood is sampled (table length and memory) every this many packets.
 const SAMPLE_EVERY: u64 = 1 << 20;
@@ -323,7 +312,7 @@ fn flood_share(
         zone,
         established,
     } = to;
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut verdicts = [Verdict::default(); BURST];
     let mut busy = std::time::Duration::ZERO;
     let action = CtAction::commit(zone);
