@@ -1,6 +1,7 @@
 //! Starting and stopping a live datapath: ports opened for every worker,
 //! the worker threads, the housekeeping thread (expiry, reassembly
-//! timeouts, address ageing), the control server and the metrics endpoint.
+//! timeouts, address ageing), the thread that faults in the table's memory
+//! ahead of the workers, the control server and the metrics endpoint.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -118,6 +119,12 @@ impl Daemon {
             .spawn(move || housekeeping(&hk, workers))
             .map_err(|e| format!("cannot start the housekeeping thread: {e}"))?;
         daemon.threads.push(t);
+        let pop = shared.clone();
+        let t = std::thread::Builder::new()
+            .name("ctrack-populate".into())
+            .spawn(move || populate(&pop))
+            .map_err(|e| format!("cannot start the populating thread: {e}"))?;
+        daemon.threads.push(t);
         if let Some(path) = &cfg.ctl {
             let t = crate::ctl::serve(shared.clone(), path, cfg.ctl_group.as_deref())
                 .map_err(|e| format!("control socket {}: {e}", path.display()))?;
@@ -187,6 +194,17 @@ fn open_ports(
         all.push(ports);
     }
     Ok(all)
+}
+
+/// Faults in the table's memory ahead of the workers
+/// ([`Tracker::populate_ahead`]), so that a worker committing a connection
+/// never waits for the kernel to zero a page under a shard's lock.
+fn populate(shared: &Shared) {
+    while !shared.stopping() {
+        if shared.fw.tracker().populate_ahead() == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
 }
 
 /// Expires connections and reassembly lists, ages learned addresses.

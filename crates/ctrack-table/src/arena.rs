@@ -13,6 +13,16 @@
 //! replaced by a larger one (rare) stays behind, bounded by the size of the
 //! live index. Under Miri and the model checker the regions come from the
 //! global allocator.
+//!
+//! **Population ahead of use.** The kernel zeroes a fresh page when it is
+//! first written, and a packet that allocates a slot chunk would pay for
+//! it under its shard's lock. [`Arena::populate_ahead`], called from a
+//! background thread, faults in the memory just past the bump pointer
+//! (and maps and faults in the start of the next region when the current
+//! one runs short), so that allocations land on memory that is already
+//! there. The faulting is done with `MADV_POPULATE_WRITE` (Linux 5.14):
+//! the kernel does the work, nothing is written from user space, and the
+//! arena's lock is not held meanwhile, so allocations go on.
 
 use core::ptr::NonNull;
 
@@ -33,6 +43,20 @@ struct Inner {
     next: NonNull<u8>,
     left: usize,
     next_size: usize,
+    /// Start (an address) of the region `next` points into, and the end
+    /// of its populated start.
+    start: usize,
+    populated: usize,
+    /// A region mapped ahead by the populator, not yet used: (start, size,
+    /// bytes populated from its start). It is in `regions` already.
+    spare: Option<(NonNull<u8>, usize, usize)>,
+    /// Handed out but not populated, in regions the allocator has left
+    /// (address ranges): populated first.
+    behind: Vec<(usize, usize)>,
+    /// A populator is at work (outside the lock).
+    busy: bool,
+    /// Bytes handed out so far.
+    handed: usize,
 }
 
 // SAFETY: the pointers name regions the arena owns outright (as a
@@ -58,6 +82,12 @@ impl Default for Arena {
                 next: NonNull::dangling(),
                 left: 0,
                 next_size: FIRST_REGION,
+                start: 0,
+                populated: 0,
+                spare: None,
+                behind: Vec::new(),
+                busy: false,
+                handed: 0,
             }),
         }
     }
@@ -83,13 +113,34 @@ impl Arena {
         }
         let pad = a.next.addr().get().wrapping_neg() & (align - 1);
         if a.left < pad + bytes {
-            let size = a.next_size.max(bytes.next_multiple_of(HUGE));
-            let Some(start) = map_region(size) else {
-                return core::ptr::null_mut();
-            };
-            a.regions.push((start, size));
-            a.next = start;
-            a.left = size;
+            let used = a.next.addr().get();
+            // (`start` is 0 before the first region.)
+            if a.start != 0 && a.populated < used && CAN_POPULATE {
+                let range = (a.populated, page_up(used));
+                a.behind.push(range);
+            }
+            match a.spare {
+                // The region the populator mapped ahead (aligned to a
+                // huge page, so no padding).
+                Some((start, size, populated)) if size >= bytes => {
+                    a.spare = None;
+                    a.next = start;
+                    a.left = size;
+                    a.start = start.addr().get();
+                    a.populated = a.start + populated;
+                }
+                _ => {
+                    let size = a.next_size.max(bytes.next_multiple_of(HUGE));
+                    let Some(start) = map_region(size) else {
+                        return core::ptr::null_mut();
+                    };
+                    a.regions.push((start, size));
+                    a.next = start;
+                    a.left = size;
+                    a.start = start.addr().get();
+                    a.populated = a.start;
+                }
+            }
             a.next_size = (a.next_size * 2).min(MAX_REGION);
         }
         let pad = a.next.addr().get().wrapping_neg() & (align - 1);
@@ -99,12 +150,145 @@ impl Arena {
         let p = a.next.as_ptr().wrapping_add(pad);
         a.next = NonNull::new(p.wrapping_add(bytes)).expect("inside a region");
         a.left -= pad + bytes;
+        a.handed += pad + bytes;
         p
+    }
+
+    /// Faults in, without holding the arena's lock, the memory the next
+    /// allocations will take: the bytes past the bump pointer, and the
+    /// start of the next region when the current one has less left (see
+    /// the module documentation). How far ahead: an eighth of what was
+    /// handed out so far, at least 2 MiB and at most 32 MiB. Returns the
+    /// bytes faulted in (0 when the memory ahead is there already, when
+    /// another thread is populating, or where the system cannot do it).
+    /// For a background thread: it takes as long as the kernel needs to
+    /// zero the pages.
+    pub(crate) fn populate_ahead(&self) -> usize {
+        if !CAN_POPULATE {
+            return 0;
+        }
+        let mut done = 0;
+        loop {
+            let job = {
+                let mut a = self.inner.lock();
+                let Some(job) = next_job(&mut a) else {
+                    return done;
+                };
+                a.busy = true;
+                job
+            };
+            let ok = match job {
+                Job::Map(size) => {
+                    let region = map_region(size);
+                    let mut a = self.inner.lock();
+                    a.busy = false;
+                    match region {
+                        Some(start) => {
+                            a.regions.push((start, size));
+                            a.spare = Some((start, size, 0));
+                            true
+                        }
+                        None => false,
+                    }
+                }
+                Job::Populate { from, to } => {
+                    let ok = populate(from, to - from);
+                    let mut a = self.inner.lock();
+                    a.busy = false;
+                    if ok {
+                        mark_populated(&mut a, from, to);
+                        done += to - from;
+                    }
+                    ok
+                }
+            };
+            if !ok {
+                return done;
+            }
+        }
     }
 
     /// Bytes of address space held.
     pub(crate) fn bytes(&self) -> usize {
         self.inner.lock().regions.iter().map(|r| r.1).sum()
+    }
+}
+
+/// How much a populator does between two looks at the arena.
+const POPULATE_STEP: usize = HUGE;
+
+/// Work for a populator, decided under the lock and done outside it.
+enum Job {
+    /// Map the next region ahead, of this size.
+    Map(usize),
+    /// Fault in `from..to` (addresses).
+    Populate { from: usize, to: usize },
+}
+
+/// What the populator should do next, if anything.
+fn next_job(a: &mut Inner) -> Option<Job> {
+    if a.busy {
+        return None;
+    }
+    // Every address below is page-aligned (madvise wants whole pages):
+    // regions are aligned to huge pages and their sizes are multiples of
+    // them, and ends are rounded up to a page inside the region.
+    if let Some((from, to)) = a.behind.pop() {
+        let stop = to.min(from + POPULATE_STEP);
+        if stop < to {
+            a.behind.push((stop, to));
+        }
+        return Some(Job::Populate { from, to: stop });
+    }
+    let ahead = (a.handed / 8).clamp(2 << 20, 32 << 20);
+    let next = a.next.addr().get();
+    let end = next + a.left;
+    let want = next.saturating_add(ahead);
+    // From the populated end on: what was handed out but not touched yet
+    // (an index made before any population) is faulted in too.
+    let from = a.populated;
+    if a.left > 0 && from < end.min(want) {
+        let to = (from + POPULATE_STEP).min(page_up(want)).min(end);
+        return Some(Job::Populate { from, to });
+    }
+    if want <= end {
+        return None;
+    }
+    // The current region runs short: the start of the next one.
+    let need = want - end;
+    match a.spare {
+        None => Some(Job::Map(a.next_size)),
+        Some((start, size, populated)) if populated < need.min(size) => {
+            let from = start.addr().get() + populated;
+            let to = start.addr().get() + (populated + POPULATE_STEP).min(page_up(need).min(size));
+            Some(Job::Populate { from, to })
+        }
+        Some(_) => None,
+    }
+}
+
+/// `x` rounded up to a multiple of the page size.
+fn page_up(x: usize) -> usize {
+    x.next_multiple_of(PAGE)
+}
+
+/// The smallest page size.
+const PAGE: usize = 4096;
+
+/// Records that `from..to` is faulted in, in whichever region it lies
+/// (the allocator may have moved on meanwhile).
+fn mark_populated(a: &mut Inner, from: usize, to: usize) {
+    let end = a.next.addr().get() + a.left;
+    let current = a.start <= from && to <= end;
+    if current && from <= a.populated && to > a.populated {
+        a.populated = to;
+        return;
+    }
+    if let Some((start, size, populated)) = &mut a.spare {
+        let s = start.addr().get();
+        if from == s + *populated && to <= s + *size {
+            *populated = to - s;
+        }
     }
 }
 
@@ -156,6 +340,47 @@ fn map_region(size: usize) -> Option<NonNull<u8>> {
         libc::madvise(start.cast(), size, libc::MADV_HUGEPAGE);
     }
     NonNull::new(start)
+}
+
+/// Whether this build can populate memory ahead (not under Miri or the
+/// model checker, whose regions come from the allocator).
+const CAN_POPULATE: bool = cfg!(all(target_os = "linux", not(loom), not(miri)));
+
+/// Kernels without `MADV_POPULATE_WRITE` (before 5.14) say so once; the
+/// arena then stops trying.
+#[cfg(all(target_os = "linux", not(loom), not(miri)))]
+static NO_POPULATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Faults in `len` bytes at address `from`, inside a region of an arena
+/// the caller holds. False if the kernel cannot (or ran out of memory).
+#[cfg(all(target_os = "linux", not(loom), not(miri)))]
+fn populate(from: usize, len: usize) -> bool {
+    use std::sync::atomic::Ordering::Relaxed;
+    if NO_POPULATE.load(Relaxed) {
+        return false;
+    }
+    // SAFETY: `from..from+len` lies inside a region mapped by `map_region`
+    // and owned by an arena the caller holds a reference to, so it stays
+    // mapped for the call. MADV_POPULATE_WRITE faults the pages in as a
+    // write would, without changing any byte of their contents: memory
+    // that threads already use keeps its values, fresh memory reads as
+    // the zeroes it read before.
+    let r = unsafe {
+        libc::madvise(
+            core::ptr::without_provenance_mut(from),
+            len,
+            libc::MADV_POPULATE_WRITE,
+        )
+    };
+    if r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+        NO_POPULATE.store(true, Relaxed);
+    }
+    r == 0
+}
+
+#[cfg(not(all(target_os = "linux", not(loom), not(miri))))]
+fn populate(_from: usize, _len: usize) -> bool {
+    false
 }
 
 #[cfg(all(target_os = "linux", not(loom), not(miri)))]
@@ -213,5 +438,40 @@ mod tests {
         let big = a.alloc_zeroed(big_len, 4096);
         assert!(!big.is_null());
         assert!(a.bytes() >= big_len);
+    }
+
+    #[test]
+    fn populates_ahead_of_the_bump_pointer_and_maps_the_next_region() {
+        let a = Arena::default();
+        if !CAN_POPULATE {
+            assert_eq!(a.populate_ahead(), 0);
+            return;
+        }
+        // Before any allocation: the first region is mapped ahead and its
+        // start faulted in (2 MiB, the least it looks ahead).
+        assert_eq!(a.populate_ahead(), 2 << 20);
+        assert_eq!(a.populate_ahead(), 0, "already ahead");
+        let held = a.bytes();
+        let p = a.alloc_zeroed(4096, 64);
+        assert!(!p.is_null());
+        assert_eq!(a.bytes(), held, "the spare region was used, not a new one");
+        // Ahead of the pointer again: a page more, at the end of the 2 MiB
+        // region, and then the start of a region after it.
+        let more = a.populate_ahead();
+        assert!(more >= 4096, "{more}");
+        assert!(a.bytes() > held, "the next region was mapped ahead");
+        // What is handed out is still zeroed and writable, across the
+        // region boundary.
+        for _ in 0..3 {
+            let q = a.alloc_zeroed(1 << 20, 4096);
+            assert!(!q.is_null());
+            // SAFETY: `q..q+1 MiB` was just handed out.
+            let s = unsafe { core::slice::from_raw_parts_mut(q, 1 << 20) };
+            assert!(s.iter().all(|&b| b == 0));
+            s.fill(0x55);
+            a.populate_ahead();
+        }
+        let inner = a.inner.lock();
+        assert!(inner.populated >= inner.next.addr().get().min(inner.start + (2 << 20)));
     }
 }

@@ -93,6 +93,22 @@ pub fn pin() -> Guard {
 }
 
 impl Guard {
+    /// Moves the guard to the current epoch, as if dropped and pinned
+    /// again: references read under it before are no longer valid (the
+    /// borrow checker sees to that: it takes `&mut self`), and memory
+    /// retired before can be freed. For a guard held across many calls
+    /// (a per-thread handle), now and then.
+    pub fn repin(&mut self) {
+        #[cfg(not(loom))]
+        self.inner.repin();
+        #[cfg(loom)]
+        {
+            let old = self.epoch;
+            self.epoch = model::pin();
+            model::unpin(old);
+        }
+    }
+
     /// Hands this thread's deferred frees to the collector and lets it
     /// advance the epoch if it can, so that memory retired so far becomes
     /// reusable sooner (after many removals in one pinned batch, e.g. an

@@ -312,6 +312,17 @@ impl<R: Record> Table<R> {
         ok
     }
 
+    /// Faults in the memory the table's next allocations will take (slot
+    /// chunks, a grown index), without holding any lock meanwhile; for a
+    /// background thread, called again and again (when it returns 0 the
+    /// memory ahead is there already: wait a little). Returns the bytes
+    /// faulted in. With it, the packet path finds fresh memory already
+    /// zeroed instead of taking the kernel's page faults under a shard's
+    /// lock. See the arena's documentation.
+    pub fn populate_ahead(&self) -> usize {
+        self.arena.populate_ahead()
+    }
+
     /// The longest probe sequence a lookup can take in any shard's index,
     /// in buckets (see the index's overflow counts): how well the keyed
     /// hash spreads the keys present. A full scan of every index.

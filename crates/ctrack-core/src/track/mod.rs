@@ -17,6 +17,7 @@
 mod config;
 mod expiry;
 mod flush;
+mod handle;
 mod inspect;
 mod judge;
 mod open;
@@ -35,5 +36,6 @@ pub use config::{
     Config, DEFAULT_MAX_CONNS, EARLY_DROP_BUCKETS, EARLY_DROP_SCAN, EARLY_DROP_SHARDS, SMALL_SHARD,
 };
 pub use expiry::Sweep;
+pub use handle::{Handle, REPIN_EVERY};
 pub use pipeline::{Out, Outputs, Pipeline};
 pub use tracker::Tracker;

@@ -149,7 +149,7 @@ impl Tracker {
         }
     }
 
-    /// One packet on its own, with a fresh pin and counters.
+    /// One packet on its own, with a fresh pin.
     fn single(
         &self,
         frame: &[u8],
@@ -166,8 +166,21 @@ impl Tracker {
             now,
             stats,
         };
+        self.single_in(&mut cx, frame, link, layers)
+    }
+
+    /// One packet on its own, under the pin of `cx` (fresh, or a
+    /// [`Handle`](super::Handle)'s).
+    #[inline]
+    pub(super) fn single_in<'g>(
+        &'g self,
+        cx: &mut Call<'g>,
+        frame: &[u8],
+        link: LinkType,
+        layers: Option<&Frame>,
+    ) -> Verdict {
         let mut v = Verdict::default();
-        self.one(&mut cx, frame, link, layers, &mut Cache::default(), &mut v);
+        self.one(cx, frame, link, layers, &mut Cache::default(), &mut v);
         v
     }
 

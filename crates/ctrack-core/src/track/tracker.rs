@@ -120,6 +120,20 @@ impl Tracker {
         t
     }
 
+    /// Faults in the memory the table's next connections will take (their
+    /// records, a grown index), so that the packet path finds it already
+    /// zeroed by the kernel instead of taking page faults under a shard's
+    /// lock; no lock is held while the kernel works. For a background
+    /// thread, called again and again: it returns the bytes faulted in,
+    /// and 0 when the memory ahead is there already (then wait a
+    /// millisecond or so). It stays a few megabytes ahead (an eighth of
+    /// what the table holds, 2 to 32 MiB). Where the system cannot do it
+    /// (before Linux 5.14), it does nothing. The alternative for a known
+    /// limit is [`Config::prefault`](crate::Config::prefault), at start.
+    pub fn populate_ahead(&self) -> usize {
+        self.v4.populate_ahead() + self.v6.populate_ahead()
+    }
+
     /// Sends connection events (NEW, UPDATE, DESTROY) to `sink`, or stops
     /// sending them (`None`). See [`crate::conn::event`] for when each
     /// comes and what a sink must not do (block, or call into the tracker).

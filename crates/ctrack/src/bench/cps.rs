@@ -66,6 +66,10 @@ pub struct CpsArgs {
     /// zeroing of fresh pages.
     #[arg(long)]
     pub prefault: bool,
+    /// Fault in the table's memory from a background thread, ahead of the
+    /// packet path (`Tracker::populate_ahead`, as `ctrack run` does).
+    #[arg(long, conflicts_with = "prefault")]
+    pub populate: bool,
 }
 
 /// Per-batch latency, in nanoseconds.
@@ -229,22 +233,35 @@ fn run_once(a: &CpsArgs) -> Result<(Phase, Phase)> {
     let action = CtAction::commit(0);
     let base = Time::from_secs(1);
 
+    super::with_populator(&tracker, a.populate, || {
+        phases(a, &tracker, &action, base, steady_conns)
+    })
+}
+
+/// The fill, then the steady phase.
+fn phases(
+    a: &CpsArgs,
+    tracker: &Tracker,
+    action: &CtAction,
+    base: Time,
+    steady_conns: u64,
+) -> Result<(Phase, Phase)> {
     // Fill.
-    let fill = phase(a, &tracker, a.conns, 0, |_, _| base, false, &action)?;
+    let fill = phase(a, tracker, a.conns, 0, |_, _| base, false, action)?;
     // Steady: connection c is created at virtual time
     // base + (conns + c) * LIFETIME / conns, so that those created more
     // than `conns` creations ago have expired.
     let conns = a.conns;
     let steady = phase(
         a,
-        &tracker,
+        tracker,
         steady_conns,
         a.conns,
         move |created_before: u64, _| {
             base + ctrack_core::Millis((conns + created_before) * LIFETIME_MS / conns)
         },
         true,
-        &action,
+        action,
     )?;
     Ok((fill, steady))
 }

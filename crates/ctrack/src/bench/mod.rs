@@ -172,6 +172,29 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
 /// # Panics
 ///
 /// If `values` is empty.
+/// Runs `f` while a background thread faults in `tracker`'s memory ahead
+/// of it ([`Tracker::populate_ahead`], as `ctrack run` does), or runs it
+/// alone when `on` is false.
+pub(crate) fn with_populator<R>(tracker: &Tracker, on: bool, f: impl FnOnce() -> R) -> R {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    if !on {
+        return f();
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Relaxed) {
+                if tracker.populate_ahead() == 0 {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+        });
+        let r = f();
+        stop.store(true, Relaxed);
+        r
+    })
+}
+
 pub(crate) fn median<T: Copy + PartialOrd>(values: &[T]) -> T {
     let mut v = values.to_vec();
     v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));

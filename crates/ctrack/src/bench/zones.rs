@@ -38,6 +38,10 @@ pub struct ZonesArgs {
     /// arguments and report ratios.
     #[arg(long)]
     pub ovstest: Option<PathBuf>,
+    /// Fault in the table's memory from a background thread, ahead of the
+    /// packet path (`Tracker::populate_ahead`, as `ctrack run` does).
+    #[arg(long)]
+    pub populate: bool,
 }
 
 /// The most connections in all zones: the tracker's default limit.
@@ -134,7 +138,9 @@ impl Workload {
         }
     }
 
-    /// Sends every frame once in `zone`, committing or not.
+    /// Sends every frame once in `zone`, committing or not: one packet
+    /// per call, as `ovstest` calls `conntrack_execute`, through a
+    /// per-thread handle (the tracker's interface for such callers).
     fn run_zone(&self, zone: u16, commit: bool) {
         let action = CtAction {
             zone,
@@ -142,8 +148,9 @@ impl Workload {
             ..CtAction::default()
         };
         let mut stats = Stats::default();
+        let mut handle = self.tracker.handle();
         for f in &self.frames {
-            std::hint::black_box(self.tracker.process(
+            std::hint::black_box(handle.process(
                 f,
                 LinkType::Ethernet,
                 &action,
@@ -211,8 +218,9 @@ pub(crate) fn run(a: &ZonesArgs, json: bool, out: &mut dyn Write) -> Result<()> 
         bail!(e);
     }
     let w = Workload::new(a.n_conns);
-    let insert = w.fill(a.n_zones);
-    let (samples, run_time) = w.iterate(a.iterations);
+    let (insert, (samples, run_time)) = super::with_populator(&w.tracker, a.populate, || {
+        (w.fill(a.n_zones), w.iterate(a.iterations))
+    });
     let ovs = match &a.ovstest {
         Some(p) => Some(ovs::zones(p, a.n_conns, a.n_zones, a.iterations)?),
         None => None,
