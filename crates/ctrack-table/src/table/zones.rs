@@ -2,6 +2,7 @@
 //! listing or flushing an instance walks that instance alone.
 
 use crate::epoch::Guard;
+use crate::prefetch::prefetch_lines;
 use crate::shard::rec;
 use crate::{Context, Record, Removal};
 
@@ -28,22 +29,36 @@ impl<R: Record> Table<R> {
             // Walk the list; records whose alias shard is busy stay in it
             // and are finished below with both shards locked in order.
             let mut s = inner.zones.get(&instance).map_or(0, |l| l.head);
-            while s != 0 {
-                if removed + deferred.len() >= budget {
-                    more = true;
-                    break;
+            // A walk of a linked list is a chain of cache misses, and each
+            // record's removal misses again on its index buckets. So the
+            // walk runs one record ahead of the removals: while record
+            // `s` is looked at (fetched the round before), the record
+            // after it and the index buckets of `s` are fetched, and the
+            // record before it, whose buckets came meanwhile, is removed.
+            let mut ready = 0;
+            while s != 0 || ready != 0 {
+                let next = if s != 0 {
+                    self.prefetch_removal(ctx, guard, shard, s)
+                } else {
+                    0
+                };
+                if ready != 0 {
+                    if removed + deferred.len() >= budget {
+                        more = true;
+                        break;
+                    }
+                    let r = rec(&sh.slab, ready);
+                    let id = RecordId::new(shard, ready);
+                    let alias = ctx.hashes(r, guard).secondary.map(|h| self.shard_of(h));
+                    let done = self.with_alias_locked(shard, &mut inner, alias, |home, alias| {
+                        self.kill_and_unlink(ctx, guard, id, r, home, alias, Removal::Flushed);
+                    });
+                    match done {
+                        Some(()) => removed += 1,
+                        None => deferred.push(id),
+                    }
                 }
-                let next = sh.zone_next(s);
-                let r = rec(&sh.slab, s);
-                let id = RecordId::new(shard, s);
-                let alias = ctx.hashes(r, guard).secondary.map(|h| self.shard_of(h));
-                let done = self.with_alias_locked(shard, &mut inner, alias, |home, alias| {
-                    self.kill_and_unlink(ctx, guard, id, r, home, alias, Removal::Flushed);
-                });
-                match done {
-                    Some(()) => removed += 1,
-                    None => deferred.push(id),
-                }
+                ready = s;
                 s = next;
             }
             sh.update_next_due(&inner);
@@ -61,6 +76,30 @@ impl<R: Record> Table<R> {
         }
         let still = sh.inner.lock().zones.contains_key(&instance);
         (removed, still)
+    }
+
+    /// Prefetches what removing record `slot` of `shard` will touch (its
+    /// index buckets) and the record after it in its zone list; returns
+    /// that record's slot (0 at the end).
+    #[inline]
+    fn prefetch_removal<C: Context<R>>(
+        &self,
+        ctx: &C,
+        guard: &Guard,
+        shard: usize,
+        slot: u32,
+    ) -> u32 {
+        let sh = &self.shards[shard];
+        let next = sh.zone_next(slot);
+        if next != 0 {
+            prefetch_lines(sh.slab.addr(next));
+        }
+        let hashes = ctx.hashes(rec(&sh.slab, slot), guard);
+        crate::prefetch(self.index(shard, guard).bucket_addr(hashes.primary));
+        if let Some(sec) = hashes.secondary {
+            self.prefetch(guard, sec);
+        }
+        next
     }
 
     /// Removes every record (all zone instances), shard by shard.
