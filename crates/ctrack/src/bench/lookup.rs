@@ -47,6 +47,24 @@ pub struct LookupArgs {
     #[arg(long, default_value_t = ctrack_core::MAX_SHARDS,
           value_parser = power_of_two(ctrack_core::MAX_SHARDS))]
     pub shards: usize,
+    /// How packets are handed to the tracker: `burst` (32 per call,
+    /// `Tracker::process_batch`, prefetching), or one per call, through
+    /// a per-thread `handle` (`Tracker::handle`) or `process` (a fresh
+    /// epoch pin per call).
+    #[arg(long, value_enum, default_value_t = Calls::Burst)]
+    pub calls: Calls,
+}
+
+/// How `bench lookup` calls the tracker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Calls {
+    /// 32 packets per call.
+    Burst,
+    /// One per call, through a per-thread handle.
+    Handle,
+    /// One per call, `Tracker::process`.
+    Process,
 }
 
 #[derive(Debug, Serialize)]
@@ -55,6 +73,7 @@ struct LookupJson {
     threads: usize,
     conns: u64,
     zipf: Option<f64>,
+    calls: Calls,
     packets_per_thread: u64,
     runs_mpps: Vec<f64>,
     mpps: f64,
@@ -118,7 +137,7 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
     let mut runs = Vec::new();
     let mut hist = histogram();
     for _ in 0..a.runs {
-        let (secs, h, bad) = replay(&tracker, &rings, a.threads, now)?;
+        let (secs, h, bad) = replay(&tracker, &rings, a.threads, a.calls, now)?;
         if bad != 0 {
             bail!("{bad} packets were not reported established");
         }
@@ -131,6 +150,7 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
         threads: a.threads,
         conns: a.conns,
         zipf: a.zipf,
+        calls: a.calls,
         packets_per_thread: a.packets,
         runs_mpps: runs,
         mpps,
@@ -147,12 +167,17 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
     }
     writeln!(
         out,
-        "lookup: {} connections, {} thread(s), {}, batches of {BATCH}: {:.2} Mpps ({:.2} Mpps/thread, {:.1} ns/packet), runs {:?}",
+        "lookup: {} connections, {} thread(s), {}, batches of {BATCH}{}: {:.2} Mpps ({:.2} Mpps/thread, {:.1} ns/packet), runs {:?}",
         a.conns,
         a.threads,
         match a.zipf {
             Some(s) => format!("zipf {s}"),
             None => "uniform".into(),
+        },
+        match a.calls {
+            Calls::Burst => "",
+            Calls::Handle => " (one packet per call, through a handle)",
+            Calls::Process => " (one packet per call, Tracker::process)",
         },
         j.mpps,
         j.mpps_per_thread,
@@ -247,6 +272,7 @@ fn replay(
     tracker: &Tracker,
     rings: &[Vec<u8>],
     threads: usize,
+    calls: Calls,
     now: Time,
 ) -> Result<(f64, hdrhistogram::Histogram<u64>, u64)> {
     let line = StartLine::new(threads + 1);
@@ -262,6 +288,7 @@ fn replay(
             let mut stats = Stats::default();
             let mut refs: Vec<&[u8]> = Vec::with_capacity(BATCH);
             let mut bad = 0u64;
+            let mut handle = tracker.handle();
             if !line.wait() {
                 return (h, bad);
             }
@@ -272,14 +299,20 @@ fn replay(
                 refs.extend((k..end).map(|i| &ring[i * STRIDE..i * STRIDE + len]));
                 verdicts.clear();
                 let t0 = Instant::now();
-                tracker.process_batch(
-                    &refs,
-                    LinkType::Ethernet,
-                    action,
-                    now,
-                    &mut verdicts,
-                    &mut stats,
-                );
+                let link = LinkType::Ethernet;
+                match calls {
+                    Calls::Burst => {
+                        tracker.process_batch(&refs, link, action, now, &mut verdicts, &mut stats)
+                    }
+                    Calls::Handle => verdicts.extend(
+                        refs.iter()
+                            .map(|f| handle.process(f, link, action, now, &mut stats)),
+                    ),
+                    Calls::Process => verdicts.extend(
+                        refs.iter()
+                            .map(|f| tracker.process(f, link, action, now, &mut stats)),
+                    ),
+                }
                 h.record(t0.elapsed().as_nanos().max(1) as u64)
                     .expect("latency within the histogram's range");
                 bad += verdicts
