@@ -238,7 +238,10 @@ fn traffic() -> Vec<(usize, Vec<Vec<u8>>)> {
     b.push((0, first));
     // The answers, an unsolicited SYN from the server (dropped), and an
     // ACK out of nowhere.
-    let mut answers: Vec<Vec<u8>> = ports.clone().map(|p| s(seg(80, p, SYN | ACK, 9, 2))).collect();
+    let mut answers: Vec<Vec<u8>> = ports
+        .clone()
+        .map(|p| s(seg(80, p, SYN | ACK, 9, 2)))
+        .collect();
     answers.push(s(seg(81, 3000, SYN, 1, 0)));
     answers.push(s(seg(80, 4000, ACK, 5, 5)));
     answers.push(s(L4::udp(53, 5000, b"a")));
@@ -283,7 +286,10 @@ fn switches_what_the_firewall_frame_by_frame_allows() {
     let batches = traffic();
     let mut received = 0;
     for (inport, frames) in &batches {
-        r.inbox[*inport].lock().unwrap().extend(frames.iter().cloned());
+        r.inbox[*inport]
+            .lock()
+            .unwrap()
+            .extend(frames.iter().cloned());
         while !r.inbox[*inport].lock().unwrap().is_empty() {
             received += w.round();
         }

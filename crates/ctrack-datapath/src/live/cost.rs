@@ -31,7 +31,13 @@ pub enum Part {
 
 impl Part {
     /// Every part, in counter order.
-    pub const ALL: [Part; 5] = [Part::Recv, Part::Switch, Part::Firewall, Part::Send, Part::Idle];
+    pub const ALL: [Part; 5] = [
+        Part::Recv,
+        Part::Switch,
+        Part::Firewall,
+        Part::Send,
+        Part::Idle,
+    ];
 
     /// The name stats and metrics print.
     pub fn name(self) -> &'static str {

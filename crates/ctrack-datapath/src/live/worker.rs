@@ -155,7 +155,9 @@ impl Worker {
         }
         st.cost.total_ns = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         if let Some(slot) = self.shared.workers.get(self.me) {
-            slot.lock().unwrap_or_else(|e| e.into_inner()).clone_from(st);
+            slot.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone_from(st);
         }
     }
 }
