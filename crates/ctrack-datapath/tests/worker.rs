@@ -371,6 +371,8 @@ fn cost_reaches_stats_and_metrics() {
     let text = request(&sock, &["stats"]).unwrap();
     assert!(text.contains("cost: 100 packets in "), "{text}");
     assert!(text.contains(" firewall "), "{text}");
+    // Rounded figures, no float noise (26.900000000000002).
+    assert!(!text.contains("0000000"), "{text}");
     let m = ctrack_datapath::metrics::render(&r.shared);
     assert!(
         m.contains("ctrack_worker_nanoseconds_total{part=\"firewall\"}"),

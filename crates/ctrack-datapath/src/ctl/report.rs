@@ -124,9 +124,10 @@ pub(crate) fn stats_json(ctx: &Ctx) -> Value {
     })
 }
 
-/// Rounded to a tenth (nanoseconds per packet) or a thousandth (shares).
-fn round(x: f64, unit: f64) -> f64 {
-    (x / unit).round() * unit
+/// Rounded to `1 / per` (10: a tenth, for nanoseconds per packet; 1000:
+/// a thousandth, for shares), printed without float noise.
+fn round(x: f64, per: f64) -> f64 {
+    (x * per).round() / per
 }
 
 /// The workers' time by part (summed over workers, as CPU time): total
@@ -140,12 +141,12 @@ pub(crate) fn cost_json(c: &CostStats) -> Value {
     for (name, v) in parts.chain([("other", c.other_ns())]) {
         ns.insert(name.into(), v.into());
         if name != "idle" {
-            per.insert(name.into(), round(c.per_packet(v), 0.1).into());
+            per.insert(name.into(), round(c.per_packet(v), 10.0).into());
         }
-        share.insert(name.into(), round(c.share(v), 0.001).into());
+        share.insert(name.into(), round(c.share(v), 1000.0).into());
     }
     ns.insert("total".into(), c.total_ns.into());
-    per.insert("busy".into(), round(c.per_packet(c.busy_ns()), 0.1).into());
+    per.insert("busy".into(), round(c.per_packet(c.busy_ns()), 10.0).into());
     let per_round = if c.rounds == 0 {
         0.0
     } else {
@@ -154,7 +155,7 @@ pub(crate) fn cost_json(c: &CostStats) -> Value {
     json!({
         "packets": c.packets,
         "rounds": c.rounds,
-        "packets_per_round": round(per_round, 0.1),
+        "packets_per_round": round(per_round, 10.0),
         "ns": ns,
         "ns_per_packet": per,
         "share": share,
