@@ -88,7 +88,14 @@ gets plain frames with real checksums. IPv6 is off in every namespace.
 
 Output: a table (medians; [N%] the forwarder cores' busy share; ratios
 of every ctrack row to every OVS row and to the kernel) and, with --json,
-every run. Exit status 0; 1 if a forwarder failed (the others are still
+every run. Under the table, for each row's median UDP run: the forwarder
+cores' time split from /proc/stat (user, system, softirq, irq, steal,
+idle; the veth receive work of threaded NAPI shows as system) and their
+busy nanoseconds per delivered packet; for ctrack rows also the workers'
+own accounting (`ctrack ctl stats --format json`, `cost`, read just before
+and after each measuring window): nanoseconds per received packet in
+recv, switch, firewall, send and other, their sum (busy), and the
+workers' idle share. Every run prints the same under its line. Exit status 0; 1 if a forwarder failed (the others are still
 measured); 2 for missing prerequisites (with the apt-get line to run).
 Needs root, Python >= 3.9, iproute2, ethtool, util-linux (taskset),
 nftables, netsniff-ng (trafgen), iputils-ping, openvswitch-switch,
@@ -239,6 +246,87 @@ def busy_share(before, after):
     return round(db / dt, 3) if dt > 0 else None
 
 
+# /proc/stat's first eight fields, and how the split names them.
+STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+SPLIT = {"user": ("user", "nice"), "system": ("system",), "softirq": ("softirq",),
+         "irq": ("irq",), "steal": ("steal",), "idle": ("idle", "iowait")}
+
+
+def cpu_fields(cpus):
+    """/proc/stat's jiffies of CPUs `cpus`, summed, by field."""
+    out = dict.fromkeys(STAT_FIELDS, 0)
+    with open("/proc/stat") as f:
+        for line in f:
+            w = line.split()
+            if w[0].startswith("cpu") and w[0][3:].isdigit() and int(w[0][3:]) in cpus:
+                for k, v in zip(STAT_FIELDS, w[1:9]):
+                    out[k] += int(v)
+    return out
+
+
+def cpu_split(before, after):
+    """Shares of the CPUs' time between two cpu_fields: user, system,
+    softirq, irq, steal, idle."""
+    d = {k: after[k] - before[k] for k in STAT_FIELDS}
+    total = sum(d.values())
+    if total <= 0:
+        return None
+    return {name: round(sum(d[k] for k in keys) / total, 3) for name, keys in SPLIT.items()}
+
+
+def cost_delta(a, b):
+    """ctrack's cost figures (`ctl stats`' `cost`) between two snapshots:
+    nanoseconds per packet by part, and shares of the workers' wall time."""
+    if not a or not b:
+        return None
+    try:
+        packets = b["packets"] - a["packets"]
+        rounds = b["rounds"] - a["rounds"]
+        ns = {k: b["ns"][k] - a["ns"].get(k, 0) for k in b["ns"]}
+        wall = ns["total"]
+        per = {}
+        if packets > 0:
+            per = {k: round(ns[k] / packets, 1)
+                   for k in ("recv", "switch", "firewall", "send", "other")}
+            per["busy"] = round((wall - ns["idle"]) / packets, 1)
+        share = ({k: round(ns[k] / wall, 3)
+                  for k in ("recv", "switch", "firewall", "send", "other", "idle")}
+                 if wall > 0 else {})
+    except (KeyError, TypeError):
+        return None
+    return {"packets": packets, "rounds": rounds,
+            "packets_per_round": round(packets / rounds, 1) if rounds > 0 else None,
+            "ns_per_packet": per, "share": share, "ns": ns}
+
+
+def fmt_split(split, cpus, pps):
+    """CPU 1: user 30%, system 50%, ...; per forwarded packet."""
+    if not split:
+        return None
+    text = f"CPU {fmt_cpus(cpus)}: " + ", ".join(
+        f"{k} {pct(split[k])}" for k in ("user", "system", "softirq", "irq", "steal", "idle")
+        if split.get(k) or k in ("user", "system", "softirq", "idle"))
+    if pps:
+        busy_ns = (1 - split["idle"]) * len(cpus) * 1e9 / pps
+        text += f"; {busy_ns:,.0f} ns of busy CPU per delivered packet"
+    return text
+
+
+def fmt_cost(cost):
+    """ctrack ns/packet: recv ..., then the workers' idle share."""
+    if not cost or not cost.get("ns_per_packet"):
+        return None
+    per = cost["ns_per_packet"]
+    text = "ctrack ns per received packet: " + ", ".join(
+        f"{k} {per[k]:,.0f}" for k in ("recv", "switch", "firewall", "send", "other"))
+    text += f" = busy {per['busy']:,.0f}"
+    if cost.get("share"):
+        text += f"; workers idle {pct(cost['share']['idle'])}"
+    if cost.get("packets_per_round"):
+        text += f"; {cost['packets_per_round']} packets a round"
+    return text
+
+
 # ---------------------------------------------------------------- the network
 
 
@@ -256,6 +344,7 @@ class Topology:
         self.gen_cpu, self.fwd_cpus = gen_cpu, fwd_cpus
         self.work = work
         self.procs = {}
+        self.forwarder = None  # set by bench_forwarder
         self.created = []
 
     def ex(self, ns, *cmd, check=True):
@@ -611,6 +700,19 @@ action = "allow-related"
         return {"stats": self.ctl(topo, "stats").stdout.strip(),
                 "count": self.ctl(topo, "count").stdout.strip()}
 
+    def cost(self, topo):
+        """The workers' time accounting now (`ctl stats --format json`,
+        its `cost`), asked from the generator's CPU so as not to take the
+        forwarder's; None if it cannot be read."""
+        r = topo.ex(topo.f, "taskset", "-c", str(topo.gen_cpu), self.path, "ctl", "--ctl",
+                    self.sock, "stats", "--format", "json", check=False)
+        if r.returncode != 0:
+            return None
+        try:
+            return json.loads(r.stdout)["cost"]
+        except (ValueError, KeyError):
+            return None
+
     def where(self, topo):
         return f"ctrack pinned to CPU {fmt_cpus(topo.fwd_cpus)}; veth receive there too (RPS)"
 
@@ -666,12 +768,23 @@ def start_trafgen(topo, args, rate=None):
 
 
 def window(topo, seconds, sample):
-    """Samples before and after `seconds`: sample() and the cores' jiffies."""
+    """Samples before and after `seconds`: sample(), the cores' jiffies,
+    the forwarder cores' split (user, system, softirq...) and, for ctrack,
+    its cost figures (read just outside the window)."""
     fwd, gen = topo.fwd_cpus, [topo.gen_cpu]
-    b0, g0, s0, t0 = cpu_busy(fwd), cpu_busy(gen), sample(), time.monotonic()
+    cost = getattr(topo.forwarder, "cost", None)
+    k0 = cost(topo) if cost else None
+    b0, g0, f0 = cpu_busy(fwd), cpu_busy(gen), cpu_fields(fwd)
+    s0, t0 = sample(), time.monotonic()
     time.sleep(seconds)
-    b1, g1, s1, t1 = cpu_busy(fwd), cpu_busy(gen), sample(), time.monotonic()
-    return s0, s1, t1 - t0, {"fwd_busy": busy_share(b0, b1), "gen_busy": busy_share(g0, g1)}
+    b1, g1, f1 = cpu_busy(fwd), cpu_busy(gen), cpu_fields(fwd)
+    s1, t1 = sample(), time.monotonic()
+    k1 = cost(topo) if cost else None
+    cpu = {"fwd_busy": busy_share(b0, b1), "gen_busy": busy_share(g0, g1),
+           "fwd_split": cpu_split(f0, f1)}
+    if cost:
+        cpu["cost"] = cost_delta(k0, k1)
+    return s0, s1, t1 - t0, cpu
 
 
 def udp_level(topo, args, rate, warmup, seconds):
@@ -706,7 +819,8 @@ def measure_udp(topo, args):
     best = max(points, key=lambda p: p["pps"])
     return {"pps": best["pps"], "offered_pps": best["offered_pps"], "at_max_load_pps": full["pps"],
             "max_offered_pps": full["offered_pps"], "fwd_busy": best["fwd_busy"],
-            "gen_busy": best["gen_busy"], "levels": points}
+            "gen_busy": best["gen_busy"], "fwd_split": best["fwd_split"],
+            "cost": best.get("cost"), "levels": points}
 
 
 def measure_tcp(topo, args):
@@ -773,6 +887,7 @@ def bench_forwarder(fwd, args, tag, root):
     """Set up, warm up, measure --runs of each figure, tear down."""
     work = tempfile.mkdtemp(prefix=f"{fwd.name}-", dir=root)
     topo = Topology(tag, fwd.direct, args.gen_cpu, args.fwd_cpus, work, args.fwd_rx)
+    topo.forwarder = fwd
     ACTIVE.append((topo, fwd))
     res = {"name": fwd.name, "label": fwd.label, "runs": {f: [] for f in args.figures}}
     print(f"== {fwd.label}", file=sys.stderr, flush=True)
@@ -800,6 +915,11 @@ def bench_forwarder(fwd, args, tag, root):
                 print(f"   {fig} run {i + 1}: {fmt_value(fig, r[key])}  (forwarder cores busy "
                       f"{pct(r['fwd_busy'])}, generator core {pct(r['gen_busy'])})",
                       file=sys.stderr, flush=True)
+                pps = r[key] if fig == "udp" else None
+                for line in (fmt_split(r.get("fwd_split"), args.fwd_cpus, pps),
+                             fmt_cost(r.get("cost"))):
+                    if line:
+                        print(f"      {line}", file=sys.stderr, flush=True)
                 time.sleep(0.5)
         res["counters"] = fwd.counters(topo)
     except (BenchError, OSError, ValueError, KeyError) as e:
@@ -846,6 +966,12 @@ def medians(res):
             out[f"{fig}_fwd_busy"] = statistics.median(r["fwd_busy"] or 0 for r in runs)
             if fig == "udp":
                 out["udp_offered"] = statistics.median(r["offered_pps"] for r in runs)
+                # The split and the cost of the median run (the lower
+                # middle one of an even count).
+                mid = sorted(runs, key=lambda r: r[key])[(len(runs) - 1) // 2]
+                out["udp_fwd_split"] = mid.get("fwd_split")
+                out["udp_cost"] = mid.get("cost")
+                out["udp_median_run_pps"] = mid[key]
     return out
 
 
@@ -886,6 +1012,12 @@ def table(results, args):
             label = f"{name} / {peer}"
             lines.append(f"{label:<30}" + "".join(
                 f"{(f'{figs[f]:.2f}x' if figs[f] else '-'):>30}" for f in args.figures))
+    for r in results:
+        m = med[r["name"]]
+        for line in (fmt_split(m.get("udp_fwd_split"), args.fwd_cpus, m.get("udp_median_run_pps")),
+                     fmt_cost(m.get("udp_cost"))):
+            if line:
+                lines.append(f"  {r['label']}, UDP: {line}")
     for r in results:
         if r.get("where"):
             lines.append(f"  {r['label']}: {r['where']}")

@@ -23,7 +23,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::live::{Shared, SwitchDrop};
+use crate::live::{CostStats, Part, Shared, SwitchDrop};
 
 /// The largest request accepted, headers included.
 pub const MAX_REQUEST: usize = 8 * 1024;
@@ -255,6 +255,40 @@ fn ports(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
     }
 }
 
+/// The workers' time by part (see `live::cost`), summed over workers.
+fn cost(reg: &mut Registry, c: &CostStats) {
+    let rows = Part::ALL
+        .iter()
+        .map(|&p| (p.name(), c.get(p)))
+        .chain([("other", c.other_ns())])
+        .map(|(name, v)| (labels(&[("part", name.to_owned())]), v))
+        .collect();
+    counters(
+        reg,
+        "worker_nanoseconds",
+        "Workers' wall time by part: recv, switch, firewall, send, idle, other (ns).",
+        rows,
+    );
+    counter(
+        reg,
+        "worker_wall_nanoseconds",
+        "Workers' wall time since they started, summed (ns).",
+        c.total_ns,
+    );
+    counter(
+        reg,
+        "worker_packets",
+        "Frames the workers received (the per-packet cost's denominator).",
+        c.packets,
+    );
+    counter(
+        reg,
+        "worker_busy_rounds",
+        "Worker rounds that received at least one frame.",
+        c.rounds,
+    );
+}
+
 /// The exposition, now.
 pub fn render(shared: &Shared) -> String {
     let mut reg = Registry::with_prefix("ctrack");
@@ -262,6 +296,7 @@ pub fn render(shared: &Shared) -> String {
     connections(&mut reg, shared);
     firewall(&mut reg, shared, &s);
     ports(&mut reg, shared, &s);
+    cost(&mut reg, &s.cost);
     counter(
         &mut reg,
         "events_dropped",

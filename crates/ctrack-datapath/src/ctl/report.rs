@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::args::{self, FORMAT, Format};
 use super::ctx::{Ctx, lock};
-use crate::live::{SwitchDrop, WorkerStats};
+use crate::live::{CostStats, Part, SwitchDrop, WorkerStats};
 
 /// The stages, in counter order.
 pub(crate) const STAGES: [Stage; 5] = [
@@ -119,8 +119,67 @@ pub(crate) fn stats_json(ctx: &Ctx) -> Value {
             "dropped": hub.dropped(),
         },
         "bursts": s.bursts,
+        "cost": cost_json(&s.cost),
         "ctl_clients": ctx.clients(),
     })
+}
+
+/// Rounded to `1 / per` (10: a tenth, for nanoseconds per packet; 1000:
+/// a thousandth, for shares), printed without float noise.
+fn round(x: f64, per: f64) -> f64 {
+    (x * per).round() / per
+}
+
+/// The workers' time by part (summed over workers, as CPU time): total
+/// nanoseconds, nanoseconds per packet received, and shares of the wall
+/// time.
+pub(crate) fn cost_json(c: &CostStats) -> Value {
+    let mut ns = serde_json::Map::new();
+    let mut per = serde_json::Map::new();
+    let mut share = serde_json::Map::new();
+    let parts = Part::ALL.iter().map(|&p| (p.name(), c.get(p)));
+    for (name, v) in parts.chain([("other", c.other_ns())]) {
+        ns.insert(name.into(), v.into());
+        if name != "idle" {
+            per.insert(name.into(), round(c.per_packet(v), 10.0).into());
+        }
+        share.insert(name.into(), round(c.share(v), 1000.0).into());
+    }
+    ns.insert("total".into(), c.total_ns.into());
+    per.insert("busy".into(), round(c.per_packet(c.busy_ns()), 10.0).into());
+    let per_round = if c.rounds == 0 {
+        0.0
+    } else {
+        c.packets as f64 / c.rounds as f64
+    };
+    json!({
+        "packets": c.packets,
+        "rounds": c.rounds,
+        "packets_per_round": round(per_round, 10.0),
+        "ns": ns,
+        "ns_per_packet": per,
+        "share": share,
+    })
+}
+
+/// The `cost` document in two lines.
+fn cost_text(v: &Value) -> String {
+    let per = &v["ns_per_packet"];
+    let mut o = format!(
+        "cost: {} packets in {} busy rounds ({} a round); ns per packet:",
+        v["packets"], v["rounds"], v["packets_per_round"]
+    );
+    for k in ["recv", "switch", "firewall", "send", "other", "busy"] {
+        let _ = write!(o, " {k} {}", per[k]);
+    }
+    let secs = v["ns"]["total"].as_u64().unwrap_or(0) as f64 / 1e9;
+    let _ = write!(o, "\n  wall {secs:.3} s:");
+    for k in ["recv", "switch", "firewall", "send", "other", "idle"] {
+        let pct = v["share"][k].as_f64().unwrap_or(0.0) * 100.0;
+        let _ = write!(o, " {k} {pct:.1}%");
+    }
+    o.push('\n');
+    o
 }
 
 fn kv_line(out: &mut String, title: &str, v: &Value) {
@@ -168,6 +227,7 @@ pub(crate) fn stats(ctx: &Ctx, rest: &[String]) -> Result<String, String> {
     kv_line(&mut o, "tracker", &v["tracker"]);
     kv_line(&mut o, "fragments", &v["fragments"]);
     kv_line(&mut o, "events", &v["events"]);
+    o.push_str(&cost_text(&v["cost"]));
     let _ = writeln!(o, "policy generation {}:", v["policy"]["generation"]);
     o.push_str(&counters_text(&v["policy"]));
     o.push_str("ports:\n");

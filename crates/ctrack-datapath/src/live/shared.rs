@@ -11,6 +11,7 @@ use ctrack_policy::model::Policy;
 
 use crate::events::EventHub;
 use crate::io::{IoKind, PortStats};
+use crate::live::cost::CostStats;
 use crate::live::switch::MacTable;
 
 /// One datapath port: a policy port bound to an interface.
@@ -98,8 +99,10 @@ pub struct WorkerStats {
     pub switch: SwitchStats,
     /// Per port (in [`Shared::ports`] order).
     pub ports: Vec<PortStats>,
-    /// Bursts run, and frames in them.
+    /// Bursts run (one per port that had frames in a round).
     pub bursts: u64,
+    /// Where the worker's time went (zero for the housekeeping slot).
+    pub cost: CostStats,
 }
 
 impl WorkerStats {
@@ -114,6 +117,7 @@ impl WorkerStats {
             a.merge(b);
         }
         self.bursts += o.bursts;
+        self.cost.merge(&o.cost);
     }
 }
 

@@ -100,18 +100,24 @@ impl MacTable {
     }
 }
 
+/// The worker's maps hash with foldhash (randomly seeded per process):
+/// two lookups a packet, where SipHash costs several times more. Their
+/// keys are the policy's addresses or a bounded cache (cleared when
+/// full), so a hostile sender cannot grow them.
+type FastMap<V> = HashMap<u64, V, foldhash::fast::RandomState>;
+
 /// One worker's view of the switch.
 #[derive(Debug, Default)]
 pub struct SwitchView {
     /// The policy generation `owner` was built for.
     generation: u32,
     /// Policy address → datapath port.
-    owner: HashMap<u64, u16>,
+    owner: FastMap<u16>,
     /// Learned addresses seen lately (valid while `version` holds).
-    cache: HashMap<u64, u16>,
+    cache: FastMap<u16>,
     version: u64,
     /// When each cached source address was last refreshed in the table.
-    refreshed: HashMap<u64, Time>,
+    refreshed: FastMap<Time>,
 }
 
 /// What the switch says of an arriving frame's source.

@@ -1,18 +1,35 @@
 //! A worker: its own handle on every port, a loop that receives a burst,
 //! runs it through the firewall (reassembly, policy, tracker, translation,
 //! gateways), switches what passes and sends it, a batch per port.
+//!
+//! The frames of a burst that are not IP fragments go through the
+//! firewall's burst path ([`Firewall::process_burst`]: one tracker lookup
+//! for the whole burst, with prefetching), the others (fragments, tagged
+//! frames) one by one through [`Firewall::process`], which reassembles;
+//! both give the same decisions, and the frames are judged and routed in
+//! the order they came. The time each part takes is measured per burst
+//! ([`super::cost`]).
+//!
+//! [`Firewall::process_burst`]: ctrack_policy::firewall::Firewall::process_burst
+//! [`Firewall::process`]: ctrack_policy::firewall::Firewall::process
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ctrack_policy::firewall::{Action, FwOut, FwOutputs};
+use ctrack_core::Time;
+use ctrack_policy::firewall::{Action, BurstOut, Decision, FwOutputs};
 
+use super::cost::{Lap, Part, RoundCost};
 use super::shared::{Shared, SwitchDrop, Tag, WorkerStats};
 use super::switch::{Dest, Source, SwitchView};
 use crate::io::{self, Pool, Port};
 
 /// Frames taken from one port per round.
 pub const BURST: usize = 32;
+
+/// The most frames handed to a port's `send` at once (a port's queue is
+/// at most a burst from every other port, and the answers to its own).
+const SEND_BATCH: usize = 4 * BURST;
 
 /// How long an idle worker sleeps in `poll` before it looks at its flags.
 const IDLE_WAIT: Duration = Duration::from_millis(20);
@@ -26,9 +43,24 @@ pub struct Worker {
     shared: Arc<Shared>,
     me: usize,
     ports: Vec<Box<dyn Port>>,
-    pool: Pool,
+    /// The burst being handled.
     rx: Vec<Vec<u8>>,
+    lane: Lane,
+    started: Instant,
+}
+
+/// What the packet path changes besides the ports and the burst: kept
+/// apart from them so that a burst borrows each on its own.
+#[derive(Debug)]
+struct Lane {
+    pool: Pool,
     outs: FwOutputs<Tag>,
+    /// The burst path's decisions, one per frame of a run.
+    decisions: Vec<Decision>,
+    /// The burst path's reject answers: (frame index in the run, answer).
+    replies: Vec<(usize, Vec<u8>)>,
+    /// Per frame of the burst: whether it may take the burst path.
+    whole: Vec<bool>,
     /// Frames to send, per port.
     tx: Vec<Vec<Vec<u8>>>,
     view: SwitchView,
@@ -43,15 +75,21 @@ impl Worker {
             shared,
             me,
             ports,
-            pool: Pool::default(),
             rx: Vec::with_capacity(BURST),
-            outs: FwOutputs::default(),
-            tx: (0..n).map(|_| Vec::with_capacity(BURST)).collect(),
-            view: SwitchView::default(),
-            stats: WorkerStats {
-                ports: vec![Default::default(); n],
-                ..WorkerStats::default()
+            lane: Lane {
+                pool: Pool::default(),
+                outs: FwOutputs::default(),
+                decisions: Vec::with_capacity(BURST),
+                replies: Vec::new(),
+                whole: Vec::with_capacity(BURST),
+                tx: (0..n).map(|_| Vec::with_capacity(BURST)).collect(),
+                view: SwitchView::default(),
+                stats: WorkerStats {
+                    ports: vec![Default::default(); n],
+                    ..WorkerStats::default()
+                },
             },
+            started: Instant::now(),
         }
     }
 
@@ -66,8 +104,12 @@ impl Worker {
                 self.publish();
                 published = Instant::now();
             }
-            if got == 0 && io::wait(&fds, IDLE_WAIT).is_err() {
-                std::thread::sleep(IDLE_WAIT);
+            if got == 0 {
+                let mut lap = Lap::start();
+                if io::wait(&fds, IDLE_WAIT).is_err() {
+                    std::thread::sleep(IDLE_WAIT);
+                }
+                self.lane.stats.cost.ns[Part::Idle as usize] += lap.lap();
             }
         }
         // Drain: what arrived before the stop still goes through.
@@ -81,27 +123,48 @@ impl Worker {
 
     /// One round over every port; returns how many frames came in.
     pub fn round(&mut self) -> usize {
+        let shared = &*self.shared;
+        let mut lap = Lap::start();
+        let mut cost = RoundCost::default();
+        let now = Time::from_nanos(
+            u64::try_from(lap.last().duration_since(shared.epoch).as_nanos()).unwrap_or(u64::MAX),
+        );
+        self.lane.sync(shared);
         let mut got = 0;
-        for i in 0..self.ports.len() {
-            let mut rx = std::mem::take(&mut self.rx);
-            let n = self.ports[i]
-                .recv(&mut self.pool, &mut rx, BURST)
-                .unwrap_or_default();
-            got += n;
-            if n != 0 {
-                self.burst(i as Tag, &mut rx);
+        for (i, port) in self.ports.iter_mut().enumerate() {
+            let _ = port.recv(&mut self.lane.pool, &mut self.rx, BURST);
+            cost.add(Part::Recv, lap.lap());
+            if !self.rx.is_empty() {
+                got += self.rx.len();
+                self.lane
+                    .burst(shared, i as Tag, &mut self.rx, now, &mut lap, &mut cost);
             }
-            self.rx = rx;
         }
-        self.flush();
+        self.lane.flush(&mut self.ports);
+        cost.add(Part::Send, lap.lap());
+        cost.close(got, &mut self.lane.stats.cost);
         got
     }
 
-    /// Runs the frames that came in on `port` through the firewall and
-    /// queues what passes.
-    fn burst(&mut self, port: Tag, rx: &mut Vec<Vec<u8>>) {
-        let shared = Arc::clone(&self.shared);
-        let now = shared.now();
+    /// Copies the counters where the control server reads them.
+    pub fn publish(&mut self) {
+        let st = &mut self.lane.stats;
+        st.fw.clone_from(&self.lane.outs.stats);
+        for (s, p) in st.ports.iter_mut().zip(self.ports.iter_mut()) {
+            *s = p.stats();
+        }
+        st.cost.total_ns = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        if let Some(slot) = self.shared.workers.get(self.me) {
+            slot.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone_from(st);
+        }
+    }
+}
+
+impl Lane {
+    /// Follows a policy change (once per round, not per frame).
+    fn sync(&mut self, shared: &Shared) {
         let policy = shared.fw.policy();
         self.view.sync(&policy, |name| {
             shared
@@ -110,59 +173,149 @@ impl Worker {
                 .position(|p| p.name == name)
                 .map(|i| i as Tag)
         });
-        self.stats.bursts += 1;
-        for frame in rx.drain(..) {
-            match self.view.source(&frame, port, &shared.macs, now) {
-                Source::Spoofed => {
-                    self.drop(SwitchDrop::PortSecurity, frame);
-                    continue;
-                }
-                Source::Ok { learned } => self.stats.switch.learned += u64::from(learned),
-            }
-            shared.fw.process(frame, port, now, &mut self.outs);
-        }
-        let mut outs = std::mem::take(&mut self.outs.out);
-        for o in outs.drain(..) {
-            self.route(o);
-        }
-        self.outs.out = outs;
-        self.outs.dropped.clear();
     }
 
-    /// Sends a firewall output on: the reject answer back where the packet
-    /// came from, an allowed frame to its destination.
-    fn route(&mut self, o: FwOut<Tag>) {
-        if let Some(reply) = o.reply {
-            self.stats.switch.replies += 1;
-            self.queue(o.tag, reply);
+    /// Runs the frames that came in on `port` through the firewall and
+    /// queues what passes; leaves `rx` empty.
+    fn burst(
+        &mut self,
+        shared: &Shared,
+        port: Tag,
+        rx: &mut Vec<Vec<u8>>,
+        now: Time,
+        lap: &mut Lap,
+        cost: &mut RoundCost,
+    ) {
+        self.stats.bursts += 1;
+        self.sources(shared, port, rx, now);
+        cost.add(Part::Switch, lap.lap());
+        let mut start = 0;
+        while start < rx.len() {
+            if self.whole[start] {
+                let len = self.whole[start..].iter().take_while(|&&w| w).count();
+                let run = &mut rx[start..start + len];
+                self.judge_run(shared, run, now);
+                cost.add(Part::Firewall, lap.lap());
+                self.route_run(shared, port, run);
+                start += len;
+            } else {
+                let frame = std::mem::take(&mut rx[start]);
+                shared.fw.process(frame, port, now, &mut self.outs);
+                self.outs.dropped.clear();
+                cost.add(Part::Firewall, lap.lap());
+                self.route_outs(shared);
+                start += 1;
+            }
+            cost.add(Part::Switch, lap.lap());
         }
-        if o.decision.action != Action::Allow {
-            self.pool.put(o.frame);
+        rx.clear();
+    }
+
+    /// Checks and learns every frame's source: spoofed ones are dropped
+    /// (the others close up in `rx`), and each kept frame is marked for
+    /// the burst path or not (`whole`).
+    fn sources(&mut self, shared: &Shared, port: Tag, rx: &mut Vec<Vec<u8>>, now: Time) {
+        self.whole.clear();
+        let mut kept = 0;
+        for i in 0..rx.len() {
+            match self.view.source(&rx[i], port, &shared.macs, now) {
+                Source::Spoofed => {
+                    let frame = std::mem::take(&mut rx[i]);
+                    self.drop(SwitchDrop::PortSecurity, frame);
+                }
+                Source::Ok { learned } => {
+                    self.stats.switch.learned += u64::from(learned);
+                    self.whole.push(unfragmented(&rx[i]));
+                    rx.swap(kept, i);
+                    kept += 1;
+                }
+            }
+        }
+        // What is cut is the spoofed frames' empty places.
+        rx.truncate(kept);
+    }
+
+    /// The burst path over a run of frames that are not fragments.
+    fn judge_run(&mut self, shared: &Shared, run: &mut [Vec<u8>], now: Time) {
+        self.decisions.clear();
+        self.decisions.resize(run.len(), Decision::default());
+        self.replies.clear();
+        shared.fw.process_burst(
+            run,
+            now,
+            BurstOut {
+                decisions: &mut self.decisions,
+                replies: &mut self.replies,
+                stats: &mut self.outs.stats,
+            },
+        );
+    }
+
+    /// Routes a judged run (from `port`): each frame's answer first, then
+    /// the frame, as [`Lane::route_outs`] does.
+    fn route_run(&mut self, shared: &Shared, port: Tag, run: &mut [Vec<u8>]) {
+        let mut replies = std::mem::take(&mut self.replies);
+        let mut answers = replies.drain(..).peekable();
+        for (i, slot) in run.iter_mut().enumerate() {
+            while let Some((_, reply)) = answers.next_if(|(j, _)| *j <= i) {
+                self.stats.switch.replies += 1;
+                self.queue(shared, port, reply);
+            }
+            let action = self.decisions.get(i).map_or(Action::Drop, |d| d.action);
+            self.forward(shared, port, std::mem::take(slot), action);
+        }
+        for (_, stray) in answers {
+            self.pool.put(stray);
+        }
+        self.replies = replies;
+    }
+
+    /// Routes what [`ctrack_policy::firewall::Firewall::process`] handed
+    /// back.
+    fn route_outs(&mut self, shared: &Shared) {
+        let mut outs = std::mem::take(&mut self.outs.out);
+        for o in outs.drain(..) {
+            if let Some(reply) = o.reply {
+                self.stats.switch.replies += 1;
+                self.queue(shared, o.tag, reply);
+            }
+            self.forward(shared, o.tag, o.frame, o.decision.action);
+        }
+        self.outs.out = outs;
+    }
+
+    /// Sends a frame that came in on `tag` on to its destination if
+    /// `action` allows it.
+    fn forward(&mut self, shared: &Shared, tag: Tag, frame: Vec<u8>, action: Action) {
+        if action != Action::Allow {
+            self.pool.put(frame);
             return;
         }
-        // Disjoint fields: no reference count touched per packet.
-        match self.view.dest(&o.frame, &self.shared.macs) {
-            Dest::Port(p) if p == o.tag => self.drop(SwitchDrop::Hairpin, o.frame),
+        match self.view.dest(&frame, &shared.macs) {
+            Dest::Port(p) if p == tag => self.drop(SwitchDrop::Hairpin, frame),
             Dest::Port(p) => {
                 self.stats.switch.forwarded += 1;
-                self.queue(p, o.frame);
+                self.queue(shared, p, frame);
             }
             Dest::Flood => {
                 self.stats.switch.flooded += 1;
-                let n = self.ports.len() as Tag;
-                for p in (0..n).filter(|&p| p != o.tag) {
+                let n = self.tx.len() as Tag;
+                for p in (0..n).filter(|&p| p != tag) {
                     let mut copy = self.pool.get();
-                    copy.extend_from_slice(&o.frame);
-                    self.queue(p, copy);
+                    copy.extend_from_slice(&frame);
+                    self.queue(shared, p, copy);
                 }
-                self.pool.put(o.frame);
+                self.pool.put(frame);
             }
         }
     }
 
     /// Queues `frame` for `port` if it fits the port's MTU.
-    fn queue(&mut self, port: Tag, frame: Vec<u8>) {
-        let Some(info) = self.shared.ports.get(usize::from(port)) else {
+    fn queue(&mut self, shared: &Shared, port: Tag, frame: Vec<u8>) {
+        let (Some(info), Some(q)) = (
+            shared.ports.get(usize::from(port)),
+            self.tx.get_mut(usize::from(port)),
+        ) else {
             self.pool.put(frame);
             return;
         };
@@ -170,18 +323,26 @@ impl Worker {
             self.drop(SwitchDrop::TooBig, frame);
             return;
         }
-        self.tx[usize::from(port)].push(frame);
+        q.push(frame);
     }
 
-    /// Sends every queued frame, a batch per port.
-    fn flush(&mut self) {
-        for (i, q) in self.tx.iter_mut().enumerate() {
+    /// Sends every queued frame, a batch per port (no allocation: the
+    /// batch's slices are on the stack).
+    fn flush(&mut self, ports: &mut [Box<dyn Port>]) {
+        for (q, port) in self.tx.iter_mut().zip(ports.iter_mut()) {
             if q.is_empty() {
                 continue;
             }
-            let refs: Vec<&[u8]> = q.iter().map(Vec::as_slice).collect();
-            let sent = self.ports[i].send(&refs).unwrap_or(0);
-            let failed = (q.len() - sent.min(q.len())) as u64;
+            let mut sent = 0;
+            for chunk in q.chunks(SEND_BATCH) {
+                let mut refs: [&[u8]; SEND_BATCH] = [&[]; SEND_BATCH];
+                for (r, f) in refs.iter_mut().zip(chunk) {
+                    *r = f.as_slice();
+                }
+                let n = port.send(&refs[..chunk.len()]).unwrap_or(0);
+                sent += n.min(chunk.len());
+            }
+            let failed = (q.len() - sent) as u64;
             self.stats.switch.drops[SwitchDrop::TxFailed as usize] += failed;
             for f in q.drain(..) {
                 self.pool.put(f);
@@ -193,16 +354,28 @@ impl Worker {
         self.stats.switch.drops[why as usize] += 1;
         self.pool.put(frame);
     }
+}
 
-    /// Copies the counters where the control server reads them.
-    fn publish(&mut self) {
-        self.stats.fw = self.outs.stats.clone();
-        for (s, p) in self.stats.ports.iter_mut().zip(self.ports.iter_mut()) {
-            *s = p.stats();
-        }
-        if let Some(slot) = self.shared.workers.get(self.me) {
-            *slot.lock().unwrap_or_else(|e| e.into_inner()) = self.stats.clone();
-        }
+/// Whether `frame` may take the burst path: an untagged ARP frame, IPv4
+/// packet that is not a fragment, or IPv6 packet whose next header is an
+/// upper layer (no extension header, so no fragment header). Everything
+/// else (fragments, tagged frames, other protocols, runts) goes through
+/// `process`, which judges all.
+fn unfragmented(frame: &[u8]) -> bool {
+    const IPV4: [u8; 2] = [0x08, 0x00];
+    const IPV6: [u8; 2] = [0x86, 0xdd];
+    const ARP: [u8; 2] = [0x08, 0x06];
+    match frame.get(12..14) {
+        // Flags and fragment offset: MF or an offset make a fragment.
+        Some(t) if t == IPV4 => frame
+            .get(20..22)
+            .is_some_and(|b| u16::from_be_bytes([b[0], b[1]]) & 0x3fff == 0),
+        // TCP, UDP, ICMPv6, SCTP, no next header.
+        Some(t) if t == IPV6 => frame
+            .get(20)
+            .is_some_and(|nh| matches!(nh, 6 | 17 | 58 | 132 | 59)),
+        Some(t) => t == ARP,
+        None => false,
     }
 }
 
@@ -212,5 +385,43 @@ fn max_header(frame: &[u8]) -> usize {
     match frame.get(12..14) {
         Some([0x81, 0x00]) | Some([0x88, 0xa8]) => 18,
         _ => 14,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eth(ty: [u8; 2], l3: &[u8]) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&ty);
+        f.extend_from_slice(l3);
+        f
+    }
+
+    #[test]
+    fn fragments_and_the_unknown_take_the_full_path() {
+        let mut v4 = [0u8; 20];
+        v4[0] = 0x45;
+        v4[6] = 0x40; // DF only
+        assert!(unfragmented(&eth([8, 0], &v4)));
+        v4[6] = 0x20; // MF
+        assert!(!unfragmented(&eth([8, 0], &v4)));
+        v4[6] = 0x40;
+        v4[7] = 1; // an offset
+        assert!(!unfragmented(&eth([8, 0], &v4)));
+        assert!(!unfragmented(&eth([8, 0], &v4[..5])));
+        let mut v6 = [0u8; 40];
+        v6[0] = 0x60;
+        for (nh, burst) in [(6, true), (17, true), (58, true), (44, false), (0, false)] {
+            v6[6] = nh;
+            assert_eq!(unfragmented(&eth([0x86, 0xdd], &v6)), burst, "{nh}");
+        }
+        assert!(unfragmented(&eth([8, 6], &[0; 28])));
+        let mut tagged = eth([0x81, 0], &[0, 1, 8, 0]);
+        tagged.extend_from_slice(&[0x45; 20]);
+        assert!(!unfragmented(&tagged));
+        assert!(!unfragmented(&[0u8; 13]));
+        assert!(!unfragmented(&eth([0x88, 0xcc], &[0; 30])));
     }
 }

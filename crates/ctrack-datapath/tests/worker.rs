@@ -1,0 +1,386 @@
+//! The worker end to end over ports in memory: it switches exactly what
+//! the firewall frame by frame (`Firewall::process`) would let through,
+//! burst path or not, and its time accounting is filled and adds up (in
+//! `stats`, over the control socket, and in the metrics).
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixDatagram;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ctrack_core::{Config, FragConfig, Time, Tracker};
+use ctrack_datapath::ctl::client::request;
+use ctrack_datapath::ctl::{self, EventHub};
+use ctrack_datapath::io::{IoKind, Pool, Port, PortStats};
+use ctrack_datapath::live::worker::Worker;
+use ctrack_datapath::live::{Part, PortInfo, Shared};
+use ctrack_policy::firewall::{Action, Firewall, FwOutputs};
+use ctrack_policy::model::Policy;
+use ctrack_wire::build::{Frame, L4};
+use ctrack_wire::tcp::flags::{ACK, RST, SYN};
+
+const CLIENT: ([u8; 6], [u8; 4]) = ([2, 0, 0, 0, 0, 1], [10, 0, 0, 1]);
+const SERVER: ([u8; 6], [u8; 4]) = ([2, 0, 0, 0, 0, 2], [10, 0, 0, 2]);
+
+/// Tracked, no NAT: the burst path's fast case. Port 23 is rejected.
+const POLICY: &str = r#"
+[default]
+action = "drop"
+
+[[port]]
+name = "client"
+addresses = ["02:00:00:00:00:01 10.0.0.1"]
+
+[[port]]
+name = "server"
+addresses = ["02:00:00:00:00:02 10.0.0.2"]
+
+[[acl]]
+name = "arp-out"
+direction = "from-lport"
+priority = 32000
+match = "arp"
+action = "allow-stateless"
+
+[[acl]]
+name = "arp-in"
+direction = "to-lport"
+priority = 32000
+match = "arp"
+action = "allow-stateless"
+
+[[acl]]
+name = "telnet"
+direction = "from-lport"
+priority = 2000
+match = "tcp.dst == 23"
+action = "reject"
+
+[[acl]]
+name = "client-out"
+direction = "from-lport"
+priority = 1000
+match = "inport == \"client\" && ip4"
+action = "allow-related"
+
+[[acl]]
+name = "server-in"
+direction = "to-lport"
+priority = 1000
+match = "outport == \"server\" && ip4.src == 10.0.0.1"
+action = "allow-related"
+"#;
+
+type Queue = Arc<Mutex<VecDeque<Vec<u8>>>>;
+
+/// A port in memory: frames pushed to `inbox` are received, frames sent
+/// land in `sent`.
+#[derive(Debug)]
+struct MemPort {
+    inbox: Queue,
+    sent: Arc<Mutex<Vec<Vec<u8>>>>,
+    /// Only for `fd`: never readable, so an idle worker sleeps in poll.
+    sock: UnixDatagram,
+    stats: PortStats,
+}
+
+impl Port for MemPort {
+    fn name(&self) -> &str {
+        "mem"
+    }
+
+    fn recv(&mut self, pool: &mut Pool, out: &mut Vec<Vec<u8>>, max: usize) -> io::Result<usize> {
+        let mut q = self.inbox.lock().unwrap();
+        let n = max.min(q.len());
+        for f in q.drain(..n) {
+            let mut b = pool.get();
+            b.extend_from_slice(&f);
+            self.stats.rx_packets += 1;
+            out.push(b);
+        }
+        Ok(n)
+    }
+
+    fn send(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+        let mut s = self.sent.lock().unwrap();
+        s.extend(frames.iter().map(|f| f.to_vec()));
+        self.stats.tx_packets += frames.len() as u64;
+        Ok(frames.len())
+    }
+
+    fn fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+
+    fn stats(&mut self) -> PortStats {
+        self.stats
+    }
+}
+
+struct Rig {
+    shared: Arc<Shared>,
+    inbox: [Queue; 2],
+    sent: [Arc<Mutex<Vec<Vec<u8>>>>; 2],
+    ports: Option<Vec<Box<dyn Port>>>,
+    _peers: Vec<UnixDatagram>,
+}
+
+fn firewall() -> Firewall<u16> {
+    let policy = Policy::from_str(POLICY, "test.toml").unwrap();
+    let tracker = Tracker::new(Config {
+        max_conns: 10_000,
+        ..Config::default()
+    });
+    Firewall::new(tracker, FragConfig::default(), policy).unwrap()
+}
+
+fn rig() -> Rig {
+    let info = |name: &str, mac| PortInfo {
+        name: name.into(),
+        ifname: format!("mem-{name}"),
+        mac,
+        mtu: 1500,
+    };
+    let shared = Arc::new(Shared::new(
+        firewall(),
+        vec![info("client", CLIENT.0), info("server", SERVER.0)],
+        IoKind::AfPacket,
+        "unused.toml".into(),
+        1,
+        Arc::new(EventHub::new(64)),
+    ));
+    let inbox: [Queue; 2] = Default::default();
+    let sent: [Arc<Mutex<Vec<Vec<u8>>>>; 2] = Default::default();
+    let mut ports: Vec<Box<dyn Port>> = Vec::new();
+    let mut peers = Vec::new();
+    for i in 0..2 {
+        let (a, b) = UnixDatagram::pair().unwrap();
+        peers.push(b);
+        ports.push(Box::new(MemPort {
+            inbox: inbox[i].clone(),
+            sent: sent[i].clone(),
+            sock: a,
+            stats: PortStats::default(),
+        }));
+    }
+    Rig {
+        shared,
+        inbox,
+        sent,
+        ports: Some(ports),
+        _peers: peers,
+    }
+}
+
+fn ip4(from: ([u8; 6], [u8; 4]), to: ([u8; 6], [u8; 4]), l4: L4) -> Frame {
+    let mut f = Frame::v4(from.1, to.1, l4);
+    f.eth_src = from.0;
+    f.eth_dst = to.0;
+    f
+}
+
+fn seg(sport: u16, dport: u16, flags: u16, seq: u32, ack: u32) -> L4 {
+    L4::tcp_seg(sport, dport, flags, seq, ack, 65535, b"")
+}
+
+/// A UDP datagram from the client in two IPv4 fragments.
+fn fragments(ident: u16) -> [Vec<u8>; 2] {
+    let mut f = ip4(CLIENT, SERVER, L4::udp(7000, 53, &[0x5a; 56]));
+    f.ident = ident;
+    let whole = f.build();
+    let (head, body) = whole.split_at(34);
+    let part = |data: &[u8], flags_off: u16| {
+        let mut h = head.to_vec();
+        h[16..18].copy_from_slice(&((20 + data.len()) as u16).to_be_bytes());
+        h[20..22].copy_from_slice(&flags_off.to_be_bytes());
+        h[24..26].copy_from_slice(&[0, 0]);
+        let c = ctrack_wire::checksum::checksum(&h[14..34]);
+        h[24..26].copy_from_slice(&c.to_be_bytes());
+        h.extend_from_slice(data);
+        h
+    };
+    [part(&body[..32], 0x2000), part(&body[32..], 32 / 8)]
+}
+
+fn arp_request() -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&CLIENT.0);
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1]);
+    f.extend_from_slice(&CLIENT.0);
+    f.extend_from_slice(&CLIENT.1);
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&SERVER.1);
+    f
+}
+
+/// Batches of (input port, frames), each judged in one go by the worker.
+fn traffic() -> Vec<(usize, Vec<Vec<u8>>)> {
+    let c = |l4| ip4(CLIENT, SERVER, l4).build();
+    let s = |l4| ip4(SERVER, CLIENT, l4).build();
+    let ports = 1000..1040u16;
+    let mut b = Vec::new();
+    // 40 SYNs (more than a burst), one to a rejected port, a UDP query,
+    // ARP, a fragmented datagram in the middle, a runt, a spoof.
+    let mut first: Vec<Vec<u8>> = ports.clone().map(|p| c(seg(p, 80, SYN, 1, 0))).collect();
+    first.insert(5, c(seg(2000, 23, SYN, 1, 0)));
+    first.insert(9, c(L4::udp(5000, 53, b"q")));
+    first.insert(12, arp_request());
+    let [f1, f2] = fragments(77);
+    first.insert(20, f1);
+    first.insert(21, f2);
+    first.insert(25, vec![0u8; 13]);
+    let mut spoof = ip4(CLIENT, SERVER, L4::udp(1, 2, b"x"));
+    spoof.eth_src = SERVER.0;
+    first.insert(30, spoof.build());
+    b.push((0, first));
+    // The answers, an unsolicited SYN from the server (dropped), and an
+    // ACK out of nowhere.
+    let mut answers: Vec<Vec<u8>> = ports
+        .clone()
+        .map(|p| s(seg(80, p, SYN | ACK, 9, 2)))
+        .collect();
+    answers.push(s(seg(81, 3000, SYN, 1, 0)));
+    answers.push(s(seg(80, 4000, ACK, 5, 5)));
+    answers.push(s(L4::udp(53, 5000, b"a")));
+    b.push((1, answers));
+    // The handshakes' last steps and data; an RST closes one.
+    let mut last: Vec<Vec<u8>> = ports.clone().map(|p| c(seg(p, 80, ACK, 2, 10))).collect();
+    last.push(c(seg(1000, 80, RST | ACK, 2, 10)));
+    b.push((0, last));
+    b
+}
+
+/// What the frame-by-frame firewall forwards, per output port, and its
+/// verdict counts.
+fn expected(batches: &[(usize, Vec<Vec<u8>>)]) -> ([Vec<Vec<u8>>; 2], [u64; 3]) {
+    let fw = firewall();
+    let mut outs = FwOutputs::default();
+    let mut sent: [Vec<Vec<u8>>; 2] = Default::default();
+    for (inport, frames) in batches {
+        for f in frames {
+            if f.get(6..12) == Some(&SERVER.0[..]) && *inport == 0 {
+                continue; // the switch drops spoofs before the firewall
+            }
+            fw.process(f.clone(), *inport as u16, Time::from_secs(1), &mut outs);
+            for o in outs.out.drain(..) {
+                let i = usize::from(o.tag);
+                if let Some(r) = o.reply {
+                    sent[i].push(r);
+                }
+                if o.decision.action == Action::Allow {
+                    sent[1 - i].push(o.frame);
+                }
+            }
+        }
+    }
+    (sent, outs.stats.verdicts)
+}
+
+#[test]
+fn switches_what_the_firewall_frame_by_frame_allows() {
+    let mut r = rig();
+    let mut w = Worker::new(r.shared.clone(), 0, r.ports.take().unwrap());
+    let batches = traffic();
+    let mut received = 0;
+    for (inport, frames) in &batches {
+        r.inbox[*inport]
+            .lock()
+            .unwrap()
+            .extend(frames.iter().cloned());
+        while !r.inbox[*inport].lock().unwrap().is_empty() {
+            received += w.round();
+        }
+    }
+    w.publish();
+    let (want, verdicts) = expected(&batches);
+    for (i, want) in want.iter().enumerate() {
+        let got = r.sent[i].lock().unwrap();
+        assert_eq!(got.len(), want.len(), "port {i}");
+        for (k, (g, e)) in got.iter().zip(want).enumerate() {
+            assert_eq!(g, e, "port {i}, frame {k}");
+        }
+    }
+    let s = r.shared.stats();
+    assert_eq!(s.fw.verdicts, verdicts);
+    assert_eq!(s.switch.drops[0], 1, "the spoof");
+    assert!(s.fw.verdicts[Action::Reject as usize] >= 1);
+    assert!(s.switch.replies >= 1);
+    assert!(s.switch.flooded >= 1, "ARP");
+    // The cost: every frame counted, the parts within the wall time.
+    let total: usize = batches.iter().map(|(_, f)| f.len()).sum();
+    assert_eq!(received, total);
+    let c = s.cost;
+    assert_eq!(c.packets, total as u64);
+    assert!(c.rounds >= 4 && c.rounds <= c.packets, "{c:?}");
+    for p in [Part::Recv, Part::Switch, Part::Firewall, Part::Send] {
+        assert!(c.get(p) > 0, "{} is zero: {c:?}", p.name());
+    }
+    assert!(c.ns.iter().sum::<u64>() <= c.total_ns, "{c:?}");
+}
+
+/// Waits until `f` holds or `secs` pass.
+fn until(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    f()
+}
+
+#[test]
+fn cost_reaches_stats_and_metrics() {
+    let mut r = rig();
+    let dir = std::env::temp_dir().join(format!("ctrack-worker-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let sock = dir.join("ctrack.sock");
+    let server = ctl::serve(r.shared.clone(), &sock, None).unwrap();
+    let w = Worker::new(r.shared.clone(), 0, r.ports.take().unwrap());
+    let thread = std::thread::spawn(move || w.run());
+    std::thread::sleep(Duration::from_millis(60)); // idle a while
+    let frames: Vec<Vec<u8>> = (0..100u16)
+        .map(|p| ip4(CLIENT, SERVER, L4::udp(10_000 + p, 9, &[0; 18])).build())
+        .collect();
+    r.inbox[0].lock().unwrap().extend(frames);
+    let sent = r.sent[1].clone();
+    assert!(until(5, || sent.lock().unwrap().len() == 100));
+    let shared = r.shared.clone();
+    assert!(until(5, || shared.stats().cost.packets == 100));
+    let j: serde_json::Value =
+        serde_json::from_str(&request(&sock, &["stats", "--format", "json"]).unwrap()).unwrap();
+    let c = &j["cost"];
+    assert_eq!(c["packets"], 100, "{c}");
+    let per = &c["ns_per_packet"];
+    for k in ["recv", "switch", "firewall", "send", "busy"] {
+        assert!(per[k].as_f64().unwrap() > 0.0, "{k}: {c}");
+    }
+    let ns = &c["ns"];
+    let parts: u64 = ["recv", "switch", "firewall", "send", "idle", "other"]
+        .iter()
+        .map(|k| ns[k].as_u64().unwrap())
+        .sum();
+    // `other` closes the sum: the parts and it are the wall time.
+    assert_eq!(parts, ns["total"].as_u64().unwrap(), "{c}");
+    assert!(ns["idle"].as_u64().unwrap() >= 40_000_000, "{c}");
+    assert!(c["share"]["idle"].as_f64().unwrap() > 0.0, "{c}");
+    let text = request(&sock, &["stats"]).unwrap();
+    assert!(text.contains("cost: 100 packets in "), "{text}");
+    assert!(text.contains(" firewall "), "{text}");
+    // Rounded figures, no float noise (26.900000000000002).
+    assert!(!text.contains("0000000"), "{text}");
+    let m = ctrack_datapath::metrics::render(&r.shared);
+    assert!(
+        m.contains("ctrack_worker_nanoseconds_total{part=\"firewall\"}"),
+        "{m}"
+    );
+    assert!(m.contains("ctrack_worker_packets_total 100"), "{m}");
+    r.shared.stop.store(true, Ordering::Relaxed);
+    thread.join().unwrap();
+    server.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
