@@ -2,16 +2,22 @@
 """Per-packet cost of ctrack's packet path, broken down by stage.
 
 Runs a `ctrack bench` workload twice under valgrind's callgrind (with its
-cache simulation), with N1 and N2 packets (or connections), and divides
-the difference of the two runs by N2 - N1, so that everything the two runs
-share (start-up, building the packets, filling the table) cancels out.
+cache simulation) and divides the difference of the two runs by the
+difference of their packet (or connection) counts, so that everything the
+two runs share cancels out: the lookup workloads replay the same N packets
+over the same table once and three times (`--runs 1` and `--runs 3`:
+start-up, building the packets and filling the table cancel); `cps` opens
+N1 and N2 connections (start-up cancels; building the packets does not,
+and shows as `harness`).
 The costs are instructions (Ir), first-level data-cache misses (D1mr +
 D1mw) and last-level data-cache misses (DLmr + DLmw) as callgrind
 simulates them (a cache of this machine's sizes; no hardware counters are
 needed, which is why: these virtual machines expose none).
 
 Each instruction is charged to the source file its debug information names
-(the innermost inlined function's file), and files are grouped in stages:
+(the innermost inlined function's file; for the standard library's code
+inlined into ours, the file of the function it was inlined into), and
+files are grouped in stages:
 
   parse   ctrack-wire, ctrack-core/src/packet      the frame's headers, checksums
   hash    ctrack-core/src/key                      the keyed hash of the tuple
@@ -23,7 +29,8 @@ Each instruction is charged to the source file its debug information names
   commit  track/open.rs, ctrack-table writer,      a new connection: shard lock,
           shard, arena, epoch                      limits, slot, index entry
   burst   track/process.rs, track/packet.rs        the burst's passes, per-packet set-up
-  other   everything else (std, core, the benchmark's own loop)
+  harness ctrack-wire/src/build.rs, ctrack/src/bench  the benchmark's own work
+  other   everything else (std, core: memcpy, allocation, the benchmark's loop)
 
 Usage (release build first: `cargo build --release -p ctrack`):
 
@@ -50,6 +57,7 @@ import sys
 import tempfile
 
 STAGES = [
+    ("harness", ["ctrack-wire/src/build.rs", "ctrack/src/bench/"]),
     ("parse", ["ctrack-wire/src/", "ctrack-core/src/packet/"]),
     ("hash", ["ctrack-core/src/key/"]),
     ("index", ["ctrack-table/src/index.rs", "ctrack-table/src/prefetch.rs"]),
@@ -93,7 +101,7 @@ STAGES = [
         ],
     ),
 ]
-ORDER = ["parse", "hash", "index", "record", "judge", "commit", "burst", "other"]
+ORDER = ["parse", "hash", "index", "record", "judge", "commit", "burst", "harness", "other"]
 
 
 def stage_of(path):
@@ -103,25 +111,26 @@ def stage_of(path):
     return "other"
 
 
-def workloads(conns):
+def workloads(conns, n1, n2):
+    """name: (arguments of the first run, of the second, units between
+    them, what a unit is)."""
     c = str(conns)
+
+    def lookup(calls, n):
+        base = ["bench", "lookup", "--conns", c, "--packets", str(n), "--calls", calls]
+        return (base + ["--runs", "1"], base + ["--runs", "3"], 2 * n, "packet")
+
+    def cps(a, b):
+        def args(n):
+            return ["bench", "cps", "--conns", str(n), "--steady", "1", "--runs", "1"]
+
+        return (args(a), args(b), b - a, "connection")
+
     return {
-        "lookup-burst": (
-            lambda n: ["bench", "lookup", "--conns", c, "--packets", str(n), "--runs", "1"],
-            "packet",
-        ),
-        "lookup-handle": (
-            lambda n: ["bench", "lookup", "--conns", c, "--packets", str(n), "--runs", "1", "--calls", "handle"],
-            "packet",
-        ),
-        "lookup-process": (
-            lambda n: ["bench", "lookup", "--conns", c, "--packets", str(n), "--runs", "1", "--calls", "process"],
-            "packet",
-        ),
-        "cps": (
-            lambda n: ["bench", "cps", "--conns", str(n), "--steady", "1", "--runs", "1"],
-            "connection",
-        ),
+        "lookup-burst": lookup("burst", n1),
+        "lookup-handle": lookup("handle", n1),
+        "lookup-process": lookup("process", n1),
+        "cps": cps(n1, n2),
     }
 
 
@@ -156,6 +165,11 @@ def parse_callgrind(path):
                 continue
             if head in ("fi=", "fe="):
                 cur = name_of(line[3:])
+                if "/library/" in cur and "/rustc/" in cur:
+                    # The standard library inlined into our code (atomics,
+                    # slices, comparisons): charged to the function it was
+                    # inlined into, whose file says what it was doing.
+                    cur = fl
                 continue
             if head == "fn=":
                 # A new function: its cost lines are in its own file until
@@ -228,8 +242,8 @@ def main():
     ap.add_argument("--ctrack", default="target/release/ctrack")
     ap.add_argument("--only", help="comma-separated workloads")
     ap.add_argument("--conns", type=int, default=1_000_000, help="table size of the lookup workloads")
-    ap.add_argument("--n1", type=int, default=200_000)
-    ap.add_argument("--n2", type=int, default=600_000)
+    ap.add_argument("--n1", type=int, default=200_000, help="packets replayed (lookup); connections of the first run (cps)")
+    ap.add_argument("--n2", type=int, default=600_000, help="connections of the second run (cps)")
     ap.add_argument("--json", help="write the figures here too")
     a = ap.parse_args()
     if not os.access(a.ctrack, os.X_OK):
@@ -238,7 +252,7 @@ def main():
         raise SystemExit("valgrind is needed (apt-get install valgrind)")
     if a.n2 <= a.n1:
         raise SystemExit("--n2 must be larger than --n1")
-    wl = workloads(a.conns)
+    wl = workloads(a.conns, a.n1, a.n2)
     names = a.only.split(",") if a.only else list(wl)
     for n in names:
         if n not in wl:
@@ -246,15 +260,13 @@ def main():
     result = {}
     with tempfile.TemporaryDirectory() as d:
         for n in names:
-            make, unit = wl[n]
-            lo = run(a.ctrack, make(a.n1), d)
-            hi = run(a.ctrack, make(a.n2), d)
-            per = {
-                k: [(hi[k][i] - lo[k][i]) / (a.n2 - a.n1) for i in range(3)] for k in ORDER
-            }
+            first, second, units, unit = wl[n]
+            lo = run(a.ctrack, first, d)
+            hi = run(a.ctrack, second, d)
+            per = {k: [(hi[k][i] - lo[k][i]) / units for i in range(3)] for k in ORDER}
             total = [sum(per[k][i] for k in ORDER) for i in range(3)]
-            result[n] = {"unit": unit, "stages": per, "total": total}
-            print(f"\n{n}: per {unit} (N = {a.n1} and {a.n2})")
+            result[n] = {"unit": unit, "stages": per, "total": total, "first": first, "second": second}
+            print(f"\n{n}: per {unit} ({' '.join(second)} against {' '.join(first)})")
             print(f"  {'stage':8} {'instructions':>13} {'D1 misses':>10} {'LL misses':>10}")
             for k in ORDER:
                 v = per[k]
