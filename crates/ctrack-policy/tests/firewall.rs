@@ -412,3 +412,69 @@ fn the_burst_path_decides_as_the_packet_path() {
     assert_eq!(got, expect);
     assert_eq!(st.verdicts, o.stats.verdicts);
 }
+
+/// A one-way UDP flow stays `+new` (nobody answers), so every packet
+/// meets the ACLs: the later ones find the connection the first committed
+/// and leave it as it is, until a change makes the commit change it.
+#[test]
+fn a_flow_nobody_answers_is_committed_once_and_recommitted_on_a_change() {
+    let udp_to_53 = || {
+        Expr::And(vec![
+            Expr::flags(flag::IP | flag::UDP),
+            Expr::eq(Field::L4Dst, 53),
+        ])
+    };
+    let labelled = |label: u32| {
+        let mut a = acl(
+            0,
+            Direction::FromLport,
+            100,
+            AclAction::AllowRelated,
+            udp_to_53(),
+        );
+        a.label = Some(label);
+        policy(DefaultAction::Allow, vec![a])
+    };
+    let label_of = |d: &Decision| d.ct.map(|v| (v.label >> 96) as u32);
+    let fw = fw(labelled(7));
+    let mut o = FwOutputs::default();
+    for i in 0..5 {
+        let (d, _) = one(&fw, from_client(S_IP, L4::udp(5000, 53, b"q")), &mut o);
+        assert_eq!(
+            (d.action, d.stage, d.acl),
+            (Action::Allow, Stage::FromLport, AclRef::Acl(0)),
+            "packet {i}"
+        );
+        assert!(d.ct.is_some_and(|v| v.state.contains(CtState::NEW)));
+        assert_eq!(label_of(&d), Some(7), "packet {i}");
+    }
+    assert_eq!(fw.tracker().table_len(), 1);
+    assert_eq!(o.stats.tracker.packets, 5, "each packet tracked once");
+    assert_eq!(o.stats.acls[0].conns, 1);
+    // Another label for the same rule: the next commit changes the
+    // connection, so it is made.
+    fw.set_policy(labelled(9)).unwrap();
+    let (d, _) = one(&fw, from_client(S_IP, L4::udp(5000, 53, b"q")), &mut o);
+    assert_eq!(d.action, Action::Allow);
+    assert_eq!(label_of(&d), Some(9));
+    assert_eq!(fw.tracker().table_len(), 1);
+    // And the burst path agrees.
+    let mut frames = vec![from_client(S_IP, L4::udp(5000, 53, b"q")); 3];
+    let mut decisions = vec![Decision::default(); 3];
+    let mut replies = Vec::new();
+    let mut stats = FwStats::default();
+    fw.process_burst(
+        &mut frames,
+        Time::from_secs(1),
+        BurstOut {
+            decisions: &mut decisions,
+            replies: &mut replies,
+            stats: &mut stats,
+        },
+    );
+    for d in &decisions {
+        assert_eq!((d.action, d.acl), (Action::Allow, AclRef::Acl(0)));
+        assert_eq!(label_of(d), Some(9));
+    }
+    assert_eq!(stats.tracker.packets, 3);
+}

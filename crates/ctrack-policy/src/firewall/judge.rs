@@ -99,8 +99,15 @@ impl<T> Firewall<T> {
         if !fd.allows() {
             return self.first(pol, &fd, frame.len(), false, Some(v), st);
         }
-        uncount(&mut st.tracker, &v);
         let action = pol.commit_action(cx.zone, &fd);
+        if commit_changes_nothing(&v, &action) {
+            // A later packet of a connection an allow already committed
+            // (`+new` until the other side answers, as in a one-way UDP
+            // flow): committing it again would leave it as it is, so the
+            // lookup's verdict stands and the tracker is not asked twice.
+            return self.first(pol, &fd, frame.len(), false, Some(v), st);
+        }
+        uncount(&mut st.tracker, &v);
         let v2 = self
             .tracker
             .process_mut(frame, LinkType::Ethernet, &action, now, &mut st.tracker);
@@ -201,6 +208,21 @@ pub(super) fn refusal_reason(r: Refusal) -> DropReason {
 /// Takes back what the tracker counted for a lookup whose packet is then
 /// tracked again (with a commit) or not at all (decided stateless): the
 /// same counts the tracker adds per packet.
+/// Whether committing the connection `v` found with `action` would change
+/// nothing: it exists already, with the verdict word and label the commit
+/// would give it, and the commit brings no translation, gateway or mark.
+fn commit_changes_nothing(v: &Verdict, action: &CtAction) -> bool {
+    v.conn.is_some()
+        && v.refused.is_none()
+        && action.nat.is_none()
+        && action.alg.is_none()
+        && action.mark.is_none()
+        && action.word == Some(v.word)
+        && action
+            .label
+            .is_none_or(|l| v.label & l.mask == l.value & l.mask)
+}
+
 pub(super) fn uncount(s: &mut Stats, v: &Verdict) {
     let dec = |x: &mut u64| *x = x.saturating_sub(1);
     dec(&mut s.packets);
