@@ -59,6 +59,7 @@ mod entry;
 pub mod r#gen;
 mod group;
 mod rule;
+mod table;
 #[cfg(test)]
 mod tests;
 
