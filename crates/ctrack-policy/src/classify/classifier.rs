@@ -326,6 +326,6 @@ impl Classifier {
             }
         }
         self.order
-            .sort_unstable_by(|a, b| (b.bound, b.slot).cmp(&(a.bound, a.slot)));
+            .sort_unstable_by_key(|p| std::cmp::Reverse((p.bound, p.slot)));
     }
 }

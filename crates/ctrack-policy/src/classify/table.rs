@@ -1,6 +1,6 @@
 //! One tuple's hash table, written for the lookup: a power-of-two array of
 //! 8-byte slots probed linearly, each the hash's high half (a tag) and the
-//! index of a bucket, kept at most half full. A lookup reads one or two
+//! index of a bucket, kept at most a quarter full. A lookup reads one or two
 //! slots of that array (small: it stays in the core's caches) and touches
 //! a bucket's candidates only when a tag matches.
 //!
@@ -54,8 +54,8 @@ impl Hasher {
     pub(crate) fn new(mask: &[u64; 8]) -> Hasher {
         let mut words = [0u8; 7];
         let mut n = 0;
-        for i in 1..8 {
-            if mask[i] != 0 {
+        for (i, &m) in mask.iter().enumerate().skip(1) {
+            if m != 0 {
                 words[n] = i as u8;
                 n += 1;
             }
@@ -90,7 +90,7 @@ fn tag(h: u64) -> u64 {
 /// The table: slots, and the buckets they point to.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Table {
-    /// Power-of-two length (or empty), at most half full.
+    /// Power-of-two length (or empty), at most a quarter full.
     slots: Vec<u64>,
     /// Each bucket's key (its entries' value under the hash mask), by
     /// bucket index; a free bucket's is stale.
@@ -147,7 +147,7 @@ impl Table {
         if let Some(b) = self.find(k, h) {
             return b;
         }
-        if (self.len + 1) * 2 > self.slots.len() {
+        if (self.len + 1) * 4 > self.slots.len() {
             self.grow(&rehash);
         }
         let b = match self.free.pop() {
