@@ -8,8 +8,9 @@ use hashbrown::HashMap;
 
 use super::dnf::normalise;
 use super::entry::{Entry, entries};
-use super::group::{Group, Seed, Tuple, coarse};
+use super::group::{Group, Tuple, coarse};
 use super::rule::{CompileError, Rank, RuleId, score, unscore};
+use super::table::Seed;
 use crate::expr::Expr;
 use crate::key::Key;
 
@@ -53,6 +54,18 @@ struct Rule {
     entries: Vec<(Entry, u32)>,
 }
 
+/// One group in the search order, with what a lookup tests before
+/// touching the group: its bound and its filter on the key's first word.
+#[derive(Debug, Clone, Copy)]
+struct Probe {
+    /// The group's best score.
+    bound: u128,
+    /// The group's mask and value on word 0.
+    w0_mask: u64,
+    w0: u64,
+    slot: u32,
+}
+
 /// A compiled packet classifier: see the [module documentation](super).
 #[derive(Clone)]
 pub struct Classifier {
@@ -60,8 +73,8 @@ pub struct Classifier {
     /// Groups by slot; `None` is a free slot.
     slots: Vec<Option<Group>>,
     free: Vec<u32>,
-    /// Live groups as (best score, slot), best first: the search order.
-    order: Vec<(u128, u32)>,
+    /// Live groups, best score first: the search order.
+    order: Vec<Probe>,
     /// Every live group's slot by its tuple.
     by_tuple: Map<Tuple, u32>,
     entries: usize,
@@ -87,7 +100,7 @@ impl Classifier {
     /// An empty classifier.
     pub fn new() -> Classifier {
         let s = RandomState::default();
-        let mut seed = [0u64; 8];
+        let mut seed = [0u64; 16];
         for (i, w) in seed.iter_mut().enumerate() {
             *w = s.hash_one(i) | 1;
         }
@@ -154,11 +167,14 @@ impl Classifier {
     /// id), or `None`. Allocates nothing.
     pub fn classify(&self, key: &Key) -> Option<(RuleId, Rank)> {
         let mut best = 0u128;
-        for &(bound, slot) in &self.order {
-            if bound <= best {
+        for p in &self.order {
+            if p.bound <= best {
                 break;
             }
-            if let Some(Some(g)) = self.slots.get(slot as usize) {
+            if key.w[0] & p.w0_mask != p.w0 {
+                continue;
+            }
+            if let Some(Some(g)) = self.slots.get(p.slot as usize) {
                 best = g.lookup(key, best, &self.seed);
             }
         }
@@ -196,7 +212,7 @@ impl Classifier {
             + map(self.by_tuple.capacity(), size_of::<(Tuple, u32)>())
             + self.slots.capacity() * size_of::<Option<Group>>()
             + self.free.capacity() * 4
-            + self.order.capacity() * size_of::<(u128, u32)>()
+            + self.order.capacity() * size_of::<Probe>()
     }
 
     /// Figures about the structure.
@@ -301,9 +317,15 @@ impl Classifier {
             if let Some(g) = g
                 && g.entries() > 0
             {
-                self.order.push((g.max_score(), i as u32));
+                self.order.push(Probe {
+                    bound: g.max_score(),
+                    w0_mask: g.tuple.mask.w[0],
+                    w0: g.tuple.w0,
+                    slot: i as u32,
+                });
             }
         }
-        self.order.sort_unstable_by(|a, b| b.cmp(a));
+        self.order
+            .sort_unstable_by_key(|p| std::cmp::Reverse((p.bound, p.slot)));
     }
 }

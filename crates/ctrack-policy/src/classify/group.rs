@@ -5,45 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use hashbrown::HashTable;
-
 use super::entry::Entry;
+use super::table::{Cand, Hasher, Seed, Table};
 use crate::key::{Field, Key};
-
-/// One conjunction of one rule, as stored in a bucket.
-#[derive(Debug, Clone)]
-pub(crate) struct Cand {
-    pub(crate) e: Entry,
-    /// The rule's score (see `rule::score`).
-    pub(crate) score: u128,
-}
-
-#[derive(Debug, Clone)]
-struct Bucket {
-    /// The entries' value under the group's hash mask.
-    key: [u64; 8],
-    cands: Vec<Cand>,
-}
-
-/// The per-classifier secret of the hash: eight words, one per key word.
-pub(crate) type Seed = [u64; 8];
-
-#[inline]
-fn fold(a: u64, b: u64) -> u64 {
-    let r = u128::from(a) * u128::from(b);
-    (r as u64) ^ ((r >> 64) as u64)
-}
-
-/// A hash of eight words: four independent folded multiplies (foldhash's
-/// mixing step), so that they run side by side.
-#[inline]
-pub(crate) fn hash(w: &[u64; 8], s: &Seed) -> u64 {
-    let a = fold(w[0] ^ s[0], w[1] ^ s[1]);
-    let b = fold(w[2] ^ s[2], w[3] ^ s[3]);
-    let c = fold(w[4] ^ s[4], w[5] ^ s[5]);
-    let d = fold(w[6] ^ s[6], w[7] ^ s[7]);
-    fold(a ^ c ^ s[0].rotate_left(17), b ^ d ^ s[1])
-}
 
 /// A tuple's identity: its hash mask and the value every entry has on the
 /// mask's first word (flags, ethertype, protocol), which a lookup checks
@@ -124,7 +88,8 @@ fn leading_run(m: u128, step: u32) -> u128 {
 #[derive(Debug, Clone)]
 pub(crate) struct Group {
     pub(crate) tuple: Tuple,
-    table: HashTable<Bucket>,
+    hasher: Hasher,
+    table: Table,
     /// The scores of the entries, counted: the greatest is the group's
     /// bound in the search.
     scores: BTreeMap<u128, u32>,
@@ -136,7 +101,8 @@ impl Group {
     pub(crate) fn new(tuple: Tuple) -> Group {
         Group {
             tuple,
-            table: HashTable::new(),
+            hasher: Hasher::new(&tuple.mask.w),
+            table: Table::default(),
             scores: BTreeMap::new(),
             entries: 0,
             cand_cap: 0,
@@ -151,12 +117,12 @@ impl Group {
     /// or already one of the rule with `score` (whose entries count once).
     pub(crate) fn has_room(&self, c: &Entry, score: u128, limit: usize, seed: &Seed) -> bool {
         let k = self.bucket_key(c);
-        let Some(b) = self.table.find(hash(&k, seed), |b| b.key == k) else {
+        let Some(b) = self.table.find(&k, self.hasher.hash(&k, seed)) else {
             return true;
         };
         let mut rules = 0;
         let mut last = 0;
-        for x in &b.cands {
+        for x in self.table.bucket(b) {
             if x.score == score {
                 return true;
             }
@@ -168,23 +134,25 @@ impl Group {
 
     pub(crate) fn insert(&mut self, c: &Entry, score: u128, seed: &Seed) {
         let k = self.bucket_key(c);
-        let h = hash(&k, seed);
+        let hs = self.hasher;
         let b = self
             .table
-            .entry(h, |b| b.key == k, |b| hash(&b.key, seed))
-            .or_insert_with(|| Bucket {
-                key: k,
-                cands: Vec::new(),
-            })
-            .into_mut();
+            .find_or_insert(&k, hs.hash(&k, seed), |x| hs.hash(x, seed));
+        let cands = self.table.bucket_mut(b);
         // After the entries of equal score: a rule's many entries in one
         // bucket go in at the end of its own run, moving only the
         // lower-scored behind it (never the whole run again: quadratic in
         // a rule of thousands of conjunctions).
-        let at = b.cands.partition_point(|x| x.score >= score);
-        let before = b.cands.capacity();
-        b.cands.insert(at, Cand { e: *c, score });
-        self.cand_cap = self.cand_cap + b.cands.capacity() - before;
+        let at = cands.partition_point(|x| x.score >= score);
+        let before = cands.capacity();
+        // Grown by half, from one: most buckets hold one or two entries,
+        // and the default growth (to four, then doubling) would spread
+        // them over four times the memory.
+        if cands.len() == before {
+            cands.reserve_exact(before / 2 + 1);
+        }
+        cands.insert(at, Cand { e: *c, score });
+        self.cand_cap = self.cand_cap + cands.capacity() - before;
         *self.scores.entry(score).or_insert(0) += 1;
         self.entries += 1;
     }
@@ -200,16 +168,18 @@ impl Group {
         keys.dedup();
         let mut removed = 0;
         for k in keys {
-            let Ok(mut e) = self.table.find_entry(hash(&k, seed), |b| b.key == k) else {
+            let h = self.hasher.hash(&k, seed);
+            let Some(b) = self.table.find(&k, h) else {
                 continue;
             };
-            let b = e.get_mut();
-            let before = b.cands.len();
-            b.cands.retain(|x| x.score != score);
-            removed += before - b.cands.len();
-            if b.cands.is_empty() {
-                self.cand_cap -= b.cands.capacity();
-                e.remove();
+            let cands = self.table.bucket_mut(b);
+            let before = cands.len();
+            cands.retain(|x| x.score != score);
+            removed += before - cands.len();
+            if cands.is_empty() {
+                self.cand_cap -= cands.capacity();
+                let hs = self.hasher;
+                self.table.remove(b, h, |x| hs.hash(x, seed));
             }
         }
         if removed > 0
@@ -238,35 +208,21 @@ impl Group {
     }
 
     /// The best candidate matching `key` with a score above `best`, or
-    /// `best`.
+    /// `best`; `key` must agree with the tuple on word 0 (the caller
+    /// tests it).
     #[inline]
     pub(crate) fn lookup(&self, key: &Key, best: u128, seed: &Seed) -> u128 {
-        if key.w[0] & self.tuple.mask.w[0] != self.tuple.w0 {
-            return best;
-        }
-        let k = key.and(&self.tuple.mask).w;
-        let Some(b) = self.table.find(hash(&k, seed), |b| b.key == k) else {
-            return best;
-        };
-        for c in &b.cands {
-            if c.score <= best {
-                break;
-            }
-            if c.e.matches(key) {
-                return c.score;
-            }
-        }
-        best
+        self.table.lookup(key, self.hasher.hash(&key.w, seed), best)
     }
 
     /// The longest bucket.
     pub(crate) fn longest(&self) -> usize {
-        self.table.iter().map(|b| b.cands.len()).max().unwrap_or(0)
+        self.table.buckets().map(Vec::len).max().unwrap_or(0)
     }
 
     /// Heap bytes, estimated.
     pub(crate) fn memory(&self) -> usize {
-        self.table.allocation_size()
+        self.table.memory()
             + self.cand_cap * size_of::<Cand>()
             + self.scores.len() * (size_of::<(u128, u32)>() + 8)
     }

@@ -16,10 +16,11 @@
 //! is a subset of each of its entries' masks, and one hash table keyed by
 //! the entries' values under that mask; a bucket holds its candidates
 //! sorted by score (rank, then lowest id) and each is checked against its
-//! exact mask and value. A lookup ANDs the key with a tuple's mask, hashes
-//! the eight words and probes; tuples are visited best score first and the
-//! search stops as soon as the best match found outranks every rule in the
-//! next tuple.
+//! exact mask and value. A lookup hashes the key under a tuple's mask
+//! (only the words the mask touches) and probes the tuple's table, an
+//! array of tagged slots small enough to stay in cache (`table.rs`);
+//! tuples are visited best score first and the search stops as soon as
+//! the best match found outranks every rule in the next tuple.
 //!
 //! Plain tuple space search gives every distinct mask its own table, and
 //! realistic ACLs have hundreds of distinct masks (every pair of prefix
@@ -59,6 +60,7 @@ mod entry;
 pub mod r#gen;
 mod group;
 mod rule;
+mod table;
 #[cfg(test)]
 mod tests;
 
