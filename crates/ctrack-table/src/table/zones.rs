@@ -35,12 +35,14 @@ impl<R: Record> Table<R> {
             // `s` is looked at (fetched the round before), the record
             // after it and the index buckets of `s` are fetched, and the
             // record before it, whose buckets came meanwhile, is removed.
-            let mut ready = 0;
+            // `ready` and the shard of its secondary entry, from the
+            // round that prefetched it.
+            let (mut ready, mut ready_alias) = (0, None);
             while s != 0 || ready != 0 {
-                let next = if s != 0 {
+                let (next, alias_of_s) = if s != 0 {
                     self.prefetch_removal(ctx, guard, shard, s)
                 } else {
-                    0
+                    (0, None)
                 };
                 if ready != 0 {
                     if removed + deferred.len() >= budget {
@@ -49,16 +51,16 @@ impl<R: Record> Table<R> {
                     }
                     let r = rec(&sh.slab, ready);
                     let id = RecordId::new(shard, ready);
-                    let alias = ctx.hashes(r, guard).secondary.map(|h| self.shard_of(h));
-                    let done = self.with_alias_locked(shard, &mut inner, alias, |home, alias| {
-                        self.kill_and_unlink(ctx, guard, id, r, home, alias, Removal::Flushed);
-                    });
+                    let done =
+                        self.with_alias_locked(shard, &mut inner, ready_alias, |home, alias| {
+                            self.kill_and_unlink(ctx, guard, id, r, home, alias, Removal::Flushed);
+                        });
                     match done {
                         Some(()) => removed += 1,
                         None => deferred.push(id),
                     }
                 }
-                ready = s;
+                (ready, ready_alias) = (s, alias_of_s);
                 s = next;
             }
             sh.update_next_due(&inner);
@@ -80,7 +82,8 @@ impl<R: Record> Table<R> {
 
     /// Prefetches what removing record `slot` of `shard` will touch (its
     /// index buckets) and the record after it in its zone list; returns
-    /// that record's slot (0 at the end).
+    /// that record's slot (0 at the end) and the shard of `slot`'s
+    /// secondary entry, if it has one.
     #[inline]
     fn prefetch_removal<C: Context<R>>(
         &self,
@@ -88,7 +91,7 @@ impl<R: Record> Table<R> {
         guard: &Guard,
         shard: usize,
         slot: u32,
-    ) -> u32 {
+    ) -> (u32, Option<usize>) {
         let sh = &self.shards[shard];
         let next = sh.zone_next(slot);
         if next != 0 {
@@ -99,7 +102,7 @@ impl<R: Record> Table<R> {
         if let Some(sec) = hashes.secondary {
             self.prefetch(guard, sec);
         }
-        next
+        (next, hashes.secondary.map(|h| self.shard_of(h)))
     }
 
     /// Removes every record (all zone instances), shard by shard.
