@@ -134,6 +134,25 @@ pub struct CtAction {
     /// control connection's word. Not part of the text form: `Display`
     /// leaves it out and `FromStr` gives `None`.
     pub word: Option<u64>,
+    /// With `nat` and without `commit`: a `+new` packet of an existing
+    /// connection (a retransmitted SYN, a later packet of a flow nobody
+    /// answers) is left as it arrived instead of translated. A firewall
+    /// looks packets up this way so that the ACLs meet a packet it must
+    /// classify as the packet came, before the NAT, as OVN's ACL stages do;
+    /// the commit that follows translates it. Not part of the text form.
+    pub untranslated_new: bool,
+}
+
+impl CtAction {
+    /// Whether a tracked packet with verdict state `state` is translated
+    /// (given a connection that translates).
+    #[inline]
+    pub(crate) fn translates(&self, state: crate::verdict::CtState) -> bool {
+        self.nat.is_some()
+            && !(self.untranslated_new
+                && !self.commit
+                && state.contains(crate::verdict::CtState::NEW))
+    }
 }
 
 impl CtAction {
@@ -503,7 +522,8 @@ impl fmt::Display for NatRange {
 
 impl fmt::Display for CtAction {
     /// The textual form, which parses back to the same action but for
-    /// [`CtAction::word`], which has none (as in Open vSwitch's `ct`).
+    /// [`CtAction::word`] and [`CtAction::untranslated_new`], which have
+    /// none (as in Open vSwitch's `ct`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut parts: Vec<String> = Vec::new();
         if self.commit {
@@ -588,6 +608,11 @@ mod tests {
         let back = p(&a.to_string());
         assert_eq!(back.word, None);
         assert_eq!(back, CtAction { word: None, ..a });
+        let u = CtAction {
+            untranslated_new: true,
+            ..p("nat")
+        };
+        assert_eq!(u.to_string().parse::<CtAction>().unwrap(), p("nat"));
         assert_eq!(p("commit").word, None);
     }
 

@@ -478,3 +478,75 @@ fn a_flow_nobody_answers_is_committed_once_and_recommitted_on_a_change() {
     }
     assert_eq!(stats.tracker.packets, 3);
 }
+
+/// A flow through source NAT that nobody answers stays `+new`: each
+/// later packet meets the ACLs as it arrived (before the NAT, as in OVN),
+/// so an ACL on the inside address keeps allowing it, and it leaves
+/// translated as the first did. The burst path agrees, bytes and all.
+#[test]
+fn a_translated_flow_nobody_answers_meets_the_acls_as_it_arrived() {
+    use ctrack_core::{Nat, NatKind, NatMode, NatRange};
+    let mut inside = acl(
+        0,
+        Direction::FromLport,
+        100,
+        AclAction::AllowRelated,
+        Expr::And(vec![
+            Expr::flags(flag::IP | flag::UDP),
+            Expr::eq(Field::IpSrc, u128::from(u32::from_be_bytes(C_IP))),
+        ]),
+    );
+    inside.nat = Some(Nat {
+        range: Some(NatRange {
+            kind: NatKind::Src,
+            addrs: Some(([198, 51, 100, 1].into(), [198, 51, 100, 1].into())),
+            ports: None,
+        }),
+        mode: NatMode::default(),
+    });
+    let any = acl(
+        1,
+        Direction::ToLport,
+        1,
+        AclAction::AllowRelated,
+        Expr::flags(flag::IP),
+    );
+    let pol = || policy(DefaultAction::Drop, vec![inside.clone(), any.clone()]);
+    let translated = |f: &[u8]| f[26..30] == [198, 51, 100, 1] && f[30..34] == S_IP;
+    let fw = fw(pol());
+    let mut o = FwOutputs::default();
+    let mut first = None;
+    for i in 0..4 {
+        o.out.clear();
+        let f = from_client(S_IP, L4::udp(5000, 53, b"q"));
+        fw.process(f, 0, Time::from_secs(1), &mut o);
+        let out = o.out.pop().unwrap();
+        assert_eq!(out.decision.action, Action::Allow, "packet {i}");
+        assert!(translated(&out.frame), "packet {i}");
+        assert_eq!(*first.get_or_insert(out.frame.clone()), out.frame);
+    }
+    assert_eq!(fw.tracker().table_len(), 1);
+    // Bursts, on a firewall of their own: the same decisions and bytes.
+    let burst = crate::fw(pol());
+    let mut frames = vec![from_client(S_IP, L4::udp(5000, 53, b"q")); 4];
+    let mut decisions = vec![Decision::default(); 4];
+    let mut replies = Vec::new();
+    let mut stats = FwStats::default();
+    for _ in 0..2 {
+        burst.process_burst(
+            &mut frames,
+            Time::from_secs(1),
+            BurstOut {
+                decisions: &mut decisions,
+                replies: &mut replies,
+                stats: &mut stats,
+            },
+        );
+        for (i, (d, f)) in decisions.iter().zip(&frames).enumerate() {
+            assert_eq!(d.action, Action::Allow, "burst packet {i}");
+            assert_eq!(Some(f), first.as_ref(), "burst packet {i}");
+        }
+        frames = vec![from_client(S_IP, L4::udp(5000, 53, b"q")); 4];
+    }
+    assert_eq!(burst.tracker().table_len(), 1);
+}

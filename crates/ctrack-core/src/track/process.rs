@@ -6,14 +6,15 @@
 use core::sync::atomic::Ordering::Relaxed;
 
 use ctrack_table::{Hint, pin};
-use ctrack_wire::{Frame, LinkType, parse_frame};
+use ctrack_wire::{Fragment, Frame, IpLayer, IpVersion, LinkType, parse_frame};
 
 use super::judge::count;
 use super::packet::{Cache, Call, Judged, Pkt, Pre};
 use super::tracker::{BURST, Tracker};
 use crate::action::CtAction;
+use crate::conn::{DNAT, SNAT};
 use crate::key::{Family, Tuple, V6};
-use crate::nat::stage::Buf;
+use crate::nat::stage::{Buf, Translation, translate};
 use crate::packet::fast::fast_ipv4;
 use crate::packet::{ExtractOptions, extract};
 use crate::time::Time;
@@ -75,23 +76,67 @@ impl Tracker {
             stats,
         };
         let mut v = Verdict::default();
-        let layers = parse_frame(frame, link);
-        if action.nat.is_some() {
-            self.restore_acks(&cx, frame, &layers);
-        }
-        self.track_frame(
-            &mut cx,
-            frame,
-            link,
-            Some(&layers),
-            &mut Cache::default(),
-            &mut v,
-        );
-        if v.conn.is_some() && (action.nat.is_some() || v.inspect) {
-            self.stages(&mut cx, Buf::Mut(frame), &layers, &mut v);
-        }
-        count(cx.stats, &v);
+        self.one_mut(&mut cx, frame, link, &mut Cache::default(), &mut v);
         v
+    }
+
+    /// [`Tracker::process_mut`] for a burst of frames with one action (as a
+    /// datapath delivers them), rewriting each in place and writing a
+    /// verdict per frame to `out`: the same verdicts and the same bytes as
+    /// [`Tracker::process_mut`] frame by frame, in order.
+    ///
+    /// As [`Tracker::process_burst`], the table's memory for the whole
+    /// burst is prefetched before the first packet is judged; a packet of a
+    /// translated connection is rewritten from the connection the judging
+    /// step found (its tuples are read from the record in hand, not looked
+    /// up again). A gateway's connection, and every TCP packet while some
+    /// gateway has shifted sequence numbers, take the per-packet path.
+    pub fn process_burst_mut(
+        &self,
+        frames: &mut [Vec<u8>],
+        link: LinkType,
+        action: &CtAction,
+        now: Time,
+        out: &mut [Verdict],
+        stats: &mut Stats,
+    ) {
+        assert_eq!(frames.len(), out.len(), "one verdict per frame");
+        let guard = pin();
+        let mut cx = Call {
+            guard: &guard,
+            action,
+            now,
+            stats,
+        };
+        let mut cache = Cache::default();
+        let evicted = cx.stats.evicted;
+        for (burst, outs) in frames.chunks_mut(BURST).zip(out.chunks_mut(BURST)) {
+            self.burst_mut(&mut cx, burst, link, &mut cache, outs);
+        }
+        if cx.stats.evicted != evicted {
+            guard.flush();
+        }
+    }
+
+    /// One frame of a rewriting entry point: put back the acknowledgment a
+    /// gateway shifted, track, translate and run the gateway, count.
+    fn one_mut<'g>(
+        &'g self,
+        cx: &mut Call<'g>,
+        frame: &mut Vec<u8>,
+        link: LinkType,
+        cache: &mut Cache<'g>,
+        v: &mut Verdict,
+    ) {
+        let layers = parse_frame(frame, link);
+        if cx.action.nat.is_some() {
+            self.restore_acks(cx, frame, &layers);
+        }
+        self.track_frame(cx, frame, link, Some(&layers), cache, v);
+        if v.conn.is_some() && (cx.action.nat.is_some() || v.inspect) {
+            self.stages(cx, Buf::Mut(frame), &layers, v);
+        }
+        count(cx.stats, v);
     }
 
     /// Tracks a burst of frames with one action (as a datapath delivers
@@ -290,6 +335,109 @@ impl Tracker {
             i += 1;
             i = self.run_of_flow(cx, &lanes, i, policy, cache, outs);
         }
+    }
+
+    /// Up to [`BURST`] frames of [`Tracker::process_burst_mut`]: the
+    /// prefetch passes, then each packet in order, translated as soon as
+    /// it is judged.
+    fn burst_mut<'g>(
+        &'g self,
+        cx: &mut Call<'g>,
+        frames: &mut [Vec<u8>],
+        link: LinkType,
+        cache: &mut Cache<'g>,
+        outs: &mut [Verdict],
+    ) {
+        let meta = self.shared.zones.get(cx.action.zone);
+        let generation = meta.map_or(0, ZoneMeta::generation);
+        let policy = self.shared.policy_of(meta, cx.guard);
+        let lanes = {
+            let mut refs: [&[u8]; BURST] = [&[]; BURST];
+            for (r, f) in refs.iter_mut().zip(frames.iter()) {
+                *r = f.as_slice();
+            }
+            self.prefetch(cx, &refs[..frames.len()], link, generation)
+        };
+        // While a gateway has shifted sequence numbers somewhere (perhaps
+        // for a packet earlier in this burst), a TCP packet's
+        // acknowledgment may need putting back before it is judged: the
+        // per-packet path does that.
+        let shifted = |p: &Pkt<u32>| {
+            cx.action.nat.is_some()
+                && p.proto == ctrack_wire::ip_proto::TCP
+                && self.shared.seqadj.load(Relaxed) != 0
+        };
+        for (i, (frame, v)) in frames.iter_mut().zip(outs.iter_mut()).enumerate() {
+            let fast = lanes.fast[i].as_ref().filter(|(p, _)| !shifted(p));
+            let Some((p, hash)) = fast else {
+                self.one_mut(cx, frame, link, cache, v);
+                continue;
+            };
+            let pre = Pre {
+                generation,
+                hash: *hash,
+                hint: lanes.hints[i],
+                policy,
+            };
+            self.track::<u32>(cx, p, &mut cache.v4, Some(pre), v);
+            if v.conn.is_some() {
+                if v.inspect {
+                    // A gateway's connection: the general stages.
+                    let layers = parse_frame(frame, link);
+                    self.stages(cx, Buf::Mut(frame), &layers, v);
+                } else if cx.action.translates(v.state) {
+                    self.translate_judged(cx, cache, frame, p, v);
+                }
+            }
+            count(cx.stats, v);
+        }
+    }
+
+    /// Translates a fast-path packet just judged against the connection
+    /// the burst's cache holds (the record the judging step found).
+    #[inline]
+    fn translate_judged(
+        &self,
+        cx: &mut Call<'_>,
+        cache: &Cache<'_>,
+        frame: &mut Vec<u8>,
+        p: &Pkt<u32>,
+        v: &mut Verdict,
+    ) {
+        let hit = cache
+            .v4
+            .as_ref()
+            .filter(|h| v.conn.is_some_and(|id| id.record() == h.entry.id()));
+        let Some(hit) = hit else {
+            // Not the connection the cache holds (cannot happen for a
+            // tracked packet, but the general stage is always right).
+            let layers = parse_frame(frame, LinkType::Ethernet);
+            self.stages(cx, Buf::Mut(frame), &layers, v);
+            return;
+        };
+        let c = hit.entry.record();
+        let bits = c.nat_bits();
+        if bits == 0 {
+            return;
+        }
+        let t = Translation {
+            dir: v.dir,
+            orig: *c.orig(),
+            reply: c.reply(cx.guard),
+            src: bits & SNAT != 0,
+            dst: bits & DNAT != 0,
+        };
+        // The fast path read an Ethernet frame with a 20-byte IPv4 header.
+        let ip = IpLayer {
+            version: IpVersion::V4,
+            l3: 14,
+            l4: 34,
+            end: 14 + p.ip_len as usize,
+            proto: p.proto,
+            frag: Fragment::No,
+            frag_header: None,
+        };
+        translate(&t, frame, &ip, false, v, cx.stats);
     }
 
     /// Passes 1 and 2 of a burst: the fast path's key and hash of each

@@ -48,9 +48,8 @@ impl Tracker {
             return;
         }
         let related = is_icmp_error(buf.bytes(), &ip);
-        if cx.action.nat.is_some()
-            && let Buf::Mut(f) = &mut buf
-        {
+        let translates = cx.action.translates(v.state);
+        if translates && let Buf::Mut(f) = &mut buf {
             let bits = c.nat_bits();
             let t = Translation {
                 dir: v.dir,
@@ -81,7 +80,7 @@ impl Tracker {
             let mut g = GatewayCx {
                 expect: &self.expect,
                 seqadj: &self.shared.seqadj,
-                nat: cx.action.nat.is_some(),
+                nat: translates,
                 now: cx.now,
                 stats: cx.stats,
             };

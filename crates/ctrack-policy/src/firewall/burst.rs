@@ -34,13 +34,13 @@ pub struct BurstOut<'a> {
 
 impl<T> Firewall<T> {
     /// Judges a burst of Ethernet frames (as a datapath receives them) in
-    /// place: the same decisions as [`Firewall::process`] frame by frame,
-    /// without reassembly, cheaper per packet where the policy allows (a
-    /// tracked policy without NAT or gateways, frames of one zone).
+    /// place: the same decisions (and, where NAT or a gateway rewrites, the
+    /// same bytes) as [`Firewall::process`] frame by frame, without
+    /// reassembly; cheaper per packet where the policy tracks and the
+    /// frames of a burst are of one zone.
     pub fn process_burst(&self, frames: &mut [Vec<u8>], now: Time, out: BurstOut<'_>) {
         assert_eq!(frames.len(), out.decisions.len(), "one decision per frame");
         let pol = self.policy_guard();
-        let fast = pol.tracking && !pol.has_nat && !pol.has_alg;
         let mut base = 0;
         for chunk in frames.chunks_mut(BURST) {
             let n = chunk.len();
@@ -49,7 +49,7 @@ impl<T> Firewall<T> {
             let same_zone = chunk
                 .iter()
                 .all(|f| f.len() >= 14 && zone_of(&pol, f) == zone);
-            if fast && same_zone {
+            if pol.tracking && same_zone {
                 let mut o = BurstOut {
                     decisions,
                     replies: out.replies,
@@ -103,7 +103,20 @@ impl<T> Firewall<T> {
     ) {
         let mut verdicts = [Verdict::default(); BURST];
         let vs = &mut verdicts[..chunk.len()];
-        {
+        if pol.has_nat || pol.has_alg {
+            // Translations and gateways rewrite frames: the tracker's
+            // rewriting burst path. A packet of a translated connection leaves translated; a
+            // `+new` one is left as it came, for the ACLs.
+            let action = pol.lookup_action(zone);
+            self.tracker.process_burst_mut(
+                chunk,
+                LinkType::Ethernet,
+                &action,
+                now,
+                vs,
+                &mut out.stats.tracker,
+            );
+        } else {
             let mut refs: [&[u8]; BURST] = [&[]; BURST];
             for (r, f) in refs.iter_mut().zip(chunk.iter()) {
                 *r = f.as_slice();

@@ -219,6 +219,9 @@ impl Compiled {
                 range: None,
                 mode: Default::default(),
             }),
+            // A `+new` packet meets the ACLs as it arrived; the commit
+            // translates it.
+            untranslated_new: true,
             ..CtAction::lookup(zone)
         }
     }
