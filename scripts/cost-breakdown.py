@@ -26,6 +26,7 @@ files are grouped in stages:
           ctrack-core/src/conn                     its fields
   judge   ctrack-core/src/proto, verdict, zone,    the protocol state machine,
           track/judge.rs                           the verdict
+  nat     ctrack-core/src/nat, track/stages.rs     translating the packet
   commit  track/open.rs, ctrack-table writer,      a new connection: shard lock,
           shard, arena, epoch                      limits, slot, index entry
   burst   track/process.rs, track/packet.rs        the burst's passes, per-packet set-up
@@ -44,6 +45,9 @@ Workloads:
                   packets, 32 per call, over C connections (per packet)
   lookup-handle   the same, one packet per call through a per-thread handle
   lookup-process  the same, one packet per call through Tracker::process
+  lookup-nat      `--calls burst --nat`: connections committed through
+                  source NAT, original-direction packets each copied into
+                  a buffer and translated (Tracker::process_burst_mut)
   cps             `bench cps --conns N --steady 1`: new UDP connections,
                   opening packet and answer (per connection)
 """
@@ -60,6 +64,7 @@ STAGES = [
     ("harness", ["ctrack-wire/src/build.rs", "ctrack/src/bench/"]),
     ("parse", ["ctrack-wire/src/", "ctrack-core/src/packet/"]),
     ("hash", ["ctrack-core/src/key/"]),
+    ("nat", ["ctrack-core/src/nat/", "ctrack-core/src/track/stages.rs"]),
     ("index", ["ctrack-table/src/index.rs", "ctrack-table/src/prefetch.rs"]),
     (
         "commit",
@@ -101,7 +106,7 @@ STAGES = [
         ],
     ),
 ]
-ORDER = ["parse", "hash", "index", "record", "judge", "commit", "burst", "harness", "other"]
+ORDER = ["parse", "hash", "index", "record", "judge", "nat", "commit", "burst", "harness", "other"]
 
 
 def stage_of(path):
@@ -116,8 +121,8 @@ def workloads(conns, n1, n2):
     them, what a unit is)."""
     c = str(conns)
 
-    def lookup(calls, n):
-        base = ["bench", "lookup", "--conns", c, "--packets", str(n)]
+    def lookup(calls, n, extra=()):
+        base = ["bench", "lookup", "--conns", c, "--packets", str(n), *extra]
         if calls != "burst":
             # (Bursts are the default: older binaries know no --calls.)
             base += ["--calls", calls]
@@ -133,6 +138,7 @@ def workloads(conns, n1, n2):
         "lookup-burst": lookup("burst", n1),
         "lookup-handle": lookup("handle", n1),
         "lookup-process": lookup("process", n1),
+        "lookup-nat": lookup("burst", n1, ["--nat"]),
         "cps": cps(n1, n2),
     }
 

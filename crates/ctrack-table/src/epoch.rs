@@ -333,6 +333,13 @@ impl<T: Send + Sync + 'static> EpochBox<T> {
         }
     }
 
+    /// Asks the processor to fetch the value's memory, if one is set (a
+    /// hint: nothing is read through the pointer).
+    #[inline]
+    pub fn prefetch(&self) {
+        crate::prefetch::prefetch_lines(self.ptr.load(Ordering::Relaxed).cast_const());
+    }
+
     /// True if a value is set.
     pub fn is_set(&self) -> bool {
         !self.ptr.load(Ordering::Acquire).is_null()

@@ -224,6 +224,18 @@ impl<R: Record> Table<R> {
         Hint(r)
     }
 
+    /// The record `hint` guessed for `hash` (live or not, and not
+    /// necessarily the one `hash` is for), to prefetch what it points to;
+    /// `None` for an empty guess.
+    #[inline]
+    pub fn hinted<'g>(&'g self, guard: &'g Guard, hash: u64, hint: Hint) -> Option<&'g R> {
+        let _ = guard;
+        if hint.0 == 0 {
+            return None;
+        }
+        self.resolve(self.shard_of(hash), hint.0).map(|e| e.rec)
+    }
+
     /// [`Table::find`], trying the record `hint` guessed first.
     #[inline]
     pub fn find_hinted<'g>(

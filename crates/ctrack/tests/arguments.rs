@@ -106,6 +106,14 @@ fn values_out_of_range_are_usage_errors() {
         "power of two from 1 to 64",
     );
     usage_error(&["bench", "lookup", "--zipf", "0"], "positive number");
+    let out = ctrack(&["bench", "lookup", "--nat", "--calls", "handle"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--nat works with --calls burst or process"),
+        "{err}"
+    );
+    no_panic(&err);
     usage_error(&["bench", "zones", "10", "65535", "1"], "from 1 to 65534");
     usage_error(&["bench", "zones", "10", "1", "0"], "from 1 to 1000000");
     usage_error(&["bench", "memory", "--conns", "0"], "from 1 to");
@@ -152,7 +160,7 @@ fn a_label_wider_than_128_bits_says_so() {
 /// workloads).
 #[test]
 fn every_benchmark_option_runs_within_its_range() {
-    let runs: [&[&str]; 5] = [
+    let runs: [&[&str]; 7] = [
         &[
             "benchmark",
             "2",
@@ -194,6 +202,30 @@ fn every_benchmark_option_runs_within_its_range() {
             "1",
         ],
         &["memory", "--conns", "100", "--max-conns", "200"],
+        &[
+            "lookup",
+            "--threads",
+            "2",
+            "--conns",
+            "300",
+            "--packets",
+            "100",
+            "--nat",
+            "--runs",
+            "1",
+        ],
+        &[
+            "lookup",
+            "--conns",
+            "300",
+            "--packets",
+            "100",
+            "--nat",
+            "--calls",
+            "process",
+            "--runs",
+            "1",
+        ],
     ];
     for args in runs {
         let mut all = vec!["bench", "--json"];

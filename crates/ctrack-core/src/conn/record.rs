@@ -185,6 +185,13 @@ impl<A: Addr> Conn<A> {
         self.ext.get(guard)
     }
 
+    /// Asks the processor to fetch the extension (where a translated
+    /// connection keeps its reply tuple, and the label), if it has one.
+    #[inline]
+    pub(crate) fn prefetch_ext(&self) {
+        self.ext.prefetch();
+    }
+
     /// The reply tuple.
     pub fn reply(&self, guard: &Guard) -> Tuple<A> {
         self.ext(guard)

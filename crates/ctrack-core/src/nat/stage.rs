@@ -57,6 +57,33 @@ pub(crate) fn is_icmp_error(b: &[u8], ip: &IpLayer) -> bool {
     }
 }
 
+/// [`translate`] for a packet the IPv4 fast path read (TCP or UDP after
+/// a 20-byte header; not an ICMP error).
+#[inline]
+pub(crate) fn translate_fast_v4(
+    t: &Translation<u32>,
+    frame: &mut [u8],
+    proto: u8,
+    v: &mut Verdict,
+    stats: &mut Stats,
+) {
+    let (src, dst, to) = match t.dir {
+        Dir::Orig => (t.src, t.dst, t.reply.reverse()),
+        Dir::Reply => (t.dst, t.src, t.orig.reverse()),
+    };
+    if !src && !dst {
+        return;
+    }
+    if src {
+        v.state |= CtState::SNAT;
+    }
+    if dst {
+        v.state |= CtState::DNAT;
+    }
+    rewrite::packet_v4_fast(frame, proto, &to);
+    stats.add(C::Translated, 1);
+}
+
 /// Rewrites `frame`, a packet of direction `t.dir`, into the other side's
 /// view of the connection and adds `snat`/`dnat` to its state (the side
 /// rewritten: a reply of a source translation gets its destination put

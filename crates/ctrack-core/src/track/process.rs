@@ -6,7 +6,7 @@
 use core::sync::atomic::Ordering::Relaxed;
 
 use ctrack_table::{Hint, pin};
-use ctrack_wire::{Fragment, Frame, IpLayer, IpVersion, LinkType, parse_frame};
+use ctrack_wire::{Frame, LinkType, parse_frame};
 
 use super::judge::count;
 use super::packet::{Cache, Call, Judged, Pkt, Pre};
@@ -14,7 +14,7 @@ use super::tracker::{BURST, Tracker};
 use crate::action::CtAction;
 use crate::conn::{DNAT, SNAT};
 use crate::key::{Family, Tuple, V6};
-use crate::nat::stage::{Buf, Translation, translate};
+use crate::nat::stage::{Buf, Translation, translate_fast_v4};
 use crate::packet::fast::fast_ipv4;
 use crate::packet::{ExtractOptions, extract};
 use crate::time::Time;
@@ -367,7 +367,26 @@ impl Tracker {
                 && p.proto == ctrack_wire::ip_proto::TCP
                 && self.shared.seqadj.load(Relaxed) != 0
         };
+        // A translated connection keeps its reply tuple (and label) in its
+        // extension, one dependent load after the record: it is fetched
+        // `AHEAD` packets before its packet is judged, once the record
+        // (prefetched in pass 2) is likely in.
+        const AHEAD: usize = 4;
+        let ext_ahead = |j: usize| {
+            if let Some((_, h)) = lanes.fast.get(j).and_then(Option::as_ref)
+                && let Some(c) = self.v4.hinted(cx.guard, *h, lanes.hints[j])
+            {
+                c.prefetch_ext();
+            }
+        };
+        let translating = cx.action.nat.is_some();
+        if translating {
+            (0..AHEAD).for_each(ext_ahead);
+        }
         for (i, (frame, v)) in frames.iter_mut().zip(outs.iter_mut()).enumerate() {
+            if translating {
+                ext_ahead(i + AHEAD);
+            }
             let fast = lanes.fast[i].as_ref().filter(|(p, _)| !shifted(p));
             let Some((p, hash)) = fast else {
                 self.one_mut(cx, frame, link, cache, v);
@@ -427,17 +446,7 @@ impl Tracker {
             src: bits & SNAT != 0,
             dst: bits & DNAT != 0,
         };
-        // The fast path read an Ethernet frame with a 20-byte IPv4 header.
-        let ip = IpLayer {
-            version: IpVersion::V4,
-            l3: 14,
-            l4: 34,
-            end: 14 + p.ip_len as usize,
-            proto: p.proto,
-            frag: Fragment::No,
-            frag_header: None,
-        };
-        translate(&t, frame, &ip, false, v, cx.stats);
+        translate_fast_v4(&t, frame, p.proto, v, cx.stats);
     }
 
     /// Passes 1 and 2 of a burst: the fast path's key and hash of each

@@ -7,13 +7,19 @@
 //! a connection drawn uniformly or from a Zipf law of exponent S, in either
 //! direction, in batches of 32. Every verdict must be `est`; the run fails
 //! otherwise.
+//!
+//! With `--nat` every connection is committed through source NAT (to an
+//! address of 198.51.0.0/16) and the packets replayed are of the original
+//! direction, each rewritten (`Tracker::process_burst_mut`, or
+//! `Tracker::process_mut` one per call) from a copy of its frame, as a
+//! datapath's buffer would be.
 
 use std::io::Write;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use ctrack_core::{Config, CtAction, CtState, LinkType, Stats, Time, Tracker};
+use ctrack_core::{Config, CtAction, CtState, LinkType, Stats, Time, Tracker, Verdict};
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 use serde::Serialize;
@@ -53,7 +59,15 @@ pub struct LookupArgs {
     /// epoch pin per call).
     #[arg(long, value_enum, default_value_t = Calls::Burst)]
     pub calls: Calls,
+    /// Source NAT: connections are committed translated and every packet
+    /// replayed is rewritten (original direction only; with `--calls
+    /// burst` or `process`).
+    #[arg(long)]
+    pub nat: bool,
 }
+
+/// The translation `--nat` commits connections with.
+const SNAT: &str = "commit,nat(src=198.51.0.0-198.51.255.255)";
 
 /// How `bench lookup` calls the tracker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -74,6 +88,7 @@ struct LookupJson {
     conns: u64,
     zipf: Option<f64>,
     calls: Calls,
+    nat: bool,
     packets_per_thread: u64,
     runs_mpps: Vec<f64>,
     mpps: f64,
@@ -106,6 +121,9 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
     {
         bail!("--zipf must be a positive number");
     }
+    if a.nat && a.calls == Calls::Handle {
+        bail!("--nat works with --calls burst or process (a handle does not rewrite)");
+    }
     if !a.shards.is_power_of_two() || a.shards > ctrack_core::MAX_SHARDS {
         bail!(
             "--shards must be a power of two from 1 to {}",
@@ -119,7 +137,7 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
     });
     let now = Time::from_secs(1);
     let t0 = Instant::now();
-    fill(&tracker, a.conns, a.threads, now)?;
+    fill(&tracker, a.conns, a.threads, a.nat, now)?;
     let fill_seconds = t0.elapsed().as_secs_f64();
     if tracker.table_len() as u64 != a.conns {
         bail!(
@@ -137,7 +155,7 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
     let mut runs = Vec::new();
     let mut hist = histogram();
     for _ in 0..a.runs {
-        let (secs, h, bad) = replay(&tracker, &rings, a.threads, a.calls, now)?;
+        let (secs, h, bad) = replay(&tracker, &rings, a.threads, a.calls, a.nat, now)?;
         if bad != 0 {
             bail!("{bad} packets were not reported established");
         }
@@ -151,6 +169,7 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
         conns: a.conns,
         zipf: a.zipf,
         calls: a.calls,
+        nat: a.nat,
         packets_per_thread: a.packets,
         runs_mpps: runs,
         mpps,
@@ -167,7 +186,7 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
     }
     writeln!(
         out,
-        "lookup: {} connections, {} thread(s), {}, batches of {BATCH}{}: {:.2} Mpps ({:.2} Mpps/thread, {:.1} ns/packet), runs {:?}",
+        "lookup: {} connections, {} thread(s), {}, batches of {BATCH}{}{}: {:.2} Mpps ({:.2} Mpps/thread, {:.1} ns/packet), runs {:?}",
         a.conns,
         a.threads,
         match a.zipf {
@@ -179,6 +198,7 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
             Calls::Handle => " (one packet per call, through a handle)",
             Calls::Process => " (one packet per call, Tracker::process)",
         },
+        if a.nat { ", source NAT" } else { "" },
         j.mpps,
         j.mpps_per_thread,
         j.ns_per_packet_per_thread,
@@ -199,9 +219,12 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
     Ok(())
 }
 
-/// Commits `n` UDP connections and answers each, with `threads` threads.
-fn fill(tracker: &Tracker, n: u64, threads: usize, now: Time) -> Result<()> {
-    let action = &CtAction::commit(0);
+/// Commits `n` UDP connections and answers each, with `threads` threads
+/// (through source NAT with `nat`: the answer goes to the translated
+/// address).
+fn fill(tracker: &Tracker, n: u64, threads: usize, nat: bool, now: Time) -> Result<()> {
+    let snat: CtAction = SNAT.parse().expect("a valid action");
+    let action = &if nat { snat } else { CtAction::commit(0) };
     std::thread::scope(|s| {
         for t in 0..threads {
             spawn(s, t, threads, move || {
@@ -210,6 +233,30 @@ fn fill(tracker: &Tracker, n: u64, threads: usize, now: Time) -> Result<()> {
                 let mut stats = Stats::default();
                 let mine: Vec<u64> = (t..n).step_by(threads).collect();
                 for cs in mine.chunks(BATCH / 2) {
+                    if nat {
+                        let mut frames: Vec<Vec<u8>> =
+                            cs.iter().map(|&c| packets::udp(c, false)).collect();
+                        let mut vs = vec![Verdict::default(); frames.len()];
+                        let link = LinkType::Ethernet;
+                        tracker.process_burst_mut(
+                            &mut frames,
+                            link,
+                            action,
+                            now,
+                            &mut vs,
+                            &mut stats,
+                        );
+                        frames.iter_mut().for_each(|f| packets::swap_v4(f));
+                        tracker.process_burst_mut(
+                            &mut frames,
+                            link,
+                            action,
+                            now,
+                            &mut vs,
+                            &mut stats,
+                        );
+                        continue;
+                    }
                     let frames: Vec<Vec<u8>> = cs
                         .iter()
                         .map(|&c| packets::udp(c, false))
@@ -260,7 +307,7 @@ fn ring(a: &LookupArgs, thread: u64) -> Result<Vec<u8>> {
             }
             None => rng.random_range(0..a.conns),
         };
-        let f = packets::udp(c, rng.random_bool(0.5));
+        let f = packets::udp(c, !a.nat && rng.random_bool(0.5));
         buf[k * STRIDE..k * STRIDE + f.len()].copy_from_slice(&f);
     }
     Ok(buf)
@@ -273,10 +320,16 @@ fn replay(
     rings: &[Vec<u8>],
     threads: usize,
     calls: Calls,
+    nat: bool,
     now: Time,
 ) -> Result<(f64, hdrhistogram::Histogram<u64>, u64)> {
     let line = StartLine::new(threads + 1);
-    let action = &CtAction::lookup(0);
+    let action = &CtAction {
+        nat: nat
+            .then(|| "nat".parse::<CtAction>().expect("a valid action").nat)
+            .flatten(),
+        ..CtAction::lookup(0)
+    };
     std::thread::scope(|s| {
         let line = &line;
         let handles = spawn_all(s, threads, line, move |t| {
@@ -289,6 +342,8 @@ fn replay(
             let mut refs: Vec<&[u8]> = Vec::with_capacity(BATCH);
             let mut bad = 0u64;
             let mut handle = tracker.handle();
+            // With `nat`: the frames a burst rewrites, copied from the ring.
+            let mut bufs: Vec<Vec<u8>> = (0..BATCH).map(|_| Vec::with_capacity(len)).collect();
             if !line.wait() {
                 return (h, bad);
             }
@@ -301,6 +356,29 @@ fn replay(
                 let t0 = Instant::now();
                 let link = LinkType::Ethernet;
                 match calls {
+                    Calls::Burst if nat => {
+                        let bufs = &mut bufs[..refs.len()];
+                        for (b, f) in bufs.iter_mut().zip(&refs) {
+                            b.clear();
+                            b.extend_from_slice(f);
+                        }
+                        verdicts.resize(refs.len(), Verdict::default());
+                        tracker.process_burst_mut(
+                            bufs,
+                            link,
+                            action,
+                            now,
+                            &mut verdicts,
+                            &mut stats,
+                        )
+                    }
+                    Calls::Process if nat => {
+                        verdicts.extend(bufs.iter_mut().zip(&refs).map(|(b, f)| {
+                            b.clear();
+                            b.extend_from_slice(f);
+                            tracker.process_mut(b, link, action, now, &mut stats)
+                        }))
+                    }
                     Calls::Burst => {
                         tracker.process_batch(&refs, link, action, now, &mut verdicts, &mut stats)
                     }
@@ -315,10 +393,12 @@ fn replay(
                 }
                 h.record(t0.elapsed().as_nanos().max(1) as u64)
                     .expect("latency within the histogram's range");
-                bad += verdicts
-                    .iter()
-                    .filter(|v| !v.state.contains(CtState::EST))
-                    .count() as u64;
+                let want = if nat {
+                    CtState::EST | CtState::SNAT
+                } else {
+                    CtState::EST
+                };
+                bad += verdicts.iter().filter(|v| !v.state.contains(want)).count() as u64;
                 k = end;
             }
             line.wait();

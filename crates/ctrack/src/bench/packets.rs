@@ -40,6 +40,17 @@ pub(crate) fn udp(i: u64, reply: bool) -> Vec<u8> {
     }
 }
 
+/// Turns an untagged IPv4 TCP or UDP frame without options into its
+/// answer: MAC addresses, IP addresses and ports swapped (the checksums
+/// stay right: the same words are summed).
+pub(crate) fn swap_v4(f: &mut [u8]) {
+    for (a, b) in [(0, 6), (26, 30), (34, 36)] {
+        let n = b - a;
+        let (x, y) = f.split_at_mut(b);
+        x[a..a + n.min(6)].swap_with_slice(&mut y[..n.min(6)]);
+    }
+}
+
 /// A TCP segment of connection `i`; with PSH it carries six bytes (a
 /// 64-byte frame), else none.
 pub(crate) fn tcp(i: u64, reply: bool, flags: u16, seq: u32, ack: u32) -> Vec<u8> {
