@@ -103,7 +103,7 @@ impl Entry {
             label: conn.label(guard),
             state: conn.proto_state().state_name(),
             timeout: Time::from_millis(expires).millis_since(now) / 1000,
-            helper: ext.and_then(|e| e.helper.as_ref()).map(|h| h.alg.name()),
+            helper: ext.and_then(|e| e.helper.as_deref()).map(|h| h.alg.name()),
             master: ext
                 .and_then(|e| e.master)
                 .map(|m| m.to_key(zone, proto).to_string()),

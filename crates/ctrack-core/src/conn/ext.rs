@@ -13,8 +13,11 @@ pub struct Ext<A> {
     /// The reply tuple when it is not the reverse of the original one
     /// (address translation).
     pub reply: Option<Tuple<A>>,
-    /// The application-layer gateway watching this (control) connection.
-    pub(crate) helper: Option<crate::alg::helper::Helper>,
+    /// The application-layer gateway watching this (control) connection,
+    /// boxed: few connections have one, and inline it would take the
+    /// extension of every translated connection from one cache line to
+    /// four.
+    pub(crate) helper: Option<Box<crate::alg::helper::Helper>>,
     /// For a connection an expectation let in: the original tuple of the
     /// control connection that expected it.
     pub master: Option<Tuple<A>>,

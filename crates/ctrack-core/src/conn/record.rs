@@ -122,7 +122,7 @@ impl<A: Addr> Conn<A> {
             Box::new(Ext {
                 label: Default::default(),
                 reply,
-                helper: setup.helper,
+                helper: setup.helper.map(Box::new),
                 master: setup.master,
             })
         }));
@@ -425,6 +425,8 @@ mod tests {
         // The first cache line holds the lock, key, expiry, mark and word.
         assert_eq!(core::mem::offset_of!(Conn<u32>, word), 56);
         assert_eq!(core::mem::offset_of!(Conn<u32>, state), 64);
+        // A translated connection's extension is one cache line.
+        assert_eq!(core::mem::size_of::<Ext<u32>>(), 64);
     }
 
     #[test]

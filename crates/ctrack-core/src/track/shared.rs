@@ -74,7 +74,7 @@ impl Shared {
         if c.special() {
             let guard = pin();
             if c.ext(&guard)
-                .and_then(|e| e.helper.as_ref())
+                .and_then(|e| e.helper.as_deref())
                 .is_some_and(Helper::counted)
             {
                 self.seqadj.fetch_sub(1, Relaxed);
