@@ -66,8 +66,15 @@ pub(crate) struct Mailbox {
 #[derive(Debug)]
 pub(crate) struct Inner {
     next_fresh: u32,
+    /// Vacant slots freed one at a time, linked through their headers.
     free: u32,
+    /// Vacant slots counted in `free` and `ready`.
     free_len: u32,
+    /// Vacant slots whose grace period ended, as the epoch handed them
+    /// back (batches of up to `LIMBO_BATCH`): kept as numbers, so that
+    /// taking a batch back writes to none of its records (linking each
+    /// into `free` would miss the cache once per slot, all in one call).
+    ready: Vec<Vec<u32>>,
     limbo: Vec<u32>,
     alias_next_fresh: u32,
     alias_free: Vec<u32>,
@@ -97,6 +104,16 @@ impl Inner {
         self.alias_next_fresh
     }
 
+    /// Bytes of the slot batches waiting for reuse.
+    pub(crate) fn ready_bytes(&self) -> usize {
+        self.ready.capacity() * core::mem::size_of::<Vec<u32>>()
+            + self
+                .ready
+                .iter()
+                .map(|b| b.capacity() * core::mem::size_of::<u32>())
+                .sum::<usize>()
+    }
+
     /// Bytes of the wheel.
     pub(crate) fn wheel_bytes(&self) -> usize {
         self.wheel.capacity() * core::mem::size_of::<List>()
@@ -107,6 +124,7 @@ impl Inner {
             next_fresh: 1,
             free: 0,
             free_len: 0,
+            ready: Vec::new(),
             limbo: Vec::new(),
             alias_next_fresh: 1,
             alias_free: Vec::new(),
@@ -330,14 +348,27 @@ impl<R: Record> Shard<R> {
     /// A vacant slot whose grace period has passed, or `None` if the shard
     /// is at its slot limit.
     pub(crate) fn alloc(&self, inner: &mut Inner) -> Option<u32> {
-        if inner.free == 0 {
-            self.drain_mailbox(inner);
-        }
         if inner.free != 0 {
             let s = inner.free;
             inner.free = self.zone_next(s);
             inner.free_len -= 1;
             return Some(s);
+        }
+        if inner.ready.is_empty() {
+            self.drain_mailbox(inner);
+        }
+        while let Some(batch) = inner.ready.last_mut() {
+            if let Some(s) = batch.pop() {
+                inner.free_len -= 1;
+                // The slot after it is the next one handed out: start
+                // fetching its record (cold since it was freed), as
+                // linking the slots into `free` used to, all at once.
+                if let Some(&n) = batch.last() {
+                    crate::prefetch::prefetch_lines(self.slab.addr(n));
+                }
+                return Some(s);
+            }
+            inner.ready.pop();
         }
         let s = inner.next_fresh;
         if s >= MAX_SLOTS || !self.slab.ensure(s) {
@@ -416,8 +447,9 @@ impl<R: Record> Shard<R> {
         self.mailbox.pending.store(0, Ordering::Relaxed);
         let ready = core::mem::take(&mut *self.mailbox.ready.lock());
         for (slots, aliases) in ready {
-            for s in slots {
-                self.free_unseen(inner, s);
+            inner.free_len += slots.len() as u32;
+            if !slots.is_empty() {
+                inner.ready.push(slots);
             }
             inner.alias_free.extend(aliases);
         }

@@ -360,7 +360,8 @@ impl<R: Record> Table<R> {
             let inner = s.inner.lock();
             m.other_bytes += core::mem::size_of::<Shard<R>>()
                 + inner.zones.capacity() * (core::mem::size_of::<(u64, List)>() + 1)
-                + inner.wheel_bytes();
+                + inner.wheel_bytes()
+                + inner.ready_bytes();
             m.slots_in_use += s.slot_counts(&inner).0;
         }
         m

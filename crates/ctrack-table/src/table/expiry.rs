@@ -2,6 +2,7 @@
 //! out.
 
 use crate::epoch::Guard;
+use crate::prefetch::prefetch_lines;
 use crate::shard::{Inner, rec};
 use crate::sync::Ordering;
 use crate::{Context, Record, Removal};
@@ -67,6 +68,18 @@ impl<R: Record> Table<R> {
                     break;
                 }
                 examined += 1;
+                // The records due are a linked list through random memory,
+                // and removing one misses on its index buckets and its zone
+                // list neighbours. So the sweep works two records ahead:
+                // while this one is removed, what the next one's removal
+                // will touch is fetched, and the record after that.
+                let next = rec(&sh.slab, slot)
+                    .header()
+                    .wheel_next
+                    .load(Ordering::Relaxed);
+                if next != 0 {
+                    self.prefetch_expiry(ctx, guard, shard, next);
+                }
                 let r = rec(&sh.slab, slot);
                 let id = RecordId::new(shard, slot);
                 if ctx.expiry(r, guard) > now {
@@ -101,6 +114,33 @@ impl<R: Record> Table<R> {
                 removed
             });
             out.removed += usize::from(removed == Some(true));
+        }
+    }
+
+    /// Prefetches what expiring record `slot` of `shard` will touch (its
+    /// index buckets, its zone list neighbours) and the record after it in
+    /// the wheel. `slot` itself should have been fetched a round before.
+    #[inline]
+    fn prefetch_expiry<C: Context<R>>(&self, ctx: &C, guard: &Guard, shard: usize, slot: u32) {
+        let sh = &self.shards[shard];
+        let r = rec(&sh.slab, slot);
+        let h = r.header();
+        let after = h.wheel_next.load(Ordering::Relaxed);
+        if after != 0 {
+            prefetch_lines(sh.slab.addr(after));
+        }
+        for n in [
+            h.zone_prev.load(Ordering::Relaxed),
+            h.zone_next.load(Ordering::Relaxed),
+        ] {
+            if n != 0 {
+                crate::prefetch(sh.slab.addr(n).cast());
+            }
+        }
+        let hashes = ctx.hashes(r, guard);
+        crate::prefetch(self.index(shard, guard).bucket_addr(hashes.primary));
+        if let Some(sec) = hashes.secondary {
+            self.prefetch(guard, sec);
         }
     }
 
