@@ -105,8 +105,9 @@ impl<T> Firewall<T> {
         let vs = &mut verdicts[..chunk.len()];
         if pol.has_nat || pol.has_alg {
             // Translations and gateways rewrite frames: the tracker's
-            // rewriting burst path. A packet of a translated connection leaves translated; a
-            // `+new` one is left as it came, for the ACLs.
+            // rewriting burst path. A packet of a translated connection
+            // leaves translated; a `+new` one is left as it came, for the
+            // ACLs.
             let action = pol.lookup_action(zone);
             self.tracker.process_burst_mut(
                 chunk,
