@@ -89,8 +89,9 @@ impl Tracker {
     /// burst is prefetched before the first packet is judged; a packet of a
     /// translated connection is rewritten from the connection the judging
     /// step found (its tuples are read from the record in hand, not looked
-    /// up again). A gateway's connection, and every TCP packet while some
-    /// gateway has shifted sequence numbers, take the per-packet path.
+    /// up again). A gateway's control connection, and every TCP packet
+    /// while some gateway has shifted sequence numbers, take the
+    /// per-packet path.
     pub fn process_burst_mut(
         &self,
         frames: &mut [Vec<u8>],
@@ -400,16 +401,34 @@ impl Tracker {
             };
             self.track::<u32>(cx, p, &mut cache.v4, Some(pre), v);
             if v.conn.is_some() {
-                if v.inspect {
-                    // A gateway's connection: the general stages.
+                if v.inspect && self.has_gateway(cx, cache, v) {
+                    // A gateway's control connection: the general stages.
                     let layers = parse_frame(frame, link);
                     self.stages(cx, Buf::Mut(frame), &layers, v);
                 } else if cx.action.translates(v.state) {
+                    // (An expected connection, FTP data, has no gateway of
+                    // its own: translating is all the stages would do.)
                     self.translate_judged(cx, cache, frame, p, v);
                 }
             }
             count(cx.stats, v);
         }
+    }
+
+    /// Whether connection `v.conn`, just judged, has a gateway; true when
+    /// the burst's cache does not hold it (the general stages then look).
+    #[inline]
+    fn has_gateway(&self, cx: &Call<'_>, cache: &Cache<'_>, v: &Verdict) -> bool {
+        let held = cache
+            .v4
+            .as_ref()
+            .filter(|h| v.conn.is_some_and(|id| id.record() == h.entry.id()));
+        held.is_none_or(|h| {
+            h.entry
+                .record()
+                .ext(cx.guard)
+                .is_some_and(|x| x.helper.is_some())
+        })
     }
 
     /// Translates a fast-path packet just judged against the connection
