@@ -48,3 +48,38 @@ fn a_handle_gives_the_verdicts_of_process() {
     drop(h);
     assert_eq!(a.table_len(), b.table_len());
 }
+
+/// `Handle::process_mut` rewrites as `Tracker::process_mut` does: the same
+/// verdicts and the same bytes, through source NAT, across repins.
+#[test]
+fn a_handle_rewrites_as_process_mut() {
+    let frames = traffic(100);
+    let snat: CtAction = "commit,nat(src=198.51.100.1)".parse().unwrap();
+    let lookup: CtAction = "nat".parse().unwrap();
+    let actions = [snat, lookup];
+    let (a, b) = (Tracker::default(), Tracker::default());
+    let (mut sa, mut sb) = (Stats::default(), Stats::default());
+    let mut h = b.handle();
+    let mut rewritten = 0;
+    for (i, f) in frames.iter().enumerate() {
+        let action = &actions[usize::from(i % 5 == 4)];
+        let now = Time::from_secs(1 + i as u64 / 50);
+        let (mut fa, mut fb) = (f.clone(), f.clone());
+        let va = a.process_mut(&mut fa, LinkType::Ethernet, action, now, &mut sa);
+        let vb = h.process_mut(&mut fb, LinkType::Ethernet, action, now, &mut sb);
+        assert_eq!(va.state, vb.state, "packet {i}");
+        assert_eq!(
+            (va.committed, va.invalid),
+            (vb.committed, vb.invalid),
+            "packet {i}"
+        );
+        assert_eq!(fa, fb, "packet {i}: bytes");
+        rewritten += usize::from(fa != *f);
+    }
+    assert!(
+        rewritten > frames.len() / 2,
+        "{rewritten} of {} rewritten",
+        frames.len()
+    );
+    assert_eq!(format!("{sa:?}"), format!("{sb:?}"));
+}

@@ -17,7 +17,8 @@ pub const REPIN_EVERY: u32 = 256;
 
 /// A per-thread handle on a [`Tracker`] for callers that hand it one
 /// packet per call (as Open vSwitch's `conntrack_execute` is called):
-/// [`Handle::process`] gives the verdict [`Tracker::process`] would, but
+/// [`Handle::process`] gives the verdict [`Tracker::process`] would (and
+/// [`Handle::process_mut`] what [`Tracker::process_mut`] would), but
 /// keeps the thread's epoch pinned from one call to the next, so that a
 /// call pays for the packet and nothing else. Every
 /// [`REPIN_EVERY`] calls the pin moves on to the current epoch, so that
@@ -86,6 +87,31 @@ impl Handle<'_> {
             stats,
         };
         self.tracker.single_in(&mut cx, frame, link, None)
+    }
+
+    /// Tracks one frame and carries out the action on it (translation,
+    /// gateways): the same as [`Tracker::process_mut`], under the handle's
+    /// pin.
+    #[inline]
+    pub fn process_mut(
+        &mut self,
+        frame: &mut Vec<u8>,
+        link: LinkType,
+        action: &CtAction,
+        now: Time,
+        stats: &mut Stats,
+    ) -> Verdict {
+        self.calls += 1;
+        if self.calls >= REPIN_EVERY {
+            self.quiesce();
+        }
+        let mut cx = Call {
+            guard: &self.guard,
+            action,
+            now,
+            stats,
+        };
+        self.tracker.single_mut_in(&mut cx, frame, link)
     }
 
     /// Moves the handle's pin to the current epoch, so that this thread no

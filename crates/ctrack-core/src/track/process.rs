@@ -75,8 +75,20 @@ impl Tracker {
             now,
             stats,
         };
+        self.single_mut_in(&mut cx, frame, link)
+    }
+
+    /// One packet to rewrite, under the pin of `cx` (fresh, or a
+    /// [`Handle`](super::Handle)'s).
+    #[inline]
+    pub(super) fn single_mut_in<'g>(
+        &'g self,
+        cx: &mut Call<'g>,
+        frame: &mut Vec<u8>,
+        link: LinkType,
+    ) -> Verdict {
         let mut v = Verdict::default();
-        self.one_mut(&mut cx, frame, link, &mut Cache::default(), &mut v);
+        self.one_mut(cx, frame, link, &mut Cache::default(), &mut v);
         v
     }
 
