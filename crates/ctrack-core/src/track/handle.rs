@@ -76,17 +76,8 @@ impl Handle<'_> {
         now: Time,
         stats: &mut Stats,
     ) -> Verdict {
-        self.calls += 1;
-        if self.calls >= REPIN_EVERY {
-            self.quiesce();
-        }
-        let mut cx = Call {
-            guard: &self.guard,
-            action,
-            now,
-            stats,
-        };
-        self.tracker.single_in(&mut cx, frame, link, None)
+        let tracker = self.tracker;
+        tracker.single_in(&mut self.call(action, now, stats), frame, link, None)
     }
 
     /// Tracks one frame and carries out the action on it (translation,
@@ -101,17 +92,24 @@ impl Handle<'_> {
         now: Time,
         stats: &mut Stats,
     ) -> Verdict {
+        let tracker = self.tracker;
+        tracker.single_mut_in(&mut self.call(action, now, stats), frame, link)
+    }
+
+    /// A call under the handle's pin, moved on first every
+    /// [`REPIN_EVERY`] calls.
+    #[inline]
+    fn call<'a>(&'a mut self, action: &'a CtAction, now: Time, stats: &'a mut Stats) -> Call<'a> {
         self.calls += 1;
         if self.calls >= REPIN_EVERY {
             self.quiesce();
         }
-        let mut cx = Call {
+        Call {
             guard: &self.guard,
             action,
             now,
             stats,
-        };
-        self.tracker.single_mut_in(&mut cx, frame, link)
+        }
     }
 
     /// Moves the handle's pin to the current epoch, so that this thread no
