@@ -114,6 +114,24 @@ impl Tracker {
         stats: &mut Stats,
     ) {
         assert_eq!(frames.len(), out.len(), "one verdict per frame");
+        self.in_bursts(action, now, stats, |t, cx, cache| {
+            for (burst, outs) in frames.chunks_mut(BURST).zip(out.chunks_mut(BURST)) {
+                t.burst_mut(cx, burst, link, cache, outs);
+            }
+        });
+    }
+
+    /// What every burst entry point does around its bursts: one pin, one
+    /// call, one cache of the last connection; and, if the bursts evicted
+    /// connections, a visit to the collector.
+    #[inline]
+    fn in_bursts(
+        &self,
+        action: &CtAction,
+        now: Time,
+        stats: &mut Stats,
+        bursts: impl for<'g> FnOnce(&'g Tracker, &mut Call<'g>, &mut Cache<'g>),
+    ) {
         let guard = pin();
         let mut cx = Call {
             guard: &guard,
@@ -123,10 +141,11 @@ impl Tracker {
         };
         let mut cache = Cache::default();
         let evicted = cx.stats.evicted;
-        for (burst, outs) in frames.chunks_mut(BURST).zip(out.chunks_mut(BURST)) {
-            self.burst_mut(&mut cx, burst, link, &mut cache, outs);
-        }
+        bursts(self, &mut cx, &mut cache);
         if cx.stats.evicted != evicted {
+            // Under a flood every commit evicts: hand the evicted records
+            // to the collector now, so that their slots come back before
+            // the table has to grow for the next ones.
             guard.flush();
         }
     }
@@ -187,24 +206,11 @@ impl Tracker {
         stats: &mut Stats,
     ) {
         assert_eq!(frames.len(), out.len(), "one verdict per frame");
-        let guard = pin();
-        let mut cx = Call {
-            guard: &guard,
-            action,
-            now,
-            stats,
-        };
-        let mut cache = Cache::default();
-        let evicted = cx.stats.evicted;
-        for (burst, outs) in frames.chunks(BURST).zip(out.chunks_mut(BURST)) {
-            self.burst(&mut cx, burst, link, &mut cache, outs);
-        }
-        if cx.stats.evicted != evicted {
-            // Under a flood every commit evicts: hand the evicted records
-            // to the collector now, so that their slots come back before
-            // the table has to grow for the next ones.
-            guard.flush();
-        }
+        self.in_bursts(action, now, stats, |t, cx, cache| {
+            for (burst, outs) in frames.chunks(BURST).zip(out.chunks_mut(BURST)) {
+                t.burst(cx, burst, link, cache, outs);
+            }
+        });
     }
 
     /// One packet on its own, with a fresh pin.
