@@ -236,6 +236,19 @@ fn every_benchmark_option_runs_within_its_range() {
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
         assert_eq!(v["bench"], args[0]);
     }
+    // cps reports the machine's floor beside each phase: busy loops as
+    // long as the phase's median batch, so never shorter than it.
+    let out = ctrack(&["bench", "--json", "cps", "--conns", "2000", "--runs", "1"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    for phase in ["fill", "steady"] {
+        let p50 = v[phase]["batch_latency_ns"]["p50"].as_u64().expect("p50");
+        let floor = &v[phase]["floor_latency_ns"];
+        let f50 = floor["p50"].as_u64().expect("floor p50");
+        // The histogram keeps three significant digits.
+        assert!(f50 * 1001 >= p50 * 1000, "{phase}: floor p50 {f50} < {p50}");
+        assert!(floor["p999"].as_u64() >= floor["p50"].as_u64(), "{phase}");
+    }
     let out = ctrack(&[
         "replay",
         "--max-frags",

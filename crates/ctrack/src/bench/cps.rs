@@ -11,6 +11,12 @@
 //!    sweeps after each batch with a budget of twice the batch (so expiry
 //!    is shared equally between threads).
 //!
+//! Beside each phase, the machine's own floor: busy loops as long as the
+//! phase's median batch, as many as there were batches, timed the same
+//! way right after the phase. Whatever stretches them (timer ticks, the
+//! hypervisor, other tenants) stretches the batches too, so a batch tail
+//! is only ours where it exceeds the floor's.
+//!
 //! `--proto udp` creates a connection with one packet (then answers it, so
 //! that both directions are looked up); `--proto tcp` with a three-way
 //! handshake (SYN, SYN-ACK, ACK). Connection creation includes the lookup
@@ -102,6 +108,11 @@ struct Phase {
     seconds: f64,
     conns_per_sec: f64,
     batch_latency_ns: Latency,
+    /// The machine's own floor: a busy loop as long as this thread's
+    /// median batch, timed as many times as there were batches, right
+    /// after the phase. What the machine adds to any work of that length
+    /// (timer ticks, the hypervisor, other tenants) shows in its tail.
+    floor_latency_ns: Latency,
     expired: u64,
     table_len_after: usize,
 }
@@ -180,19 +191,52 @@ pub(crate) fn run(a: &CpsArgs, json: bool, out: &mut dyn Write) -> Result<()> {
     for (name, p) in [("fill", &j.fill), ("steady", &j.steady)] {
         writeln!(
             out,
-            "  {name:<6} {:>10} conns in {:>8.3} s: {:>6.3} M conns/s; batch of {BATCH} packets: p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns; expired {}; table {}",
+            "  {name:<6} {:>10} conns in {:>8.3} s: {:>6.3} M conns/s; batch of {BATCH} packets: p50 {} ns, p99 {} ns, p99.9 {} ns ({:.1}x p50), max {} ns; expired {}; table {}",
             p.conns,
             p.seconds,
             p.conns_per_sec / 1e6,
             p.batch_latency_ns.p50,
             p.batch_latency_ns.p99,
             p.batch_latency_ns.p999,
+            ratio(p.batch_latency_ns),
             p.batch_latency_ns.max,
             p.expired,
             p.table_len_after,
         )?;
+        let f = p.floor_latency_ns;
+        writeln!(
+            out,
+            "  {:<6} machine floor (a busy loop as long as p50, as many times): p50 {} ns, p99 {} ns, p99.9 {} ns ({:.1}x p50), max {} ns",
+            "",
+            f.p50,
+            f.p99,
+            f.p999,
+            ratio(f),
+            f.max,
+        )?;
     }
     Ok(())
+}
+
+/// p99.9 over p50.
+fn ratio(l: Latency) -> f64 {
+    l.p999 as f64 / l.p50.max(1) as f64
+}
+
+/// `n` busy loops of `ns` nanoseconds each, each one timed: what the
+/// machine alone does to the latency of work that long.
+fn floor(ns: u64, n: usize) -> Histogram<u64> {
+    let mut h = histogram();
+    let d = std::time::Duration::from_nanos(ns);
+    for _ in 0..n {
+        let t0 = Instant::now();
+        while t0.elapsed() < d {
+            std::hint::spin_loop();
+        }
+        h.record(t0.elapsed().as_nanos().max(1) as u64)
+            .expect("latency within the histogram's range");
+    }
+    h
 }
 
 /// The packets that create connection `i` (and answer it).
@@ -284,7 +328,7 @@ fn phase(
     let per_conn = opening(a.proto, 0).len();
     // Conns per batch: whole openings only.
     let conns_per_batch = (BATCH / per_conn).max(1);
-    let (elapsed, hist) = std::thread::scope(|s| {
+    let (elapsed, hist, floors) = std::thread::scope(|s| {
         let line = &line;
         let clock = &clock;
         let expired = &expired;
@@ -314,7 +358,7 @@ fn phase(
             let mut stats = Stats::default();
             let mut refs: Vec<&[u8]> = Vec::with_capacity(BATCH);
             if !line.wait() {
-                return h;
+                return (h, histogram());
             }
             for (c0, spans) in &batches {
                 let now = clock(*c0, t);
@@ -339,24 +383,29 @@ fn phase(
             }
             std::hint::black_box(&verdicts);
             line.wait();
-            h
+            // Outside the timed span: the floor.
+            let floor = floor(h.value_at_quantile(0.5), batches.len());
+            (h, floor)
         })?;
         line.wait();
         let start = Instant::now();
         line.wait();
         let elapsed = start.elapsed();
         let mut all = histogram();
+        let mut floors = histogram();
         for h in handles {
-            all.add(h.join().expect("bench thread"))
-                .expect("histograms add");
+            let (h, f) = h.join().expect("bench thread");
+            all.add(h).expect("histograms add");
+            floors.add(f).expect("histograms add");
         }
-        Ok::<_, anyhow::Error>((elapsed, all))
+        Ok::<_, anyhow::Error>((elapsed, all, floors))
     })?;
     Ok(Phase {
         conns: n,
         seconds: elapsed.as_secs_f64(),
         conns_per_sec: n as f64 / elapsed.as_secs_f64().max(1e-9),
         batch_latency_ns: Latency::of(&hist),
+        floor_latency_ns: Latency::of(&floors),
         expired: expired.load(Ordering::Relaxed),
         table_len_after: tracker.table_len(),
     })
