@@ -411,6 +411,8 @@ fn the_burst_path_decides_as_the_packet_path() {
     }
     assert_eq!(got, expect);
     assert_eq!(st.verdicts, o.stats.verdicts);
+    assert_eq!(st.stages, o.stats.stages);
+    assert_eq!(st.acls, o.stats.acls);
 }
 
 /// A one-way UDP flow stays `+new` (nobody answers), so every packet

@@ -324,6 +324,7 @@ action = "allow-related"
             at += n;
         }
         assert_eq!(stats.verdicts, outs.stats.verdicts, "{name}: verdicts");
+        assert_eq!(stats.stages, outs.stats.stages, "{name}: stages");
         assert_eq!(stats.acls, outs.stats.acls, "{name}: per-ACL counters");
     }
     assert!(translated > 100, "only {translated} frames were rewritten");

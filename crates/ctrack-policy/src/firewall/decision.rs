@@ -248,10 +248,17 @@ impl FwStats {
 
     /// Counts a decision on a packet of `bytes` bytes.
     pub(crate) fn count(&mut self, d: &Decision) {
-        self.verdicts[d.action as usize] += 1;
-        self.stages[d.stage as usize] += 1;
+        self.count_many(d, 1);
+    }
+
+    /// Counts `n` packets with decisions like `d` (its action, stage and
+    /// drop reason).
+    #[inline]
+    pub(crate) fn count_many(&mut self, d: &Decision, n: u64) {
+        self.verdicts[d.action as usize] += n;
+        self.stages[d.stage as usize] += n;
         if let Some(r) = d.reason {
-            self.drops[r as usize] += 1;
+            self.drops[r as usize] += n;
         }
     }
 
