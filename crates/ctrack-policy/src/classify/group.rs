@@ -178,8 +178,7 @@ impl Group {
             removed += before - cands.len();
             if cands.is_empty() {
                 self.cand_cap -= cands.capacity();
-                let hs = self.hasher;
-                self.table.remove(b, h, |x| hs.hash(x, seed));
+                self.table.remove(b, h);
             }
         }
         if removed > 0
