@@ -18,7 +18,8 @@
 //! sorted by score (rank, then lowest id) and each is checked against its
 //! exact mask and value. A lookup hashes the key under a tuple's mask
 //! (only the words the mask touches) and probes the tuple's table, an
-//! array of tagged slots small enough to stay in cache (`table.rs`);
+//! index of bucket numbers whose control bytes stay in cache (hashbrown's
+//! `HashTable`, `table.rs`);
 //! tuples are visited best score first and the search stops as soon as
 //! the best match found outranks every rule in the next tuple.
 //!
