@@ -99,7 +99,11 @@ impl MemoryStats {
 pub struct Table<R: Record> {
     shards: Box<[Shard<R>]>,
     mask: usize,
-    sweep_start: AtomicU64,
+    /// Where the next sweep starts. Written by every sweep of every
+    /// thread, so on a line of its own: beside `shards` and `mask`, which
+    /// every lookup reads, each sweep would take that line from every
+    /// other core.
+    sweep_start: CachePadded<AtomicU64>,
     /// Sum of the shards' counts, each shard adding its changes in steps of
     /// [`APPROX_STEP`]: within `shards * APPROX_STEP` of the truth.
     approx: CachePadded<AtomicI64>,
@@ -127,7 +131,7 @@ impl<R: Record> Table<R> {
         Table {
             shards: (0..n).map(|_| Shard::new(buckets, share, &arena)).collect(),
             mask: n - 1,
-            sweep_start: AtomicU64::new(0),
+            sweep_start: CachePadded::new(AtomicU64::new(0)),
             approx: CachePadded::new(AtomicI64::new(0)),
             arena,
         }

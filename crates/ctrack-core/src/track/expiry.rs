@@ -1,5 +1,7 @@
 //! Freeing expired connections and those of flushed zones.
 
+use std::sync::atomic::Ordering::{Acquire, Release};
+
 use ctrack_table::{Guard, pin};
 
 use super::shared::Counted;
@@ -59,11 +61,7 @@ impl Tracker {
 
     /// True if flushed zone instances still hold connections.
     pub(super) fn reclaim_pending(&self) -> bool {
-        !self
-            .dead
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_empty()
+        self.dead_pending.load(Acquire)
     }
 
     /// Frees connections of flushed zone instances, at most `budget`.
@@ -74,6 +72,9 @@ impl Tracker {
         guard: &Guard,
         budget: usize,
     ) -> (usize, bool) {
+        if !self.dead_pending.load(Acquire) {
+            return (0, false);
+        }
         let mut dead = self.dead.lock().unwrap_or_else(|e| e.into_inner());
         let mut removed = 0;
         while let Some(d) = dead.front_mut() {
@@ -119,6 +120,7 @@ impl Tracker {
             }
             dead.pop_front();
         }
+        self.dead_pending.store(false, Release);
         (removed, false)
     }
 }

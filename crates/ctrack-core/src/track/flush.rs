@@ -1,5 +1,7 @@
 //! Flushing zones, every connection, or one.
 
+use std::sync::atomic::Ordering::Release;
+
 use ctrack_table::{Guard, Removal, pin};
 
 use super::shared::{Counted, Dead};
@@ -22,15 +24,14 @@ impl Tracker {
             return false;
         }
         let generation = m.next_generation();
-        self.dead
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back(Dead {
-                zone,
-                generation,
-                family: 0,
-                shard: 0,
-            });
+        let mut dead = self.dead.lock().unwrap_or_else(|e| e.into_inner());
+        dead.push_back(Dead {
+            zone,
+            generation,
+            family: 0,
+            shard: 0,
+        });
+        self.dead_pending.store(true, Release);
         true
     }
 

@@ -44,6 +44,10 @@ pub struct Tracker {
     pub(super) v4: Table<Conn<u32>>,
     pub(super) v6: Table<Conn<V6>>,
     pub(super) dead: Mutex<VecDeque<Dead>>,
+    /// True while `dead` holds something: set and cleared under its lock,
+    /// read without it, so that a sweep finding nothing to reclaim (nearly
+    /// always) does not take a lock every thread shares.
+    pub(super) dead_pending: AtomicBool,
     pub(super) expect: Expectations,
     /// Counter behind `random` translations.
     pub(super) rng: AtomicU64,
@@ -110,6 +114,7 @@ impl Tracker {
             v4: Table::new(v4),
             v6: Table::new(v6),
             dead: Mutex::new(VecDeque::new()),
+            dead_pending: AtomicBool::new(false),
             expect: Expectations::default(),
             rng: AtomicU64::new(0),
         };
