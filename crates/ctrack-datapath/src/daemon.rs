@@ -53,8 +53,9 @@ pub struct Daemon {
     threads: Vec<JoinHandle<()>>,
 }
 
-/// How many connections the housekeeping thread looks at per sweep.
-const SWEEP_BUDGET: usize = 16_384;
+/// How many connections the housekeeping thread looks at per sweep (up
+/// to 8 sweeps per wake while work is left).
+pub const SWEEP_BUDGET: usize = 16_384;
 
 /// How often the housekeeping thread wakes.
 const TICK: Duration = Duration::from_millis(50);

@@ -249,6 +249,40 @@ fn every_benchmark_option_runs_within_its_range() {
         assert!(f50 * 1001 >= p50 * 1000, "{phase}: floor p50 {f50} < {p50}");
         assert!(floor["p999"].as_u64() >= floor["p50"].as_u64(), "{phase}");
     }
+    // Packet threads that sweep after every batch keep the table at its
+    // size: every connection opened is still there or expired. A sweeper
+    // thread of its own may fall behind: the table then stays within its
+    // limit (1.25 times the size, plus 1024), evicting or refusing.
+    for sweeper in ["each", "thread"] {
+        let args = [
+            "bench",
+            "--json",
+            "cps",
+            "--threads",
+            "2",
+            "--conns",
+            "2000",
+            "--steady",
+            "6000",
+            "--runs",
+            "1",
+            "--sweeper",
+            sweeper,
+        ];
+        let out = ctrack(&args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+        assert_eq!(v["sweeper"], sweeper);
+        assert_eq!(v["fill"]["table_len_after"], 2000);
+        let s = &v["steady"];
+        let n = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{sweeper}: {k}"));
+        if sweeper == "each" {
+            assert_eq!(n("table_len_after") + n("expired"), 8000, "{s}");
+            assert_eq!(n("evicted") + n("refused_table_full"), 0, "{s}");
+        } else {
+            assert!(n("table_len_after") <= 3524, "{s}");
+        }
+    }
     let out = ctrack(&[
         "replay",
         "--max-frags",

@@ -20,6 +20,11 @@ pub struct SweepStats {
     pub more: bool,
 }
 
+/// The most records a sweep looks at in one shard under one hold of its
+/// lock: a thread inserting into that shard waits for at most this many
+/// removals (about 10 µs), whatever the sweep's budget.
+const SWEEP_HOLD: usize = 64;
+
 impl<R: Record> Table<R> {
     /// Removes expired records, looking at no more than `budget`. Shards
     /// are visited round-robin from call to call, so that small budgets
@@ -39,15 +44,26 @@ impl<R: Record> Table<R> {
             if self.shards[shard].next_due.load(Ordering::Relaxed) > now {
                 continue;
             }
-            if out.examined >= budget {
-                out.more = true;
-                break;
+            // The shard's lock is held for at most SWEEP_HOLD records at
+            // a time, so that a thread inserting into the shard waits for
+            // a few removals at most, never for a whole budget of them.
+            loop {
+                if out.examined >= budget {
+                    out.more = true;
+                    return out;
+                }
+                let chunk = (budget - out.examined).min(SWEEP_HOLD);
+                if !self.sweep_shard(ctx, guard, shard, now, chunk, &mut out) {
+                    break;
+                }
             }
-            self.sweep_shard(ctx, guard, shard, now, budget - out.examined, &mut out);
         }
         out
     }
 
+    /// Sweeps one shard under one hold of its lock, looking at no more
+    /// than `budget` records; true if it stopped at the budget with more
+    /// due.
     fn sweep_shard<C: Context<R>>(
         &self,
         ctx: &C,
@@ -56,15 +72,16 @@ impl<R: Record> Table<R> {
         now: u64,
         budget: usize,
         out: &mut SweepStats,
-    ) {
+    ) -> bool {
         let sh = &self.shards[shard];
         let mut deferred = Vec::new();
+        let mut stopped = false;
         {
             let mut inner = sh.inner.lock();
             let mut examined = 0;
             while let Some((slot, tick)) = sh.due(&mut inner, now) {
                 if examined >= budget {
-                    out.more = true;
+                    stopped = true;
                     break;
                 }
                 examined += 1;
@@ -115,6 +132,7 @@ impl<R: Record> Table<R> {
             });
             out.removed += usize::from(removed == Some(true));
         }
+        stopped
     }
 
     /// Prefetches what expiring record `slot` of `shard` will touch (its

@@ -17,6 +17,13 @@
 //! hypervisor, other tenants) stretches the batches too, so a batch tail
 //! is only ours where it exceeds the floor's.
 //!
+//! With `--sweeper thread`, the packet threads never sweep: one more
+//! thread sweeps all the while, as `ctrack run`'s housekeeping thread
+//! does, at the virtual time of the slowest packet thread. The packet
+//! threads' batch latency is then that of a datapath worker while
+//! expiry runs beside it; if the sweeper falls behind, the table fills
+//! and commits are refused or evict (both reported).
+//!
 //! `--proto udp` creates a connection with one packet (then answers it, so
 //! that both directions are looked up); `--proto tcp` with a three-way
 //! handshake (SYN, SYN-ACK, ACK). Connection creation includes the lookup
@@ -24,7 +31,7 @@
 //! directions.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use anyhow::{Result, bail};
@@ -46,6 +53,18 @@ pub enum Proto {
     Udp,
     /// A three-way handshake.
     Tcp,
+}
+
+/// Who expires connections in the steady phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sweeper {
+    /// Every packet thread, after each of its batches (a budget of twice
+    /// the batch).
+    Each,
+    /// One more thread, sweeping all the while, as `ctrack run`'s
+    /// housekeeping thread; packet threads never sweep.
+    Thread,
 }
 
 /// Arguments of `ctrack bench cps`.
@@ -76,6 +95,10 @@ pub struct CpsArgs {
     /// packet path (`Tracker::populate_ahead`, as `ctrack run` does).
     #[arg(long, conflicts_with = "prefault")]
     pub populate: bool,
+    /// Who expires connections in the steady phase: each packet thread
+    /// after its batches, or a thread of its own (as `ctrack run`).
+    #[arg(long, value_enum, default_value_t = Sweeper::Each)]
+    pub sweeper: Sweeper,
 }
 
 /// Per-batch latency, in nanoseconds.
@@ -114,6 +137,10 @@ struct Phase {
     /// (timer ticks, the hypervisor, other tenants) shows in its tail.
     floor_latency_ns: Latency,
     expired: u64,
+    /// Commits refused because the table was full (the sweeper behind).
+    refused_table_full: u64,
+    /// Connections evicted to make room.
+    evicted: u64,
     table_len_after: usize,
 }
 
@@ -123,6 +150,7 @@ struct CpsJson {
     threads: usize,
     conns: u64,
     proto: Proto,
+    sweeper: Sweeper,
     runs: usize,
     fill: Phase,
     steady: Phase,
@@ -171,6 +199,7 @@ pub(crate) fn run(a: &CpsArgs, json: bool, out: &mut dyn Write) -> Result<()> {
         threads: a.threads,
         conns: a.conns,
         proto: a.proto,
+        sweeper: a.sweeper,
         runs: a.runs,
         fill: chosen.0,
         steady,
@@ -185,13 +214,13 @@ pub(crate) fn run(a: &CpsArgs, json: bool, out: &mut dyn Write) -> Result<()> {
     }
     writeln!(
         out,
-        "cps: {} thread(s), {} connections, {:?}, median of {} runs",
-        a.threads, a.conns, a.proto, a.runs
+        "cps: {} thread(s), {} connections, {:?}, sweeper {:?}, median of {} runs",
+        a.threads, a.conns, a.proto, a.sweeper, a.runs
     )?;
     for (name, p) in [("fill", &j.fill), ("steady", &j.steady)] {
         writeln!(
             out,
-            "  {name:<6} {:>10} conns in {:>8.3} s: {:>6.3} M conns/s; batch of {BATCH} packets: p50 {} ns, p99 {} ns, p99.9 {} ns ({:.1}x p50), max {} ns; expired {}; table {}",
+            "  {name:<6} {:>10} conns in {:>8.3} s: {:>6.3} M conns/s; batch of {BATCH} packets: p50 {} ns, p99 {} ns, p99.9 {} ns ({:.1}x p50), max {} ns; expired {}; refused (full) {}; evicted {}; table {}",
             p.conns,
             p.seconds,
             p.conns_per_sec / 1e6,
@@ -201,6 +230,8 @@ pub(crate) fn run(a: &CpsArgs, json: bool, out: &mut dyn Write) -> Result<()> {
             ratio(p.batch_latency_ns),
             p.batch_latency_ns.max,
             p.expired,
+            p.refused_table_full,
+            p.evicted,
             p.table_len_after,
         )?;
         let f = p.floor_latency_ns;
@@ -310,29 +341,76 @@ fn phases(
     Ok((fill, steady))
 }
 
+/// A packet thread's virtual time (ms), on a cache line of its own, for
+/// the sweeper thread to read.
+#[repr(align(128))]
+struct Clock(AtomicU64);
+
+/// The dedicated sweeper (`--sweeper thread`): sweeps with the
+/// housekeeping thread's budget at the slowest packet thread's time until
+/// `done`; returns how many connections it expired.
+fn sweeper(tracker: &Tracker, clocks: &[Clock], done: &AtomicBool) -> u64 {
+    let mut stats = Stats::default();
+    let mut expired = 0;
+    while !done.load(Ordering::Acquire) {
+        let now = clocks
+            .iter()
+            .map(|c| c.0.load(Ordering::Relaxed))
+            .min()
+            .unwrap_or(u64::MAX);
+        if now == u64::MAX {
+            std::thread::yield_now();
+            continue;
+        }
+        let now = Time::from_millis(now);
+        let s = tracker.sweep(now, ctrack_datapath::daemon::SWEEP_BUDGET, &mut stats);
+        expired += s.expired as u64;
+        if s.next != Some(now) {
+            // Nothing more due yet: let the packet threads move time on.
+            std::thread::yield_now();
+        }
+    }
+    expired
+}
+
+/// What a packet thread hands back: its batch latencies, its floor, and
+/// its tracker counters.
+type ThreadOut = (Histogram<u64>, Histogram<u64>, Stats);
+
 /// Runs `n` connection openings spread over the threads, connection
 /// numbers from `first`; `clock(c, thread)` is the time of a batch whose
-/// first connection is the `c`-th of the phase.
+/// first connection is the `c`-th of the phase. With `expire`, expiry runs
+/// too, as `a.sweeper` says.
 fn phase(
     a: &CpsArgs,
     tracker: &Tracker,
     n: u64,
     first: u64,
     clock: impl Fn(u64, usize) -> Time + Sync,
-    sweep: bool,
+    expire: bool,
     action: &CtAction,
 ) -> Result<Phase> {
     let threads = a.threads;
+    let sweep = expire && a.sweeper == Sweeper::Each;
+    let dedicated = expire && a.sweeper == Sweeper::Thread;
     let line = StartLine::new(threads + 1);
     let expired = AtomicU64::new(0);
+    // Until a thread starts, and once it is done, it holds nobody back.
+    let clocks: Vec<Clock> = (0..threads)
+        .map(|_| Clock(AtomicU64::new(u64::MAX)))
+        .collect();
+    let done = AtomicBool::new(false);
     let per_conn = opening(a.proto, 0).len();
     // Conns per batch: whole openings only.
     let conns_per_batch = (BATCH / per_conn).max(1);
-    let (elapsed, hist, floors) = std::thread::scope(|s| {
+    let (elapsed, hist, floors, stats) = std::thread::scope(|s| {
         let line = &line;
         let clock = &clock;
         let expired = &expired;
-        let handles = spawn_all(s, threads, line, move |t| {
+        let clocks = &clocks;
+        let done = &done;
+        let sweeping = dedicated.then(|| s.spawn(move || sweeper(tracker, clocks, done)));
+        let handles = spawn_all(s, threads, line, move |t| -> ThreadOut {
             // This thread's connections: t, t + threads, ...
             let mine: Vec<u64> = (0..n).filter(|c| c % threads as u64 == t as u64).collect();
             // Build every batch up front, packed in one buffer:
@@ -360,11 +438,19 @@ fn phase(
             // Summed here and added once: a counter shared by every
             // thread's every batch would itself be a contended line.
             let mut my_expired = 0u64;
+            if let Some((c0, _)) = batches.first() {
+                clocks[t]
+                    .0
+                    .store(clock(*c0, t).as_millis(), Ordering::Relaxed);
+            }
             if !line.wait() {
-                return (h, histogram());
+                return (h, histogram(), stats);
             }
             for (c0, spans) in &batches {
                 let now = clock(*c0, t);
+                if dedicated {
+                    clocks[t].0.store(now.as_millis(), Ordering::Relaxed);
+                }
                 refs.clear();
                 refs.extend(spans.iter().map(|&(o, l)| &buf[o..o + l]));
                 let t0 = Instant::now();
@@ -385,23 +471,37 @@ fn phase(
             }
             std::hint::black_box(&verdicts);
             expired.fetch_add(my_expired, Ordering::Relaxed);
+            clocks[t].0.store(u64::MAX, Ordering::Relaxed);
             line.wait();
             // Outside the timed span: the floor.
             let floor = floor(h.value_at_quantile(0.5), batches.len());
-            (h, floor)
-        })?;
+            (h, floor, stats)
+        });
+        let handles = match handles {
+            Ok(h) => h,
+            Err(e) => {
+                done.store(true, Ordering::Release);
+                return Err(e);
+            }
+        };
         line.wait();
         let start = Instant::now();
         line.wait();
         let elapsed = start.elapsed();
+        done.store(true, Ordering::Release);
+        if let Some(sw) = sweeping {
+            expired.fetch_add(sw.join().expect("sweeper thread"), Ordering::Relaxed);
+        }
         let mut all = histogram();
         let mut floors = histogram();
+        let mut stats = Stats::default();
         for h in handles {
-            let (h, f) = h.join().expect("bench thread");
+            let (h, f, st) = h.join().expect("bench thread");
             all.add(h).expect("histograms add");
             floors.add(f).expect("histograms add");
+            stats.merge(&st);
         }
-        Ok::<_, anyhow::Error>((elapsed, all, floors))
+        Ok::<_, anyhow::Error>((elapsed, all, floors, stats))
     })?;
     Ok(Phase {
         conns: n,
@@ -410,6 +510,8 @@ fn phase(
         batch_latency_ns: Latency::of(&hist),
         floor_latency_ns: Latency::of(&floors),
         expired: expired.load(Ordering::Relaxed),
+        refused_table_full: stats.refused_table_full,
+        evicted: stats.evicted,
         table_len_after: tracker.table_len(),
     })
 }
