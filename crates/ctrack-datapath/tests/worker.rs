@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ctrack_core::{Config, FragConfig, Time, Tracker};
+use ctrack_core::{Config, FragConfig, Time, TimeoutPolicy, Tracker};
 use ctrack_datapath::ctl::client::request;
 use ctrack_datapath::ctl::{self, EventHub};
 use ctrack_datapath::io::{IoKind, Pool, Port, PortStats};
@@ -128,16 +128,23 @@ struct Rig {
     _peers: Vec<UnixDatagram>,
 }
 
-fn firewall() -> Firewall<u16> {
+fn firewall(config: Config) -> Firewall<u16> {
     let policy = Policy::from_str(POLICY, "test.toml").unwrap();
-    let tracker = Tracker::new(Config {
+    Firewall::new(Tracker::new(config), FragConfig::default(), policy).unwrap()
+}
+
+fn config() -> Config {
+    Config {
         max_conns: 10_000,
         ..Config::default()
-    });
-    Firewall::new(tracker, FragConfig::default(), policy).unwrap()
+    }
 }
 
 fn rig() -> Rig {
+    rig_with(config())
+}
+
+fn rig_with(config: Config) -> Rig {
     let info = |name: &str, mac| PortInfo {
         name: name.into(),
         ifname: format!("mem-{name}"),
@@ -145,7 +152,7 @@ fn rig() -> Rig {
         mtu: 1500,
     };
     let shared = Arc::new(Shared::new(
-        firewall(),
+        firewall(config),
         vec![info("client", CLIENT.0), info("server", SERVER.0)],
         IoKind::AfPacket,
         "unused.toml".into(),
@@ -256,7 +263,7 @@ fn traffic() -> Vec<(usize, Vec<Vec<u8>>)> {
 /// What the frame-by-frame firewall forwards, per output port, and its
 /// verdict counts.
 fn expected(batches: &[(usize, Vec<Vec<u8>>)]) -> ([Vec<Vec<u8>>; 2], [u64; 3]) {
-    let fw = firewall();
+    let fw = firewall(config());
     let mut outs = FwOutputs::default();
     let mut sent: [Vec<Vec<u8>>; 2] = Default::default();
     for (inport, frames) in batches {
@@ -319,6 +326,41 @@ fn switches_what_the_firewall_frame_by_frame_allows() {
         assert!(c.get(p) > 0, "{} is zero: {c:?}", p.name());
     }
     assert!(c.ns.iter().sum::<u64>() <= c.total_ns, "{c:?}");
+}
+
+/// A worker expires connections itself after a round with traffic (no
+/// housekeeping thread runs here): up to twice the frames it received.
+#[test]
+fn a_busy_worker_expires_connections_itself() {
+    let mut r = rig_with(Config {
+        max_conns: 10_000,
+        timeouts: TimeoutPolicy {
+            udp_first: 1,
+            ..TimeoutPolicy::default()
+        },
+        ..Config::default()
+    });
+    let mut w = Worker::new(r.shared.clone(), 0, r.ports.take().unwrap());
+    let udp = |first: u16| -> Vec<Vec<u8>> {
+        (first..first + 100)
+            .map(|p| ip4(CLIENT, SERVER, L4::udp(p, 9, &[0; 18])).build())
+            .collect()
+    };
+    let mut run = |frames: Vec<Vec<u8>>| {
+        r.inbox[0].lock().unwrap().extend(frames);
+        while !r.inbox[0].lock().unwrap().is_empty() {
+            w.round();
+        }
+    };
+    run(udp(10_000));
+    let tracker = r.shared.fw.tracker();
+    assert_eq!(tracker.table_len(), 100);
+    // Past their 1 s (expiry falls at the end of a second of the wheel).
+    std::thread::sleep(Duration::from_millis(2_500));
+    run(udp(20_000));
+    assert_eq!(tracker.table_len(), 100, "the first hundred expired");
+    w.publish();
+    assert_eq!(r.shared.stats().fw.tracker.expired, 100);
 }
 
 /// Waits until `f` holds or `secs` pass.

@@ -10,6 +10,15 @@
 //! the order they came. The time each part takes is measured per burst
 //! ([`super::cost`]).
 //!
+//! After a round that received frames, the worker expires connections
+//! too: at most twice as many as it received, so that expiry keeps pace
+//! with creation however many workers there are. The housekeeping thread
+//! still sweeps (for idle times), but one thread alone falls behind
+//! several busy workers: at 16 threads creating about 7 M connections/s,
+//! a lone sweeper let the table fill and the workers evict
+//! (`ctrack bench cps --sweeper thread`, BENCHMARKS.md), and packet
+//! threads that each sweep a little also had the shorter latency tail.
+//!
 //! [`Firewall::process_burst`]: ctrack_policy::firewall::Firewall::process_burst
 //! [`Firewall::process`]: ctrack_policy::firewall::Firewall::process
 
@@ -142,6 +151,13 @@ impl Worker {
         }
         self.lane.flush(&mut self.ports);
         cost.add(Part::Send, lap.lap());
+        if got > 0 {
+            shared
+                .fw
+                .tracker()
+                .sweep(now, 2 * got, &mut self.lane.outs.stats.tracker);
+            cost.add(Part::Firewall, lap.lap());
+        }
         cost.close(got, &mut self.lane.stats.cost);
         got
     }
