@@ -341,6 +341,42 @@ fn phases(
     Ok((fill, steady))
 }
 
+/// Batches of frames in a buffer: each batch's first connection number
+/// and its frames' (offset, length).
+type Batches = Vec<(u64, Vec<(usize, usize)>)>;
+
+/// Thread `t`'s batches of the phase's connections (`t`, `t + threads`,
+/// ...), built up front and packed in one buffer (packet building is not
+/// what is measured): each batch's first connection number and its
+/// frames' spans in the buffer, all first packets of the batch, then all
+/// answers (a burst of new flows).
+fn thread_batches(
+    proto: Proto,
+    n: u64,
+    first: u64,
+    t: usize,
+    threads: usize,
+) -> (Vec<u8>, Batches) {
+    let per_conn = opening(proto, 0).len();
+    // Conns per batch: whole openings only.
+    let conns_per_batch = (BATCH / per_conn).max(1);
+    let mine: Vec<u64> = (0..n).filter(|c| c % threads as u64 == t as u64).collect();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut batches = Vec::new();
+    for cs in mine.chunks(conns_per_batch) {
+        let mut spans = Vec::with_capacity(BATCH);
+        let ps: Vec<Vec<Vec<u8>>> = cs.iter().map(|&c| opening(proto, first + c)).collect();
+        for k in 0..per_conn {
+            for p in &ps {
+                spans.push((buf.len(), p[k].len()));
+                buf.extend_from_slice(&p[k]);
+            }
+        }
+        batches.push((cs[0], spans));
+    }
+    (buf, batches)
+}
+
 /// A packet thread's virtual time (ms), on a cache line of its own, for
 /// the sweeper thread to read.
 #[repr(align(128))]
@@ -400,9 +436,6 @@ fn phase(
         .map(|_| Clock(AtomicU64::new(u64::MAX)))
         .collect();
     let done = AtomicBool::new(false);
-    let per_conn = opening(a.proto, 0).len();
-    // Conns per batch: whole openings only.
-    let conns_per_batch = (BATCH / per_conn).max(1);
     let (elapsed, hist, floors, stats) = std::thread::scope(|s| {
         let line = &line;
         let clock = &clock;
@@ -411,26 +444,7 @@ fn phase(
         let done = &done;
         let sweeping = dedicated.then(|| s.spawn(move || sweeper(tracker, clocks, done)));
         let handles = spawn_all(s, threads, line, move |t| -> ThreadOut {
-            // This thread's connections: t, t + threads, ...
-            let mine: Vec<u64> = (0..n).filter(|c| c % threads as u64 == t as u64).collect();
-            // Build every batch up front, packed in one buffer:
-            // packet building is not what is measured.
-            let mut buf: Vec<u8> = Vec::new();
-            let mut batches: Vec<(u64, Vec<(usize, usize)>)> = Vec::new();
-            for cs in mine.chunks(conns_per_batch) {
-                let mut spans = Vec::with_capacity(BATCH);
-                // All first packets of the batch, then all answers:
-                // a burst of new flows.
-                let ps: Vec<Vec<Vec<u8>>> =
-                    cs.iter().map(|&c| opening(a.proto, first + c)).collect();
-                for k in 0..per_conn {
-                    for p in &ps {
-                        spans.push((buf.len(), p[k].len()));
-                        buf.extend_from_slice(&p[k]);
-                    }
-                }
-                batches.push((cs[0], spans));
-            }
+            let (buf, batches) = thread_batches(a.proto, n, first, t, threads);
             let mut h = histogram();
             let mut verdicts = Vec::with_capacity(BATCH);
             let mut stats = Stats::default();
