@@ -498,10 +498,7 @@ fn phase(
                 return Err(e);
             }
         };
-        line.wait();
-        let start = Instant::now();
-        line.wait();
-        let elapsed = start.elapsed();
+        let elapsed = line.time_between();
         done.store(true, Ordering::Release);
         if let Some(sw) = sweeping {
             expired.fetch_add(sw.join().expect("sweeper thread"), Ordering::Relaxed);

@@ -404,10 +404,7 @@ fn replay(
             line.wait();
             (h, bad)
         })?;
-        line.wait();
-        let start = Instant::now();
-        line.wait();
-        let secs = start.elapsed().as_secs_f64();
+        let secs = line.time_between().as_secs_f64();
         let mut all = histogram();
         let mut bad = 0;
         for h in handles {

@@ -28,7 +28,7 @@ mod zones;
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
@@ -347,9 +347,6 @@ fn benchmark_once(a: &BenchmarkArgs) -> Result<Duration> {
             std::hint::black_box(&verdicts);
             line.wait();
         })?;
-        line.wait();
-        let start = Instant::now();
-        line.wait();
-        Ok(start.elapsed())
+        Ok(line.time_between())
     })
 }

@@ -4,6 +4,7 @@
 
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::thread::{Builder, Scope, ScopedJoinHandle};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
@@ -21,6 +22,9 @@ struct State {
     waiting: usize,
     round: u64,
     off: bool,
+    /// When the last round was released: read by the last party to arrive,
+    /// under the lock, before anyone goes on.
+    released: Option<Instant>,
 }
 
 impl StartLine {
@@ -31,6 +35,7 @@ impl StartLine {
                 waiting: 0,
                 round: 0,
                 off: false,
+                released: None,
             }),
             cv: Condvar::new(),
         }
@@ -39,22 +44,45 @@ impl StartLine {
     /// Waits for every party, as [`std::sync::Barrier::wait`]. False: the
     /// run was called off, and the caller should return at once.
     pub(crate) fn wait(&self) -> bool {
+        self.wait_at().is_some()
+    }
+
+    /// [`StartLine::wait`], returning when the line released everyone: the
+    /// time the last party arrived, the same for every party, however late
+    /// each one wakes. None: called off.
+    pub(crate) fn wait_at(&self) -> Option<Instant> {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if s.off {
-            return false;
+            return None;
         }
         s.waiting += 1;
         if s.waiting == self.parties {
             s.waiting = 0;
             s.round += 1;
+            s.released = Some(Instant::now());
             self.cv.notify_all();
-            return true;
+            return s.released;
         }
         let round = s.round;
         while s.round == round && !s.off {
             s = self.cv.wait(s).unwrap_or_else(PoisonError::into_inner);
         }
-        s.round != round
+        // A later round cannot be released before this party arrives at
+        // it, so `released` is still this round's.
+        if s.round != round { s.released } else { None }
+    }
+
+    /// Times a measured span: the main thread calls this where the workers
+    /// meet the line before and after their timed work. The span runs from
+    /// the first release to the second, so a main thread that wakes late
+    /// from either does not shorten or lengthen it.
+    pub(crate) fn time_between(&self) -> Duration {
+        let start = self.wait_at();
+        let end = self.wait_at();
+        match (start, end) {
+            (Some(s), Some(e)) => e.saturating_duration_since(s),
+            _ => Duration::ZERO,
+        }
     }
 
     /// Releases every waiter, now and later, with false.
@@ -132,5 +160,33 @@ mod tests {
         });
         assert!(!met);
         assert!(!line.wait());
+    }
+
+    #[test]
+    fn every_party_gets_the_same_release_time_and_the_span_covers_the_work() {
+        let line = StartLine::new(3);
+        let work = Duration::from_millis(30);
+        let (span, seen) = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2)
+                .map(|i| {
+                    let line = &line;
+                    s.spawn(move || {
+                        // Arrive at different times: the release is when
+                        // the last one came.
+                        std::thread::sleep(Duration::from_millis(5 * i));
+                        let start = line.wait_at().unwrap();
+                        std::thread::sleep(work);
+                        let end = line.wait_at().unwrap();
+                        (start, end)
+                    })
+                })
+                .collect();
+            let span = line.time_between();
+            let seen: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+            (span, seen)
+        });
+        assert_eq!(seen[0], seen[1]);
+        assert_eq!(seen[0].1 - seen[0].0, span);
+        assert!(span >= work, "{span:?}");
     }
 }

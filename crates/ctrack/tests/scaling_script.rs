@@ -1,0 +1,51 @@
+//! `scripts/scaling-bench.py`, the script behind BENCHMARKS.md's thread
+//! scaling figures, runs end to end at `--quick` sizes and writes its
+//! record: every bench it drives answers, and the summary is made of
+//! them. (Its figures at these sizes mean nothing; the check is that the
+//! script and the benches' JSON still fit each other.) Needs python3;
+//! without it the test says so and passes, except in CI (`CI` set).
+
+use std::process::Command;
+
+#[test]
+fn the_scaling_script_runs_and_records_every_bench() {
+    if Command::new("python3").arg("--version").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "python3 is missing in CI");
+        eprintln!("skipped: no python3");
+        return;
+    }
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let out = std::env::temp_dir().join(format!("ctrack-scaling-{}.json", std::process::id()));
+    let run = Command::new("python3")
+        .arg(format!("{root}/scripts/scaling-bench.py"))
+        .args([
+            "--quick",
+            "--threads",
+            "1,2",
+            "--ctrack",
+            env!("CARGO_BIN_EXE_ctrack"),
+        ])
+        .arg("--json")
+        .arg(&out)
+        .output()
+        .expect("python3 runs");
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(text.contains("cps steady M/s"), "{text}");
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).expect("the record")).unwrap();
+    let _ = std::fs::remove_file(&out);
+    assert_eq!(rec["threads"], serde_json::json!([1, 2]));
+    for key in ["1", "2"] {
+        assert_eq!(rec["cps"][key]["threads"], key.parse::<u64>().unwrap());
+        let steady = rec["cps"][key]["steady"]["conns_per_sec"].as_f64().unwrap();
+        assert!(steady > 0.0 && steady.is_finite(), "{key}: {steady}");
+    }
+    assert_eq!(rec["cps_sweeper_thread"]["2"]["sweeper"], "thread");
+    assert_eq!(rec["alone"]["benchmark"].as_array().unwrap().len(), 2);
+    assert_eq!(rec["summary"].as_array().unwrap().len(), 4);
+}
