@@ -12,8 +12,8 @@ this is (the targets are set for 16 cores):
   vSwitch's `ovstest` in the same invocation and the ratio;
 - `cps --conns 1000000 --steady 4000000` at every thread count, every
   packet thread sweeping (`--sweeper each`), and at the most threads a
-  sweeper thread of its own (`--sweeper thread`, as `ctrack run`'s
-  housekeeping alone would): rate, batch latency, expired / evicted /
+  sweeper thread of its own (`--sweeper thread`: expiry left to one
+  thread alone): rate, batch latency, expired / evicted /
   refused;
 - `lookup` over 1M and 10M connections at one thread and the most;
 - the machine alone: as many separate processes as the most threads,

@@ -22,7 +22,7 @@ pub struct SweepStats {
 
 /// The most records a sweep looks at in one shard under one hold of its
 /// lock: a thread inserting into that shard waits for at most this many
-/// removals (about 10 µs), whatever the sweep's budget.
+/// removals, whatever the sweep's budget.
 const SWEEP_HOLD: usize = 64;
 
 impl<R: Record> Table<R> {

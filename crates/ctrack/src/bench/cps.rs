@@ -18,11 +18,11 @@
 //! is only ours where it exceeds the floor's.
 //!
 //! With `--sweeper thread`, the packet threads never sweep: one more
-//! thread sweeps all the while, as `ctrack run`'s housekeeping thread
-//! does, at the virtual time of the slowest packet thread. The packet
-//! threads' batch latency is then that of a datapath worker while
-//! expiry runs beside it; if the sweeper falls behind, the table fills
-//! and commits are refused or evict (both reported).
+//! thread sweeps all the while, with the budget of `ctrack run`'s
+//! housekeeping thread, at the virtual time of the slowest packet thread:
+//! expiry left to one thread alone (how `ctrack run` expired before its
+//! workers swept too). If the sweeper falls behind, the table fills and
+//! commits are refused or evict (both reported).
 //!
 //! `--proto udp` creates a connection with one packet (then answers it, so
 //! that both directions are looked up); `--proto tcp` with a three-way
@@ -62,8 +62,8 @@ pub enum Sweeper {
     /// Every packet thread, after each of its batches (a budget of twice
     /// the batch).
     Each,
-    /// One more thread, sweeping all the while, as `ctrack run`'s
-    /// housekeeping thread; packet threads never sweep.
+    /// One more thread, sweeping all the while with the budget of `ctrack
+    /// run`'s housekeeping thread; packet threads never sweep.
     Thread,
 }
 
@@ -96,7 +96,8 @@ pub struct CpsArgs {
     #[arg(long, conflicts_with = "prefault")]
     pub populate: bool,
     /// Who expires connections in the steady phase: each packet thread
-    /// after its batches, or a thread of its own (as `ctrack run`).
+    /// after its batches (as `ctrack run`'s workers), or a thread of its
+    /// own.
     #[arg(long, value_enum, default_value_t = Sweeper::Each)]
     pub sweeper: Sweeper,
 }
@@ -442,7 +443,15 @@ fn phase(
         let expired = &expired;
         let clocks = &clocks;
         let done = &done;
-        let sweeping = dedicated.then(|| s.spawn(move || sweeper(tracker, clocks, done)));
+        let sweeping = match dedicated {
+            true => Some(
+                std::thread::Builder::new()
+                    .name("bench-sweeper".into())
+                    .spawn_scoped(s, move || sweeper(tracker, clocks, done))
+                    .map_err(|e| anyhow::anyhow!("cannot start the sweeper thread: {e}"))?,
+            ),
+            false => None,
+        };
         let handles = spawn_all(s, threads, line, move |t| -> ThreadOut {
             let (buf, batches) = thread_batches(a.proto, n, first, t, threads);
             let mut h = histogram();
