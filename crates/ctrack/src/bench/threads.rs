@@ -22,7 +22,7 @@ struct State {
     waiting: usize,
     round: u64,
     off: bool,
-    /// When the last round was released: read by the last party to arrive,
+    /// When the last round was released: taken by the last party to arrive,
     /// under the lock, before anyone goes on.
     released: Option<Instant>,
 }
