@@ -292,12 +292,16 @@ impl<A: Addr> Conn<A> {
     /// Counts a packet. Entry lock held.
     #[inline]
     pub(crate) fn count(&self, dir: Dir, bytes: u32) {
+        self.count_many(dir, 1, u64::from(bytes));
+    }
+
+    /// Counts `packets` packets of `bytes` bytes in all, in direction
+    /// `dir`. Entry lock held.
+    #[inline]
+    pub(crate) fn count_many(&self, dir: Dir, packets: u64, bytes: u64) {
         let i = dir.index() * 2;
-        self.counters[i].store(self.counters[i].load(Relaxed) + 1, Relaxed);
-        self.counters[i + 1].store(
-            self.counters[i + 1].load(Relaxed) + u64::from(bytes),
-            Relaxed,
-        );
+        self.counters[i].store(self.counters[i].load(Relaxed) + packets, Relaxed);
+        self.counters[i + 1].store(self.counters[i + 1].load(Relaxed) + bytes, Relaxed);
     }
 
     /// The counters of one direction.

@@ -27,20 +27,27 @@ pub(super) fn apply_marks<A: Addr>(c: &Conn<A>, action: &CtAction, guard: &Guard
     }
 }
 
+#[inline]
 pub(super) fn count(stats: &mut Stats, v: &Verdict) {
-    stats.add(C::Packets, 1);
+    count_many(stats, v, 1);
+}
+
+/// Counts `n` packets that were each given the verdict `v`.
+#[inline]
+pub(super) fn count_many(stats: &mut Stats, v: &Verdict, n: u64) {
+    stats.add(C::Packets, n);
     if v.state.contains(CtState::NEW) {
-        stats.add(C::New, 1);
+        stats.add(C::New, n);
     }
     if v.state.contains(CtState::EST) {
-        stats.add(C::Established, 1);
+        stats.add(C::Established, n);
     }
     if v.state.contains(CtState::REL) {
-        stats.add(C::Related, 1);
+        stats.add(C::Related, n);
     }
     if let Some(r) = v.invalid {
-        stats.add(C::Invalid, 1);
-        stats.invalid(r);
+        stats.add(C::Invalid, n);
+        stats.invalid_many(r, n);
     }
 }
 

@@ -1,18 +1,21 @@
 //! The entry points: a frame, a frame already parsed, a frame to rewrite,
 //! a burst. Every one of them takes a packet down the same path
 //! ([`Tracker::one`]); a burst adds prefetch passes in front of it and
-//! judges a run of packets of one connection under one hold of its lock.
+//! judges a run of packets of one connection under one hold of its lock
+//! (outside TCP, a run that leaves its connection as it was is judged once
+//! and the verdict copied).
 
 use core::sync::atomic::Ordering::Relaxed;
 
 use ctrack_table::{Hint, pin};
 use ctrack_wire::{Frame, LinkType, parse_frame};
 
-use super::judge::count;
+use super::judge::{count, count_many};
 use super::packet::{Cache, Call, Judged, Pkt, Pre};
+use super::shared::expiry;
 use super::tracker::{BURST, Tracker};
 use crate::action::CtAction;
-use crate::conn::{DNAT, SNAT};
+use crate::conn::{DNAT, Kind, SNAT};
 use crate::key::{Family, Tuple, V6};
 use crate::nat::stage::{Buf, Translation, translate_fast_v4};
 use crate::packet::fast::fast_ipv4;
@@ -566,14 +569,47 @@ impl Tracker {
         let Some(lock) = entry.lock() else {
             return i;
         };
+        let c = entry.record();
+        // Outside TCP, a packet's effect on its connection depends only on
+        // its direction (and its length, which is only counted).
+        let by_direction = c.kind() != Kind::Tcp;
         while i < n {
             let Some((q, _)) = lanes.fast[i].as_ref().filter(|_| same(&lanes.fast[i])) else {
                 break;
             };
+            let before = c.small_state();
             match self.judge_locked(cx, q, policy, entry, dir, &mut outs[i]) {
                 Judged::Done => {
                     count(cx.stats, &outs[i]);
                     i += 1;
+                    // The packet left the state as it found it, and the
+                    // connection stays live at this time: every further
+                    // packet of the run (same tuple, so same direction,
+                    // same time) would be judged the same, so its verdict
+                    // is a copy and its counts are added at once. (Today's
+                    // machines for these kinds settle in one step, so
+                    // either test implies the other; both are kept so that
+                    // the copy does not rest on that.)
+                    if by_direction
+                        && c.small_state() == before
+                        && expiry(c, policy) > cx.now.as_millis()
+                    {
+                        let v = outs[i - 1];
+                        let (mut packets, mut bytes) = (0, 0);
+                        while i < n && same(&lanes.fast[i]) {
+                            if let Some((q, _)) = &lanes.fast[i] {
+                                bytes += u64::from(q.ip_len);
+                            }
+                            outs[i] = v;
+                            packets += 1;
+                            i += 1;
+                        }
+                        if packets > 0 {
+                            c.count_many(dir, packets, bytes);
+                            count_many(cx.stats, &v, packets);
+                        }
+                        break;
+                    }
                 }
                 // Expired, or the packet starts a new connection: the
                 // general path takes it from here.

@@ -78,10 +78,11 @@ impl Stats {
         *self.slot(c) += n;
     }
 
-    /// Counts an `inv` packet's reason (its `invalid` count is separate).
+    /// Counts `n` `inv` packets of reason `r` (their `invalid` count is
+    /// separate).
     #[inline]
-    pub(crate) fn invalid(&mut self, r: InvalidReason) {
-        self.invalid_by_reason[r as usize] += 1;
+    pub(crate) fn invalid_many(&mut self, r: InvalidReason, n: u64) {
+        self.invalid_by_reason[r as usize] += n;
     }
 
     fn get(&self, c: C) -> u64 {
@@ -179,11 +180,11 @@ mod tests {
         let mut a = Stats::default();
         let mut b = Stats::default();
         a.add(C::Packets, 3);
-        a.invalid(InvalidReason::ZeroPort);
+        a.invalid_many(InvalidReason::ZeroPort, 1);
         b.add(C::Packets, 4);
         b.add(C::AlgRewritten, 1);
-        b.invalid(InvalidReason::ZeroPort);
-        b.invalid(InvalidReason::NotIp);
+        b.invalid_many(InvalidReason::ZeroPort, 1);
+        b.invalid_many(InvalidReason::NotIp, 1);
         a += &b;
         assert_eq!(a.packets, 7);
         assert_eq!(a.alg_rewritten, 1);

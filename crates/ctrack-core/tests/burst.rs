@@ -1,0 +1,272 @@
+//! The burst path (`Tracker::process_batch`) against the one-packet path
+//! (`Tracker::process`): the same traffic, cut into bursts of uneven sizes
+//! and full of runs of one flow (the same frame again and again, as a
+//! sender's burst or a benchmark's batch), must give every packet the same
+//! verdict, leave the same counters in the caller's stats and the same
+//! connections (states, packet and byte counts, marks) in the table, and
+//! report the same events. Runs of a connection that is not TCP are
+//! judged once and copied in a burst; the traffic makes sure that this
+//! meets every case where it must not: a run whose first packet changes the
+//! state, runs in both directions, an action that sets a mark, connections
+//! that expire the moment they are created or on their second packet
+//! (zones whose timeouts are zero), expiry between bursts, ICMP errors and TCP retransmissions.
+
+use std::sync::{Arc, Mutex};
+
+use ctrack_core::{
+    CtAction, Entry, EventKind, EventSink, LinkType, Millis, Stats, Time, TimeoutPolicy, Tracker,
+    Verdict,
+};
+use ctrack_wire::build::{self, Frame, L4};
+use ctrack_wire::tcp::flags::{ACK, PSH, SYN};
+
+const C: [u8; 4] = [10, 0, 0, 1];
+const S: [u8; 4] = [192, 0, 2, 2];
+/// A zone whose connections expire as soon as they are made.
+const ZERO_ZONE: u16 = 7;
+/// A zone whose connections live until their second packet one way (or
+/// their answer), then expire at once.
+const SECOND_ZONE: u16 = 8;
+
+/// Every event, in the order reported.
+#[derive(Debug, Default)]
+struct Recorder(Mutex<Vec<(EventKind, String)>>);
+
+impl EventSink for Recorder {
+    fn active(&self) -> bool {
+        true
+    }
+
+    fn event(&self, kind: EventKind, entry: &Entry) {
+        self.0.lock().unwrap().push((kind, entry.to_string()));
+    }
+}
+
+/// A small deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) % n
+    }
+}
+
+fn udp(port: u16, out: bool, payload: &[u8]) -> Frame {
+    if out {
+        Frame::v4(C, S, L4::udp(port, 53, payload))
+    } else {
+        Frame::v4(S, C, L4::udp(53, port, payload))
+    }
+}
+
+fn ping(id: u16, out: bool) -> Frame {
+    if out {
+        Frame::v4(C, S, L4::icmp_query(8, id, 1))
+    } else {
+        Frame::v4(S, C, L4::icmp_query(0, id, 1))
+    }
+}
+
+/// The server's port unreachable about a datagram of flow `port`.
+fn unreachable(port: u16) -> Frame {
+    let quoted = udp(port, true, b"q").ip_packet();
+    Frame::v4(S, C, L4::icmp_error(3, 3, &build::quote(&quoted, 8)))
+}
+
+/// One TCP conversation: a handshake, then runs of segments one way (a
+/// sender's burst, each segment one byte further on) and the other side's
+/// acknowledgement of all of them; now and then a segment sent again.
+struct Conversation {
+    /// Next sequence numbers of client and server (0: no handshake yet).
+    seq: [u32; 2],
+}
+
+impl Conversation {
+    fn segment(&self, client: bool, flags: u16, seq: u32, ack: u32, len: usize) -> Vec<u8> {
+        let (src, dst, sp, dp) = if client {
+            (C, S, 40000, 80)
+        } else {
+            (S, C, 80, 40000)
+        };
+        Frame::v4(
+            src,
+            dst,
+            L4::tcp_seg(sp, dp, flags, seq, ack, 65535, &vec![b'x'; len]),
+        )
+        .build()
+    }
+
+    /// The next frames: a run of segments of one side, each once, or one
+    /// segment `repeat` times.
+    fn next(&mut self, rng: &mut Rng, out: &mut Vec<Vec<u8>>) {
+        if self.seq == [0, 0] {
+            out.push(self.segment(true, SYN, 100, 0, 0));
+            out.push(self.segment(false, SYN | ACK, 500, 101, 0));
+            self.seq = [101, 501];
+            return;
+        }
+        let side = rng.below(2) as usize;
+        let (me, peer) = (self.seq[side], self.seq[1 - side]);
+        let run = 1 + rng.below(8) as u32;
+        // Small segments, and segments large enough that a run of them
+        // fills the peer's window (65,535 bytes): the last ones are out
+        // of it, which only tracking every segment shows.
+        let len = [1, 1460, 9000][rng.below(3) as usize];
+        if rng.below(4) == 0 {
+            // The last byte again (a retransmission), several times.
+            let f = self.segment(side == 0, PSH | ACK, me.wrapping_sub(1), peer, 1);
+            out.extend(std::iter::repeat_n(f, run as usize));
+            return;
+        }
+        for k in 0..run {
+            out.push(self.segment(side == 0, PSH | ACK, me + k * len as u32, peer, len));
+        }
+        let end = me + run * len as u32;
+        self.seq[side] = end;
+        // The peer acknowledges all of it at once.
+        out.push(self.segment(side == 1, ACK, peer, end, 0));
+    }
+}
+
+/// The traffic: runs of one frame, 1 to 8 long, of UDP flows both ways
+/// (with payloads of different lengths), pings and their replies, ICMP
+/// errors, and a TCP conversation.
+fn traffic(rng: &mut Rng, n: usize) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut tcp = Conversation { seq: [0, 0] };
+    while out.len() < n {
+        let f = match rng.below(6) {
+            0 | 1 => {
+                let payload = vec![b'p'; 1 + rng.below(40) as usize];
+                udp(5000 + rng.below(6) as u16, rng.below(3) != 0, &payload)
+            }
+            2 => ping(1 + rng.below(3) as u16, rng.below(2) == 0),
+            3 => unreachable(5000 + rng.below(6) as u16),
+            _ => {
+                tcp.next(rng, &mut out);
+                continue;
+            }
+        };
+        let bytes = f.build();
+        for _ in 0..1 + rng.below(8) {
+            out.push(bytes.clone());
+        }
+    }
+    out
+}
+
+/// The connections of a table as dumps print them (ids differ between
+/// two tables, and `for_each` visits in table order), sorted.
+fn dump(t: &Tracker, now: Time) -> Vec<String> {
+    let mut v = Vec::new();
+    t.for_each(None, now, |_, c| v.push(c.entry.to_string()));
+    v.sort();
+    v
+}
+
+fn tracker() -> (Tracker, Arc<Recorder>) {
+    let t = Tracker::default();
+    t.set_zone_timeouts(
+        ZERO_ZONE,
+        TimeoutPolicy {
+            udp_first: 0,
+            udp_single: 0,
+            udp_multiple: 0,
+            icmp_first: 0,
+            icmp_reply: 0,
+            ..TimeoutPolicy::default()
+        },
+    );
+    t.set_zone_timeouts(
+        SECOND_ZONE,
+        TimeoutPolicy {
+            udp_single: 0,
+            udp_multiple: 0,
+            icmp_reply: 0,
+            ..TimeoutPolicy::default()
+        },
+    );
+    let r = Arc::new(Recorder::default());
+    t.set_event_sink(Some(r.clone()));
+    (t, r)
+}
+
+#[test]
+fn bursts_with_runs_of_one_flow_judge_as_one_packet_at_a_time() {
+    let actions: Vec<CtAction> = [
+        "commit",
+        "commit",
+        "",
+        "commit,mark=0x15/0xff",
+        "commit,zone=7",
+        "zone=7",
+        "commit,zone=8",
+        "commit,zone=3,label=0x300",
+    ]
+    .iter()
+    .map(|s| s.parse().unwrap())
+    .collect();
+    let mut copied_runs = 0;
+    for seed in 1..=8u64 {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ seed);
+        let frames = traffic(&mut rng, 3_000);
+        let ((one, one_events), (burst, burst_events)) = (tracker(), tracker());
+        let (mut s1, mut s2) = (Stats::default(), Stats::default());
+        let mut now = Time::from_secs(1);
+        let mut at = 0;
+        while at < frames.len() {
+            let n = (1 + rng.below(48) as usize).min(frames.len() - at);
+            let action = &actions[rng.below(actions.len() as u64) as usize];
+            // Mostly the same second; now and then long enough for some
+            // connections to expire between bursts.
+            now = match rng.below(10) {
+                0 => now + Millis(31_000),
+                1..=3 => now + Millis(700),
+                _ => now,
+            };
+            let chunk: Vec<&[u8]> = frames[at..at + n].iter().map(Vec::as_slice).collect();
+            let want: Vec<Verdict> = chunk
+                .iter()
+                .map(|f| one.process(f, LinkType::Ethernet, action, now, &mut s1))
+                .collect();
+            let mut got = Vec::new();
+            burst.process_batch(&chunk, LinkType::Ethernet, action, now, &mut got, &mut s2);
+            let plain = |v: &Verdict| {
+                let mut v = *v;
+                (v.conn.take().is_some(), v)
+            };
+            for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(
+                    plain(g),
+                    plain(w),
+                    "seed {seed}, packet {} ({action})",
+                    at + j + 1
+                );
+            }
+            // Runs of equal frames the burst could copy: a packet equal to
+            // the one before it, of a connection that is not TCP.
+            copied_runs += (1..n)
+                .filter(|&j| {
+                    chunk[j] == chunk[j - 1] && chunk[j][23] != 6 && want[j].conn.is_some()
+                })
+                .count();
+            at += n;
+            assert_eq!(s1, s2, "seed {seed}: counters after packet {at}");
+            assert_eq!(
+                dump(&one, now),
+                dump(&burst, now),
+                "seed {seed}: table after packet {at}"
+            );
+        }
+        assert_eq!(
+            *one_events.0.lock().unwrap(),
+            *burst_events.0.lock().unwrap(),
+            "seed {seed}: events"
+        );
+        assert_eq!(s1.packets, frames.len() as u64);
+    }
+    assert!(copied_runs > 1_000, "only {copied_runs} repeated packets");
+}
