@@ -25,8 +25,9 @@ struct Opening<'a, A> {
     key: &'a LookupKey<A>,
     hash: u64,
     proto: ProtoState,
-    /// The expectation it matched.
-    expected: Option<Matched>,
+    /// The expectation it matched (rare, and large: borrowed, not moved
+    /// along with the rest).
+    expected: Option<&'a Matched>,
     /// The verdict so far (`new`, maybe `rel`).
     v: Verdict,
 }
@@ -87,7 +88,7 @@ impl Tracker {
             key,
             hash,
             proto,
-            expected,
+            expected: expected.as_ref(),
             v,
         };
         self.commit(cx, p, o, out)
@@ -162,7 +163,7 @@ impl Tracker {
             now,
             bytes: p.ip_len,
         };
-        let inherit = o.expected.as_ref().map(|m| (m.x.mark, m.x.label));
+        let inherit = o.expected.map(|m| (m.x.mark, m.x.label));
         let res = w.insert(shared, &hashes, now, |c| {
             c.init(key, &first, setup);
             if let Some((mark, label)) = inherit {
@@ -201,7 +202,7 @@ impl Tracker {
         }
         drop(w);
         cx.stats.add(C::Committed, 1);
-        if let Some(m) = &o.expected {
+        if let Some(m) = o.expected {
             // Consumed by the connection it let in.
             self.expect.take(&m.key, m.x.master);
             cx.stats.add(C::ExpectMatched, 1);
@@ -232,8 +233,7 @@ impl Tracker {
         let (guard, now) = (cx.guard, cx.now.as_millis());
         let key = o.key;
         for _ in 0..NAT_RETRIES {
-            let Ok(setup) = self.setup::<A>(guard, p, cx.action, key, o.expected.as_ref(), now)
-            else {
+            let Ok(setup) = self.setup::<A>(guard, p, cx.action, key, o.expected, now) else {
                 return Locked::Refused(Refusal::NatExhausted);
             };
             let secondary = setup
