@@ -18,26 +18,60 @@ use crate::{read_be16, read_be32, write_be16, write_be32};
 /// with zero on the right, as RFC 1071 says. Only the last piece of a
 /// checksummed area may have odd length.
 #[inline]
-pub fn sum(mut acc: u64, data: &[u8]) -> u64 {
-    // Adding big-endian 32-bit words is the same, modulo 0xffff, as adding
-    // the 16-bit words they hold, because 2^16 = 1 (mod 0xffff). A u64 cannot
-    // overflow before 2^32 words (16 GiB), far beyond any packet.
+pub fn sum(acc: u64, data: &[u8]) -> u64 {
+    if data.len() < LE_FROM {
+        return sum_words(acc, data, u64::from_be_bytes, u32::from_be_bytes, |b| {
+            u64::from(b) << 8
+        });
+    }
+    // The one's-complement sum does not depend on byte order (RFC 1071
+    // §2(B)): summed as little-endian words, the folded sum is the
+    // big-endian one with its two bytes swapped. Reading the words as they
+    // lie saves a byte swap per word, and lets the compiler add 16 bytes
+    // at a time without the shuffles a byte swap takes in SSE2: about three
+    // times faster on a full-sized segment (`cargo bench -p ctrack-wire
+    // --bench checksum`). The fold and swap at the end cost more than they
+    // save on a few words, hence the big-endian loop below `LE_FROM` bytes.
+    let le = sum_words(0, data, u64::from_le_bytes, u32::from_le_bytes, u64::from);
+    acc + u64::from(fold(le).swap_bytes())
+}
+
+/// From this many bytes on, [`sum`] adds little-endian words.
+const LE_FROM: usize = 32;
+
+/// Adds `data` to `acc` as 16-bit words of one byte order: `word64` and
+/// `word32` read 8 and 4 bytes in that order, `odd` places a trailing byte
+/// where a zero pad on its right puts it.
+#[inline(always)]
+fn sum_words(
+    mut acc: u64,
+    data: &[u8],
+    word64: fn([u8; 8]) -> u64,
+    word32: fn([u8; 4]) -> u32,
+    odd: fn(u8) -> u64,
+) -> u64 {
+    // Adding 32-bit words is the same, modulo 0xffff, as adding the 16-bit
+    // words they hold, because 2^16 = 1 (mod 0xffff). A u64 cannot overflow
+    // before 2^32 words (16 GiB), far beyond any packet.
     let mut chunks = data.chunks_exact(8);
     for c in &mut chunks {
-        let w = u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        let w = word64([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
         acc += (w >> 32) + (w & 0xffff_ffff);
     }
     let mut rest = chunks.remainder();
     if rest.len() >= 4 {
-        acc += u64::from(u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]));
+        acc += u64::from(word32([rest[0], rest[1], rest[2], rest[3]]));
         rest = &rest[4..];
     }
     if rest.len() >= 2 {
-        acc += u64::from(u16::from_be_bytes([rest[0], rest[1]]));
+        // Two bytes are a 32-bit word with two zero bytes: where those go
+        // depends on the order.
+        let w = u64::from(word32([rest[0], rest[1], 0, 0]));
+        acc += (w >> 16) | (w & 0xffff);
         rest = &rest[2..];
     }
     if let Some(&b) = rest.first() {
-        acc += u64::from(b) << 8;
+        acc += odd(b);
     }
     acc
 }

@@ -347,6 +347,29 @@ mod prop {
     }
 
     proptest! {
+        /// Any data, summed whole or in pieces of even length (and with a
+        /// pseudo-header's sum in front), folds to the straightforward
+        /// 16-bit sum bit for bit (0 only for all zeros).
+        #[test]
+        fn sum_in_pieces_is_the_reference(
+            data in vec(any::<u8>(), 0..2000),
+            cut in any::<usize>(),
+            zeros in any::<bool>(),
+        ) {
+            let data = if zeros { vec![0; data.len()] } else { data };
+            prop_assert_eq!(checksum(&data), super::reference(&data));
+            let cut = if data.is_empty() { 0 } else { (cut % data.len()) & !1 };
+            let (a, b) = data.split_at(cut);
+            prop_assert_eq!(finish(sum(sum(0, a), b)), super::reference(&data));
+            let pseudo = pseudo_header_v4([10, 0, 0, 1], [10, 0, 0, 2], 17, data.len() as u32);
+            let mut whole = vec![10, 0, 0, 1, 10, 0, 0, 2, 0, 17];
+            whole.extend_from_slice(&(data.len() as u16).to_be_bytes());
+            whole.extend_from_slice(&data);
+            if data.len() < 0x1_0000 {
+                prop_assert_eq!(finish(sum(pseudo, &data)), super::reference(&whole));
+            }
+        }
+
         #[test]
         fn update_equals_recomputation(
             (mut a, at) in area(),
