@@ -4,12 +4,18 @@
 //! sender's burst or a benchmark's batch), must give every packet the same
 //! verdict, leave the same counters in the caller's stats and the same
 //! connections (states, packet and byte counts, marks) in the table, and
-//! report the same events. Runs of a connection that is not TCP are
-//! judged once and copied in a burst; the traffic makes sure that this
-//! meets every case where it must not: a run whose first packet changes the
-//! state, runs in both directions, an action that sets a mark, connections
-//! that expire the moment they are created or on their second packet
-//! (zones whose timeouts are zero), expiry between bursts, ICMP errors and TCP retransmissions.
+//! report the same events.
+//!
+//! A burst takes two shortcuts that the traffic puts to the test: runs of a
+//! connection that is not TCP are judged once and copied, and a packet
+//! whose guessed record is its connection is judged against it without a
+//! search (the established lane). The traffic meets every case where they
+//! must not apply: a run whose first packet changes the state, runs in
+//! both directions, actions that set a mark or a label or force a commit,
+//! connections that expire the moment they are created or on their second
+//! packet (zones whose timeouts are zero), expiry between bursts, ICMP
+//! errors, and TCP segments (sent again, or enough of them to fill the
+//! window).
 
 use std::sync::{Arc, Mutex};
 
@@ -205,6 +211,7 @@ fn bursts_with_runs_of_one_flow_judge_as_one_packet_at_a_time() {
         "zone=7",
         "commit,zone=8",
         "commit,zone=3,label=0x300",
+        "commit,force",
     ]
     .iter()
     .map(|s| s.parse().unwrap())

@@ -11,12 +11,12 @@ use ctrack_table::{Hint, pin};
 use ctrack_wire::{Frame, LinkType, parse_frame};
 
 use super::judge::{count, count_many};
-use super::packet::{Cache, Call, Judged, Pkt, Pre};
+use super::packet::{Cache, Call, Hit, Judged, Pkt, Pre};
 use super::shared::expiry;
 use super::tracker::{BURST, Tracker};
 use crate::action::CtAction;
 use crate::conn::{DNAT, Kind, SNAT};
-use crate::key::{Family, Tuple, V6};
+use crate::key::{Family, LookupKey, Tuple, V6};
 use crate::nat::stage::{Buf, Translation, translate_fast_v4};
 use crate::packet::fast::fast_ipv4;
 use crate::packet::{ExtractOptions, extract};
@@ -331,6 +331,9 @@ impl Tracker {
         let generation = meta.map_or(0, ZoneMeta::generation);
         let policy = self.shared.policy_of(meta, cx.guard);
         let lanes = self.prefetch(cx, frames, link, generation);
+        // The established lane serves an action that only looks (or
+        // commits, which an existing connection does not need).
+        let lean = !cx.action.force && cx.action.mark.is_none() && cx.action.label.is_none();
         let n = frames.len();
         let mut i = 0;
         while i < n {
@@ -345,7 +348,9 @@ impl Tracker {
                 hint: lanes.hints[i],
                 policy,
             };
-            self.track::<u32>(cx, p, &mut cache.v4, Some(pre), &mut outs[i]);
+            if !(lean && self.lean(cx, p, pre, cache, &mut outs[i])) {
+                self.track::<u32>(cx, p, &mut cache.v4, Some(pre), &mut outs[i]);
+            }
             if outs[i].inspect {
                 // A gateway's connection: each packet on its own.
                 self.inspect(cx, frames[i], link, &mut outs[i]);
@@ -357,6 +362,49 @@ impl Tracker {
             i += 1;
             i = self.run_of_flow(cx, &lanes, i, policy, cache, outs);
         }
+    }
+
+    /// The established lane: a packet whose guessed record (the burst's
+    /// hint) is its own live connection is judged against it at once (by
+    /// the same [`Tracker::judge_locked`] the general path ends in),
+    /// without the general path's search, retries and cache check. False,
+    /// with nothing written, when the general path must decide: no guess, a
+    /// wrong one, a lost race, an expired connection, or a packet that ends
+    /// it (which leaves it as it was, so that judging it again gives the
+    /// same answer). Only for actions that neither force nor mark: those
+    /// take the general path.
+    #[inline(always)]
+    fn lean<'g>(
+        &'g self,
+        cx: &Call<'g>,
+        p: &Pkt<u32>,
+        pre: Pre<'g>,
+        cache: &mut Cache<'g>,
+        v: &mut Verdict,
+    ) -> bool {
+        let Some(e) = self.v4.hinted_entry(cx.guard, pre.hash, pre.hint) else {
+            return false;
+        };
+        let c = e.record();
+        let key = LookupKey {
+            tuple: p.tuple,
+            zone: cx.action.zone,
+            proto: p.proto,
+            generation: pre.generation,
+        };
+        let Some(dir) = c.direction_of(&key, cx.guard) else {
+            return false;
+        };
+        let Some(lock) = e.lock() else {
+            return false;
+        };
+        let judged = self.judge_locked(cx, p, pre.policy, e, dir, v);
+        drop(lock);
+        if !matches!(judged, Judged::Done) {
+            return false;
+        }
+        cache.v4 = Some(Hit { key, entry: e, dir });
+        true
     }
 
     /// Up to [`BURST`] frames of [`Tracker::process_burst_mut`]: the
