@@ -16,7 +16,7 @@ use super::shared::expiry;
 use super::tracker::{BURST, Tracker};
 use crate::action::CtAction;
 use crate::conn::{DNAT, Kind, SNAT};
-use crate::key::{Family, LookupKey, Tuple, V6};
+use crate::key::{Dir, Family, LookupKey, Tuple, V6};
 use crate::nat::stage::{Buf, Translation, translate_fast_v4};
 use crate::packet::fast::fast_ipv4;
 use crate::packet::{ExtractOptions, extract};
@@ -364,36 +364,44 @@ impl Tracker {
         }
     }
 
-    /// The established lane: a packet whose guessed record (the burst's
-    /// hint) is its own live connection is judged against it at once (by
-    /// the same [`Tracker::judge_locked`] the general path ends in),
-    /// without the general path's search, retries and cache check. False,
-    /// with nothing written, when the general path must decide: no guess, a
-    /// wrong one, a lost race, an expired connection, or a packet that ends
-    /// it (which leaves it as it was, so that judging it again gives the
-    /// same answer). Only for actions that neither force nor mark: those
-    /// take the general path.
+    /// The lane of a burst's fast-path packets: the packet's connection is
+    /// looked up from the burst's hint (or searched for) and the packet is
+    /// judged against it by the same [`Tracker::judge_locked`] the general
+    /// path ends in; a packet with no connection goes to
+    /// [`Tracker::open`] as there. What the general path adds is left out:
+    /// its retries, the cache check, ICMP errors (never on the fast path)
+    /// and forced commits (a burst with `force` does not come here). False,
+    /// with nothing written, when the general path must decide: a lost
+    /// race, an expired connection, or a packet that ends it (which leaves
+    /// it as it was, so that judging it again gives the same answer).
     #[inline(always)]
     fn lean<'g>(
         &'g self,
-        cx: &Call<'g>,
+        cx: &mut Call<'g>,
         p: &Pkt<u32>,
         pre: Pre<'g>,
         cache: &mut Cache<'g>,
         v: &mut Verdict,
     ) -> bool {
-        let Some(e) = self.v4.hinted_entry(cx.guard, pre.hash, pre.hint) else {
-            return false;
-        };
-        let c = e.record();
         let key = LookupKey {
             tuple: p.tuple,
             zone: cx.action.zone,
             proto: p.proto,
             generation: pre.generation,
         };
-        let Some(dir) = c.direction_of(&key, cx.guard) else {
-            return false;
+        let guard = cx.guard;
+        let mut dir = Dir::Orig;
+        let found = self.v4.find_hinted(guard, pre.hash, pre.hint, |c| {
+            c.direction_of(&key, guard).map(|d| dir = d).is_some()
+        });
+        let Some(e) = found else {
+            return match self.open::<u32>(cx, p, &key, pre.hash, v) {
+                Some(hit) => {
+                    cache.v4 = hit.map(|(entry, dir)| Hit { key, entry, dir });
+                    true
+                }
+                None => false,
+            };
         };
         let Some(lock) = e.lock() else {
             return false;
