@@ -196,11 +196,6 @@ impl<R: Record> Table<R> {
         let shard = self.shard_of(hash);
         self.index(shard, guard).find(hash, |reference| {
             let e = self.resolve(shard, reference)?;
-            // Every line of the record at once: its key and header are in
-            // the first, but a match goes on to the rest (a reply's tuple,
-            // the protocol state, the counters), and a caller that did not
-            // prefetch would otherwise wait for each line in turn.
-            crate::prefetch::prefetch_lines(e.rec);
             (e.is_live() && matches(e.rec)).then_some(e)
         })
     }
