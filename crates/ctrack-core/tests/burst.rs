@@ -1,19 +1,23 @@
-//! The burst path (`Tracker::process_batch`) against the one-packet path
-//! (`Tracker::process`): the same traffic, cut into bursts of uneven sizes
+//! The burst path (`Tracker::process_batch`) and the one-packet path
+//! (`Tracker::process`) against the one-packet path with the fast lane
+//! off (`Tracker::set_fast_lane`), every packet down the general path:
+//! the same traffic, cut into bursts of uneven sizes
 //! and full of runs of one flow (the same frame again and again, as a
 //! sender's burst or a benchmark's batch), must give every packet the same
 //! verdict, leave the same counters in the caller's stats and the same
 //! connections (states, packet and byte counts, marks) in the table, and
 //! report the same events.
 //!
-//! A burst takes two shortcuts that the traffic puts to the test: runs of a
-//! connection that is not TCP are judged once and copied, and a packet
-//! whose guessed record is its connection is judged against it without a
-//! search (the established lane). The traffic meets every case where they
+//! The shortcuts that the traffic puts to the test: in a burst, runs of a
+//! connection that is not TCP are judged once and copied; in a burst or
+//! alone, a packet of the common case takes the fast lane (its connection
+//! looked up and judged, or opened, without the general path's retries
+//! and checks). The traffic meets every case where they
 //! must not apply: a run whose first packet changes the state, runs in
 //! both directions, actions that set a mark or a label or force a commit,
 //! connections that expire the moment they are created or on their second
-//! packet (zones whose timeouts are zero), expiry between bursts, ICMP
+//! packet (zones whose timeouts are zero), expiry and zone flushes between
+//! bursts, ICMP
 //! errors, and TCP segments (sent again, or enough of them to fill the
 //! window).
 
@@ -220,8 +224,13 @@ fn bursts_with_runs_of_one_flow_judge_as_one_packet_at_a_time() {
     for seed in 1..=8u64 {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ seed);
         let frames = traffic(&mut rng, 3_000);
+        // The reference: one packet at a time, every one down the general
+        // path. Against it: bursts, and one packet at a time, both with the
+        // fast lane.
         let ((one, one_events), (burst, burst_events)) = (tracker(), tracker());
-        let (mut s1, mut s2) = (Stats::default(), Stats::default());
+        let (single, single_events) = tracker();
+        one.set_fast_lane(false);
+        let (mut s1, mut s2, mut s3) = (Stats::default(), Stats::default(), Stats::default());
         let mut now = Time::from_secs(1);
         let mut at = 0;
         while at < frames.len() {
@@ -234,6 +243,14 @@ fn bursts_with_runs_of_one_flow_judge_as_one_packet_at_a_time() {
                 1..=3 => now + Millis(700),
                 _ => now,
             };
+            if rng.below(40) == 0 {
+                // A zone flushed now and then: its connections' generation
+                // ends, and their packets start new ones.
+                let zone = [0, 3, 7][rng.below(3) as usize];
+                for t in [&one, &burst, &single] {
+                    t.flush_zone(zone);
+                }
+            }
             let chunk: Vec<&[u8]> = frames[at..at + n].iter().map(Vec::as_slice).collect();
             let want: Vec<Verdict> = chunk
                 .iter()
@@ -241,16 +258,25 @@ fn bursts_with_runs_of_one_flow_judge_as_one_packet_at_a_time() {
                 .collect();
             let mut got = Vec::new();
             burst.process_batch(&chunk, LinkType::Ethernet, action, now, &mut got, &mut s2);
+            let alone: Vec<Verdict> = chunk
+                .iter()
+                .map(|f| single.process(f, LinkType::Ethernet, action, now, &mut s3))
+                .collect();
             let plain = |v: &Verdict| {
                 let mut v = *v;
                 (v.conn.take().is_some(), v)
             };
-            for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+            for (j, w) in want.iter().enumerate() {
+                let at = at + j + 1;
                 assert_eq!(
-                    plain(g),
+                    plain(&got[j]),
                     plain(w),
-                    "seed {seed}, packet {} ({action})",
-                    at + j + 1
+                    "seed {seed}, packet {at} ({action}), burst"
+                );
+                assert_eq!(
+                    plain(&alone[j]),
+                    plain(w),
+                    "seed {seed}, packet {at} ({action}), alone"
                 );
             }
             // Runs of equal frames the burst could copy: a packet equal to
@@ -261,17 +287,30 @@ fn bursts_with_runs_of_one_flow_judge_as_one_packet_at_a_time() {
                 })
                 .count();
             at += n;
-            assert_eq!(s1, s2, "seed {seed}: counters after packet {at}");
+            assert_eq!(s1, s2, "seed {seed}: counters after packet {at}, burst");
+            assert_eq!(s1, s3, "seed {seed}: counters after packet {at}, alone");
+            let table = dump(&one, now);
             assert_eq!(
-                dump(&one, now),
+                table,
                 dump(&burst, now),
-                "seed {seed}: table after packet {at}"
+                "seed {seed}: table after packet {at}, burst"
+            );
+            assert_eq!(
+                table,
+                dump(&single, now),
+                "seed {seed}: table after packet {at}, alone"
             );
         }
+        let events = one_events.0.lock().unwrap();
         assert_eq!(
-            *one_events.0.lock().unwrap(),
+            *events,
             *burst_events.0.lock().unwrap(),
-            "seed {seed}: events"
+            "seed {seed}: events, burst"
+        );
+        assert_eq!(
+            *events,
+            *single_events.0.lock().unwrap(),
+            "seed {seed}: events, alone"
         );
         assert_eq!(s1.packets, frames.len() as u64);
     }

@@ -295,7 +295,27 @@ impl Tracker {
             .then(|| fast_ipv4(frame, checksums))
             .flatten();
         if let Some(f) = fast {
-            self.track::<u32>(cx, &Pkt::fast(&f), &mut cache.v4, None, v);
+            let p = Pkt::fast(&f);
+            if self.lean_serves(cx.action) {
+                // The fast lane, with what a burst works out for all its
+                // packets at once worked out for this one.
+                let zone = cx.action.zone;
+                let meta = self.shared.zones.get(zone);
+                let generation = meta.map_or(0, ZoneMeta::generation);
+                let pre = Pre {
+                    generation,
+                    hash: self
+                        .shared
+                        .hasher
+                        .hash_tuple(zone, generation, p.proto, &p.tuple),
+                    hint: Hint::default(),
+                    policy: self.shared.policy_of(meta, cx.guard),
+                };
+                if self.lean(cx, &p, pre, cache, v) {
+                    return;
+                }
+            }
+            self.track::<u32>(cx, &p, &mut cache.v4, None, v);
         } else {
             let parsed;
             let layers = match layers {
@@ -331,9 +351,7 @@ impl Tracker {
         let generation = meta.map_or(0, ZoneMeta::generation);
         let policy = self.shared.policy_of(meta, cx.guard);
         let lanes = self.prefetch(cx, frames, link, generation);
-        // The established lane serves an action that only looks (or
-        // commits, which an existing connection does not need).
-        let lean = !cx.action.force && cx.action.mark.is_none() && cx.action.label.is_none();
+        let lean = self.lean_serves(cx.action);
         let n = frames.len();
         let mut i = 0;
         while i < n {
@@ -364,13 +382,23 @@ impl Tracker {
         }
     }
 
-    /// The lane of a burst's fast-path packets: the packet's connection is
-    /// looked up from the burst's hint (or searched for) and the packet is
-    /// judged against it by the same [`Tracker::judge_locked`] the general
-    /// path ends in; a packet with no connection goes to
-    /// [`Tracker::open`] as there. What the general path adds is left out:
-    /// its retries, the cache check, ICMP errors (never on the fast path)
-    /// and forced commits (a burst with `force` does not come here). False,
+    /// True if the fast lane ([`Tracker::lean`]) serves packets of
+    /// `action`: it is on, and the action does not force a commit (which
+    /// may end a connection found in the reply direction: the general
+    /// path's business).
+    #[inline]
+    fn lean_serves(&self, action: &CtAction) -> bool {
+        self.fast_lane.load(Relaxed) && !action.force
+    }
+
+    /// The fast lane, for fast-path packets (in a burst, or one at a time
+    /// with `pre.hint` empty): the packet's connection is looked up from
+    /// the hint (or searched for) and the packet is judged against it by
+    /// the same [`Tracker::judge_locked`] the general path ends in; a
+    /// packet with no connection goes to [`Tracker::open`] as there. What
+    /// the general path adds is left out: its retries, the cache check,
+    /// ICMP errors (never on the fast path) and forced commits (see
+    /// [`Tracker::lean_serves`]). False,
     /// with nothing written, when the general path must decide: a lost
     /// race, an expired connection, or a packet that ends it (which leaves
     /// it as it was, so that judging it again gives the same answer).

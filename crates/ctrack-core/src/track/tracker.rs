@@ -39,6 +39,9 @@ pub struct Tracker {
     pub(super) tcp_seq_check: AtomicBool,
     pub(super) tcp_loose: AtomicBool,
     pub(super) checksums: AtomicBool,
+    /// Whether the common case takes the fast lane (see
+    /// [`Tracker::set_fast_lane`]).
+    pub(super) fast_lane: AtomicBool,
     pub(super) max_conns: AtomicUsize,
     pub(super) shared: Shared,
     pub(super) v4: Table<Conn<u32>>,
@@ -98,6 +101,7 @@ impl Tracker {
             tcp_seq_check: AtomicBool::new(config.tcp_seq_check),
             tcp_loose: AtomicBool::new(config.tcp_loose),
             checksums: AtomicBool::new(config.checksums),
+            fast_lane: AtomicBool::new(true),
             max_conns: AtomicUsize::new(config.max_conns),
             shared: Shared {
                 hasher,
@@ -199,6 +203,18 @@ impl Tracker {
     /// Verifies checksums, or not.
     pub fn set_checksums(&self, on: bool) {
         self.checksums.store(on, Relaxed);
+    }
+
+    /// Lets packets of the common case (untagged IPv4 TCP or UDP, an
+    /// action that does not force a commit) take
+    /// the fast lane, which looks their connection up and judges them
+    /// without the general path's retries and checks (on by default), or
+    /// sends every packet down the general path. Both give the same
+    /// verdicts: the switch is there to show it (the differential tests
+    /// compare the two) and to rule the lane out when a verdict looks
+    /// wrong.
+    pub fn set_fast_lane(&self, on: bool) {
+        self.fast_lane.store(on, Relaxed);
     }
 
     /// True if checksums are verified.
