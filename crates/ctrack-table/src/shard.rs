@@ -352,6 +352,10 @@ impl<R: Record> Shard<R> {
             let s = inner.free;
             inner.free = self.zone_next(s);
             inner.free_len -= 1;
+            // The next one handed out: fetched meanwhile (see below).
+            if inner.free != 0 {
+                crate::prefetch::prefetch_lines(self.slab.addr(inner.free));
+            }
             return Some(s);
         }
         if inner.ready.is_empty() {
@@ -375,6 +379,12 @@ impl<R: Record> Shard<R> {
             return None;
         }
         inner.next_fresh += 1;
+        // The next fresh slot is the next one this shard hands out: its
+        // lines (never written, or not since the memory was faulted in) are
+        // fetched while the commits that land in other shards go on, not
+        // when the commit that takes it writes the record. (Null, and so
+        // nothing, where its chunk is not there yet.)
+        crate::prefetch::prefetch_lines(self.slab.addr(s + 1));
         Some(s)
     }
 

@@ -40,8 +40,13 @@ pub struct ZonesArgs {
     pub ovstest: Option<PathBuf>,
     /// Fault in the table's memory from a background thread, ahead of the
     /// packet path (`Tracker::populate_ahead`, as `ctrack run` does).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "prefault")]
     pub populate: bool,
+    /// Fault in the table's memory for its limit before timing anything
+    /// (`Config::prefault`, as a daemon sized for its load would), so that
+    /// the initial insert does not pay the kernel's zeroing of fresh pages.
+    #[arg(long)]
+    pub prefault: bool,
 }
 
 /// The most connections in all zones: the tracker's default limit.
@@ -130,10 +135,13 @@ struct Workload {
 }
 
 impl Workload {
-    fn new(n_conns: u64) -> Self {
+    fn new(n_conns: u64, prefault: bool) -> Self {
         Workload {
             frames: (0..n_conns).map(frame).collect(),
-            tracker: Tracker::new(Config::default()),
+            tracker: Tracker::new(Config {
+                prefault,
+                ..Config::default()
+            }),
             now: Time::from_secs(1),
         }
     }
@@ -217,7 +225,7 @@ pub(crate) fn run(a: &ZonesArgs, json: bool, out: &mut dyn Write) -> Result<()> 
     if let Err(e) = a.validate() {
         bail!(e);
     }
-    let w = Workload::new(a.n_conns);
+    let w = Workload::new(a.n_conns, a.prefault);
     let (insert, (samples, run_time)) = super::with_populator(&w.tracker, a.populate, || {
         (w.fill(a.n_zones), w.iterate(a.iterations))
     });
