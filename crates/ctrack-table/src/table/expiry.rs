@@ -25,6 +25,10 @@ pub struct SweepStats {
 /// removals, whatever the sweep's budget.
 const SWEEP_HOLD: usize = 64;
 
+/// How many records of a tick's list the sweep fetches ahead of the one it
+/// removes.
+const EXPIRY_AHEAD: usize = 4;
+
 impl<R: Record> Table<R> {
     /// Removes expired records, looking at no more than `budget`. Shards
     /// are visited round-robin from call to call, so that small budgets
@@ -79,23 +83,34 @@ impl<R: Record> Table<R> {
         {
             let mut inner = sh.inner.lock();
             let mut examined = 0;
+            // The records due are a linked list through random memory,
+            // and removing one misses on its index buckets and its zone
+            // list neighbours. So a scout runs `EXPIRY_AHEAD` records
+            // ahead along the tick's list: what the removal of the record
+            // it reaches will touch is fetched, and the record after it.
+            // (Every record the sweep takes off the list, removed or filed
+            // under a later tick, is behind the scout; a stale link would
+            // only cost a useless prefetch, the scout's steps are bounded.)
+            let (mut scout, mut scout_tick) = (0u32, u64::MAX);
+            let wheel_next = |s: u32| rec(&sh.slab, s).header().wheel_next.load(Ordering::Relaxed);
             while let Some((slot, tick)) = sh.due(&mut inner, now) {
                 if examined >= budget {
                     stopped = true;
                     break;
                 }
                 examined += 1;
-                // The records due are a linked list through random memory,
-                // and removing one misses on its index buckets and its zone
-                // list neighbours. So the sweep works two records ahead:
-                // while this one is removed, what the next one's removal
-                // will touch is fetched, and the record after that.
-                let next = rec(&sh.slab, slot)
-                    .header()
-                    .wheel_next
-                    .load(Ordering::Relaxed);
-                if next != 0 {
-                    self.prefetch_expiry(ctx, guard, shard, next);
+                let steps = if tick != scout_tick {
+                    (scout, scout_tick) = (slot, tick);
+                    EXPIRY_AHEAD
+                } else {
+                    usize::from(scout != 0)
+                };
+                for _ in 0..steps {
+                    scout = wheel_next(scout);
+                    if scout == 0 {
+                        break;
+                    }
+                    self.prefetch_expiry(ctx, guard, shard, scout);
                 }
                 let r = rec(&sh.slab, slot);
                 let id = RecordId::new(shard, slot);
