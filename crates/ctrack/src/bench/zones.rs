@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use clap::Args;
-use ctrack_core::{Config, CtAction, LinkType, Stats, Time, Tracker};
+use ctrack_core::{Config, CtAction, Handle, LinkType, Stats, Time, Tracker};
 use serde::Serialize;
 
 use super::{Machine, ovs, packets};
@@ -148,15 +148,16 @@ impl Workload {
 
     /// Sends every frame once in `zone`, committing or not: one packet
     /// per call, as `ovstest` calls `conntrack_execute`, through a
-    /// per-thread handle (the tracker's interface for such callers).
-    fn run_zone(&self, zone: u16, commit: bool) {
+    /// per-thread handle (the tracker's interface for such callers), the
+    /// bench thread's one, kept from pass to pass as a packet thread keeps
+    /// its own.
+    fn run_zone(&self, handle: &mut Handle<'_>, zone: u16, commit: bool) {
         let action = CtAction {
             zone,
             commit,
             ..CtAction::default()
         };
         let mut stats = Stats::default();
-        let mut handle = self.tracker.handle();
         for f in &self.frames {
             std::hint::black_box(handle.process(
                 f,
@@ -170,9 +171,10 @@ impl Workload {
 
     /// Fills zones `0..n_zones`; returns how long it took.
     fn fill(&self, n_zones: u64) -> Duration {
+        let mut handle = self.tracker.handle();
         let start = Instant::now();
         for z in 0..n_zones {
-            self.run_zone(z as u16, true);
+            self.run_zone(&mut handle, z as u16, true);
         }
         start.elapsed()
     }
@@ -181,8 +183,14 @@ impl Workload {
     /// and the time the whole run took.
     fn iterate(&self, iterations: u64) -> (Samples, Duration) {
         let mut s = Samples::default();
+        let mut handle = self.tracker.handle();
         let run_start = Instant::now();
         for _ in 0..iterations {
+            // The packets stop while the zone is flushed and reclaimed: the
+            // handle's pin moves on, so that what the reclaim retires is
+            // not held back by this thread (as a packet thread going idle
+            // does).
+            handle.quiesce();
             let t = Instant::now();
             self.tracker.flush_zone(1);
             let f = t.elapsed();
@@ -195,11 +203,11 @@ impl Workload {
             s.both.push(f + r);
 
             let t = Instant::now();
-            self.run_zone(1, true);
+            self.run_zone(&mut handle, 1, true);
             s.commit.push(t.elapsed());
 
             let t = Instant::now();
-            self.run_zone(1, false);
+            self.run_zone(&mut handle, 1, false);
             s.no_commit.push(t.elapsed());
 
             let t = Instant::now();
