@@ -240,25 +240,6 @@ impl<R: Record> Table<R> {
         self.resolve(self.shard_of(hash), hint.0).map(|e| e.rec)
     }
 
-    /// The record `hint` guessed for `hash`, if it is live (whether it is
-    /// the one wanted is the caller's to check); `None` for an empty or
-    /// stale guess. No search: for callers that fall back on
-    /// [`Table::find_hinted`].
-    #[inline]
-    pub fn hinted_entry<'g>(
-        &'g self,
-        guard: &'g Guard,
-        hash: u64,
-        hint: Hint,
-    ) -> Option<EntryRef<'g, R>> {
-        let _ = guard;
-        if hint.0 == 0 {
-            return None;
-        }
-        let e = self.resolve(self.shard_of(hash), hint.0)?;
-        e.is_live().then_some(e)
-    }
-
     /// [`Table::find`], trying the record `hint` guessed first. (Always
     /// inlined: the packet path's lane calls it with its own closure, and
     /// a call costs it about 20 instructions a packet under callgrind.)

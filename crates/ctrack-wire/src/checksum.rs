@@ -77,20 +77,12 @@ fn sum_words(
 }
 
 /// Folds a running sum to 16 bits (without complementing it).
-///
-/// Four fixed end-around-carry steps, without a loop (the loop it replaces
-/// took up to four rounds, each a branch, on every packet): each step keeps
-/// the sum modulo 0xffff (2^32 and 2^16 are both 1 modulo 0xffff) and keeps
-/// a non-zero sum non-zero, and after 64 → 33 → 18 → 17 → 16 bits the result
-/// fits. So the result is the same as folding 16 bits at a time: 0 only for
-/// 0, and 0xffff (never 0) for a non-zero multiple of 0xffff.
 #[inline]
-pub fn fold(acc: u64) -> u16 {
-    let s = (acc >> 32) + (acc & 0xffff_ffff);
-    let s = (s >> 16) + (s & 0xffff);
-    let s = (s >> 16) + (s & 0xffff);
-    let s = (s >> 16) + (s & 0xffff);
-    s as u16
+pub fn fold(mut acc: u64) -> u16 {
+    while acc >> 16 != 0 {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc as u16
 }
 
 /// The checksum field value for an area whose running sum is `acc`.

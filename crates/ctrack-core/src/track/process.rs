@@ -398,10 +398,10 @@ impl Tracker {
     /// packet with no connection goes to [`Tracker::open`] as there. What
     /// the general path adds is left out: its retries, the cache check,
     /// ICMP errors (never on the fast path) and forced commits (see
-    /// [`Tracker::lean_serves`]). False,
-    /// with nothing written, when the general path must decide: a lost
-    /// race, an expired connection, or a packet that ends it (which leaves
-    /// it as it was, so that judging it again gives the same answer).
+    /// [`Tracker::lean_serves`]). False, with nothing written, when the
+    /// general path must decide: a lost race, an expired connection, or a
+    /// packet that ends it (which leaves it as it was, so that judging it
+    /// again gives the same answer).
     #[inline(always)]
     fn lean<'g>(
         &'g self,
