@@ -1,25 +1,22 @@
 //! The burst path (`Tracker::process_batch`) and the one-packet path
-//! (`Tracker::process`) against the one-packet path with the fast lane
-//! off (`Tracker::set_fast_lane`), every packet down the general path:
-//! the same traffic, cut into bursts of uneven sizes
-//! and full of runs of one flow (the same frame again and again, as a
-//! sender's burst or a benchmark's batch), must give every packet the same
-//! verdict, leave the same counters in the caller's stats and the same
-//! connections (states, packet and byte counts, marks) in the table, and
-//! report the same events.
+//! (`Tracker::process`) against the one-packet path with the fast lane off
+//! (`Tracker::set_fast_lane`), every packet down the general path: the
+//! same traffic, cut into bursts of uneven sizes and full of runs of one
+//! flow (the same frame again and again, as a sender's burst or a
+//! benchmark's batch), must give every packet the same verdict, leave the
+//! same counters in the caller's stats and the same connections (states,
+//! packet and byte counts, marks) in the table, and report the same events.
 //!
 //! The shortcuts that the traffic puts to the test: in a burst, runs of a
 //! connection that is not TCP are judged once and copied; in a burst or
 //! alone, a packet of the common case takes the fast lane (its connection
-//! looked up and judged, or opened, without the general path's retries
-//! and checks). The traffic meets every case where they
-//! must not apply: a run whose first packet changes the state, runs in
-//! both directions, actions that set a mark or a label or force a commit,
-//! connections that expire the moment they are created or on their second
-//! packet (zones whose timeouts are zero), expiry and zone flushes between
-//! bursts, ICMP
-//! errors, and TCP segments (sent again, or enough of them to fill the
-//! window).
+//! looked up and judged, or opened, without the general path's retries and
+//! checks). The traffic meets every case where they must not apply: a run
+//! whose first packet changes the state, runs in both directions, actions
+//! that set a mark or a label or force a commit, connections that expire
+//! the moment they are created or on their second packet (zones whose
+//! timeouts are zero), expiry and zone flushes between bursts, ICMP errors,
+//! and TCP segments (sent again, or enough of them to fill the window).
 
 use std::sync::{Arc, Mutex};
 
