@@ -10,6 +10,7 @@ use super::dnf::normalise;
 use super::entry::{Entry, entries};
 use super::group::{Group, Tuple, coarse};
 use super::rule::{CompileError, Rank, RuleId, score, unscore};
+use super::site::{PRUNED_SLOTS, Sites, WordFilter};
 use super::table::Seed;
 use crate::expr::Expr;
 use crate::key::Key;
@@ -54,16 +55,16 @@ struct Rule {
     entries: Vec<(Entry, u32)>,
 }
 
-/// One group in the search order, with what a lookup tests before
-/// touching the group: its bound and its filter on the key's first word.
-#[derive(Debug, Clone, Copy)]
+/// What a lookup tests before touching a group: its bound and its filter
+/// on the key's first word.
+#[derive(Debug, Clone, Copy, Default)]
 struct Probe {
-    /// The group's best score.
+    /// The group's best score; 0 for a free or empty slot, which no
+    /// lookup then probes.
     bound: u128,
     /// The group's mask and value on word 0.
     w0_mask: u64,
     w0: u64,
-    slot: u32,
 }
 
 /// A compiled packet classifier: see the [module documentation](super).
@@ -73,8 +74,16 @@ pub struct Classifier {
     /// Groups by slot; `None` is a free slot.
     slots: Vec<Option<Group>>,
     free: Vec<u32>,
-    /// Live groups, best score first: the search order.
-    order: Vec<Probe>,
+    /// Each slot's bound and filter, by slot.
+    probes: Vec<Probe>,
+    /// Which slots may match a key, by its addresses.
+    sites: Sites,
+    /// Which slots' filters on word 0 a key passes.
+    word0: WordFilter,
+    /// Whether the live slots' bounds never rise from one to the next (so
+    /// that a lookup stops at the first bound its best match reaches), as
+    /// after a build; an update may leave them out of order.
+    sorted: bool,
     /// Every live group's slot by its tuple.
     by_tuple: Map<Tuple, u32>,
     entries: usize,
@@ -108,7 +117,10 @@ impl Classifier {
             rules: Map::default(),
             slots: Vec::new(),
             free: Vec::new(),
-            order: Vec::new(),
+            probes: Vec::new(),
+            sites: Sites::default(),
+            word0: WordFilter::default(),
+            sorted: true,
             by_tuple: Map::default(),
             entries: 0,
             conjs: 0,
@@ -123,15 +135,16 @@ impl Classifier {
     ) -> Result<Classifier, CompileError> {
         let mut c = Classifier::new();
         for (id, rank, expr) in rules {
-            c.add(id, rank, expr)?;
+            c.add(id, rank, expr, false)?;
         }
+        c.renumber();
         c.reorder();
         Ok(c)
     }
 
     /// Adds a rule; `id` must be new. Touches only the rule's own entries.
     pub fn insert(&mut self, id: RuleId, rank: Rank, expr: &Expr) -> Result<(), CompileError> {
-        self.add(id, rank, expr)?;
+        self.add(id, rank, expr, true)?;
         self.reorder();
         Ok(())
     }
@@ -142,6 +155,9 @@ impl Classifier {
             return false;
         };
         self.conjs -= rule.conjs;
+        for (e, slot) in &rule.entries {
+            self.sites.update(e, *slot, false);
+        }
         // The rule's entries group by group, each group's in one pass.
         let mut by_slot: Vec<(u32, &Entry)> = rule.entries.iter().map(|(c, s)| (*s, c)).collect();
         by_slot.sort_unstable_by_key(|&(s, _)| s);
@@ -167,18 +183,49 @@ impl Classifier {
     /// id), or `None`. Allocates nothing.
     pub fn classify(&self, key: &Key) -> Option<(RuleId, Rank)> {
         let mut best = 0u128;
-        for p in &self.order {
-            if p.bound <= best {
-                break;
-            }
-            if key.w[0] & p.w0_mask != p.w0 {
-                continue;
-            }
-            if let Some(Some(g)) = self.slots.get(p.slot as usize) {
-                best = g.lookup(key, best, &self.seed);
+        // The slots the key's addresses leave, lowest first: after a build
+        // that is best bound first, so that a good match found early
+        // turns the later probes away on their bound.
+        let sites = self.sites.candidates(&key.w);
+        let word0 = self.word0.pass(key.w[0]);
+        for (w, mut bits) in [sites[0] & word0[0], sites[1] & word0[1]]
+            .into_iter()
+            .enumerate()
+        {
+            while bits != 0 {
+                let slot = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                // The word filter is exact for these slots: only the
+                // bound is left to test.
+                let (Some(p), Some(Some(g))) = (self.probes.get(slot), self.slots.get(slot)) else {
+                    continue;
+                };
+                if p.bound > best {
+                    best = g.lookup(key, best, &self.seed);
+                } else if self.sorted {
+                    return (best != 0).then(|| unscore(best));
+                }
             }
         }
+        for slot in PRUNED_SLOTS..self.probes.len() {
+            self.probe(slot, key, &mut best);
+        }
         (best != 0).then(|| unscore(best))
+    }
+
+    /// Probes the group in `slot` unless its bound or its filter on word 0
+    /// rules it out.
+    #[inline(always)]
+    fn probe(&self, slot: usize, key: &Key, best: &mut u128) {
+        let Some(p) = self.probes.get(slot) else {
+            return;
+        };
+        if p.bound <= *best || key.w[0] & p.w0_mask != p.w0 {
+            return;
+        }
+        if let Some(Some(g)) = self.slots.get(slot) {
+            *best = g.lookup(key, *best, &self.seed);
+        }
     }
 
     /// The number of rules.
@@ -212,7 +259,9 @@ impl Classifier {
             + map(self.by_tuple.capacity(), size_of::<(Tuple, u32)>())
             + self.slots.capacity() * size_of::<Option<Group>>()
             + self.free.capacity() * 4
-            + self.order.capacity() * size_of::<Probe>()
+            + self.probes.capacity() * size_of::<Probe>()
+            + self.sites.memory()
+            + self.word0.memory()
     }
 
     /// Figures about the structure.
@@ -222,15 +271,22 @@ impl Classifier {
             rules: self.rules.len(),
             conjunctions: self.conjs,
             entries: self.entries,
-            tuples: self.order.len(),
+            tuples: self.by_tuple.len(),
             buckets: groups.clone().map(Group::buckets).sum(),
             longest_bucket: groups.map(Group::longest).max().unwrap_or(0),
             memory: self.memory(),
         }
     }
 
-    /// Adds a rule without refreshing the search order.
-    fn add(&mut self, id: RuleId, rank: Rank, expr: &Expr) -> Result<(), CompileError> {
+    /// Adds a rule without refreshing the groups' bounds; indexes its
+    /// entries' addresses if `sites` (a build indexes them all at the end).
+    fn add(
+        &mut self,
+        id: RuleId,
+        rank: Rank,
+        expr: &Expr,
+        sites: bool,
+    ) -> Result<(), CompileError> {
         if self.rules.contains_key(&id) {
             return Err(CompileError::new(format!("rule id {id} is already in")));
         }
@@ -239,6 +295,9 @@ impl Classifier {
         let mut placed = Vec::new();
         for e in entries(&conjs) {
             let slot = self.place(&e, s);
+            if sites {
+                self.sites.update(&e, slot, true);
+            }
             placed.push((e, slot));
         }
         self.entries += placed.len();
@@ -310,22 +369,58 @@ impl Classifier {
         slot
     }
 
-    /// Refreshes the search order: groups by their best score, best first.
+    /// Refreshes every slot's bound and filter.
     fn reorder(&mut self) {
-        self.order.clear();
-        for (i, g) in self.slots.iter().enumerate() {
-            if let Some(g) = g
-                && g.entries() > 0
-            {
-                self.order.push(Probe {
-                    bound: g.max_score(),
-                    w0_mask: g.tuple.mask.w[0],
-                    w0: g.tuple.w0,
-                    slot: i as u32,
-                });
+        self.probes.clear();
+        self.probes.extend(self.slots.iter().map(|g| match g {
+            Some(g) if g.entries() > 0 => Probe {
+                bound: g.max_score(),
+                w0_mask: g.tuple.mask.w[0],
+                w0: g.tuple.w0,
+            },
+            _ => Probe::default(),
+        }));
+        self.word0
+            .refresh(self.probes.iter().map(|p| (p.w0_mask, p.w0)));
+        // Free slots (bound 0) are skipped by every lookup, in order or not.
+        let live: Vec<u128> = self
+            .probes
+            .iter()
+            .map(|p| p.bound)
+            .filter(|&b| b != 0)
+            .collect();
+        self.sorted = live.windows(2).all(|w| w[0] >= w[1]);
+    }
+
+    /// Numbers the groups again, best bound first (so that the address
+    /// index covers the best ones and a lookup meets them first), and
+    /// indexes every entry's addresses. For a build: an update keeps the
+    /// numbers it finds.
+    fn renumber(&mut self) {
+        let mut live: Vec<(u128, usize)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, g)| g.as_ref().map(|g| (g.max_score(), i)))
+            .collect();
+        live.sort_unstable_by_key(|&x| std::cmp::Reverse(x));
+        let mut new = vec![u32::MAX; self.slots.len()];
+        let mut slots = Vec::with_capacity(live.len());
+        for (n, &(_, old)) in live.iter().enumerate() {
+            new[old] = n as u32;
+            slots.push(self.slots[old].take());
+        }
+        self.slots = slots;
+        self.free.clear();
+        for s in self.by_tuple.values_mut() {
+            *s = new[*s as usize];
+        }
+        self.sites.clear();
+        for r in self.rules.values_mut() {
+            for (e, s) in &mut r.entries {
+                *s = new[*s as usize];
+                self.sites.update(e, *s, true);
             }
         }
-        self.order
-            .sort_unstable_by_key(|p| std::cmp::Reverse((p.bound, p.slot)));
     }
 }

@@ -20,8 +20,10 @@
 //! (only the words the mask touches) and probes the tuple's table, an
 //! index of bucket numbers whose control bytes stay in cache (hashbrown's
 //! `HashTable`, `table.rs`);
-//! tuples are visited best score first and the search stops as soon as
-//! the best match found outranks every rule in the next tuple.
+//! a tuple whose best rule cannot beat the match found so far is passed
+//! over, and a lookup stops at the first such tuple while tuples are
+//! numbered best score first (as after a build; an update may leave them
+//! out of order, and then the lookup only passes over them).
 //!
 //! Plain tuple space search gives every distinct mask its own table, and
 //! realistic ACLs have hundreds of distinct masks (every pair of prefix
@@ -44,9 +46,15 @@
 //! full too, to the tuple of its exact mask (where every candidate of a
 //! bucket matches, so the first one decides).
 //!
-//! Each tuple also remembers its entries' common value on the key's first
-//! word (flags, ethertype, protocol), so a lookup skips tuples of other
-//! protocols without hashing.
+//! **Pruning before probing** (`site.rs`). Before any tuple is
+//! hashed, two bitmaps over the tuples cut the search to those that can
+//! match: one by the key's first word (each tuple's entries share their
+//! value on it: flags, ethertype, protocol; a table per byte tested), one
+//! by the key's addresses (the tuples with an entry in the key's source
+//! and destination /16 and /24, IPv6 /32 and /48, or with one that names
+//! no such prefix). At 10k generated rules a lookup probed 13 tuples
+//! before and about 6 after; the first 128 tuples, the best-scored, are
+//! pruned, any beyond them always probed.
 //!
 //! **Incremental updates.** A rule keeps the list of its entries and the
 //! tuple each went to: adding or removing a rule touches only those, plus
@@ -61,6 +69,7 @@ mod entry;
 pub mod r#gen;
 mod group;
 mod rule;
+mod site;
 mod table;
 #[cfg(test)]
 mod tests;

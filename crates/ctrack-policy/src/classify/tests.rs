@@ -17,6 +17,13 @@ const ADDRS: [u128; 6] = [
     0xc0a8_0101,
     0,
 ];
+/// IPv6 addresses: two share a /48, one a /32 with them, one elsewhere.
+const ADDRS6: [u128; 4] = [
+    0x2001_0db8_0001_0000_0000_0000_0000_0001,
+    0x2001_0db8_0001_8000_0000_0000_0000_0002,
+    0x2001_0db8_ff00_0000_0000_0000_0000_0001,
+    0xfd00_0000_0000_0000_0000_0000_0000_0001,
+];
 const PORTS: [u128; 8] = [0, 22, 80, 443, 1023, 1024, 8080, 65535];
 const FLAGS: [u16; 7] = [
     flag::IP,
@@ -53,6 +60,16 @@ fn leaf() -> impl Strategy<Value = Expr> {
         // Raw tests, some with values outside their mask.
         2 => (prop_oneof![Just(Field::IpProto), Just(Field::IcmpType), Just(Field::TcpFlags)], any::<u8>(), any::<u8>())
             .prop_map(|(f, v, m)| Expr::Test { field: f, value: u128::from(v & 0x13), mask: u128::from(m & 0x1f) }),
+        // Addresses with their version's flag, as the compiler writes
+        // them: the tests the classifier indexes by address.
+        3 => (addr_field(), 0..ADDRS.len(), 8..=32u32).prop_map(|(f, a, len)| {
+            let mask = (0xffff_ffffu128 << (32 - len)) & 0xffff_ffff;
+            Expr::And(vec![Expr::flags(flag::IP | flag::IP4), Expr::masked(f, ADDRS[a], mask)])
+        }),
+        2 => (addr_field(), 0..ADDRS6.len(), 16..=128u32).prop_map(|(f, a, len)| {
+            let mask = u128::MAX << (128 - len);
+            Expr::And(vec![Expr::flags(flag::IP | flag::IP6), Expr::masked(f, ADDRS6[a], mask)])
+        }),
         1 => Just(Expr::True),
         1 => Just(Expr::False),
     ]
@@ -91,8 +108,16 @@ fn key() -> impl Strategy<Value = Key> {
                 Field::Flags,
                 u128::from(if odd { noise } else { FLAGS[fl] }),
             );
-            k.set(Field::IpSrc, ADDRS[s] ^ u128::from(n & 3));
-            k.set(Field::IpDst, ADDRS[d]);
+            if n & 16 == 0 {
+                k.set(Field::IpSrc, ADDRS[s] ^ u128::from(n & 3));
+                k.set(Field::IpDst, ADDRS[d]);
+            } else {
+                k.set(Field::IpSrc, ADDRS6[s % ADDRS6.len()] ^ u128::from(n & 3));
+                k.set(Field::IpDst, ADDRS6[d % ADDRS6.len()]);
+                if !odd {
+                    k.set(Field::Flags, u128::from(flag::IP | flag::IP6 | flag::TCP));
+                }
+            }
             k.set(Field::L4Src, PORTS[sp]);
             k.set(
                 Field::L4Dst,
@@ -283,4 +308,76 @@ fn duplicate_entries_overflow_buckets_safely() {
     k.set(Field::L4Dst, 80);
     assert_eq!(c.classify(&k), naive(&rules, &k));
     assert_eq!(c.classify(&k), Some((6, 6)));
+}
+
+/// Address pruning, exhaustively on small pools: rules of every prefix
+/// length on each direction and version (each with its version's flag, as
+/// the compiler writes them; the longest prefix ranks highest, so that a
+/// rule pruned by mistake shows), against keys of every pair of addresses
+/// nearby, with both versions' flags, either, or neither.
+#[test]
+fn address_pruning_keeps_every_match() {
+    // All lengths; then only those that fix a sub site, so that a tuple
+    // holds no coarser entry that would keep it in by its top site.
+    for (min4, min6) in [(8, 16), (24, 48)] {
+        pruning_case(min4, min6);
+    }
+}
+
+fn pruning_case(min4: u32, min6: u32) {
+    let mut rules = Vec::new();
+    let mut id = 0u32;
+    for f in [Field::IpDst, Field::IpSrc] {
+        for &a in &ADDRS {
+            for len in (min4..=32).step_by(4) {
+                let mask = (0xffff_ffffu128 << (32 - len)) & 0xffff_ffff;
+                let e = Expr::And(vec![
+                    Expr::flags(flag::IP | flag::IP4),
+                    Expr::masked(f, a, mask),
+                ]);
+                rules.push((id, u64::from(len), e));
+                id += 1;
+            }
+        }
+        for &a in &ADDRS6 {
+            for len in (min6..=128).step_by(8) {
+                let e = Expr::And(vec![
+                    Expr::flags(flag::IP | flag::IP6),
+                    Expr::masked(f, a, u128::MAX << (128 - len)),
+                ]);
+                rules.push((id, u64::from(len), e));
+                id += 1;
+            }
+        }
+    }
+    let c = Classifier::build(rules.iter().map(|(i, r, e)| (*i, *r, e))).unwrap();
+    let v4: Vec<u128> = ADDRS
+        .iter()
+        .flat_map(|a| [*a, a ^ 0x80, a ^ 0x8000, a ^ 0x80_0000])
+        .collect();
+    let v6: Vec<u128> = ADDRS6
+        .iter()
+        .flat_map(|a| [*a, a ^ (1 << 72), a ^ (1 << 80), a ^ (1 << 90)])
+        .collect();
+    let mut checked = 0;
+    for flags in [
+        flag::IP | flag::IP4,
+        flag::IP | flag::IP6,
+        flag::IP | flag::IP4 | flag::IP6,
+        flag::ARP,
+    ] {
+        for pool in [&v4, &v6] {
+            for &s in pool {
+                for &d in pool {
+                    let mut k = Key::default();
+                    k.set(Field::Flags, u128::from(flags));
+                    k.set(Field::IpSrc, s);
+                    k.set(Field::IpDst, d);
+                    assert_eq!(c.classify(&k), naive(&rules, &k), "key {:x?}", k.w);
+                    checked += usize::from(naive(&rules, &k).is_some());
+                }
+            }
+        }
+    }
+    assert!(checked > 500, "{checked} keys matched");
 }
