@@ -411,6 +411,9 @@ impl Classifier {
             slots.push(self.slots[old].take());
         }
         self.slots = slots;
+        for g in self.slots.iter_mut().flatten() {
+            g.compact();
+        }
         self.free.clear();
         for s in self.by_tuple.values_mut() {
             *s = new[*s as usize];

@@ -94,7 +94,6 @@ pub(crate) struct Group {
     /// bound in the search.
     scores: BTreeMap<u128, u32>,
     entries: usize,
-    cand_cap: usize,
 }
 
 impl Group {
@@ -105,7 +104,6 @@ impl Group {
             table: Table::default(),
             scores: BTreeMap::new(),
             entries: 0,
-            cand_cap: 0,
         }
     }
 
@@ -135,24 +133,12 @@ impl Group {
     pub(crate) fn insert(&mut self, c: &Entry, score: u128, seed: &Seed) {
         let k = self.bucket_key(c);
         let hs = self.hasher;
-        let b = self
-            .table
-            .find_or_insert(&k, hs.hash(&k, seed), |x| hs.hash(x, seed));
-        let cands = self.table.bucket_mut(b);
+        let h = hs.hash(&k, seed);
+        let b = self.table.find_or_insert(&k, h, |x| hs.hash(x, seed));
         // After the entries of equal score: a rule's many entries in one
         // bucket go in at the end of its own run, moving only the
-        // lower-scored behind it (never the whole run again: quadratic in
-        // a rule of thousands of conjunctions).
-        let at = cands.partition_point(|x| x.score >= score);
-        let before = cands.capacity();
-        // Grown by half, from one: most buckets hold one or two entries,
-        // and the default growth (to four, then doubling) would spread
-        // them over four times the memory.
-        if cands.len() == before {
-            cands.reserve_exact(before / 2 + 1);
-        }
-        cands.insert(at, Cand { e: *c, score });
-        self.cand_cap = self.cand_cap + cands.capacity() - before;
+        // lower-scored behind it.
+        self.table.insert(b, h, Cand { e: *c, score });
         *self.scores.entry(score).or_insert(0) += 1;
         self.entries += 1;
     }
@@ -172,12 +158,10 @@ impl Group {
             let Some(b) = self.table.find(&k, h) else {
                 continue;
             };
-            let cands = self.table.bucket_mut(b);
-            let before = cands.len();
-            cands.retain(|x| x.score != score);
-            removed += before - cands.len();
-            if cands.is_empty() {
-                self.cand_cap -= cands.capacity();
+            let before = self.table.bucket(b).len();
+            let left = self.table.retain(b, h, |x| x.score != score);
+            removed += before - left;
+            if left == 0 {
                 self.table.remove(b, h);
             }
         }
@@ -214,16 +198,19 @@ impl Group {
         self.table.lookup(key, self.hasher.hash(&key.w, seed), best)
     }
 
+    /// Packs the candidates tight (after a build).
+    pub(crate) fn compact(&mut self) {
+        self.table.compact();
+    }
+
     /// The longest bucket.
     pub(crate) fn longest(&self) -> usize {
-        self.table.buckets().map(Vec::len).max().unwrap_or(0)
+        self.table.buckets().map(<[Cand]>::len).max().unwrap_or(0)
     }
 
     /// Heap bytes, estimated.
     pub(crate) fn memory(&self) -> usize {
-        self.table.memory()
-            + self.cand_cap * size_of::<Cand>()
-            + self.scores.len() * (size_of::<(u128, u32)>() + 8)
+        self.table.memory() + self.scores.len() * (size_of::<(u128, u32)>() + 8)
     }
 }
 

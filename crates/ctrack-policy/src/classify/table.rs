@@ -1,12 +1,13 @@
-//! One tuple's hash table, written for the lookup: an index of bucket
-//! numbers (hashbrown's `HashTable`: a byte of the hash per slot, sixteen
-//! compared at once) beside the buckets' keys and candidates, each in its
-//! own array. A lookup reads the index's control bytes (small: they stay
-//! in the core's caches) and touches a bucket's candidates only when a
-//! tag matches; the answer to "is there a match here" is nearly always
-//! "no" and the processor predicts it, where the linear probe this
-//! replaced branched on every slot it read (a profile of `bench policy
-//! classify` put most of its time there).
+//! One tuple's hash table, written for the lookup: an index of buckets
+//! (hashbrown's `HashTable`: a byte of the hash per slot, sixteen
+//! compared at once), each entry naming its bucket and where the bucket's
+//! candidates lie in the table's arena, beside the buckets' keys. A lookup
+//! reads the index's control bytes and touches a bucket's candidates only
+//! when a tag matches, going from the index entry straight to them; the
+//! answer to "is there a match here" is nearly always "no" and the
+//! processor predicts it, where the linear probe this replaced branched on
+//! every slot it read (a profile of `bench policy classify` put most of
+//! its time there).
 //!
 //! A lookup never compares bucket keys: it scans the candidates of every
 //! bucket whose tag matches along the probe sequence, and each candidate
@@ -22,7 +23,7 @@ use crate::key::Key;
 /// One conjunction of one rule, as stored in a bucket. The score comes
 /// first so that the scan's bound test and the first words of the mask
 /// share a cache line.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 #[repr(C)]
 pub(crate) struct Cand {
     /// The rule's score (see `rule::score`).
@@ -81,16 +82,36 @@ impl Hasher {
     }
 }
 
-/// The table: an index of bucket numbers, and the buckets.
+/// An index entry: a bucket and where its candidates lie in the arena,
+/// so that a lookup goes from the index straight to the candidates.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    bucket: u32,
+    start: u32,
+    len: u32,
+}
+
+/// The table: an index of buckets, the buckets' keys, and their
+/// candidates, each bucket's a run of one arena.
+///
+/// The candidates were a vector per bucket; reading one cost a load of
+/// the vector's header and then of its data, two dependent misses
+/// (`perf annotate` on `bench policy classify` at 10k rules: 17% of the
+/// samples on the header's load). The index entry now holds the run's
+/// place. A bucket that grows moves to the end of the arena; the arena is
+/// compacted when more than half of it is dead.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Table {
-    /// Live bucket numbers, by the hash of their key.
-    index: HashTable<u32>,
+    index: HashTable<Slot>,
     /// Each bucket's key (its entries' value under the hash mask), by
     /// bucket number; a free bucket's is stale.
     keys: Vec<[u64; 8]>,
-    /// Each bucket's candidates, best score first; empty when free.
-    cands: Vec<Vec<Cand>>,
+    /// Each bucket's run in the arena, `(start, len, room)`, by bucket
+    /// number: `room` places from `start` are its own, `len` of them used.
+    runs: Vec<(u32, u32, u32)>,
+    arena: Vec<Cand>,
+    /// Candidates the runs hold (the rest of the arena is dead).
+    held: usize,
     /// Free bucket numbers.
     free: Vec<u32>,
 }
@@ -105,18 +126,85 @@ impl Table {
     pub(crate) fn find(&self, k: &[u64; 8], h: u64) -> Option<usize> {
         let keys = &self.keys;
         self.index
-            .find(h, |&b| keys.get(b as usize) == Some(k))
-            .map(|&b| b as usize)
+            .find(h, |s| keys.get(s.bucket as usize) == Some(k))
+            .map(|s| s.bucket as usize)
     }
 
     /// The candidates of bucket `b`.
     pub(crate) fn bucket(&self, b: usize) -> &[Cand] {
-        &self.cands[b]
+        let (start, len, _) = self.runs.get(b).copied().unwrap_or((0, 0, 0));
+        self.arena
+            .get(start as usize..(start + len) as usize)
+            .unwrap_or(&[])
     }
 
-    /// The candidates of bucket `b`, to change.
-    pub(crate) fn bucket_mut(&mut self, b: usize) -> &mut Vec<Cand> {
-        &mut self.cands[b]
+    /// Sets bucket `b`'s run (of hash `h`), in its table and its index
+    /// entry; compacts the arena when more than half of it is dead.
+    fn set_run(&mut self, b: usize, h: u64, run: (u32, u32, u32)) {
+        self.runs[b] = run;
+        if let Some(s) = self.index.find_mut(h, |s| s.bucket as usize == b) {
+            s.start = run.0;
+            s.len = run.1;
+        }
+        let dead = self.arena.len() - self.held;
+        if dead > 64 && dead * 2 > self.arena.len() {
+            self.compact();
+        }
+    }
+
+    /// Puts `c` into bucket `b` (of hash `h`) after the candidates of its
+    /// score or better, moving only those behind it. A bucket with no room
+    /// left moves to the arena's end with room for half as many again, so
+    /// that a rule of thousands of entries in one bucket costs linear time
+    /// in all, not quadratic.
+    pub(crate) fn insert(&mut self, b: usize, h: u64, c: Cand) {
+        let at = self.bucket(b).partition_point(|x| x.score >= c.score);
+        let (mut start, len, mut room) = self.runs[b];
+        if len == room {
+            let at_end = self.arena.len();
+            let n = len + 1;
+            room = n + n / 2;
+            self.arena
+                .extend_from_within(start as usize..(start + len) as usize);
+            self.arena.resize(at_end + room as usize, c);
+            start = at_end as u32;
+        }
+        let (s, at) = (start as usize, at);
+        self.arena.copy_within(s + at..s + len as usize, s + at + 1);
+        self.arena[s + at] = c;
+        self.held += 1;
+        self.set_run(b, h, (start, len + 1, room));
+    }
+
+    /// Keeps the candidates of bucket `b` (of hash `h`) that `keep`
+    /// approves, in order; returns how many.
+    pub(crate) fn retain(&mut self, b: usize, h: u64, keep: impl Fn(&Cand) -> bool) -> usize {
+        let (start, len, room) = self.runs[b];
+        let run = &mut self.arena[start as usize..(start + len) as usize];
+        let mut n = 0;
+        for r in 0..run.len() {
+            if keep(&run[r]) {
+                run[n] = run[r];
+                n += 1;
+            }
+        }
+        self.held -= len as usize - n;
+        self.set_run(b, h, (start, n as u32, room));
+        n
+    }
+
+    /// Copies every live run to a new arena, in the index's order, each
+    /// with no room to spare.
+    pub(crate) fn compact(&mut self) {
+        let mut arena = Vec::with_capacity(self.held);
+        for s in self.index.iter_mut() {
+            let (start, len, _) = self.runs[s.bucket as usize];
+            let at = arena.len() as u32;
+            arena.extend_from_slice(&self.arena[start as usize..(start + len) as usize]);
+            self.runs[s.bucket as usize] = (at, len, len);
+            s.start = at;
+        }
+        self.arena = arena;
     }
 
     /// The number of the bucket of key `k` (hash `h`), made empty if need
@@ -133,25 +221,34 @@ impl Table {
         let b = match self.free.pop() {
             Some(b) => {
                 self.keys[b as usize] = *k;
+                self.runs[b as usize] = (0, 0, 0);
                 b
             }
             None => {
                 self.keys.push(*k);
-                self.cands.push(Vec::new());
+                self.runs.push((0, 0, 0));
                 (self.keys.len() - 1) as u32
             }
         };
         let keys = &self.keys;
-        self.index
-            .insert_unique(h, b, |&x| rehash(&keys[x as usize]));
+        self.index.insert_unique(
+            h,
+            Slot {
+                bucket: b,
+                start: 0,
+                len: 0,
+            },
+            |s| rehash(&keys[s.bucket as usize]),
+        );
         b as usize
     }
 
     /// Removes bucket `b` (of hash `h`), whose candidates must be gone.
     pub(crate) fn remove(&mut self, b: usize, h: u64) {
-        if let Ok(e) = self.index.find_entry(h, |&x| x as usize == b) {
+        if let Ok(e) = self.index.find_entry(h, |s| s.bucket as usize == b) {
             e.remove();
-            self.cands[b] = Vec::new();
+            self.held -= self.runs[b].1 as usize;
+            self.runs[b] = (0, 0, 0);
             self.free.push(b as u32);
         }
     }
@@ -160,20 +257,21 @@ impl Table {
     /// buckets whose tag matches `h`; or `best`.
     #[inline]
     pub(crate) fn lookup(&self, key: &Key, h: u64, mut best: u128) -> u128 {
-        let cands = &self.cands;
+        let arena = &self.arena;
         // Never "found": the closure scans each bucket whose tag matches,
         // and the search goes on to the end of the probe sequence, so the
         // bucket of the key's own value is scanned whatever collides.
-        let _ = self.index.find(h, |&b| {
-            if let Some(cs) = cands.get(b as usize) {
-                for c in cs {
-                    if c.score <= best {
-                        break;
-                    }
-                    if c.e.matches(key) {
-                        best = c.score;
-                        break;
-                    }
+        let _ = self.index.find(h, |s| {
+            let run = arena
+                .get(s.start as usize..(s.start + s.len) as usize)
+                .unwrap_or(&[]);
+            for c in run {
+                if c.score <= best {
+                    break;
+                }
+                if c.e.matches(key) {
+                    best = c.score;
+                    break;
                 }
             }
             false
@@ -182,16 +280,17 @@ impl Table {
     }
 
     /// Every live bucket's candidates.
-    pub(crate) fn buckets(&self) -> impl Iterator<Item = &Vec<Cand>> {
-        self.index.iter().map(|&b| &self.cands[b as usize])
+    pub(crate) fn buckets(&self) -> impl Iterator<Item = &[Cand]> {
+        self.index.iter().map(|s| self.bucket(s.bucket as usize))
     }
 
-    /// Heap bytes, without the candidates' own vectors.
+    /// Heap bytes.
     pub(crate) fn memory(&self) -> usize {
-        // hashbrown: a u32 and a control byte per slot, plus a group.
-        (self.index.capacity() + 16) * 5
+        // hashbrown: a slot and a control byte per slot, plus a group.
+        (self.index.capacity() + 16) * (size_of::<Slot>() + 1)
             + self.keys.capacity() * size_of::<[u64; 8]>()
-            + self.cands.capacity() * size_of::<Vec<Cand>>()
+            + self.runs.capacity() * 12
+            + self.arena.capacity() * size_of::<Cand>()
             + self.free.capacity() * 4
     }
 }

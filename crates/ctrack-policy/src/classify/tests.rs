@@ -381,3 +381,38 @@ fn pruning_case(min4: u32, min6: u32) {
     }
     assert!(checked > 500, "{checked} keys matched");
 }
+
+/// A rule whose thousands of entries share one bucket (TCP flags are never
+/// hashed), beside rules in the same bucket, in and out again: the
+/// bucket's run grows in the arena, moves, and is compacted.
+#[test]
+fn a_rule_of_thousands_of_entries_in_one_bucket() {
+    let many = Expr::Or(
+        (0..4096u128)
+            .step_by(2)
+            .map(|f| Expr::And(vec![Expr::flags(flag::TCP), Expr::eq(Field::TcpFlags, f)]))
+            .collect(),
+    );
+    let few = Expr::And(vec![Expr::flags(flag::TCP), Expr::eq(Field::TcpFlags, 3)]);
+    let mut c = Classifier::new();
+    c.insert(1, 1, &few).unwrap();
+    c.insert(2, 5, &many).unwrap();
+    c.insert(3, 0, &Expr::flags(flag::TCP)).unwrap();
+    let key = |f: u128| {
+        let mut k = Key::default();
+        k.set(Field::Flags, u128::from(flag::TCP));
+        k.set(Field::TcpFlags, f);
+        k
+    };
+    assert!(c.stats().longest_bucket >= 2048);
+    for _ in 0..3 {
+        assert_eq!(c.classify(&key(4094)), Some((2, 5)));
+        assert_eq!(c.classify(&key(3)), Some((1, 1)));
+        assert_eq!(c.classify(&key(5)), Some((3, 0)));
+        assert!(c.remove(2));
+        assert_eq!(c.classify(&key(4094)), Some((3, 0)));
+        c.insert(2, 5, &many).unwrap();
+    }
+    assert!(c.remove(2) && c.remove(1) && c.remove(3));
+    assert_eq!(c.stats().entries, 0);
+}
