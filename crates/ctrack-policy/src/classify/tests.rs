@@ -194,6 +194,7 @@ proptest! {
             .map(|(k, pick, h)| if *h { hit(&rules, *pick, k) } else { *k })
             .collect();
         check(&c, &rules, &keys)?;
+        check(&c.with_bitmaps(), &rules, &keys)?;
     }
 
     #[test]
@@ -202,18 +203,21 @@ proptest! {
         keys in prop::collection::vec((key(), any::<usize>()), 1..16),
     ) {
         let mut c = Classifier::new();
+        // The same updates on one that always searches with its bitmaps.
+        let mut b = Classifier::new().with_bitmaps();
         let mut rules: Vec<(RuleId, Rank, Expr)> = Vec::new();
         for (n, op) in ops.into_iter().enumerate() {
             match op {
                 Op::Insert(rank, e) => {
                     let id = n as RuleId * 3;
                     if c.insert(id, rank, &e).is_ok() {
+                        prop_assert!(b.insert(id, rank, &e).is_ok());
                         rules.push((id, rank, e));
                     }
                 }
                 Op::Remove(i) if !rules.is_empty() => {
                     let (id, _, _) = rules.swap_remove(i % rules.len());
-                    prop_assert!(c.remove(id));
+                    prop_assert!(c.remove(id) && b.remove(id));
                     prop_assert!(!c.remove(id));
                 }
                 Op::Remove(_) => prop_assert!(!c.remove(7)),
@@ -221,6 +225,7 @@ proptest! {
             prop_assert_eq!(c.len(), rules.len());
             let ks: Vec<Key> = keys.iter().flat_map(|(k, p)| [*k, hit(&rules, *p, k)]).collect();
             check(&c, &rules, &ks)?;
+            check(&b, &rules, &ks)?;
         }
         let all: Vec<RuleId> = rules.iter().map(|r| r.0).collect();
         for id in all {
@@ -350,7 +355,9 @@ fn pruning_case(min4: u32, min6: u32) {
             }
         }
     }
-    let c = Classifier::build(rules.iter().map(|(i, r, e)| (*i, *r, e))).unwrap();
+    let c = Classifier::build(rules.iter().map(|(i, r, e)| (*i, *r, e)))
+        .unwrap()
+        .with_bitmaps();
     let v4: Vec<u128> = ADDRS
         .iter()
         .flat_map(|a| [*a, a ^ 0x80, a ^ 0x8000, a ^ 0x80_0000])
