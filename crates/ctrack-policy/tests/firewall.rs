@@ -552,3 +552,122 @@ fn a_translated_flow_nobody_answers_meets_the_acls_as_it_arrived() {
     }
     assert_eq!(burst.tracker().table_len(), 1);
 }
+
+/// Two pairs of ports in two zones carry the same addresses and ports, in
+/// one burst, both ways round: the burst must judge each frame in its own
+/// zone (its pair's), as the packet path does. Only the first pair's
+/// client may open connections, so a reply in the second pair's zone is
+/// dropped, where a burst that took every frame for the first pair's zone
+/// would find the first pair's connection and pass it.
+#[test]
+fn a_burst_of_two_zones_judges_each_frame_in_its_own() {
+    const C2_MAC: [u8; 6] = [2, 0, 0, 0, 0, 3];
+    const S2_MAC: [u8; 6] = [2, 0, 0, 0, 0, 4];
+    let mut p = policy(
+        DefaultAction::Drop,
+        vec![
+            acl(
+                0,
+                Direction::FromLport,
+                10,
+                AclAction::AllowRelated,
+                Expr::And(vec![Expr::eq(Field::Inport, 1), Expr::flags(flag::IP)]),
+            ),
+            acl(
+                1,
+                Direction::ToLport,
+                10,
+                AclAction::AllowRelated,
+                Expr::And(vec![
+                    Expr::eq(Field::Outport, SERVER),
+                    Expr::flags(flag::IP),
+                ]),
+            ),
+        ],
+    );
+    // A third server whose address differs from the first's in its last
+    // byte only, in zone 0: its frames to the client agree with the first
+    // pair's, swapped, on their first eight bytes, and their zone is
+    // another.
+    const S3_MAC: [u8; 6] = [2, 0, 0, 0, 0, 5];
+    for (name, mac, zone) in [
+        ("client2", C2_MAC, 3),
+        ("server2", S2_MAC, 4),
+        ("server3", S3_MAC, 0),
+    ] {
+        p.ports.push(Port {
+            name: name.into(),
+            macs: vec![mac],
+            ips: Vec::new(),
+            zone,
+        });
+    }
+    let frame = |src_mac, dst_mac, reply: bool, i: u16, flags, seq, ack| {
+        let (src, dst, sport, dport) = if reply {
+            (S_IP, C_IP, 80, 1000 + i)
+        } else {
+            (C_IP, S_IP, 1000 + i, 80)
+        };
+        let mut f = Frame::v4(src, dst, seg(sport, dport, flags, seq, ack));
+        f.eth_src = src_mac;
+        f.eth_dst = dst_mac;
+        f.build()
+    };
+    let mut first = Vec::new();
+    let mut second = Vec::new();
+    for i in 0..20u16 {
+        first.push(frame(C_MAC, S_MAC, false, i, SYN, 1, 0));
+        first.push(frame(C2_MAC, S2_MAC, false, i, SYN, 1, 0));
+        second.push(frame(S_MAC, C_MAC, true, i, SYN | ACK, 9, 2));
+        second.push(frame(S2_MAC, C2_MAC, true, i, SYN | ACK, 9, 2));
+    }
+    // The third server's frames to the client (zone 0, no connection: a
+    // new one from it, dropped) among the first pair's, both ways, in one
+    // burst: each half of the cached pair is met by a frame that agrees
+    // with it on its first eight bytes only.
+    let mut third = Vec::new();
+    for i in 0..10u16 {
+        third.push(frame(C_MAC, S_MAC, false, i, ACK, 2, 10));
+        third.push(frame(S3_MAC, C_MAC, true, i, ACK, 10, 2));
+    }
+    for i in 10..20u16 {
+        third.push(frame(S_MAC, C_MAC, true, i, ACK, 10, 2));
+        third.push(frame(S3_MAC, C_MAC, true, i, ACK, 10, 2));
+    }
+    let one_by_one = fw(p.clone());
+    let mut o = FwOutputs::default();
+    let expect: Vec<Action> = first
+        .iter()
+        .chain(second.iter())
+        .chain(third.iter())
+        .map(|f| one(&one_by_one, f.clone(), &mut o).0.action)
+        .collect();
+    // The first pair passes both ways; the second pair neither.
+    for (i, a) in expect.iter().enumerate() {
+        let want = if i % 2 == 0 {
+            Action::Allow
+        } else {
+            Action::Drop
+        };
+        assert_eq!(*a, want, "frame {i}");
+    }
+    let burst = fw(p);
+    let mut st = FwStats::default();
+    let mut got = Vec::new();
+    for set in [&mut first, &mut second, &mut third] {
+        let mut ds = vec![Decision::default(); set.len()];
+        let mut replies = Vec::new();
+        burst.process_burst(
+            set,
+            Time::from_secs(1),
+            BurstOut {
+                decisions: &mut ds,
+                replies: &mut replies,
+                stats: &mut st,
+            },
+        );
+        got.extend(ds.iter().map(|d| d.action));
+    }
+    assert_eq!(got, expect);
+    assert_eq!(st.verdicts, o.stats.verdicts);
+}
