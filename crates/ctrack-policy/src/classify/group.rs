@@ -200,7 +200,7 @@ impl Group {
 
     /// Packs the candidates tight (after a build).
     pub(crate) fn compact(&mut self) {
-        self.table.compact();
+        self.table.compact(true);
     }
 
     /// The longest bucket.
