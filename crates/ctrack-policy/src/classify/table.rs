@@ -198,7 +198,6 @@ impl Table {
             }
         }
         // A run down to a quarter of its room gives the rest up.
-        let _ = len;
         let keep_room = if (n as u32) < room / 4 {
             n as u32
         } else {
