@@ -364,6 +364,31 @@ fn nd_passes_and_arp_meets_the_acls() {
     );
 }
 
+/// Each set of frames through `fw` as one burst, in turn: every frame's
+/// action, and the counters.
+fn bursts<const N: usize>(
+    fw: &Firewall<u64>,
+    sets: [&mut Vec<Vec<u8>>; N],
+) -> (Vec<Action>, FwStats) {
+    let mut st = FwStats::default();
+    let mut got = Vec::new();
+    for set in sets {
+        let mut ds = vec![Decision::default(); set.len()];
+        let mut replies = Vec::new();
+        fw.process_burst(
+            set,
+            Time::from_secs(1),
+            BurstOut {
+                decisions: &mut ds,
+                replies: &mut replies,
+                stats: &mut st,
+            },
+        );
+        got.extend(ds.iter().map(|d| d.action));
+    }
+    (got, st)
+}
+
 #[test]
 fn the_burst_path_decides_as_the_packet_path() {
     let mut frames = Vec::new();
@@ -392,23 +417,7 @@ fn the_burst_path_decides_as_the_packet_path() {
         .chain(later.iter())
         .map(|f| one(&one_by_one, f.clone(), &mut o).0.action)
         .collect();
-    let burst = fw(web_policy());
-    let mut st = FwStats::default();
-    let mut got = Vec::new();
-    for set in [&mut frames, &mut later] {
-        let mut ds = vec![Decision::default(); set.len()];
-        let mut replies = Vec::new();
-        burst.process_burst(
-            set,
-            Time::from_secs(1),
-            BurstOut {
-                decisions: &mut ds,
-                replies: &mut replies,
-                stats: &mut st,
-            },
-        );
-        got.extend(ds.iter().map(|d| d.action));
-    }
+    let (got, st) = bursts(&fw(web_policy()), [&mut frames, &mut later]);
     assert_eq!(got, expect);
     assert_eq!(st.verdicts, o.stats.verdicts);
     assert_eq!(st.stages, o.stats.stages);
@@ -651,23 +660,7 @@ fn a_burst_of_two_zones_judges_each_frame_in_its_own() {
         };
         assert_eq!(*a, want, "frame {i}");
     }
-    let burst = fw(p);
-    let mut st = FwStats::default();
-    let mut got = Vec::new();
-    for set in [&mut first, &mut second, &mut third] {
-        let mut ds = vec![Decision::default(); set.len()];
-        let mut replies = Vec::new();
-        burst.process_burst(
-            set,
-            Time::from_secs(1),
-            BurstOut {
-                decisions: &mut ds,
-                replies: &mut replies,
-                stats: &mut st,
-            },
-        );
-        got.extend(ds.iter().map(|d| d.action));
-    }
+    let (got, st) = bursts(&fw(p), [&mut first, &mut second, &mut third]);
     assert_eq!(got, expect);
     assert_eq!(st.verdicts, o.stats.verdicts);
 }
