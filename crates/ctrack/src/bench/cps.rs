@@ -137,7 +137,17 @@ struct Phase {
     /// after the phase. What the machine adds to any work of that length
     /// (timer ticks, the hypervisor, other tenants) shows in its tail.
     floor_latency_ns: Latency,
+    /// Connections committed. More than `conns` when a thread's clock ran
+    /// far enough ahead of another's to expire the other's connection
+    /// between its first packet and its answer: the answer (UDP) then
+    /// opens a connection of its own.
+    committed: u64,
+    /// Connections freed after expiring: by sweeps, and by inserts that
+    /// found an expired connection in their way.
     expired: u64,
+    /// Connections replaced by a packet that opened a new one in their
+    /// place.
+    replaced: u64,
     /// Commits refused because the table was full (the sweeper behind).
     refused_table_full: u64,
     /// Connections evicted to make room.
@@ -385,10 +395,9 @@ struct Clock(AtomicU64);
 
 /// The dedicated sweeper (`--sweeper thread`): sweeps with the
 /// housekeeping thread's budget at the slowest packet thread's time until
-/// `done`; returns how many connections it expired.
-fn sweeper(tracker: &Tracker, clocks: &[Clock], done: &AtomicBool) -> u64 {
+/// `done`; returns its counters.
+fn sweeper(tracker: &Tracker, clocks: &[Clock], done: &AtomicBool) -> Stats {
     let mut stats = Stats::default();
-    let mut expired = 0;
     while !done.load(Ordering::Acquire) {
         let now = clocks
             .iter()
@@ -401,13 +410,12 @@ fn sweeper(tracker: &Tracker, clocks: &[Clock], done: &AtomicBool) -> u64 {
         }
         let now = Time::from_millis(now);
         let s = tracker.sweep(now, ctrack_datapath::daemon::SWEEP_BUDGET, &mut stats);
-        expired += s.expired as u64;
         if s.next != Some(now) {
             // Nothing more due yet: let the packet threads move time on.
             std::thread::yield_now();
         }
     }
-    expired
+    stats
 }
 
 /// What a packet thread hands back: its batch latencies, its floor, and
@@ -431,7 +439,6 @@ fn phase(
     let sweep = expire && a.sweeper == Sweeper::Each;
     let dedicated = expire && a.sweeper == Sweeper::Thread;
     let line = StartLine::new(threads + 1);
-    let expired = AtomicU64::new(0);
     // Until a thread starts, and once it is done, it holds nobody back.
     let clocks: Vec<Clock> = (0..threads)
         .map(|_| Clock(AtomicU64::new(u64::MAX)))
@@ -440,7 +447,6 @@ fn phase(
     let (elapsed, hist, floors, stats) = std::thread::scope(|s| {
         let line = &line;
         let clock = &clock;
-        let expired = &expired;
         let clocks = &clocks;
         let done = &done;
         let sweeping = match dedicated {
@@ -458,9 +464,6 @@ fn phase(
             let mut verdicts = Vec::with_capacity(BATCH);
             let mut stats = Stats::default();
             let mut refs: Vec<&[u8]> = Vec::with_capacity(BATCH);
-            // Summed here and added once: a counter shared by every
-            // thread's every batch would itself be a contended line.
-            let mut my_expired = 0u64;
             if let Some((c0, _)) = batches.first() {
                 clocks[t]
                     .0
@@ -487,13 +490,12 @@ fn phase(
                     &mut stats,
                 );
                 if sweep {
-                    my_expired += tracker.sweep(now, 2 * BATCH, &mut stats).expired as u64;
+                    tracker.sweep(now, 2 * BATCH, &mut stats);
                 }
                 h.record(t0.elapsed().as_nanos().max(1) as u64)
                     .expect("latency within the histogram's range");
             }
             std::hint::black_box(&verdicts);
-            expired.fetch_add(my_expired, Ordering::Relaxed);
             clocks[t].0.store(u64::MAX, Ordering::Relaxed);
             line.wait();
             // Outside the timed span: the floor.
@@ -509,12 +511,12 @@ fn phase(
         };
         let elapsed = line.time_between();
         done.store(true, Ordering::Release);
+        let mut stats = Stats::default();
         if let Some(sw) = sweeping {
-            expired.fetch_add(sw.join().expect("sweeper thread"), Ordering::Relaxed);
+            stats.merge(&sw.join().expect("sweeper thread"));
         }
         let mut all = histogram();
         let mut floors = histogram();
-        let mut stats = Stats::default();
         for h in handles {
             let (h, f, st) = h.join().expect("bench thread");
             all.add(h).expect("histograms add");
@@ -529,7 +531,9 @@ fn phase(
         conns_per_sec: n as f64 / elapsed.as_secs_f64().max(1e-9),
         batch_latency_ns: Latency::of(&hist),
         floor_latency_ns: Latency::of(&floors),
-        expired: expired.load(Ordering::Relaxed),
+        committed: stats.committed,
+        expired: stats.expired,
+        replaced: stats.replaced,
         refused_table_full: stats.refused_table_full,
         evicted: stats.evicted,
         table_len_after: tracker.table_len(),
