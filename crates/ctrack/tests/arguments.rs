@@ -350,3 +350,47 @@ fn threads_that_cannot_start_are_an_error() {
         no_panic(&err);
     }
 }
+
+/// `bench policy stage` takes the firewall and the plain lookup in turns:
+/// one cost per pair of runs, each the pair's ratio, and the reported cost
+/// their median.
+#[test]
+fn the_stage_benchmark_pairs_its_runs() {
+    let args = [
+        "bench",
+        "--json",
+        "policy",
+        "stage",
+        "--conns",
+        "100",
+        "--acls",
+        "1,10",
+        "--packets",
+        "2000",
+        "--runs",
+        "3",
+    ];
+    let out = ctrack(&args);
+    assert_eq!(out.status.code(), Some(0), "{args:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let rows = v["figures"]["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2);
+    for row in rows {
+        let list = |k: &str| -> Vec<f64> {
+            let a = row[k].as_array().unwrap_or_else(|| panic!("{k}: {row}"));
+            a.iter().map(|x| x.as_f64().expect("a number")).collect()
+        };
+        let (fw, pl, costs) = (
+            list("firewall_runs"),
+            list("lookup_runs"),
+            list("cost_runs"),
+        );
+        assert_eq!((fw.len(), pl.len(), costs.len()), (3, 3, 3), "{row}");
+        for k in 0..3 {
+            assert!((costs[k] - pl[k] / fw[k]).abs() < 1e-9, "{row}");
+        }
+        let mut sorted = costs.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(row["cost_vs_lookup"].as_f64(), Some(sorted[1]), "{row}");
+    }
+}

@@ -237,12 +237,14 @@ fn plain(conns: u64) -> Tracker {
     t
 }
 
-fn plain_rate(t: &Tracker, ring: &[Vec<u8>], a: &PolicyBenchArgs) -> Result<(f64, Vec<f64>)> {
-    let refs: Vec<&[u8]> = ring.iter().map(Vec::as_slice).collect();
+/// One run of `packets` packets of `ring` through a plain lookup of
+/// `t`, in bursts; packets per second (millions).
+fn plain_run(t: &Tracker, refs: &[&[u8]], packets: u64, s: &mut Stats) -> f64 {
     let mut vs = [Verdict::default(); BURST];
-    let mut s = Stats::default();
     let action = CtAction::lookup(1);
-    rate(a.runs, a.packets, || {
+    let start = Instant::now();
+    let mut done = 0;
+    while done < packets {
         for chunk in refs.chunks(BURST) {
             t.process_burst(
                 chunk,
@@ -250,11 +252,12 @@ fn plain_rate(t: &Tracker, ring: &[Vec<u8>], a: &PolicyBenchArgs) -> Result<(f64
                 &action,
                 Time::from_secs(1),
                 &mut vs[..chunk.len()],
-                &mut s,
+                s,
             );
         }
-        refs.len() as u64
-    })
+        done += refs.len() as u64;
+    }
+    done as f64 / start.elapsed().as_secs_f64() / 1e6
 }
 
 fn fw_rate(
@@ -263,17 +266,29 @@ fn fw_rate(
     a: &PolicyBenchArgs,
 ) -> Result<(f64, Vec<f64>)> {
     let mut st = FwStats::default();
+    let mut runs = Vec::with_capacity(a.runs);
+    for _ in 0..a.runs {
+        runs.push(fw_run(fw, ring, a.packets, &mut st)?);
+    }
+    Ok((median(&runs), runs))
+}
+
+/// One run of `packets` packets of `ring` through the firewall; packets
+/// per second (millions). Every packet must pass.
+fn fw_run(fw: &Firewall<()>, ring: &mut [Vec<u8>], packets: u64, st: &mut FwStats) -> Result<f64> {
     let n = ring.len() as u64;
     let mut bad = 0;
-    let r = rate(a.runs, a.packets, || {
-        let passed = judge_all(fw, ring, &mut st);
-        bad += n - passed;
-        n
-    })?;
+    let start = Instant::now();
+    let mut done = 0;
+    while done < packets {
+        bad += n - judge_all(fw, ring, st);
+        done += n;
+    }
+    let mpps = done as f64 / start.elapsed().as_secs_f64() / 1e6;
     if bad > 0 {
         bail!("{bad} established packets did not pass the firewall");
     }
-    Ok(r)
+    Ok(mpps)
 }
 
 fn stage(a: &PolicyBenchArgs) -> Result<Report> {
@@ -286,10 +301,21 @@ fn stage(a: &PolicyBenchArgs) -> Result<Report> {
     for &n in &a.acls {
         let fw = firewall(policy(n, AclAction::AllowRelated), a.conns)?;
         let mut r = ring(a.conns, a.packets as usize);
-        // Interleave the firewall and the plain lookup run by run.
-        let (fw_mpps, fw_runs) = fw_rate(&fw, &mut r, a)?;
-        let (pl_mpps, pl_runs) = plain_rate(&t, &r, a)?;
-        let cost = pl_mpps / fw_mpps;
+        // The firewall and the plain lookup take turns, run by run, and the
+        // cost is the median of each pair's ratio: a machine that slows
+        // down or speeds up during the benchmark moves both of a pair.
+        let (mut fw_runs, mut pl_runs, mut costs) = (Vec::new(), Vec::new(), Vec::new());
+        let mut st = FwStats::default();
+        let mut s = Stats::default();
+        for _ in 0..a.runs {
+            let f = fw_run(&fw, &mut r, a.packets, &mut st)?;
+            let refs: Vec<&[u8]> = r.iter().map(Vec::as_slice).collect();
+            let p = plain_run(&t, &refs, a.packets, &mut s);
+            fw_runs.push(f);
+            pl_runs.push(p);
+            costs.push(p / f);
+        }
+        let (fw_mpps, pl_mpps, cost) = (median(&fw_runs), median(&pl_runs), median(&costs));
         text += &format!(
             "  {n:>6} ACLs: firewall {fw_mpps:.2} Mpps ({:.1} ns/packet), plain tracker lookup {pl_mpps:.2} Mpps; firewall costs {cost:.2}x a lookup\n",
             1e3 / fw_mpps
@@ -297,6 +323,7 @@ fn stage(a: &PolicyBenchArgs) -> Result<Report> {
         rows.push(serde_json::json!({
             "acls": n, "firewall_mpps": fw_mpps, "firewall_runs": fw_runs,
             "lookup_mpps": pl_mpps, "lookup_runs": pl_runs, "cost_vs_lookup": cost,
+            "cost_runs": costs,
         }));
     }
     Ok(report(
