@@ -58,6 +58,16 @@
 //! tuples skips the bitmaps and walks its tuples in bound order: a few
 //! probes cost less than the bitmaps would save.
 //!
+//! **A filter in front of each index** (`table.rs`). Of the tuples left,
+//! about half hold no bucket of the key's value. Each tuple keeps a bit
+//! array, about 16 bits per bucket, with the bit of every bucket's hash
+//! set: a probe whose bit is clear ends there, without touching the
+//! index. At 10k generated rules it turns away 2.8 of a lookup's 5.9
+//! probes, and lets 4.5% of the probes for absent values through. Removed
+//! buckets' bits stay set until the array is rebuilt, once as many were
+//! removed as are left; it is rebuilt twice as large when it falls under
+//! 16 bits a bucket.
+//!
 //! **Incremental updates.** A rule keeps the list of its entries and the
 //! tuple each went to: adding or removing a rule touches only those, plus
 //! re-sorting the (short) list of tuples by best score.

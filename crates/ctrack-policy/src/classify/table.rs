@@ -82,6 +82,11 @@ impl Hasher {
     }
 }
 
+/// Bits of the filter in front of the index per live bucket: a lookup
+/// for a value no bucket holds goes on to the index with a chance of
+/// about one in this many.
+const FILTER_BITS: usize = 16;
+
 /// An index entry: a bucket and where its candidates lie in the arena,
 /// so that a lookup goes from the index straight to the candidates.
 #[derive(Debug, Clone, Copy)]
@@ -114,6 +119,15 @@ pub(crate) struct Table {
     held: usize,
     /// Free bucket numbers.
     free: Vec<u32>,
+    /// Each bucket's hash, by bucket number (for rebuilding the filter).
+    hashes: Vec<u64>,
+    /// The filter in front of the index: a bit per `filter_bit(h)`, set
+    /// for the hash of every live bucket (and perhaps of some removed
+    /// since the last rebuild), so that a lookup whose bit is clear finds
+    /// no bucket and skips the index. Empty: every lookup goes on.
+    filter: Vec<u64>,
+    /// Buckets removed since the filter was last rebuilt.
+    stale: usize,
     /// Candidates copied by moves and compactions (for the test that
     /// they stay linear in the inserts).
     #[cfg(test)]
@@ -124,6 +138,40 @@ impl Table {
     /// Live buckets.
     pub(crate) fn len(&self) -> usize {
         self.index.len()
+    }
+
+    /// The filter's bit of hash `h`, for a filter of `words` words (a
+    /// power of two). Bits 24 and up: hashbrown takes its home slot from
+    /// the lowest bits and its tag from the top seven.
+    #[inline]
+    fn filter_bit(h: u64, words: usize) -> usize {
+        ((h >> 24) as usize) & (words * 64 - 1)
+    }
+
+    /// Whether bucket hash `h` may be in the table (false: it is not).
+    #[inline]
+    fn may_hold(&self, h: u64) -> bool {
+        let words = self.filter.len();
+        if words == 0 {
+            return true;
+        }
+        let bit = Self::filter_bit(h, words);
+        self.filter[bit / 64] >> (bit % 64) & 1 != 0
+    }
+
+    /// Builds the filter again from the live buckets, with about
+    /// `FILTER_BITS` bits per bucket.
+    fn rebuild_filter(&mut self) {
+        let words = (self.index.len() * FILTER_BITS)
+            .div_ceil(64)
+            .next_power_of_two();
+        self.filter.clear();
+        self.filter.resize(words, 0);
+        for s in self.index.iter() {
+            let bit = Self::filter_bit(self.hashes[s.bucket as usize], words);
+            self.filter[bit / 64] |= 1 << (bit % 64);
+        }
+        self.stale = 0;
     }
 
     /// The number of the bucket of key `k` (hash `h`), if any.
@@ -270,6 +318,18 @@ impl Table {
             },
             |s| rehash(&keys[s.bucket as usize]),
         );
+        if self.hashes.len() <= b as usize {
+            self.hashes.resize(b as usize + 1, 0);
+        }
+        self.hashes[b as usize] = h;
+        // Doubled when it falls under `FILTER_BITS` bits a bucket: the
+        // rebuilds cost constant time per insert, amortised.
+        if self.index.len() * FILTER_BITS > self.filter.len() * 64 {
+            self.rebuild_filter();
+        } else {
+            let bit = Self::filter_bit(h, self.filter.len());
+            self.filter[bit / 64] |= 1 << (bit % 64);
+        }
         b as usize
     }
 
@@ -280,6 +340,13 @@ impl Table {
             self.held -= self.runs[b].2 as usize;
             self.runs[b] = (0, 0, 0);
             self.free.push(b as u32);
+            // A removed bucket's bit stays set (another bucket may share
+            // it) until the filter is rebuilt, once as many were removed
+            // as are left: constant time per removal, amortised.
+            self.stale += 1;
+            if self.stale > self.index.len() + 64 {
+                self.rebuild_filter();
+            }
         }
     }
 
@@ -287,6 +354,9 @@ impl Table {
     /// buckets whose tag matches `h`; or `best`.
     #[inline]
     pub(crate) fn lookup(&self, key: &Key, h: u64, mut best: u128) -> u128 {
+        if !self.may_hold(h) {
+            return best;
+        }
         let arena = &self.arena;
         // Never "found": the closure scans each bucket whose tag matches,
         // and the search goes on to the end of the probe sequence, so the
@@ -322,6 +392,8 @@ impl Table {
             + self.runs.capacity() * 12
             + self.arena.capacity() * size_of::<Cand>()
             + self.free.capacity() * 4
+            + self.hashes.capacity() * 8
+            + self.filter.capacity() * 8
     }
 }
 
@@ -366,6 +438,71 @@ mod tests {
         // Freed buckets are reused.
         let b = t.find_or_insert(&key(1000), bad(&key(1000)), bad);
         assert!(live.iter().any(|&(_, x)| x == b));
+    }
+
+    /// A well-mixed hash of a test key (splitmix64's finaliser).
+    fn mixed(k: &[u64; 8]) -> u64 {
+        let mut z = k[1].wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// The filter in front of the index never hides a live bucket, through
+    /// its growth and the rebuilds that removals bring, and it turns most
+    /// lookups of absent values away.
+    #[test]
+    fn the_filter_passes_every_live_bucket_and_turns_most_absent_away() {
+        let mut t = Table::default();
+        let key = |i: u64| [0, i, 0, 0, 0, 0, 0, 0];
+        // Each bucket's one candidate matches its own value alone.
+        let own = |i: u64| Cand {
+            score: u128::from(i) + 1,
+            e: Entry {
+                mask: [0, u64::MAX, 0, 0, 0, 0, 0, 0],
+                value: key(i),
+                ports: [0, u16::MAX, 0, u16::MAX],
+            },
+        };
+        let found = |t: &Table, i: u64| {
+            t.lookup(&Key { w: key(i) }, mixed(&key(i)), 0) == u128::from(i) + 1
+        };
+        let add = |t: &mut Table, i: u64| {
+            let b = t.find_or_insert(&key(i), mixed(&key(i)), mixed);
+            t.insert(b, mixed(&key(i)), own(i));
+        };
+        let drop = |t: &mut Table, i: u64| {
+            let b = t.find(&key(i), mixed(&key(i))).expect("live");
+            assert_eq!(t.retain(b, mixed(&key(i)), |_| false), 0);
+            t.remove(b, mixed(&key(i)));
+        };
+        let mut live: Vec<u64> = (0..3000).collect();
+        for &i in &live {
+            add(&mut t, i);
+        }
+        assert!(live.iter().all(|&i| found(&t, i)));
+        // Remove two thirds (rebuilds on the way), then add new ones
+        // (growth on the way).
+        for i in (0..3000).filter(|i| i % 3 != 0) {
+            drop(&mut t, i);
+        }
+        live.retain(|i| i % 3 == 0);
+        assert!(live.iter().all(|&i| found(&t, i)));
+        for i in 5000..8000 {
+            add(&mut t, i);
+            live.push(i);
+        }
+        assert!(live.iter().all(|&i| found(&t, i)), "a live bucket hidden");
+        assert_eq!(t.len(), live.len());
+        // Values no bucket holds: the filter (16 bits a bucket) turns
+        // nearly all of them away before the index.
+        let absent = 100_000..110_000u64;
+        let passed = absent
+            .clone()
+            .filter(|&i| t.may_hold(mixed(&key(i))))
+            .count();
+        assert!(passed < 1_000, "{passed} of 10,000 absent values passed");
+        assert!(absent.into_iter().all(|i| !found(&t, i)));
     }
 
     /// Candidates going into one bucket, and into others beside it, and
