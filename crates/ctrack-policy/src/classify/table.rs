@@ -126,6 +126,8 @@ pub(crate) struct Table {
     /// since the last rebuild), so that a lookup whose bit is clear finds
     /// no bucket and skips the index. Empty: every lookup goes on.
     filter: Vec<u64>,
+    /// The filter's bits less one (0 while it is empty).
+    fmask: usize,
     /// Buckets removed since the filter was last rebuilt.
     stale: usize,
     /// Candidates copied by moves and compactions (for the test that
@@ -140,23 +142,22 @@ impl Table {
         self.index.len()
     }
 
-    /// The filter's bit of hash `h`, for a filter of `words` words (a
-    /// power of two). Bits 24 and up: hashbrown takes its home slot from
-    /// the lowest bits and its tag from the top seven.
-    #[inline]
-    fn filter_bit(h: u64, words: usize) -> usize {
-        ((h >> 24) as usize) & (words * 64 - 1)
+    /// The filter's bit of hash `h`, under the filter's `fmask`. Bits 24
+    /// and up: hashbrown takes its home slot from the lowest bits and its
+    /// tag from the top seven.
+    #[inline(always)]
+    fn filter_bit(h: u64, fmask: usize) -> usize {
+        ((h >> 24) as usize) & fmask
     }
 
     /// Whether bucket hash `h` may be in the table (false: it is not).
-    #[inline]
+    /// An empty filter lets everything through.
+    #[inline(always)]
     fn may_hold(&self, h: u64) -> bool {
-        let words = self.filter.len();
-        if words == 0 {
-            return true;
-        }
-        let bit = Self::filter_bit(h, words);
-        self.filter[bit / 64] >> (bit % 64) & 1 != 0
+        let bit = Self::filter_bit(h, self.fmask);
+        self.filter
+            .get(bit / 64)
+            .is_none_or(|w| w >> (bit % 64) & 1 != 0)
     }
 
     /// Builds the filter again from the live buckets, with about
@@ -167,8 +168,9 @@ impl Table {
             .next_power_of_two();
         self.filter.clear();
         self.filter.resize(words, 0);
+        self.fmask = words * 64 - 1;
         for s in self.index.iter() {
-            let bit = Self::filter_bit(self.hashes[s.bucket as usize], words);
+            let bit = Self::filter_bit(self.hashes[s.bucket as usize], self.fmask);
             self.filter[bit / 64] |= 1 << (bit % 64);
         }
         self.stale = 0;
@@ -327,7 +329,7 @@ impl Table {
         if self.index.len() * FILTER_BITS > self.filter.len() * 64 {
             self.rebuild_filter();
         } else {
-            let bit = Self::filter_bit(h, self.filter.len());
+            let bit = Self::filter_bit(h, self.fmask);
             self.filter[bit / 64] |= 1 << (bit % 64);
         }
         b as usize
