@@ -41,10 +41,18 @@
 //!
 //! A new coarsened tuple also joins an existing tuple whose mask is a
 //! subset of it and at most a few bits shorter (the merge), decided once
-//! per coarsened tuple. Bucket lengths are bounded: when an entry's bucket
-//! is full it goes to the tuple of its own coarsened mask, and if that is
-//! full too, to the tuple of its exact mask (where every candidate of a
-//! bucket matches, so the first one decides).
+//! per coarsened tuple. An entry looks for a group to join among the first
+//! 512 groups at most, and then among its own relaxed and coarse groups:
+//! rules of many distinct masks can make thousands of groups, and
+//! scanning them all for each entry made a compile quadratic. Bucket
+//! lengths are bounded: when an entry's bucket is full it goes to the
+//! tuple of its own coarsened mask, and if that is full too, to the tuple
+//! of its exact mask (where every candidate of a bucket matches, so the
+//! first one decides). Such rules still make a lookup probe every group
+//! past the first 128 (those the bitmaps do not cover): with the 16,384
+//! rules of the test `thousands_of_groups_compile_in_linear_time` (12,695
+//! groups), a key that matches none took 0.34 ms in a release build. A
+//! policy's author, not its traffic, can bring that about.
 //!
 //! **Pruning before probing** (`site.rs`). Before any tuple is
 //! hashed, two bitmaps over the tuples cut the search to those that can
