@@ -115,27 +115,7 @@ pub struct Classifier {
     /// Groups an entry's placing looked at, over all placings (for the
     /// test that a compile stays linear in the entries).
     #[cfg(test)]
-    pub(crate) place_scans: ScanCount,
-}
-
-/// A counter for tests, shared-mutable so that `place`'s scan can count
-/// while it borrows the slots.
-#[cfg(test)]
-#[derive(Debug, Default)]
-pub(crate) struct ScanCount(pub(crate) std::sync::atomic::AtomicUsize);
-
-#[cfg(test)]
-impl Clone for ScanCount {
-    fn clone(&self) -> ScanCount {
-        ScanCount(self.get().into())
-    }
-}
-
-#[cfg(test)]
-impl ScanCount {
-    pub(crate) fn get(&self) -> usize {
-        self.0.load(std::sync::atomic::Ordering::Relaxed)
-    }
+    pub(crate) place_scans: usize,
 }
 
 impl fmt::Debug for Classifier {
@@ -176,7 +156,7 @@ impl Classifier {
             conjs: 0,
             seed,
             #[cfg(test)]
-            place_scans: ScanCount::default(),
+            place_scans: 0,
         }
     }
 
@@ -403,11 +383,13 @@ impl Classifier {
             .iter()
             .enumerate()
             .filter_map(|(i, g)| Some((i, g.as_ref()?)));
+        #[cfg(test)]
+        let mut scans = 0;
         for (i, g) in live.take(PLACE_WINDOW) {
             #[cfg(test)]
-            self.place_scans
-                .0
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            {
+                scans += 1;
+            }
             if !g.tuple.admits(c) {
                 continue;
             }
@@ -415,6 +397,10 @@ impl Classifier {
             if best.is_none_or(|(b, _)| bits > b) && g.has_room(c, s, BUCKET_LIMIT, &self.seed) {
                 best = Some((bits, i));
             }
+        }
+        #[cfg(test)]
+        {
+            self.place_scans += scans;
         }
         let slot = match best {
             Some((_, i)) => i as u32,

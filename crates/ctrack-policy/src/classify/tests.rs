@@ -462,9 +462,9 @@ fn thousands_of_groups_compile_in_linear_time() {
         c.stats()
     );
     assert!(
-        c.place_scans.get() <= entries * super::classifier::PLACE_WINDOW,
+        c.place_scans <= entries * super::classifier::PLACE_WINDOW,
         "{} groups looked at for {entries} entries",
-        c.place_scans.get()
+        c.place_scans
     );
     let mut rng = Rng::new(5);
     for _ in 0..300 {

@@ -239,12 +239,10 @@ fn plain(conns: u64) -> Tracker {
 
 /// One run of `packets` packets of `ring` through a plain lookup of
 /// `t`, in bursts; packets per second (millions).
-fn plain_run(t: &Tracker, refs: &[&[u8]], packets: u64, s: &mut Stats) -> f64 {
+fn plain_run(t: &Tracker, refs: &[&[u8]], packets: u64, s: &mut Stats) -> Result<f64> {
     let mut vs = [Verdict::default(); BURST];
     let action = CtAction::lookup(1);
-    let start = Instant::now();
-    let mut done = 0;
-    while done < packets {
+    let (mpps, _) = rate(1, packets, || {
         for chunk in refs.chunks(BURST) {
             t.process_burst(
                 chunk,
@@ -255,9 +253,9 @@ fn plain_run(t: &Tracker, refs: &[&[u8]], packets: u64, s: &mut Stats) -> f64 {
                 s,
             );
         }
-        done += refs.len() as u64;
-    }
-    done as f64 / start.elapsed().as_secs_f64() / 1e6
+        refs.len() as u64
+    })?;
+    Ok(mpps)
 }
 
 fn fw_rate(
@@ -278,13 +276,10 @@ fn fw_rate(
 fn fw_run(fw: &Firewall<()>, ring: &mut [Vec<u8>], packets: u64, st: &mut FwStats) -> Result<f64> {
     let n = ring.len() as u64;
     let mut bad = 0;
-    let start = Instant::now();
-    let mut done = 0;
-    while done < packets {
+    let (mpps, _) = rate(1, packets, || {
         bad += n - judge_all(fw, ring, st);
-        done += n;
-    }
-    let mpps = done as f64 / start.elapsed().as_secs_f64() / 1e6;
+        n
+    })?;
     if bad > 0 {
         bail!("{bad} established packets did not pass the firewall");
     }
@@ -310,7 +305,7 @@ fn stage(a: &PolicyBenchArgs) -> Result<Report> {
         for _ in 0..a.runs {
             let f = fw_run(&fw, &mut r, a.packets, &mut st)?;
             let refs: Vec<&[u8]> = r.iter().map(Vec::as_slice).collect();
-            let p = plain_run(&t, &refs, a.packets, &mut s);
+            let p = plain_run(&t, &refs, a.packets, &mut s)?;
             fw_runs.push(f);
             pl_runs.push(p);
             costs.push(p / f);
