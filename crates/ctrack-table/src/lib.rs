@@ -26,7 +26,8 @@
 //! policies stay in `ctrack-core`.
 //!
 //! Counts are per shard (`len` sums them); there is no global lock and no
-//! shared counter on any path.
+//! shared counter on any path. A limit on the whole count is checked
+//! through a [`Gate`], touched only near the limit.
 //!
 //! # Example
 //!
@@ -102,6 +103,7 @@
 mod arena;
 #[allow(unsafe_code)]
 mod epoch;
+mod gate;
 mod header;
 #[allow(unsafe_code)]
 pub mod index;
@@ -118,6 +120,7 @@ mod table;
 pub mod testing;
 
 pub use epoch::{EpochBox, Guard, pin};
+pub use gate::{Gate, GateCount, Place};
 pub use header::Header;
 pub use prefetch::prefetch;
 pub use table::{

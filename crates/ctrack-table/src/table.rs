@@ -292,11 +292,13 @@ impl<R: Record> Table<R> {
     }
 
     /// Live records (expired ones not yet swept included), summed over the
-    /// shards' own counts.
+    /// shards' own counts. Not a snapshot while writers work: near a limit,
+    /// sum through a [`crate::Gate`] (the counts are stored with `Release`
+    /// and read here with `Acquire`, as the gate needs).
     pub fn len(&self) -> usize {
         self.shards
             .iter()
-            .map(|s| s.live.load(Ordering::Relaxed) as usize)
+            .map(|s| s.live.load(Ordering::Acquire) as usize)
             .sum()
     }
 

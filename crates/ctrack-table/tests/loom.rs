@@ -19,7 +19,7 @@ use loom::sync::atomic::AtomicUsize;
 use loom::thread;
 
 use ctrack_table::testing::{Ctx, Rec};
-use ctrack_table::{EpochBox, RecordId, Table, TableConfig, pin};
+use ctrack_table::{EpochBox, Gate, RecordId, Table, TableConfig, pin};
 
 /// Hashes that all land in shard 0 and bucket 0, tags differing.
 fn same_bucket(k: u64) -> u64 {
@@ -311,5 +311,102 @@ fn deferred_free_runs_once_no_guard_is_held() {
         }
         other.join().unwrap();
         assert_eq!(dropped.load(Ordering::SeqCst), 2);
+    });
+}
+
+/// A commit near a limit of `max` records, as `ctrack-core` makes one:
+/// count through the gate, insert `key` only if a place is left.
+fn insert_within(t: &Table<Rec>, gate: &Gate, max: usize, key: u64) -> bool {
+    insert_within_by(&CTX, t, gate, max, key)
+}
+
+fn insert_within_by(
+    ctx: &Ctx<fn(u64) -> u64>,
+    t: &Table<Rec>,
+    gate: &Gate,
+    max: usize,
+    key: u64,
+) -> bool {
+    let mut place = gate.enter();
+    match place.count(2, || t.len()) {
+        Some(n) if n.sum + n.others < max => {
+            ctx.insert_new(t, key, 0, 0, u64::MAX, key).expect("room")
+        }
+        _ => false,
+    }
+}
+
+/// Odd keys in shard 1 of two, even keys in shard 0, all in bucket 0.
+fn two_shards(k: u64) -> u64 {
+    (k & 0xff) | ((k & 1) << 63)
+}
+
+const CTX2: Ctx = Ctx::<fn(u64) -> u64>::new(two_shards);
+
+#[test]
+fn a_count_near_the_limit_never_takes_the_room_of_an_eviction() {
+    // The table is at its limit of 2. One commit evicts a record to make
+    // room for its own (holding a place from before the eviction until
+    // after the insert); another counts the table meanwhile. Without the
+    // evicting commit's place, the count can see the eviction and not the
+    // insert, take the room, and end the table at 3.
+    model(|| {
+        let t = table();
+        let gate = Arc::new(Gate::new());
+        assert!(insert(&t, 1, 0, 0, u64::MAX));
+        assert!(insert(&t, 2, 0, 0, u64::MAX));
+        let (t2, g2) = (Arc::clone(&t), Arc::clone(&gate));
+        let h = thread::spawn(move || {
+            let _place = g2.enter();
+            assert!(remove(&t2, 1));
+            assert!(insert(&t2, 3, 0, 0, u64::MAX));
+        });
+        let took = insert_within(&t, &gate, 2, 4);
+        h.join().unwrap();
+        assert!(t.len() <= 2, "{} records, {took}", t.len());
+        assert_eq!(gate.held(), 0);
+    });
+}
+
+#[test]
+fn two_counts_near_the_limit_take_one_place_once() {
+    // One place left: at most one of two counting commits takes it.
+    model(|| {
+        let t = table();
+        let gate = Arc::new(Gate::new());
+        assert!(insert(&t, 1, 0, 0, u64::MAX));
+        let (t2, g2) = (Arc::clone(&t), Arc::clone(&gate));
+        let h = thread::spawn(move || insert_within(&t2, &g2, 2, 3));
+        let a = insert_within(&t, &gate, 2, 4);
+        let b = h.join().unwrap();
+        assert!(t.len() <= 2, "{} records ({a}, {b})", t.len());
+        assert_eq!(gate.held(), 0);
+    });
+}
+
+#[test]
+fn a_count_across_shards_never_takes_the_room_of_an_eviction() {
+    // As above, with the eviction in one shard and the insert in another:
+    // a sum that reads the insert's shard before the insert and the
+    // eviction's after it sees room even if the evicting commit has given
+    // its place back by the time the sum ends; the gate's sequence number
+    // catches that.
+    model(|| {
+        let t = Arc::new(Table::new(TableConfig {
+            shards: 2,
+            capacity: 8,
+        }));
+        let gate = Arc::new(Gate::new());
+        assert!(CTX2.insert_new(&t, 1, 0, 0, u64::MAX, 1).unwrap());
+        assert!(CTX2.insert_new(&t, 2, 0, 0, u64::MAX, 2).unwrap());
+        let (t2, g2) = (Arc::clone(&t), Arc::clone(&gate));
+        let h = thread::spawn(move || {
+            let _place = g2.enter();
+            assert!(CTX2.remove(&t2, 1));
+            assert!(CTX2.insert_new(&t2, 4, 0, 0, u64::MAX, 4).unwrap());
+        });
+        let took = insert_within_by(&CTX2, &t, &gate, 2, 6);
+        h.join().unwrap();
+        assert!(t.len() <= 2, "{} records, {took}", t.len());
     });
 }

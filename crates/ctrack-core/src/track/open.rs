@@ -2,10 +2,9 @@
 //! with `commit` storing it: its translation chosen and checked under the
 //! shard locks, the table and zone limits with early drop, the insert.
 
-use core::sync::atomic::AtomicUsize;
-use core::sync::atomic::Ordering::{AcqRel, Relaxed};
+use core::sync::atomic::Ordering::Relaxed;
 
-use ctrack_table::{APPROX_STEP, Hashes, Removal, Writer};
+use ctrack_table::{APPROX_STEP, Hashes, Place, Removal, Writer};
 
 use super::config::{EARLY_DROP_BUCKETS, EARLY_DROP_SCAN, EARLY_DROP_SHARDS, SMALL_SHARD};
 use super::packet::{Call, Found, Pkt};
@@ -119,13 +118,15 @@ impl Tracker {
     ) -> Option<Found<'g, A>> {
         let (guard, now) = (cx.guard, cx.now.as_millis());
         let meta = self.shared.zones.get_or_create(cx.action.zone);
-        let (mut full, mut _in_flight) = self.table_full();
+        // Held from the count (or the first eviction) until the insert is
+        // done: see `table_full`.
+        let (mut full, mut place) = self.table_full();
         if full && self.reclaim_pending() {
             // The table is full but holds flushed connections: free some
             // before judging (with no shard lock held).
             self.reclaim_dead(shared, guard, RECLAIM_ON_FULL);
-            drop(_in_flight);
-            (full, _in_flight) = self.table_full();
+            drop(place);
+            (full, place) = self.table_full();
         }
         let (mut w, hashes, setup) = match self.lock_for_commit(cx, p, &o, meta, shared) {
             Locked::Ready(w, h, s) => (w, h, s),
@@ -143,7 +144,7 @@ impl Tracker {
                 self.shared.expiry(c, guard) <= now
             });
         }
-        let counted = match self.admit(cx, &mut w, &o, meta, full, shared) {
+        let counted = match self.admit(cx, &mut w, &o, meta, full, shared, &mut place) {
             Ok(counted) => counted,
             Err(r) => return Some(refuse(o.v, r, cx.stats, out)),
         };
@@ -152,6 +153,7 @@ impl Tracker {
             // form under churn near the limit): an early drop there makes
             // room, so that the index need not grow (an index is never
             // given back to the arena it came from).
+            place.get_or_insert_with(|| self.shared.gate.enter());
             w.evict_near(shared, o.hash, EARLY_DROP_BUCKETS, 1, |c| {
                 !c.proto_state().is_established() || self.shared.expiry(c, guard) <= now
             });
@@ -273,15 +275,18 @@ impl Tracker {
     /// table is full, of its own zone when the zone is at its limit), else
     /// from the same place in the next shards, else one of the zone's
     /// oldest or newest in this shard. Returns whether the connection
-    /// counts against its zone's limit.
-    fn admit<A: Fam>(
-        &self,
+    /// counts against its zone's limit. An eviction takes a place at the
+    /// table's gate first, if the commit holds none (see `table_full`).
+    #[allow(clippy::too_many_arguments)]
+    fn admit<'g, A: Fam>(
+        &'g self,
         cx: &Call<'_>,
         w: &mut Writer<'_, Conn<A>>,
         o: &Opening<'_, A>,
         meta: &ZoneMeta,
         full: bool,
         shared: &Counted<'_>,
+        place: &mut Option<Place<'g>>,
     ) -> Result<bool, Refusal> {
         let (guard, now) = (cx.guard, cx.now.as_millis());
         let generation = o.key.generation;
@@ -327,6 +332,9 @@ impl Tracker {
             // newcomer goes). A zone at its limit: the zone's own list
             // first, whose candidates are all of the zone (its connections
             // may be few and far from the newcomer's neighbours).
+            // Until the insert, the eviction looks like room to a commit
+            // that counts the table: it must count this one as in flight.
+            place.get_or_insert_with(|| self.shared.gate.enter());
             let made_room = if any_zone {
                 near(w) || listed(w)
             } else if listed(w) {
@@ -344,12 +352,19 @@ impl Tracker {
     /// True if the table holds `max_conns` connections. Reads one shared
     /// approximate count; only within a few thousand of the limit does it
     /// sum the shards' exact counts (and then remembers a full table until
-    /// something is removed). Near the limit it also counts the commits
-    /// ahead of this one that have not inserted yet, and returns the
-    /// caller's own place among them, to hold until its insert is done:
-    /// without it, threads that all find one place left all take it and
+    /// something is removed).
+    ///
+    /// Near the limit the sum goes through the table's gate
+    /// ([`ctrack_table::Gate`]): the commit takes a place, to hold until
+    /// its insert is done, and counts the other commits holding places as
+    /// inserts to come. Every commit that evicts takes a place before its
+    /// eviction too (`admit`), so that a count that sees the eviction and
+    /// not the insert that follows it does not take it for room. A sum that
+    /// other commits disturbed on every try is taken as a full table (an
+    /// eviction, not an overshoot). Without the gate, threads that all find
+    /// one place left all take it, and an eviction's room is taken twice:
     /// the table ends above its limit.
-    pub(super) fn table_full(&self) -> (bool, Option<InFlight<'_>>) {
+    pub(super) fn table_full(&self) -> (bool, Option<Place<'_>>) {
         let max = self.max_conns.load(Relaxed);
         let slack = (self.v4.shard_count() + self.v6.shard_count()) * APPROX_STEP as usize;
         if self.v4.approx_len() + self.v6.approx_len() + slack < max {
@@ -358,29 +373,22 @@ impl Tracker {
         if self.shared.full.load(Relaxed) {
             return (true, None);
         }
-        // AcqRel: a commit that left before this one arrived inserted
-        // before it left, and its insert is counted below.
-        let ahead = self.shared.in_flight.fetch_add(1, AcqRel);
-        let place = InFlight(&self.shared.in_flight);
-        let len = self.table_len();
-        if len >= max {
+        let mut place = self.shared.gate.enter();
+        let Some(n) = place.count(GATE_TRIES, || self.table_len()) else {
+            return (true, Some(place));
+        };
+        if n.sum >= max {
             self.shared.full.store(true, Relaxed);
             return (true, Some(place));
         }
-        (len + ahead >= max, Some(place))
+        (n.sum + n.others >= max, Some(place))
     }
 }
 
-/// A commit's place among those near the limit that have counted the
-/// table and not inserted yet; given back when dropped.
-pub(super) struct InFlight<'a>(&'a AtomicUsize);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        // Release: whoever counts after this sees the insert done before.
-        self.0.fetch_sub(1, AcqRel);
-    }
-}
+/// Sums of the table near its limit that a commit tries before it takes the
+/// table for full (each retry follows another commit's arrival or
+/// departure during the sum).
+const GATE_TRIES: usize = 4;
 
 /// May the packet open a connection, and in what protocol state.
 fn may_open<A: Fam>(p: &Pkt<A>, tcp_loose: bool) -> Result<ProtoState, InvalidReason> {

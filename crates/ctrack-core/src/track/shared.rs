@@ -35,10 +35,9 @@ pub(super) struct Shared {
     /// Set when an exact count found the table at its maximum; cleared by
     /// any removal but an eviction.
     pub(super) full: AtomicBool,
-    /// Commits near the limit between their count of the table and their
-    /// insert: each counts those ahead of it, so that threads that all
-    /// find one place left do not all take it.
-    pub(super) in_flight: AtomicUsize,
+    /// Commits near the limit hold a place here from their count of the
+    /// table (or their eviction) until their insert (`Tracker::table_full`).
+    pub(super) gate: ctrack_table::Gate,
     /// Connections whose gateway adjusts sequence numbers (while none
     /// does, packets skip the lookup that adjustment needs).
     pub(super) seqadj: AtomicUsize,

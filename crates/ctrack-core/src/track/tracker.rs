@@ -111,7 +111,7 @@ impl Tracker {
                 )))),
                 default_zone_limit: AtomicU32::new(config.default_zone_limit),
                 full: AtomicBool::new(false),
-                in_flight: AtomicUsize::new(0),
+                gate: ctrack_table::Gate::new(),
                 seqadj: AtomicUsize::new(0),
                 events: Events::default(),
             },

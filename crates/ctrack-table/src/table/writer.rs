@@ -268,7 +268,7 @@ impl<'g, R: Record> Writer<'g, R> {
         sh.start_clock(home, now);
         sh.file(home, slot, ctx.expiry(r, guard), now / TICK_MS);
         home.live += 1;
-        sh.live.store(home.live as u64, Ordering::Relaxed);
+        sh.live.store(home.live as u64, Ordering::Release);
         table.count_change(home, 1);
         Ok(EntryRef { id, rec: r })
     }
