@@ -358,21 +358,29 @@ impl<R: Record> Shard<R> {
             }
             return Some(s);
         }
-        if inner.ready.is_empty() {
-            self.drain_mailbox(inner);
-        }
-        while let Some(batch) = inner.ready.last_mut() {
-            if let Some(s) = batch.pop() {
-                inner.free_len -= 1;
-                // The slot after it is the next one handed out: start
-                // fetching its record (cold since it was freed), as
-                // linking the slots into `free` used to, all at once.
-                if let Some(&n) = batch.last() {
-                    crate::prefetch::prefetch_lines(self.slab.addr(n));
+        // The batches handed back, then the mailbox, and only when both
+        // are empty a fresh slot. (Checking the mailbox only when `ready`
+        // held no batch at all missed it whenever `ready` held an emptied
+        // one: a shard under churn then took a fresh slot each time one of
+        // its batches ran out, with hundreds of reusable slots waiting in
+        // its mailbox, and grew for as long as the churn went on.)
+        loop {
+            while let Some(batch) = inner.ready.last_mut() {
+                if let Some(s) = batch.pop() {
+                    inner.free_len -= 1;
+                    // The slot after it is the next one handed out: start
+                    // fetching its record (cold since it was freed), as
+                    // linking the slots into `free` used to, all at once.
+                    if let Some(&n) = batch.last() {
+                        crate::prefetch::prefetch_lines(self.slab.addr(n));
+                    }
+                    return Some(s);
                 }
-                return Some(s);
+                inner.ready.pop();
             }
-            inner.ready.pop();
+            if !self.drain_mailbox(inner) {
+                break;
+            }
         }
         let s = inner.next_fresh;
         if s >= MAX_SLOTS || !self.slab.ensure(s) {
@@ -450,19 +458,23 @@ impl<R: Record> Shard<R> {
         });
     }
 
-    fn drain_mailbox(&self, inner: &mut Inner) {
+    /// Takes what the epoch handed back; true if that included slots.
+    fn drain_mailbox(&self, inner: &mut Inner) -> bool {
         if self.mailbox.pending.load(Ordering::Acquire) == 0 {
-            return;
+            return false;
         }
         self.mailbox.pending.store(0, Ordering::Relaxed);
         let ready = core::mem::take(&mut *self.mailbox.ready.lock());
+        let mut slots_back = false;
         for (slots, aliases) in ready {
             inner.free_len += slots.len() as u32;
             if !slots.is_empty() {
                 inner.ready.push(slots);
+                slots_back = true;
             }
             inner.alias_free.extend(aliases);
         }
+        slots_back
     }
 
     /// Number of slots handed out and not vacant (live, or removed and
