@@ -260,7 +260,17 @@ impl<H: Fn(u64) -> u64> Run<H> {
         let h = ctx.hashes_of(key, 0);
         let mut w = t.write(&g, &h);
         let before = t.len();
+        // Half the time with the home shard's count hidden, as a commit
+        // that evicts for its own insert does: a victim of the home shard
+        // leaves the published count alone until the writer's end, one of
+        // another shard is announced first.
+        let hide = skip % 2 == 0;
+        if hide {
+            w.hide_count(h.primary);
+        }
+        let home = t.shard_of(h.primary);
         let mut victim = None;
+        let mut foreign = false;
         let evicted = w.evict_near(
             ctx,
             h.primary,
@@ -273,7 +283,15 @@ impl<H: Fn(u64) -> u64> Run<H> {
                 }
                 ok
             },
+            || foreign = true,
         );
+        if let Some(k) = victim.filter(|_| evicted) {
+            let victim_home = t.shard_of(ctx.hash(k));
+            assert_eq!(foreign, victim_home != home, "foreign hook for key {k}");
+            if hide && !foreign {
+                assert_eq!(t.len(), before, "a hidden eviction was published");
+            }
+        }
         drop(w);
         if evicted {
             let k = victim.expect("a victim was picked");

@@ -88,6 +88,9 @@ pub(crate) struct Inner {
     pub(crate) cursor: u64,
     /// Live records.
     pub(crate) live: usize,
+    /// Removals leave the published count (`Shard::live`) as it was until
+    /// the next insert or the writer's end ([`crate::Writer::hide_count`]).
+    pub(crate) hidden: bool,
     /// Change of `live` not yet added to the table's approximate count.
     pub(crate) pending: i64,
 }
@@ -134,6 +137,7 @@ impl Inner {
             wheel: Vec::new(),
             cursor: 0,
             live: 0,
+            hidden: false,
             pending: 0,
         }
     }

@@ -313,10 +313,17 @@ fn a_long_flood_leaves_the_index_in_shape() {
         let h = MIXED.hashes_of(k, 0);
         let mut w = t.write(&g, &h);
         let mut victim = 0;
-        let near = w.evict_near(&MIXED, h.primary, 12, 1, |r| {
-            victim = r.key;
-            r.inst == 2
-        });
+        let near = w.evict_near(
+            &MIXED,
+            h.primary,
+            12,
+            1,
+            |r| {
+                victim = r.key;
+                r.inst == 2
+            },
+            || {},
+        );
         drop(w);
         if !near {
             // Nothing to evict near it: one elsewhere, as the zone's

@@ -19,7 +19,7 @@ use loom::sync::atomic::AtomicUsize;
 use loom::thread;
 
 use ctrack_table::testing::{Ctx, Rec};
-use ctrack_table::{EpochBox, Gate, RecordId, Table, TableConfig, pin};
+use ctrack_table::{EpochBox, Gate, RecordId, Removal, Table, TableConfig, pin};
 
 /// Hashes that all land in shard 0 and bucket 0, tags differing.
 fn same_bucket(k: u64) -> u64 {
@@ -408,5 +408,56 @@ fn a_count_across_shards_never_takes_the_room_of_an_eviction() {
         let took = insert_within_by(&CTX2, &t, &gate, 2, 6);
         h.join().unwrap();
         assert!(t.len() <= 2, "{} records, {took}", t.len());
+    });
+}
+
+#[test]
+fn a_count_never_sees_an_eviction_hidden_until_its_insert() {
+    // As `a_count_near_the_limit_never_takes_the_room_of_an_eviction`, but
+    // the evicting commit takes no place: its victim is in the newcomer's
+    // own shard, whose published count it hides from before the eviction
+    // until its insert (as `ctrack-core` does for such victims).
+    model(|| {
+        let t = table();
+        let gate = Arc::new(Gate::new());
+        assert!(insert(&t, 1, 0, 0, u64::MAX));
+        assert!(insert(&t, 2, 0, 0, u64::MAX));
+        let t2 = Arc::clone(&t);
+        let h = thread::spawn(move || {
+            let g = pin();
+            let hashes = CTX.hashes_of(3, 0);
+            let mut w = t2.write(&g, &hashes);
+            w.hide_count(hashes.primary);
+            let victim = w.find(CTX.hash(1), |r| r.has_key(1)).expect("held");
+            assert!(w.remove(&CTX, victim, Removal::Evicted));
+            w.insert(&CTX, &hashes, 0, |r| r.fill(3, 0, 0, u64::MAX, 30))
+                .expect("room");
+        });
+        let took = insert_within(&t, &gate, 2, 4);
+        h.join().unwrap();
+        assert!(t.len() <= 2, "{} records, {took}", t.len());
+    });
+}
+
+#[test]
+fn a_hidden_count_is_published_when_the_writer_ends() {
+    // An eviction whose insert never comes (refused): the count drops
+    // when the writer goes, and a count after that sees the room.
+    model(|| {
+        let t = table();
+        assert!(insert(&t, 1, 0, 0, u64::MAX));
+        assert!(insert(&t, 2, 0, 0, u64::MAX));
+        let t2 = Arc::clone(&t);
+        let h = thread::spawn(move || {
+            let g = pin();
+            let hashes = CTX.hashes_of(3, 0);
+            let mut w = t2.write(&g, &hashes);
+            w.hide_count(hashes.primary);
+            let victim = w.find(CTX.hash(1), |r| r.has_key(1)).expect("held");
+            assert!(w.remove(&CTX, victim, Removal::Evicted));
+            assert_eq!(t2.len(), 2, "hidden while the writer lasts");
+        });
+        h.join().unwrap();
+        assert_eq!(t.len(), 1);
     });
 }

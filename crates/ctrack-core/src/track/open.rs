@@ -149,14 +149,7 @@ impl Tracker {
             Err(r) => return Some(refuse(o.v, r, cx.stats, out)),
         };
         if !w.has_room(o.hash) {
-            // The index buckets from the key's home on are full (long runs
-            // form under churn near the limit): an early drop there makes
-            // room, so that the index need not grow (an index is never
-            // given back to the arena it came from).
-            place.get_or_insert_with(|| self.shared.gate.enter());
-            w.evict_near(shared, o.hash, EARLY_DROP_BUCKETS, 1, |c| {
-                !c.proto_state().is_established() || self.shared.expiry(c, guard) <= now
-            });
+            self.make_index_room(cx, &mut w, o.hash, shared, &mut place);
         }
         let action = cx.action;
         let first = First {
@@ -221,6 +214,34 @@ impl Tracker {
         Some(Some((e, Dir::Orig)))
     }
 
+    /// The index buckets from the key's home on are full (long runs form
+    /// under churn near the limit): an early drop there makes room, so
+    /// that the index need not grow (an index is never given back to the
+    /// arena it came from). Kept from a count of the table until the
+    /// insert, as `admit`'s evictions are.
+    fn make_index_room<'g, A: Fam>(
+        &'g self,
+        cx: &Call<'_>,
+        w: &mut Writer<'_, Conn<A>>,
+        hash: u64,
+        shared: &Counted<'_>,
+        place: &mut Option<Place<'g>>,
+    ) {
+        let (guard, now) = (cx.guard, cx.now.as_millis());
+        w.hide_count(hash);
+        let gate = &self.shared.gate;
+        w.evict_near(
+            shared,
+            hash,
+            EARLY_DROP_BUCKETS,
+            1,
+            |c| !c.proto_state().is_established() || self.shared.expiry(c, guard) <= now,
+            || {
+                place.get_or_insert_with(|| gate.enter());
+            },
+        );
+    }
+
     /// Chooses the translation before any lock is taken (its search looks
     /// at many shards), then takes the locks of the connection's shards and
     /// checks it again; a tuple taken meanwhile means searching again.
@@ -275,8 +296,9 @@ impl Tracker {
     /// table is full, of its own zone when the zone is at its limit), else
     /// from the same place in the next shards, else one of the zone's
     /// oldest or newest in this shard. Returns whether the connection
-    /// counts against its zone's limit. An eviction takes a place at the
-    /// table's gate first, if the commit holds none (see `table_full`).
+    /// counts against its zone's limit. An eviction hides the count of the
+    /// newcomer's shard until the insert, or takes a place at the table's
+    /// gate for a victim of another shard (see `table_full`).
     #[allow(clippy::too_many_arguments)]
     fn admit<'g, A: Fam>(
         &'g self,
@@ -322,8 +344,28 @@ impl Tracker {
             // A small table's shard holds a handful: look next door too.
             let small = self.max_conns.load(Relaxed) / self.v4.shard_count() < SMALL_SHARD;
             let shards = if small { EARLY_DROP_SHARDS } else { 1 };
-            let near = |w: &mut Writer<'_, Conn<A>>| {
-                w.evict_near(shared, o.hash, EARLY_DROP_BUCKETS, shards, evictable)
+            // Until the insert, the eviction must not look like room to a
+            // commit that counts the table (`table_full`). A victim of the
+            // newcomer's own shard (nearly every one) is hidden: that
+            // shard's count is published again only with the insert, which
+            // leaves it where it was. A victim of another shard (next door,
+            // or reached through its alias) is announced first: this commit
+            // takes a place at the table's gate, and is counted as in
+            // flight until its insert.
+            w.hide_count(o.hash);
+            let gate = &self.shared.gate;
+            let mut foreign = || {
+                place.get_or_insert_with(|| gate.enter());
+            };
+            let mut near = |w: &mut Writer<'_, Conn<A>>| {
+                w.evict_near(
+                    shared,
+                    o.hash,
+                    EARLY_DROP_BUCKETS,
+                    shards,
+                    evictable,
+                    &mut foreign,
+                )
             };
             let listed = |w: &mut Writer<'_, Conn<A>>| {
                 w.evict(shared, o.hash, inst, EARLY_DROP_SCAN, evictable)
@@ -332,9 +374,6 @@ impl Tracker {
             // newcomer goes). A zone at its limit: the zone's own list
             // first, whose candidates are all of the zone (its connections
             // may be few and far from the newcomer's neighbours).
-            // Until the insert, the eviction looks like room to a commit
-            // that counts the table: it must count this one as in flight.
-            place.get_or_insert_with(|| self.shared.gate.enter());
             let made_room = if any_zone {
                 near(w) || listed(w)
             } else if listed(w) {
@@ -357,9 +396,11 @@ impl Tracker {
     /// Near the limit the sum goes through the table's gate
     /// ([`ctrack_table::Gate`]): the commit takes a place, to hold until
     /// its insert is done, and counts the other commits holding places as
-    /// inserts to come. Every commit that evicts takes a place before its
-    /// eviction too (`admit`), so that a count that sees the eviction and
-    /// not the insert that follows it does not take it for room. A sum that
+    /// inserts to come. A commit that evicts keeps its eviction from the
+    /// counts until its insert (`admit`): a victim of the newcomer's own
+    /// shard by hiding that shard's count until the insert publishes it
+    /// (unchanged), one of another shard by taking a place first; so a
+    /// count never takes an eviction's room for its own. A sum that
     /// other commits disturbed on every try is taken as a full table (an
     /// eviction, not an overshoot). Without the gate, threads that all find
     /// one place left all take it, and an eviction's room is taken twice:

@@ -45,7 +45,9 @@ impl<R: Record> Table<R> {
         ctx.removed(r, why);
         r.retire(guard);
         home.live -= 1;
-        hs.live.store(home.live as u64, Ordering::Release);
+        if !home.hidden {
+            hs.live.store(home.live as u64, Ordering::Release);
+        }
         self.count_change(home, -1);
         hs.retire_slot(home, guard, id.slot());
     }

@@ -268,6 +268,7 @@ impl<'g, R: Record> Writer<'g, R> {
         sh.start_clock(home, now);
         sh.file(home, slot, ctx.expiry(r, guard), now / TICK_MS);
         home.live += 1;
+        home.hidden = false;
         sh.live.store(home.live as u64, Ordering::Release);
         table.count_change(home, 1);
         Ok(EntryRef { id, rec: r })
@@ -388,6 +389,20 @@ impl<'g, R: Record> Writer<'g, R> {
         false
     }
 
+    /// Until this writer's next insert into the shard of `hash` (held by
+    /// it), or its end, removals from that shard leave the shard's published
+    /// count ([`crate::Table::len`] sums them) as it was: for evictions that
+    /// make room for an insert, which together leave the count where it
+    /// was, so that a sum taken meanwhile does not see the eviction as room
+    /// (see [`crate::Gate`]). Removals from other shards are published as
+    /// always: an eviction's `foreign` hook says when one comes.
+    pub fn hide_count(&mut self, hash: u64) {
+        let shard = self.table.shard_of(hash);
+        if let Some(inner) = self.inner_mut(shard) {
+            inner.hidden = true;
+        }
+    }
+
     /// True if a record stored under `hash` would find a free index entry
     /// within the probe bound of its shard (held by this writer) without
     /// the index growing: false means the buckets from its home on are
@@ -422,7 +437,9 @@ impl<'g, R: Record> Writer<'g, R> {
     /// global, and a small table's shard may hold a handful of records, all
     /// established, while its neighbours hold the flood's. Records of
     /// shards this writer does not hold are removed only if their locks
-    /// are free. Returns true if one was removed.
+    /// are free. `foreign` is called before a record whose home is not the
+    /// shard of `hash` (reached through an alias, or next door) is removed.
+    /// Returns true if one was removed.
     pub fn evict_near<C: Context<R>>(
         &mut self,
         ctx: &C,
@@ -430,6 +447,7 @@ impl<'g, R: Record> Writer<'g, R> {
         buckets: usize,
         shards: usize,
         mut pick: impl FnMut(&R) -> bool,
+        mut foreign: impl FnMut(),
     ) -> bool {
         let table = self.table;
         let home = table.shard_of(hash);
@@ -440,20 +458,21 @@ impl<'g, R: Record> Writer<'g, R> {
         let mut from = 0;
         while from < buckets.min(bound) {
             let window = NEAR_WINDOW.min(buckets - from);
-            if self.evict_in(ctx, home, hash, from, window, &mut pick) {
+            if self.evict_in(ctx, home, hash, from, window, &mut pick, &mut foreign) {
                 return true;
             }
             from += window;
         }
         (1..shards.clamp(1, table.shard_count()))
             .map(|k| (home + k) & table.mask)
-            .any(|shard| self.evict_in(ctx, shard, hash, 0, NEAR_WINDOW, &mut pick))
+            .any(|shard| self.evict_in(ctx, shard, hash, 0, NEAR_WINDOW, &mut pick, &mut foreign))
     }
 
     /// [`Writer::evict_near`] in buckets `from..from + buckets` after the
     /// home of `hash` in one shard. The index of a shard this writer does
     /// not hold is read without its lock: a reference may be stale, and
     /// each candidate is checked again under its locks.
+    #[allow(clippy::too_many_arguments)]
     fn evict_in<C: Context<R>>(
         &mut self,
         ctx: &C,
@@ -462,7 +481,9 @@ impl<'g, R: Record> Writer<'g, R> {
         from: usize,
         buckets: usize,
         pick: &mut impl FnMut(&R) -> bool,
+        foreign: &mut impl FnMut(),
     ) -> bool {
+        let home = self.table.shard_of(hash);
         let table = self.table;
         let mut candidates = [0u32; MAX_NEAR];
         let mut n = 0;
@@ -493,6 +514,9 @@ impl<'g, R: Record> Writer<'g, R> {
             if !e.is_live() || !pick(e.rec) {
                 continue;
             }
+            if e.id.shard() != home {
+                foreign();
+            }
             if self.remove_if(ctx, e, Removal::Evicted, |r| pick(r)) {
                 return true;
             }
@@ -511,6 +535,15 @@ const PREFETCH_AHEAD: usize = 8;
 
 impl<R: Record> Drop for Writer<'_, R> {
     fn drop(&mut self) {
+        // A count hidden and not published by an insert: publish it now.
+        for (shard, inner) in self.held.iter_mut().flatten() {
+            if inner.hidden {
+                inner.hidden = false;
+                self.table.shards[*shard]
+                    .live
+                    .store(inner.live as u64, Ordering::Release);
+            }
+        }
         // Release in reverse order of acquisition.
         self.held[1] = None;
         self.held[0] = None;
