@@ -381,3 +381,46 @@ fn evictions_at_the_limit_never_make_room_for_a_second_commit() {
     // The floods reached the limit and evicted, and expiry removed too.
     assert!(s.evicted > 0 && s.expired > 0, "{s:?}");
 }
+
+/// More threads than cores filling an empty table past its limit, whose
+/// limit is far above the approximate count's error: commits that look
+/// while the table is far from its limit and insert after a wait (a
+/// thread descheduled in between, as with eight threads on two cores)
+/// must not end it above its limit. Each connection is answered, so none
+/// can be evicted: past the limit, commits are refused.
+#[test]
+fn commits_that_looked_far_from_the_limit_do_not_pass_it() {
+    const THREADS: u8 = 8;
+    let max: usize = 6000;
+    let t = Tracker::new(Config {
+        max_conns: max,
+        ..Config::default()
+    });
+    let a = CtAction::commit(0);
+    let now = Time::from_secs(1);
+    for round in 0..10 * scale() {
+        std::thread::scope(|s| {
+            for th in 0..THREADS {
+                let t = &t;
+                s.spawn(move || {
+                    let mut stats = Stats::default();
+                    let port = 20000 + (round % 1000) as u16;
+                    for c in 0..1000u16 {
+                        let cl = client(th, c);
+                        let q = Frame::v4(cl, SERVER, L4::udp(port, 53, b"q")).build();
+                        let r = Frame::v4(SERVER, cl, L4::udp(53, port, b"a")).build();
+                        t.process(&q, LinkType::Ethernet, &a, now, &mut stats);
+                        t.process(&r, LinkType::Ethernet, &a, now, &mut stats);
+                    }
+                });
+            }
+        });
+        assert!(
+            t.table_len() <= max,
+            "round {round}: {} connections in a table limited to {max}",
+            t.table_len()
+        );
+        assert_eq!(t.table_len(), max, "round {round}: the table filled up");
+        t.flush_all(&mut Stats::default());
+    }
+}

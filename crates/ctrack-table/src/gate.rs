@@ -60,8 +60,22 @@ pub struct Gate {
 pub struct GateCount {
     /// What the sum found.
     pub sum: usize,
-    /// Other writers holding a place while it was summed: each may add one.
+    /// Other writers that held a place when the sum began: each may add
+    /// one that the sum did not see.
     pub others: usize,
+    /// Places taken or given back while it summed (0: the sum is settled).
+    /// Each taken may add one more; `sum + others + moved` bounds the total
+    /// from above whatever the sum caught.
+    pub moved: usize,
+}
+
+impl GateCount {
+    /// At least the total the counted writers will reach: the sum, every
+    /// writer that held a place when it began, and every place taken
+    /// while it ran.
+    pub fn bound(&self) -> usize {
+        self.sum + self.others + self.moved
+    }
 }
 
 impl Gate {
@@ -99,23 +113,37 @@ pub struct Place<'a> {
 
 impl Place<'_> {
     /// Sums the counted total with `sum` (whose loads must be `Acquire` of
-    /// counters stored with `Release`), up to `tries` times, until no place
-    /// was taken or given back while it summed. None if every try was
-    /// disturbed.
-    pub fn count(&mut self, tries: usize, mut sum: impl FnMut() -> usize) -> Option<GateCount> {
-        for _ in 0..tries {
+    /// counters stored with `Release`), up to `tries` (at least one) times,
+    /// until no place was taken or given back while it summed; returns the
+    /// last try's count (`moved` 0 if it settled).
+    ///
+    /// Why [`GateCount::bound`] bounds the total even when the sum did not
+    /// settle: a change the sum missed was made by a writer holding a
+    /// place at some time during the sum (one that gave its place back
+    /// before the sum began had made its changes visible to it), so by one
+    /// of the `others` or one of the places taken meanwhile, and each such
+    /// writer adds at most one.
+    pub fn count(&mut self, tries: usize, mut sum: impl FnMut() -> usize) -> GateCount {
+        let mut last = GateCount {
+            sum: 0,
+            others: 0,
+            moved: 0,
+        };
+        for _ in 0..tries.max(1) {
             let total = sum();
             let now = self.gate.word.load(Ordering::Acquire);
-            if sequence(now) == sequence(self.seen) {
-                return Some(GateCount {
-                    sum: total,
-                    // This place is among those held.
-                    others: held(now).saturating_sub(1) as usize,
-                });
-            }
+            last = GateCount {
+                sum: total,
+                // This place is among those held.
+                others: held(self.seen).saturating_sub(1) as usize,
+                moved: sequence(now).wrapping_sub(sequence(self.seen)) as u32 as usize,
+            };
             self.seen = now;
+            if last.moved == 0 {
+                break;
+            }
         }
-        None
+        last
     }
 }
 
@@ -131,6 +159,14 @@ impl Drop for Place<'_> {
 mod tests {
     use super::*;
 
+    fn settled(sum: usize, others: usize) -> GateCount {
+        GateCount {
+            sum,
+            others,
+            moved: 0,
+        }
+    }
+
     #[test]
     fn places_are_counted_and_given_back() {
         let g = Gate::new();
@@ -138,38 +174,56 @@ mod tests {
         let mut a = g.enter();
         let b = g.enter();
         assert_eq!(g.held(), 2);
-        assert_eq!(a.count(1, || 5), None, "b was taken after a's last look");
-        assert_eq!(a.count(1, || 5), Some(GateCount { sum: 5, others: 1 }));
+        // b was taken after a's last look: one move, and b not yet among
+        // the others a saw at its start.
+        let c = a.count(1, || 5);
+        assert_eq!((c.sum, c.others, c.moved, c.bound()), (5, 0, 1, 6));
+        assert_eq!(a.count(1, || 5), settled(5, 1));
         drop(b);
         assert_eq!(g.held(), 1);
-        assert_eq!(a.count(2, || 7), Some(GateCount { sum: 7, others: 0 }));
+        assert_eq!(a.count(2, || 7), settled(7, 0), "the second try settles");
         drop(a);
         assert_eq!(g.held(), 0);
     }
 
     #[test]
-    fn a_sum_disturbed_on_every_try_is_unknown() {
+    fn a_sum_disturbed_on_every_try_is_bounded_by_what_moved() {
         let g = Gate::new();
         let mut a = g.enter();
         let mut others = Vec::new();
-        // Each sum takes a place, as a writer arriving meanwhile would.
+        // Each sum takes two places, as writers arriving meanwhile would.
+        let mut n = 0;
+        let c = a.count(3, || {
+            others.push(g.enter());
+            others.push(g.enter());
+            n += 1;
+            n
+        });
+        assert_eq!(n, 3, "every try was disturbed");
         assert_eq!(
-            a.count(3, || {
-                others.push(g.enter());
-                1
-            }),
-            None
+            c,
+            GateCount {
+                sum: 3,
+                others: 4,
+                moved: 2
+            },
+            "the last try's"
         );
-        assert_eq!(g.held(), 4);
-        // Give-backs disturb too.
+        assert_eq!(g.held(), 7);
+        // Give-backs move it too.
+        let c = a.count(1, || {
+            others.pop();
+            1
+        });
         assert_eq!(
-            a.count(3, || {
-                others.pop();
-                1
-            }),
-            None
+            c,
+            GateCount {
+                sum: 1,
+                others: 6,
+                moved: 1
+            }
         );
-        assert_eq!(a.count(1, || 1), Some(GateCount { sum: 1, others: 0 }));
+        assert_eq!(a.count(1, || 1), settled(1, 5));
     }
 
     #[test]
@@ -182,7 +236,9 @@ mod tests {
         let b = g.enter();
         drop(b);
         assert_eq!(g.held(), 1);
-        assert!(a.count(2, || 0).is_some());
+        let c = a.count(1, || 0);
+        assert_eq!(c.moved, 2, "moved across the wrap");
+        assert_eq!(a.count(1, || 0), settled(0, 0));
         drop(a);
         assert_eq!(g.held(), 0);
     }

@@ -91,11 +91,19 @@ pub(crate) struct Inner {
     /// Removals leave the published count (`Shard::live`) as it was until
     /// the next insert or the writer's end ([`crate::Writer::hide_count`]).
     pub(crate) hidden: bool,
+    /// An insert announced ahead, counted in the published count until it
+    /// comes or the writer ends ([`crate::Writer::reserve`]).
+    pub(crate) reserved: bool,
     /// Change of `live` not yet added to the table's approximate count.
     pub(crate) pending: i64,
 }
 
 impl Inner {
+    /// The count to publish: the live records and an announced insert.
+    pub(crate) fn published(&self) -> u64 {
+        self.live as u64 + u64::from(self.reserved)
+    }
+
     /// Returns an alias number no reader has seen.
     pub(crate) fn alias_free_unseen(&mut self, a: u32) {
         self.alias_free.push(a);
@@ -138,6 +146,7 @@ impl Inner {
             cursor: 0,
             live: 0,
             hidden: false,
+            reserved: false,
             pending: 0,
         }
     }

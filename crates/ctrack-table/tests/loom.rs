@@ -317,7 +317,7 @@ fn deferred_free_runs_once_no_guard_is_held() {
 /// A commit near a limit of `max` records, as `ctrack-core` makes one:
 /// count through the gate, insert `key` only if a place is left.
 fn insert_within(t: &Table<Rec>, gate: &Gate, max: usize, key: u64) -> bool {
-    insert_within_by(&CTX, t, gate, max, key)
+    insert_within_by(&CTX, t, gate, max, key, 2)
 }
 
 fn insert_within_by(
@@ -326,13 +326,13 @@ fn insert_within_by(
     gate: &Gate,
     max: usize,
     key: u64,
+    tries: usize,
 ) -> bool {
     let mut place = gate.enter();
-    match place.count(2, || t.len()) {
-        Some(n) if n.sum + n.others < max => {
-            ctx.insert_new(t, key, 0, 0, u64::MAX, key).expect("room")
-        }
-        _ => false,
+    if place.count(tries, || t.len()).bound() < max {
+        ctx.insert_new(t, key, 0, 0, u64::MAX, key).expect("room")
+    } else {
+        false
     }
 }
 
@@ -405,7 +405,7 @@ fn a_count_across_shards_never_takes_the_room_of_an_eviction() {
             assert!(CTX2.remove(&t2, 1));
             assert!(CTX2.insert_new(&t2, 4, 0, 0, u64::MAX, 4).unwrap());
         });
-        let took = insert_within_by(&CTX2, &t, &gate, 2, 6);
+        let took = insert_within_by(&CTX2, &t, &gate, 2, 6, 2);
         h.join().unwrap();
         assert!(t.len() <= 2, "{} records, {took}", t.len());
     });
@@ -459,5 +459,31 @@ fn a_hidden_count_is_published_when_the_writer_ends() {
         });
         h.join().unwrap();
         assert_eq!(t.len(), 1);
+    });
+}
+
+#[test]
+fn an_unsettled_count_decides_on_its_bound() {
+    // One try only, so that the count decides on a sum that another
+    // commit disturbed (its eviction in one shard, its insert in another,
+    // its place taken and given back meanwhile): the bound must still
+    // keep the table within its limit.
+    model(|| {
+        let t = Arc::new(Table::new(TableConfig {
+            shards: 2,
+            capacity: 8,
+        }));
+        let gate = Arc::new(Gate::new());
+        assert!(CTX2.insert_new(&t, 1, 0, 0, u64::MAX, 1).unwrap());
+        assert!(CTX2.insert_new(&t, 2, 0, 0, u64::MAX, 2).unwrap());
+        let (t2, g2) = (Arc::clone(&t), Arc::clone(&gate));
+        let h = thread::spawn(move || {
+            let _place = g2.enter();
+            assert!(CTX2.remove(&t2, 1));
+            assert!(CTX2.insert_new(&t2, 4, 0, 0, u64::MAX, 4).unwrap());
+        });
+        let took = insert_within_by(&CTX2, &t, &gate, 2, 6, 1);
+        h.join().unwrap();
+        assert!(t.len() <= 2, "{} records, {took}", t.len());
     });
 }

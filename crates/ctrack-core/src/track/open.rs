@@ -133,6 +133,9 @@ impl Tracker {
             Locked::Refused(r) => return Some(refuse(o.v, r, cx.stats, out)),
             Locked::Lost => return None,
         };
+        if place.is_none() && !full {
+            (full, place) = self.announce(&mut w, o.hash);
+        }
         let key = o.key;
         if let Some(e) = w.find(o.hash, |c| c.direction_of(key, guard).is_some()) {
             if self.shared.expiry(e.record(), guard) > now {
@@ -146,6 +149,13 @@ impl Tracker {
         }
         let counted = match self.admit(cx, &mut w, &o, meta, full, shared, &mut place) {
             Ok(counted) => counted,
+            Err(Refusal::TableFull) => match self.recount(cx, &mut w, &o, meta, shared, place) {
+                Ok((counted, p)) => {
+                    place = p;
+                    counted
+                }
+                Err(r) => return Some(refuse(o.v, r, cx.stats, out)),
+            },
             Err(r) => return Some(refuse(o.v, r, cx.stats, out)),
         };
         if !w.has_room(o.hash) {
@@ -212,6 +222,60 @@ impl Tracker {
         v.inspect = c.special();
         *out = v;
         Some(Some((e, Dir::Orig)))
+    }
+
+    /// The table was taken for full and nothing could be evicted: count it
+    /// again, settled, before refusing. A full table is remembered from a
+    /// sum that others disturbed, or that counted commits in flight that
+    /// then inserted nothing (`table_full`), so it may have a place or two
+    /// left; without this, commits would be refused for want of room the
+    /// table has, until the next removal.
+    #[allow(clippy::type_complexity)]
+    fn recount<'g, A: Fam>(
+        &'g self,
+        cx: &Call<'_>,
+        w: &mut Writer<'_, Conn<A>>,
+        o: &Opening<'_, A>,
+        meta: &ZoneMeta,
+        shared: &Counted<'_>,
+        place: Option<Place<'g>>,
+    ) -> Result<(bool, Option<Place<'g>>), Refusal> {
+        drop(place);
+        let max = self.max_conns.load(Relaxed);
+        let mut place = self.shared.gate.enter();
+        let n = place.count(GATE_TRIES, || self.table_len());
+        if n.bound() >= max {
+            return Err(Refusal::TableFull);
+        }
+        self.shared.full.store(false, Relaxed);
+        let mut place = Some(place);
+        let counted = self.admit(cx, w, o, meta, false, shared, &mut place)?;
+        Ok((counted, place))
+    }
+
+    /// A commit that found the table far from its limit, with no place at
+    /// the gate, announces its insert in its shard's count, then looks
+    /// again. One descheduled since its look while the others filled the
+    /// table finds the table near its limit now, takes back its
+    /// announcement and counts through the gate (`table_full`); one that
+    /// finds it still far is counted by every sum from now on, however long
+    /// it waits. (Before, the others could fill the table meanwhile, and
+    /// its insert ended it above its limit: 240,002 of 240,000 in `bench
+    /// flood syn --threads 8` on two cores.) The fence keeps the look from
+    /// being made before the announcement is seen: it costs a commit about
+    /// 4% (BENCHMARKS.md).
+    fn announce<A: Fam>(
+        &self,
+        w: &mut Writer<'_, Conn<A>>,
+        hash: u64,
+    ) -> (bool, Option<Place<'_>>) {
+        w.reserve(hash);
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        if !self.near_limit() {
+            return (false, None);
+        }
+        w.unreserve(hash);
+        self.table_full()
     }
 
     /// The index buckets from the key's home on are full (long runs form
@@ -401,35 +465,52 @@ impl Tracker {
     /// shard by hiding that shard's count until the insert publishes it
     /// (unchanged), one of another shard by taking a place first; so a
     /// count never takes an eviction's room for its own. A sum that
-    /// other commits disturbed on every try is taken as a full table (an
-    /// eviction, not an overshoot). Without the gate, threads that all find
+    /// other commits disturbed on every try decides on its bound (the sum,
+    /// the commits in flight when it began and every place taken while it
+    /// ran: [`ctrack_table::GateCount::bound`]), which errs towards an
+    /// eviction, never an overshoot. Without the gate, threads that all find
     /// one place left all take it, and an eviction's room is taken twice:
     /// the table ends above its limit.
     pub(super) fn table_full(&self) -> (bool, Option<Place<'_>>) {
-        let max = self.max_conns.load(Relaxed);
-        let slack = (self.v4.shard_count() + self.v6.shard_count()) * APPROX_STEP as usize;
-        if self.v4.approx_len() + self.v6.approx_len() + slack < max {
+        if !self.near_limit() {
             return (false, None);
         }
+        let max = self.max_conns.load(Relaxed);
         if self.shared.full.load(Relaxed) {
             return (true, None);
         }
         let mut place = self.shared.gate.enter();
-        let Some(n) = place.count(GATE_TRIES, || self.table_len()) else {
-            return (true, Some(place));
-        };
-        if n.sum >= max {
+        let n = place.count(GATE_TRIES, || self.table_len());
+        // Remembered full once the sum and the commits in flight when it
+        // began reach the limit. Under many threads near the limit few
+        // sums settle, and a commit that finds room only within the bound
+        // evicts instead: without remembering, the table can hover a few
+        // short of its limit with every commit summing the shards (on 16
+        // cores a flood ran at half its speed so). Remembered so, the
+        // table stops at most about twice the commits in flight short of
+        // its limit until the next removal; it never passes it.
+        if n.sum + n.others >= max {
             self.shared.full.store(true, Relaxed);
             return (true, Some(place));
         }
-        (n.sum + n.others >= max, Some(place))
+        (n.bound() >= max, Some(place))
     }
 }
 
-/// Sums of the table near its limit that a commit tries before it takes the
-/// table for full (each retry follows another commit's arrival or
-/// departure during the sum).
-const GATE_TRIES: usize = 4;
+impl Tracker {
+    /// True unless the shared approximate count says the table is more
+    /// than its error away from the limit.
+    fn near_limit(&self) -> bool {
+        let max = self.max_conns.load(Relaxed);
+        let slack = (self.v4.shard_count() + self.v6.shard_count()) * APPROX_STEP as usize;
+        self.v4.approx_len() + self.v6.approx_len() + slack >= max
+    }
+}
+
+/// Sums of the table near its limit that a commit tries for one that
+/// settles (each retry follows another commit's arrival or departure
+/// during the sum) before it decides on the last one's bound.
+const GATE_TRIES: usize = 2;
 
 /// May the packet open a connection, and in what protocol state.
 fn may_open<A: Fam>(p: &Pkt<A>, tcp_loose: bool) -> Result<ProtoState, InvalidReason> {

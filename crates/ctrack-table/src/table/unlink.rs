@@ -46,7 +46,7 @@ impl<R: Record> Table<R> {
         r.retire(guard);
         home.live -= 1;
         if !home.hidden {
-            hs.live.store(home.live as u64, Ordering::Release);
+            hs.live.store(home.published(), Ordering::Release);
         }
         self.count_change(home, -1);
         hs.retire_slot(home, guard, id.slot());

@@ -268,8 +268,11 @@ impl<'g, R: Record> Writer<'g, R> {
         sh.start_clock(home, now);
         sh.file(home, slot, ctx.expiry(r, guard), now / TICK_MS);
         home.live += 1;
+        // An announced insert is this one (only this writer inserts here
+        // while it holds the shard): the published count stays.
+        home.reserved = false;
         home.hidden = false;
-        sh.live.store(home.live as u64, Ordering::Release);
+        sh.live.store(home.published(), Ordering::Release);
         table.count_change(home, 1);
         Ok(EntryRef { id, rec: r })
     }
@@ -400,6 +403,39 @@ impl<'g, R: Record> Writer<'g, R> {
         let shard = self.table.shard_of(hash);
         if let Some(inner) = self.inner_mut(shard) {
             inner.hidden = true;
+        }
+    }
+
+    /// Announces an insert into the shard of `hash` (held by this writer):
+    /// the shard's published count includes it from now until the insert
+    /// (which keeps it) or [`Writer::unreserve`] or the writer's end (which
+    /// take it back). For a commit that decided without a place at the
+    /// gate that the table has room: a sum taken while it waits (however
+    /// long it is descheduled) counts its insert.
+    pub fn reserve(&mut self, hash: u64) {
+        let shard = self.table.shard_of(hash);
+        if let Some(inner) = self.inner_mut(shard)
+            && !inner.reserved
+        {
+            inner.reserved = true;
+            if !inner.hidden {
+                let n = inner.published();
+                self.table.shards[shard].live.store(n, Ordering::Release);
+            }
+        }
+    }
+
+    /// Takes back an insert announced with [`Writer::reserve`].
+    pub fn unreserve(&mut self, hash: u64) {
+        let shard = self.table.shard_of(hash);
+        if let Some(inner) = self.inner_mut(shard)
+            && inner.reserved
+        {
+            inner.reserved = false;
+            if !inner.hidden {
+                let n = inner.published();
+                self.table.shards[shard].live.store(n, Ordering::Release);
+            }
         }
     }
 
@@ -535,13 +571,15 @@ const PREFETCH_AHEAD: usize = 8;
 
 impl<R: Record> Drop for Writer<'_, R> {
     fn drop(&mut self) {
-        // A count hidden and not published by an insert: publish it now.
+        // A count hidden, or an insert announced, that no insert settled:
+        // publish the count as it is.
         for (shard, inner) in self.held.iter_mut().flatten() {
-            if inner.hidden {
+            if inner.hidden || inner.reserved {
                 inner.hidden = false;
+                inner.reserved = false;
                 self.table.shards[*shard]
                     .live
-                    .store(inner.live as u64, Ordering::Release);
+                    .store(inner.published(), Ordering::Release);
             }
         }
         // Release in reverse order of acquisition.
