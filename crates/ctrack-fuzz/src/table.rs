@@ -169,10 +169,27 @@ impl<H: Fn(u64) -> u64> Run<H> {
         if dup {
             return;
         }
+        // A third of the inserts are announced first, as a commit that
+        // looked far from the limit announces its own: counted from then
+        // on, taken back and announced again without a trace, and kept by
+        // the insert.
+        let before = t.len();
+        let announced = life.is_multiple_of(3);
+        if announced {
+            w.reserve(h.primary);
+            assert_eq!(t.len(), before + 1, "an announced insert is counted");
+            w.unreserve(h.primary);
+            assert_eq!(t.len(), before, "and taken back");
+            w.reserve(h.primary);
+            w.reserve(h.primary);
+            assert_eq!(t.len(), before + 1, "announced once, however often");
+        }
+        let mut removed = 0;
         // An expired record of the same key goes first.
         if let Some(e) = w.find(ctx.hash(key), |r| r.key == key) {
             assert!(w.remove(ctx, e, Removal::Replaced));
             model.remove(&key);
+            removed += 1;
         }
         if alt != 0
             && let Some(e) = w.find(ctx.hash(alt), |r| r.alt == alt)
@@ -180,9 +197,24 @@ impl<H: Fn(u64) -> u64> Run<H> {
             let k = e.record().key;
             assert!(w.remove(ctx, e, Removal::Replaced));
             model.remove(&k);
+            removed += 1;
+        }
+        if announced {
+            assert_eq!(
+                t.len(),
+                before + 1 - removed,
+                "removals beside an announcement"
+            );
         }
         let ok = w.insert(ctx, &h, now, |r| r.fill(key, alt, inst, exp, key));
         assert!(ok.is_ok(), "{ok:?}");
+        assert_eq!(
+            t.len(),
+            before + 1 - removed,
+            "the insert keeps the count announced"
+        );
+        drop(w);
+        assert_eq!(t.len(), before + 1 - removed);
         model.insert(key, M { alt, inst, exp });
     }
 
