@@ -9,7 +9,7 @@ use ctrack_table::{APPROX_STEP, Hashes, Place, Removal, Writer};
 use super::config::{EARLY_DROP_BUCKETS, EARLY_DROP_SCAN, EARLY_DROP_SHARDS, SMALL_SHARD};
 use super::packet::{Call, Found, Pkt};
 use super::setup::Matched;
-use super::shared::Counted;
+use super::shared::{Counted, FULL, FULL_IN_FLIGHT, NOT_FULL};
 use super::tracker::{Fam, NAT_RETRIES, RECLAIM_ON_FULL, Tracker};
 use crate::conn::event::{EventKind, emit};
 use crate::conn::{Conn, First, Setup};
@@ -224,12 +224,14 @@ impl Tracker {
         Some(Some((e, Dir::Orig)))
     }
 
-    /// The table was taken for full and nothing could be evicted: count it
-    /// again, settled, before refusing. A full table is remembered from a
-    /// sum that others disturbed, or that counted commits in flight that
-    /// then inserted nothing (`table_full`), so it may have a place or two
-    /// left; without this, commits would be refused for want of room the
-    /// table has, until the next removal.
+    /// The table was taken for full and nothing could be evicted. If it
+    /// was remembered full from a count and the commits in flight then
+    /// (`table_full`), which may have inserted nothing, count it again
+    /// before refusing: it may have a place or two left, and without this,
+    /// commits would be refused for want of room the table has until the
+    /// next removal. Once a count has seen the table at its limit, a
+    /// refusal costs nothing more (a flood against a table full of
+    /// established connections is refused cheaply).
     #[allow(clippy::type_complexity)]
     fn recount<'g, A: Fam>(
         &'g self,
@@ -240,14 +242,21 @@ impl Tracker {
         shared: &Counted<'_>,
         place: Option<Place<'g>>,
     ) -> Result<(bool, Option<Place<'g>>), Refusal> {
+        if self.shared.full.load(Relaxed) != FULL_IN_FLIGHT {
+            return Err(Refusal::TableFull);
+        }
         drop(place);
         let max = self.max_conns.load(Relaxed);
         let mut place = self.shared.gate.enter();
         let n = place.count(GATE_TRIES, || self.table_len());
+        if n.sum >= max {
+            self.shared.full.store(FULL, Relaxed);
+            return Err(Refusal::TableFull);
+        }
         if n.bound() >= max {
             return Err(Refusal::TableFull);
         }
-        self.shared.full.store(false, Relaxed);
+        self.shared.full.store(NOT_FULL, Relaxed);
         let mut place = Some(place);
         let counted = self.admit(cx, w, o, meta, false, shared, &mut place)?;
         Ok((counted, place))
@@ -476,7 +485,7 @@ impl Tracker {
             return (false, None);
         }
         let max = self.max_conns.load(Relaxed);
-        if self.shared.full.load(Relaxed) {
+        if self.shared.full.load(Relaxed) != NOT_FULL {
             return (true, None);
         }
         let mut place = self.shared.gate.enter();
@@ -489,8 +498,12 @@ impl Tracker {
         // cores a flood ran at half its speed so). Remembered so, the
         // table stops at most about twice the commits in flight short of
         // its limit until the next removal; it never passes it.
+        if n.sum >= max {
+            self.shared.full.store(FULL, Relaxed);
+            return (true, Some(place));
+        }
         if n.sum + n.others >= max {
-            self.shared.full.store(true, Relaxed);
+            self.shared.full.store(FULL_IN_FLIGHT, Relaxed);
             return (true, Some(place));
         }
         (n.bound() >= max, Some(place))

@@ -3,7 +3,7 @@
 
 use core::cell::Cell;
 use core::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicUsize};
 
 use ctrack_table::{Context, Guard, Hashes, Removal, pin};
 
@@ -24,6 +24,14 @@ pub(super) struct Dead {
     pub(super) shard: usize,
 }
 
+/// [`Shared::full`]: not remembered full.
+pub(super) const NOT_FULL: u8 = 0;
+/// [`Shared::full`]: a count saw the table at its maximum.
+pub(super) const FULL: u8 = 1;
+/// [`Shared::full`]: a count and the commits in flight when it began
+/// reached the maximum.
+pub(super) const FULL_IN_FLIGHT: u8 = 2;
+
 /// What the table asks of the tracker, and what packets share: the hash
 /// seed, zones, timeout policies, the event sink.
 #[derive(Debug)]
@@ -32,9 +40,11 @@ pub(super) struct Shared {
     pub(super) zones: Zones,
     pub(super) default_policy: ctrack_table::EpochBox<Compiled>,
     pub(super) default_zone_limit: AtomicU32,
-    /// Set when an exact count found the table at its maximum; cleared by
-    /// any removal but an eviction.
-    pub(super) full: AtomicBool,
+    /// The table remembered full: [`NOT_FULL`], [`FULL`] (a count saw it at
+    /// its maximum) or [`FULL_IN_FLIGHT`] (a count and the commits in flight
+    /// reached it, which may leave a place or two: a refusal counts again).
+    /// Cleared by any removal but an eviction.
+    pub(super) full: AtomicU8,
     /// Commits near the limit hold a place here from their count of the
     /// table (or their eviction) until their insert (`Tracker::table_full`).
     pub(super) gate: ctrack_table::Gate,
@@ -84,8 +94,8 @@ impl Shared {
         {
             m.uncount(c.generation());
         }
-        if why != Removal::Evicted && self.full.load(Relaxed) {
-            self.full.store(false, Relaxed);
+        if why != Removal::Evicted && self.full.load(Relaxed) != NOT_FULL {
+            self.full.store(NOT_FULL, Relaxed);
         }
         if self.events.on() {
             self.destroyed(c, now);
