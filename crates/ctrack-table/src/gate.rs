@@ -14,15 +14,20 @@
 //!   limit.
 //!
 //! The gate covers both. Every writer that may change the count near the
-//! limit, whether it checked the count or evicts to make room, holds a
-//! [`Place`] from before its first change until after its last. A writer
-//! that checks counts the others holding places (each may still add one)
-//! and accepts its sum only if no place was taken or given back while it
-//! summed; otherwise it sums again, and after a few tries reports the count
-//! unknown (its caller treats that as full). So a sum it accepts saw every
-//! writer that had finished before it began in full, and every writer
-//! still in flight is counted as one more, whatever part of its changes
-//! the sum caught.
+//! limit without the others seeing the change whole holds a [`Place`]
+//! from before its first change until after its last: a writer that
+//! checked the count before it inserts, a writer that evicts in another
+//! piece than the one it inserts into. (A writer whose eviction and insert
+//! are in one piece can instead leave that piece's published count
+//! alone until its insert: [`crate::Writer::hide_count`].) A writer that
+//! checks counts the writers holding places when its sum began (each may
+//! still add one), and accepts its sum if no place was taken or given back
+//! while it summed: such a sum saw every writer that had finished before
+//! it began in full, and every writer still in flight is counted as one
+//! more, whatever part of its changes the sum caught. If places moved, it
+//! may sum again; the last sum, with every place taken while it ran
+//! counted as one more too, is still a bound from above
+//! ([`GateCount::bound`]), only a looser one.
 //!
 //! For that, the summed counters must be published with `Release` and read
 //! with `Acquire` ([`crate::Table::len`] does): a sum that reads a change

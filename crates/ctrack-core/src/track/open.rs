@@ -490,23 +490,24 @@ impl Tracker {
         }
         let mut place = self.shared.gate.enter();
         let n = place.count(GATE_TRIES, || self.table_len());
-        // Remembered full once the sum and the commits in flight when it
-        // began reach the limit. Under many threads near the limit few
-        // sums settle, and a commit that finds room only within the bound
-        // evicts instead: without remembering, the table can hover a few
-        // short of its limit with every commit summing the shards (on 16
-        // cores a flood ran at half its speed so). Remembered so, the
-        // table stops at most about twice the commits in flight short of
-        // its limit until the next removal; it never passes it.
+        // Remembered full by every commit that finds no room. Under many
+        // threads near the limit few sums settle, and the bound of one
+        // that did not counts every commit that came or went meanwhile:
+        // if commits that found no room only within that bound did not
+        // remember it, the table would hover short of its limit with every
+        // commit summing the shards (on 16 cores a flood ran at half its
+        // speed so). Remembered, the table stops at most about the commits
+        // in flight short of its limit until the next removal (a refusal
+        // counts again first: `recount`); it never passes it.
         if n.sum >= max {
             self.shared.full.store(FULL, Relaxed);
             return (true, Some(place));
         }
-        if n.sum + n.others >= max {
+        if n.bound() >= max {
             self.shared.full.store(FULL_IN_FLIGHT, Relaxed);
             return (true, Some(place));
         }
-        (n.bound() >= max, Some(place))
+        (false, Some(place))
     }
 }
 
