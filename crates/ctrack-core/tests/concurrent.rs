@@ -253,7 +253,7 @@ fn flushes_sweeps_and_limits_during_traffic() {
         s.merge(&h.join().unwrap());
     }
     // Limits held: near the limit every commit counts through the table's
-    // gate, and every eviction holds a place there until its insert.
+    // gate, and no eviction's room is seen before its insert.
     assert!(t.table_len() <= 500, "{}", t.table_len());
     assert!(t.zone_limit(2).1 <= 50);
     assert_eq!(s.packets, u64::from(THREADS) * u64::from(rounds) * 16);
@@ -264,30 +264,26 @@ fn flushes_sweeps_and_limits_during_traffic() {
     assert_eq!(t.sweep(end, usize::MAX, &mut s).next, None);
 }
 
-/// Threads that reach a table's limit together: none of them may take a
-/// place another already counted on, so the table never ends above its
-/// limit (before, every thread that found one place left took it). The
-/// connections answer at once, so none can be evicted: past the limit,
-/// commits are refused. Many rounds, each starting from an empty table.
-#[test]
-fn threads_that_reach_the_limit_together_stay_within_it() {
-    const MAX: usize = 200;
-    const THREADS: u8 = 4;
+/// `threads` threads each opening `per_thread` answered connections at
+/// once into an empty table limited to `max`, `rounds` times: the table
+/// never ends above its limit, and fills up to it (answered connections
+/// cannot be evicted: past the limit, commits are refused).
+fn fill_together(max: usize, threads: u8, per_thread: u16, rounds: u32) {
     let t = Tracker::new(Config {
-        max_conns: MAX,
+        max_conns: max,
         ..Config::default()
     });
     let a = CtAction::commit(0);
     let now = Time::from_secs(1);
-    for round in 0..25 * scale() {
+    for round in 0..rounds {
         std::thread::scope(|s| {
-            for th in 0..THREADS {
+            for th in 0..threads {
                 let t = &t;
                 s.spawn(move || {
                     let mut stats = Stats::default();
-                    for c in 0..MAX as u16 {
+                    let port = 20000 + (round % 1000) as u16;
+                    for c in 0..per_thread {
                         let cl = client(th, c);
-                        let port = 20000 + (round % 1000) as u16;
                         let q = Frame::v4(cl, SERVER, L4::udp(port, 53, b"q")).build();
                         let r = Frame::v4(SERVER, cl, L4::udp(53, port, b"a")).build();
                         t.process(&q, LinkType::Ethernet, &a, now, &mut stats);
@@ -297,13 +293,22 @@ fn threads_that_reach_the_limit_together_stay_within_it() {
             }
         });
         assert!(
-            t.table_len() <= MAX,
-            "round {round}: {} connections in a table limited to {MAX}",
+            t.table_len() <= max,
+            "round {round}: {} connections in a table limited to {max}",
             t.table_len()
         );
-        assert_eq!(t.table_len(), MAX, "round {round}: the table filled up");
+        assert_eq!(t.table_len(), max, "round {round}: the table filled up");
         t.flush_all(&mut Stats::default());
     }
+}
+
+/// Threads that reach a table's limit together: none of them may take a
+/// place another already counted on, so the table never ends above its
+/// limit (before, every thread that found one place left took it). Many
+/// rounds, each starting from an empty table.
+#[test]
+fn threads_that_reach_the_limit_together_stay_within_it() {
+    fill_together(200, 4, 200, 25 * scale());
 }
 
 /// Threads flooding a full table with connections that never answer (so
@@ -386,41 +391,8 @@ fn evictions_at_the_limit_never_make_room_for_a_second_commit() {
 /// limit is far above the approximate count's error: commits that look
 /// while the table is far from its limit and insert after a wait (a
 /// thread descheduled in between, as with eight threads on two cores)
-/// must not end it above its limit. Each connection is answered, so none
-/// can be evicted: past the limit, commits are refused.
+/// must not end it above its limit.
 #[test]
 fn commits_that_looked_far_from_the_limit_do_not_pass_it() {
-    const THREADS: u8 = 8;
-    let max: usize = 6000;
-    let t = Tracker::new(Config {
-        max_conns: max,
-        ..Config::default()
-    });
-    let a = CtAction::commit(0);
-    let now = Time::from_secs(1);
-    for round in 0..10 * scale() {
-        std::thread::scope(|s| {
-            for th in 0..THREADS {
-                let t = &t;
-                s.spawn(move || {
-                    let mut stats = Stats::default();
-                    let port = 20000 + (round % 1000) as u16;
-                    for c in 0..1000u16 {
-                        let cl = client(th, c);
-                        let q = Frame::v4(cl, SERVER, L4::udp(port, 53, b"q")).build();
-                        let r = Frame::v4(SERVER, cl, L4::udp(53, port, b"a")).build();
-                        t.process(&q, LinkType::Ethernet, &a, now, &mut stats);
-                        t.process(&r, LinkType::Ethernet, &a, now, &mut stats);
-                    }
-                });
-            }
-        });
-        assert!(
-            t.table_len() <= max,
-            "round {round}: {} connections in a table limited to {max}",
-            t.table_len()
-        );
-        assert_eq!(t.table_len(), max, "round {round}: the table filled up");
-        t.flush_all(&mut Stats::default());
-    }
+    fill_together(6000, 8, 1000, 10 * scale());
 }

@@ -384,31 +384,36 @@ fn two_counts_near_the_limit_take_one_place_once() {
     });
 }
 
+/// A table of two shards at its limit of 2: one commit evicts a record of
+/// one shard and inserts into the other, holding a place from before the
+/// eviction until after the insert; another counts (`tries` sums at most)
+/// meanwhile. The table must stay within its limit.
+fn eviction_across_shards_against_a_count(tries: usize) {
+    let t = Arc::new(Table::new(TableConfig {
+        shards: 2,
+        capacity: 8,
+    }));
+    let gate = Arc::new(Gate::new());
+    assert!(CTX2.insert_new(&t, 1, 0, 0, u64::MAX, 1).unwrap());
+    assert!(CTX2.insert_new(&t, 2, 0, 0, u64::MAX, 2).unwrap());
+    let (t2, g2) = (Arc::clone(&t), Arc::clone(&gate));
+    let h = thread::spawn(move || {
+        let _place = g2.enter();
+        assert!(CTX2.remove(&t2, 1));
+        assert!(CTX2.insert_new(&t2, 4, 0, 0, u64::MAX, 4).unwrap());
+    });
+    let took = insert_within_by(&CTX2, &t, &gate, 2, 6, tries);
+    h.join().unwrap();
+    assert!(t.len() <= 2, "{} records, {took}", t.len());
+}
+
 #[test]
 fn a_count_across_shards_never_takes_the_room_of_an_eviction() {
-    // As above, with the eviction in one shard and the insert in another:
-    // a sum that reads the insert's shard before the insert and the
+    // A sum that reads the insert's shard before the insert and the
     // eviction's after it sees room even if the evicting commit has given
     // its place back by the time the sum ends; the gate's sequence number
     // catches that.
-    model(|| {
-        let t = Arc::new(Table::new(TableConfig {
-            shards: 2,
-            capacity: 8,
-        }));
-        let gate = Arc::new(Gate::new());
-        assert!(CTX2.insert_new(&t, 1, 0, 0, u64::MAX, 1).unwrap());
-        assert!(CTX2.insert_new(&t, 2, 0, 0, u64::MAX, 2).unwrap());
-        let (t2, g2) = (Arc::clone(&t), Arc::clone(&gate));
-        let h = thread::spawn(move || {
-            let _place = g2.enter();
-            assert!(CTX2.remove(&t2, 1));
-            assert!(CTX2.insert_new(&t2, 4, 0, 0, u64::MAX, 4).unwrap());
-        });
-        let took = insert_within_by(&CTX2, &t, &gate, 2, 6, 2);
-        h.join().unwrap();
-        assert!(t.len() <= 2, "{} records, {took}", t.len());
-    });
+    model(|| eviction_across_shards_against_a_count(2));
 }
 
 #[test]
@@ -464,26 +469,8 @@ fn a_hidden_count_is_published_when_the_writer_ends() {
 
 #[test]
 fn an_unsettled_count_decides_on_its_bound() {
-    // One try only, so that the count decides on a sum that another
-    // commit disturbed (its eviction in one shard, its insert in another,
-    // its place taken and given back meanwhile): the bound must still
-    // keep the table within its limit.
-    model(|| {
-        let t = Arc::new(Table::new(TableConfig {
-            shards: 2,
-            capacity: 8,
-        }));
-        let gate = Arc::new(Gate::new());
-        assert!(CTX2.insert_new(&t, 1, 0, 0, u64::MAX, 1).unwrap());
-        assert!(CTX2.insert_new(&t, 2, 0, 0, u64::MAX, 2).unwrap());
-        let (t2, g2) = (Arc::clone(&t), Arc::clone(&gate));
-        let h = thread::spawn(move || {
-            let _place = g2.enter();
-            assert!(CTX2.remove(&t2, 1));
-            assert!(CTX2.insert_new(&t2, 4, 0, 0, u64::MAX, 4).unwrap());
-        });
-        let took = insert_within_by(&CTX2, &t, &gate, 2, 6, 1);
-        h.join().unwrap();
-        assert!(t.len() <= 2, "{} records, {took}", t.len());
-    });
+    // One try only, so that the count decides on a sum that the other
+    // commit disturbed (its place taken and given back meanwhile): the
+    // bound must still keep the table within its limit.
+    model(|| eviction_across_shards_against_a_count(1));
 }

@@ -421,10 +421,10 @@ impl Tracker {
             // commit that counts the table (`table_full`). A victim of the
             // newcomer's own shard (nearly every one) is hidden: that
             // shard's count is published again only with the insert, which
-            // leaves it where it was. A victim of another shard (next door,
-            // or reached through its alias) is announced first: this commit
-            // takes a place at the table's gate, and is counted as in
-            // flight until its insert.
+            // leaves it where it was. For a victim of another shard (next
+            // door, or reached through its alias) this commit first takes a
+            // place at the table's gate, and is counted as in flight until
+            // its insert.
             w.hide_count(o.hash);
             let gate = &self.shared.gate;
             let mut foreign = || {
