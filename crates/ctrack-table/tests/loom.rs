@@ -343,6 +343,15 @@ fn two_shards(k: u64) -> u64 {
 
 const CTX2: Ctx = Ctx::<fn(u64) -> u64>::new(two_shards);
 
+/// A one-shard table holding records 1 and 2, at its limit of 2, and a
+/// gate with no place held.
+fn at_its_limit() -> (Arc<Table<Rec>>, Arc<Gate>) {
+    let t = table();
+    assert!(insert(&t, 1, 0, 0, u64::MAX));
+    assert!(insert(&t, 2, 0, 0, u64::MAX));
+    (t, Arc::new(Gate::new()))
+}
+
 #[test]
 fn a_count_near_the_limit_never_takes_the_room_of_an_eviction() {
     // The table is at its limit of 2. One commit evicts a record to make
@@ -351,10 +360,7 @@ fn a_count_near_the_limit_never_takes_the_room_of_an_eviction() {
     // evicting commit's place, the count can see the eviction and not the
     // insert, take the room, and end the table at 3.
     model(|| {
-        let t = table();
-        let gate = Arc::new(Gate::new());
-        assert!(insert(&t, 1, 0, 0, u64::MAX));
-        assert!(insert(&t, 2, 0, 0, u64::MAX));
+        let (t, gate) = at_its_limit();
         let (t2, g2) = (Arc::clone(&t), Arc::clone(&gate));
         let h = thread::spawn(move || {
             let _place = g2.enter();
@@ -423,10 +429,7 @@ fn a_count_never_sees_an_eviction_hidden_until_its_insert() {
     // own shard, whose published count it hides from before the eviction
     // until its insert (as `ctrack-core` does for such victims).
     model(|| {
-        let t = table();
-        let gate = Arc::new(Gate::new());
-        assert!(insert(&t, 1, 0, 0, u64::MAX));
-        assert!(insert(&t, 2, 0, 0, u64::MAX));
+        let (t, gate) = at_its_limit();
         let t2 = Arc::clone(&t);
         let h = thread::spawn(move || {
             let g = pin();
