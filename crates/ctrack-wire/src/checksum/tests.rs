@@ -301,7 +301,41 @@ mod prop {
         a % 0xffff == b % 0xffff
     }
 
+    /// Folding 16 bits at a time until nothing is left above them (what
+    /// `fold` did before it was written without a loop).
+    fn fold_by_loop(mut acc: u64) -> u16 {
+        while acc >> 16 != 0 {
+            acc = (acc & 0xffff) + (acc >> 16);
+        }
+        acc as u16
+    }
+
+    #[test]
+    fn fold_at_the_edges_is_the_loop() {
+        for acc in [
+            0,
+            1,
+            0xffff,
+            0x1_0000,
+            0xffff_ffff,
+            0x1_0000_0000,
+            0xffff_fffe_0001,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            assert_eq!(fold(acc), fold_by_loop(acc), "{acc:#x}");
+        }
+    }
+
     proptest! {
+        /// Any running sum folds as the loop folds it, including sums with
+        /// every bit set in one of their halves.
+        #[test]
+        fn fold_is_the_loop(acc in any::<u64>(), hi in any::<bool>(), lo in any::<bool>()) {
+            let acc = acc | if hi { 0xffff_ffff << 32 } else { 0 } | if lo { 0xffff_ffff } else { 0 };
+            prop_assert_eq!(fold(acc), fold_by_loop(acc));
+        }
+
         /// Any data, summed whole or in pieces of even length (and with a
         /// pseudo-header's sum in front), folds to the straightforward
         /// 16-bit sum bit for bit (0 only for all zeros).
