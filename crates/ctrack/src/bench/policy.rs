@@ -21,9 +21,10 @@ use ctrack_policy::expr::Expr;
 use ctrack_policy::firewall::{Action, BurstOut, Decision, Firewall, FwStats};
 use ctrack_policy::key::{Field, Key, flag};
 use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy, Port};
+use ctrack_wire::tcp::flags::{ACK, PSH, SYN};
 use serde::Serialize;
 
-use super::cps::{Latency, histogram};
+use super::cps::{Latency, Proto, histogram};
 use super::{Machine, median, packets};
 use crate::args::{MAX_RUNS, bounded};
 
@@ -61,6 +62,11 @@ pub struct PolicyBenchArgs {
     /// Runs; medians are reported (1 to 1000).
     #[arg(long, default_value_t = 5, value_parser = bounded(1, MAX_RUNS))]
     pub runs: usize,
+    /// The connections' protocol (`stage`, `passes`, `stateless`,
+    /// `reload`): UDP, or TCP opened by a three-way handshake, each
+    /// packet after it carrying data.
+    #[arg(long, value_enum, default_value_t = Proto::Udp)]
+    pub proto: Proto,
 }
 
 const CLIENT_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
@@ -100,8 +106,12 @@ struct Report {
 /// A policy of two ports (client, server) whose traffic `allow` admits,
 /// behind `n - 1` to-lport drop ACLs of higher priority that it never
 /// matches (/32 sources in 198.18.0.0/15 to single ports), as a security
-/// group's rules for other peers would be.
-fn policy(n: usize, allow: AclAction) -> Policy {
+/// group's rules for other peers would be. Every ACL is of `proto`.
+fn policy(n: usize, allow: AclAction, proto: Proto) -> Policy {
+    let l4 = match proto {
+        Proto::Udp => flag::UDP,
+        Proto::Tcp => flag::TCP,
+    };
     let port = |name: &str, mac: [u8; 6]| Port {
         name: name.into(),
         macs: vec![mac],
@@ -111,7 +121,7 @@ fn policy(n: usize, allow: AclAction) -> Policy {
     let mut acls = Vec::with_capacity(n);
     for i in 0..n - 1 {
         let expr = Expr::And(vec![
-            Expr::flags(flag::IP | flag::IP4 | flag::UDP),
+            Expr::flags(flag::IP | flag::IP4 | l4),
             Expr::eq(Field::Outport, 2),
             Expr::eq(Field::IpSrc, u128::from(0xc612_0000u32 + i as u32)),
             Expr::eq(Field::L4Dst, (i % 60_000) as u128 + 1),
@@ -119,7 +129,7 @@ fn policy(n: usize, allow: AclAction) -> Policy {
         acls.push(acl(i, 2000, AclAction::Drop, expr));
     }
     let expr = Expr::And(vec![
-        Expr::flags(flag::IP | flag::IP4 | flag::UDP),
+        Expr::flags(flag::IP | flag::IP4 | l4),
         Expr::eq(Field::Outport, 2),
     ]);
     acls.push(acl(n - 1, 1000, allow, expr));
@@ -137,9 +147,46 @@ fn acl(index: usize, priority: u16, action: AclAction, expr: Expr) -> Acl {
     Acl::new(index, Direction::ToLport, priority, action, expr)
 }
 
-/// A UDP packet of connection `i` with the ports' MACs.
-fn frame(i: u64, reply: bool) -> Vec<u8> {
-    let mut f = packets::udp(i, reply);
+/// An established packet of connection `i` with the ports' MACs: for
+/// TCP, a segment of six bytes acknowledging the other side's handshake
+/// (each side's first data; sent again, a retransmission, which the
+/// window takes).
+fn frame(proto: Proto, i: u64, reply: bool) -> Vec<u8> {
+    let f = match (proto, reply) {
+        (Proto::Udp, _) => packets::udp(i, reply),
+        (Proto::Tcp, false) => packets::tcp(i, false, PSH | ACK, 1001, 5001),
+        (Proto::Tcp, true) => packets::tcp(i, true, PSH | ACK, 5001, 1001),
+    };
+    with_macs(f, reply)
+}
+
+/// The packets that open connection `i`, in order, each with whether it
+/// is the answer: UDP's first packet and its answer, TCP's handshake.
+fn opening(proto: Proto, i: u64) -> Vec<(Vec<u8>, bool)> {
+    match proto {
+        Proto::Udp => vec![
+            (frame(proto, i, false), false),
+            (frame(proto, i, true), true),
+        ],
+        Proto::Tcp => vec![
+            (
+                with_macs(packets::tcp(i, false, SYN, 1000, 0), false),
+                false,
+            ),
+            (
+                with_macs(packets::tcp(i, true, SYN | ACK, 5000, 1001), true),
+                true,
+            ),
+            (
+                with_macs(packets::tcp(i, false, ACK, 1001, 5001), false),
+                false,
+            ),
+        ],
+    }
+}
+
+/// `f` with the client's and the server's MACs, as `reply` says.
+fn with_macs(mut f: Vec<u8>, reply: bool) -> Vec<u8> {
     let (src, dst) = if reply {
         (SERVER_MAC, CLIENT_MAC)
     } else {
@@ -152,10 +199,10 @@ fn frame(i: u64, reply: bool) -> Vec<u8> {
 
 /// The packets a run sends: connection `i mod conns`, in both directions,
 /// strided so that consecutive packets are of different connections.
-fn ring(conns: u64, n: usize) -> Vec<Vec<u8>> {
+fn ring(proto: Proto, conns: u64, n: usize) -> Vec<Vec<u8>> {
     let len = n.min(1 << 20);
     (0..len as u64)
-        .map(|k| frame((k * 7919) % conns, k % 2 == 1))
+        .map(|k| frame(proto, (k * 7919) % conns, k % 2 == 1))
         .collect()
 }
 
@@ -163,13 +210,19 @@ fn tracker() -> Tracker {
     Tracker::new(Config::default())
 }
 
-/// A firewall with `conns` connections opened and answered.
-fn firewall(p: Policy, conns: u64) -> Result<Firewall<()>> {
+/// A firewall with `conns` connections of `proto` opened (every
+/// connection's first packet, then every answer, ...).
+fn firewall(p: Policy, conns: u64, proto: Proto) -> Result<Firewall<()>> {
     let fw = Firewall::new(tracker(), FragConfig::default(), p)?;
     let mut st = FwStats::default();
-    for reply in [false, true] {
-        let mut frames: Vec<Vec<u8>> = (0..conns).map(|i| frame(i, reply)).collect();
-        judge_all(&fw, &mut frames, &mut st);
+    for step in 0..opening(proto, 0).len() {
+        let mut frames: Vec<Vec<u8>> = (0..conns)
+            .map(|i| opening(proto, i).swap_remove(step).0)
+            .collect();
+        let passed = judge_all(&fw, &mut frames, &mut st);
+        if passed != conns {
+            bail!("{} of {conns} opening packets did not pass", conns - passed);
+        }
     }
     if fw.tracker().table_len() as u64 != conns {
         bail!(
@@ -218,15 +271,15 @@ fn rate(runs: usize, packets: u64, mut f: impl FnMut() -> u64) -> Result<(f64, V
     Ok((median(&rates), rates))
 }
 
-/// A tracker holding `conns` answered connections in zone 1, and the
-/// lookup that finds them.
-fn plain(conns: u64) -> Tracker {
+/// A tracker holding `conns` opened connections of `proto` in zone 1,
+/// and the lookup that finds them.
+fn plain(conns: u64, proto: Proto) -> Tracker {
     let t = tracker();
     let mut s = Stats::default();
-    for reply in [false, true] {
+    for step in 0..opening(proto, 0).len() {
         for i in 0..conns {
             t.process(
-                &frame(i, reply),
+                &opening(proto, i).swap_remove(step).0,
                 LinkType::Ethernet,
                 &CtAction::commit(1),
                 Time::from_secs(1),
@@ -287,15 +340,20 @@ fn fw_run(fw: &Firewall<()>, ring: &mut [Vec<u8>], packets: u64, st: &mut FwStat
 }
 
 fn stage(a: &PolicyBenchArgs) -> Result<Report> {
-    let t = plain(a.conns);
+    let t = plain(a.conns, a.proto);
     let mut rows = Vec::new();
     let mut text = format!(
-        "firewall stage, established UDP, {} connections, one core:\n",
+        "firewall stage, established {}, {} connections, one core:\n",
+        name(a.proto),
         a.conns
     );
     for &n in &a.acls {
-        let fw = firewall(policy(n, AclAction::AllowRelated), a.conns)?;
-        let mut r = ring(a.conns, a.packets as usize);
+        let fw = firewall(
+            policy(n, AclAction::AllowRelated, a.proto),
+            a.conns,
+            a.proto,
+        )?;
+        let mut r = ring(a.proto, a.conns, a.packets as usize);
         // The firewall and the plain lookup take turns, run by run, and the
         // cost is the median of each pair's ratio: a machine that slows
         // down or speeds up during the benchmark moves both of a pair.
@@ -323,9 +381,16 @@ fn stage(a: &PolicyBenchArgs) -> Result<Report> {
     }
     Ok(report(
         "policy stage",
-        serde_json::json!({"conns": a.conns, "rows": rows}),
+        serde_json::json!({"conns": a.conns, "proto": a.proto, "rows": rows}),
         text,
     ))
+}
+
+fn name(proto: Proto) -> &'static str {
+    match proto {
+        Proto::Udp => "UDP",
+        Proto::Tcp => "TCP",
+    }
 }
 
 fn report(bench: &str, figures: serde_json::Value, text: String) -> Report {
@@ -375,12 +440,17 @@ fn two_pass(fw: &Firewall<()>, ring: &[Vec<u8>], st: &mut Stats) -> u64 {
 fn passes(a: &PolicyBenchArgs) -> Result<Report> {
     let mut rows = Vec::new();
     let mut text = format!(
-        "single pass against two passes, established UDP, {} connections, one core:\n",
+        "single pass against two passes, established {}, {} connections, one core:\n",
+        name(a.proto),
         a.conns
     );
     for &n in &a.acls {
-        let fw = firewall(policy(n, AclAction::AllowRelated), a.conns)?;
-        let mut r = ring(a.conns, a.packets as usize);
+        let fw = firewall(
+            policy(n, AclAction::AllowRelated, a.proto),
+            a.conns,
+            a.proto,
+        )?;
+        let mut r = ring(a.proto, a.conns, a.packets as usize);
         let (one, one_runs) = fw_rate(&fw, &mut r, a)?;
         let mut s = Stats::default();
         let len = r.len() as u64;
@@ -399,7 +469,7 @@ fn passes(a: &PolicyBenchArgs) -> Result<Report> {
     }
     Ok(report(
         "policy passes",
-        serde_json::json!({"conns": a.conns, "rows": rows}),
+        serde_json::json!({"conns": a.conns, "proto": a.proto, "rows": rows}),
         text,
     ))
 }
@@ -407,17 +477,22 @@ fn passes(a: &PolicyBenchArgs) -> Result<Report> {
 fn stateless(a: &PolicyBenchArgs) -> Result<Report> {
     let mut rows = Vec::new();
     let mut text = format!(
-        "allow-stateless against allow-related, UDP, {} connections, one core:\n",
+        "allow-stateless against allow-related, {}, {} connections, one core:\n",
+        name(a.proto),
         a.conns
     );
     for &n in &a.acls {
-        let related = firewall(policy(n, AclAction::AllowRelated), a.conns)?;
+        let related = firewall(
+            policy(n, AclAction::AllowRelated, a.proto),
+            a.conns,
+            a.proto,
+        )?;
         let stateless = Firewall::new(
             tracker(),
             FragConfig::default(),
-            policy(n, AclAction::AllowStateless),
+            policy(n, AclAction::AllowStateless, a.proto),
         )?;
-        let mut r = ring(a.conns, a.packets as usize);
+        let mut r = ring(a.proto, a.conns, a.packets as usize);
         let (rel, rel_runs) = fw_rate(&related, &mut r, a)?;
         let (sl, sl_runs) = fw_rate(&stateless, &mut r, a)?;
         text += &format!(
@@ -431,46 +506,58 @@ fn stateless(a: &PolicyBenchArgs) -> Result<Report> {
     }
     Ok(report(
         "policy stateless",
-        serde_json::json!({"conns": a.conns, "rows": rows}),
+        serde_json::json!({"conns": a.conns, "proto": a.proto, "rows": rows}),
         text,
     ))
 }
 
 fn reload(a: &PolicyBenchArgs) -> Result<Report> {
     let n = a.acls[0];
-    let fw = firewall(policy(n, AclAction::AllowRelated), a.conns)?;
+    let fw = firewall(
+        policy(n, AclAction::AllowRelated, a.proto),
+        a.conns,
+        a.proto,
+    )?;
     let mut st = FwStats::default();
     // Every connection once, original direction, in order.
-    let mut all: Vec<Vec<u8>> = (0..a.conns).map(|i| frame(i, false)).collect();
+    let mut all: Vec<Vec<u8>> = (0..a.conns).map(|i| frame(a.proto, i, false)).collect();
     let mut before = histogram();
     let mut during = histogram();
     let now = Time::from_secs(1);
     let mut decisions = vec![Decision::default(); BURST];
     let mut replies = Vec::new();
+    // Every packet must pass, before the change and after it.
+    let mut blocked = 0;
     let mut burst = |fw: &Firewall<()>, chunk: &mut [Vec<u8>], st: &mut FwStats| -> u64 {
         let t = Instant::now();
+        let d = &mut decisions[..chunk.len()];
         fw.process_burst(
             chunk,
             now,
             BurstOut {
-                decisions: &mut decisions[..chunk.len()],
+                decisions: d,
                 replies: &mut replies,
                 stats: st,
             },
         );
-        t.elapsed().as_nanos() as u64
+        let ns = t.elapsed().as_nanos() as u64;
+        blocked += d.iter().filter(|x| x.action != Action::Allow).count();
+        ns
     };
     for chunk in all.chunks_mut(BURST) {
         before.record(burst(&fw, chunk, &mut st).max(1))?;
     }
     // The change: one more ACL, which leaves every connection allowed.
     let start = Instant::now();
-    let generation = fw.set_policy(policy(n + 1, AclAction::AllowRelated))?;
+    let generation = fw.set_policy(policy(n + 1, AclAction::AllowRelated, a.proto))?;
     let swap = start.elapsed();
     for chunk in all.chunks_mut(BURST) {
         during.record(burst(&fw, chunk, &mut st).max(1))?;
     }
     let all_judged = start.elapsed();
+    if blocked > 0 {
+        bail!("{blocked} packets of allowed connections did not pass");
+    }
     if st.rejudged < a.conns {
         bail!(
             "only {} of {} connections were judged again",
@@ -496,7 +583,7 @@ fn reload(a: &PolicyBenchArgs) -> Result<Report> {
     Ok(report(
         "policy reload",
         serde_json::json!({
-            "conns": a.conns, "acls": n, "swap_ms": swap.as_secs_f64() * 1e3,
+            "conns": a.conns, "proto": a.proto, "acls": n, "swap_ms": swap.as_secs_f64() * 1e3,
             "all_rejudged_ms": all_judged.as_secs_f64() * 1e3, "rejudged": st.rejudged,
             "batch_latency_before_ns": b, "batch_latency_during_ns": d,
         }),
