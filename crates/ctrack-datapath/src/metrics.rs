@@ -226,7 +226,7 @@ fn firewall(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
 }
 
 fn ports(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
-    let mut rows: [Vec<(Labels, u64)>; 6] = Default::default();
+    let mut rows: [Vec<(Labels, u64)>; 7] = Default::default();
     for (i, p) in shared.ports.iter().enumerate() {
         let c = s.ports.get(i).copied().unwrap_or_default();
         let l = labels(&[("port", p.name.clone()), ("interface", p.ifname.clone())]);
@@ -237,6 +237,7 @@ fn ports(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
             c.tx_packets,
             c.tx_bytes,
             c.tx_errors,
+            c.rx_csum_completed,
         ];
         for (r, v) in rows.iter_mut().zip(vals) {
             r.push((l.clone(), v));
@@ -249,6 +250,10 @@ fn ports(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
         ("port_tx_packets", "Frames sent."),
         ("port_tx_bytes", "Bytes sent."),
         ("port_tx_errors", "Frames that could not be sent."),
+        (
+            "port_rx_checksums_completed",
+            "Frames received with the transport checksum left to offload, finished by ctrack.",
+        ),
     ];
     for ((name, help), r) in names.into_iter().zip(rows) {
         counters(reg, name, help, r);

@@ -152,6 +152,40 @@ pub fn parse(data: &[u8], probe: &mut Probe) {
     let _ = ovs_wscale(data);
     let _ = TcpOptions::new(data).count();
     let _ = ipv6::walk_extensions(data, data.first().copied().unwrap_or(0));
+    offload(data, probe);
+}
+
+/// The frame with its transport checksum finished as if its sender had
+/// left it to offload (`ctrack_wire::offload`): nothing but the checksum
+/// field changes, and a finished checksum is one the tracker takes.
+fn offload(data: &[u8], probe: &mut Probe) {
+    let mut f = data.to_vec();
+    let done = ctrack_wire::offload::complete(&mut f);
+    probe.feature(13, done);
+    let changed: Vec<usize> = (0..f.len()).filter(|&i| f[i] != data[i]).collect();
+    let Some(what) = done else {
+        assert!(
+            changed.is_empty(),
+            "changed without completing: {data:02x?}"
+        );
+        return;
+    };
+    let layers = parse_frame(&f, LinkType::Ethernet);
+    let ip = layers.ip.expect("completed, so IP");
+    let field = match what {
+        ctrack_wire::offload::Completed::Tcp => ip.l4 + 16..ip.l4 + 18,
+        ctrack_wire::offload::Completed::Udp => ip.l4 + 6..ip.l4 + 8,
+        ctrack_wire::offload::Completed::Sctp => ip.l4 + 8..ip.l4 + 12,
+    };
+    assert!(
+        changed.iter().all(|i| field.contains(i)),
+        "{what:?} changed {changed:?}: {data:02x?}"
+    );
+    let x = extract(&f, &layers, 3, ExtractOptions { checksums: true });
+    assert!(
+        !matches!(x, Err(ctrack_core::InvalidReason::BadL4Checksum)),
+        "{what:?} completed, still a bad checksum: {data:02x?}"
+    );
 }
 
 /// Features of a frame walk: which layers were found, and why not.

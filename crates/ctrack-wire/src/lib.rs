@@ -64,6 +64,7 @@ pub mod frame;
 pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
+pub mod offload;
 pub mod sctp;
 pub mod seq;
 pub mod tcp;

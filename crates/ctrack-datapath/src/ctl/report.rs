@@ -255,6 +255,7 @@ fn ports_json(ctx: &Ctx, s: &WorkerStats) -> Value {
                 "tx_packets": c.tx_packets,
                 "tx_bytes": c.tx_bytes,
                 "tx_errors": c.tx_errors,
+                "rx_csum_completed": c.rx_csum_completed,
             })
         })
         .collect();
@@ -267,7 +268,7 @@ fn ports_text(v: &Value) -> String {
         let s = |k: &str| p[k].as_str().unwrap_or("").to_owned();
         let _ = writeln!(
             o,
-            "  {} ({}): mac {} mtu {}; rx {} packets {} bytes {} dropped; tx {} packets {} bytes {} errors",
+            "  {} ({}): mac {} mtu {}; rx {} packets {} bytes {} dropped {} checksums completed; tx {} packets {} bytes {} errors",
             s("name"),
             s("interface"),
             s("mac"),
@@ -275,6 +276,7 @@ fn ports_text(v: &Value) -> String {
             p["rx_packets"],
             p["rx_bytes"],
             p["rx_dropped"],
+            p["rx_csum_completed"],
             p["tx_packets"],
             p["tx_bytes"],
             p["tx_errors"]

@@ -77,6 +77,9 @@ pub struct PortStats {
     pub tx_bytes: u64,
     /// Frames that could not be sent (ring full, too large, error).
     pub tx_errors: u64,
+    /// Frames received with their transport checksum left to offload
+    /// (AF_PACKET's `TP_STATUS_CSUMNOTREADY`), which ctrack finished.
+    pub rx_csum_completed: u64,
 }
 
 impl PortStats {
@@ -88,6 +91,7 @@ impl PortStats {
         self.tx_packets += o.tx_packets;
         self.tx_bytes += o.tx_bytes;
         self.tx_errors += o.tx_errors;
+        self.rx_csum_completed += o.rx_csum_completed;
     }
 }
 

@@ -81,8 +81,22 @@ fn ip(args: &[&str]) {
 }
 
 impl Net {
-    /// Builds the namespaces for test `tag` (a few letters).
+    /// Builds the namespaces for test `tag` (a few letters), every offload
+    /// off.
     pub(crate) fn new(tag: &str) -> Net {
+        Net::build(tag, false)
+    }
+
+    /// [`Net::new`], but the client and the server keep their transmit
+    /// checksum offload (a veth's default): their stacks hand TCP and UDP
+    /// segments over with the checksum left for the device to finish.
+    /// Receive checksum offload stays off on their ends, so that their
+    /// stacks check every checksum that reaches them.
+    pub(crate) fn with_tx_checksum_offload(tag: &str) -> Net {
+        Net::build(tag, true)
+    }
+
+    fn build(tag: &str, tx_csum: bool) -> Net {
         let one = ONE.lock().unwrap_or_else(|e| e.into_inner());
         let lock_path = std::env::temp_dir().join("ctrack-netns-tests.lock");
         let lock = std::fs::File::create(&lock_path).expect("lock file");
@@ -126,15 +140,20 @@ impl Net {
             ip(&["-n", peer, "link", "set", inner, "up"]);
             ip(&["-n", &net.f, "link", "set", end, "up"]);
             // Frames as on a wire: no segmentation or checksum offload
-            // (a userspace switch gets what the peer really sent).
-            for (ns, dev) in [(peer.as_str(), inner), (net.f.as_str(), end)] {
-                net.run(
+            // (a userspace switch gets what the peer really sent), unless
+            // the test keeps the peer's transmit checksum offload.
+            for (ns, dev, tx) in [
+                (peer.as_str(), inner, if tx_csum { "on" } else { "off" }),
+                (net.f.as_str(), end, "off"),
+            ] {
+                let o = net.run(
                     ns,
                     &[
-                        "ethtool", "-K", dev, "tx", "off", "rx", "off", "tso", "off", "gso", "off",
+                        "ethtool", "-K", dev, "tx", tx, "rx", "off", "tso", "off", "gso", "off",
                         "gro", "off",
                     ],
                 );
+                assert!(o.status.success(), "ethtool -K {dev}: {o:?}");
             }
         }
         net

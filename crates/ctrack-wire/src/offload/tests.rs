@@ -1,0 +1,211 @@
+use std::net::Ipv6Addr;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::build::{Ext, Frame, L4};
+use crate::frame::parse_frame;
+
+const C4: [u8; 4] = [10, 77, 0, 1];
+const S4: [u8; 4] = [10, 77, 0, 2];
+
+fn c6() -> Ipv6Addr {
+    "fd00::1".parse().unwrap()
+}
+
+fn s6() -> Ipv6Addr {
+    "fd00::2".parse().unwrap()
+}
+
+fn tcp() -> L4 {
+    L4::tcp_seg(40000, 80, 0x018, 1000, 2000, 501, b"GET / HTTP/1.1\r\n\r\n")
+}
+
+fn sctp() -> L4 {
+    // One DATA chunk of 4 bytes of payload (16 bytes, padded).
+    let mut chunk = vec![0, 0x03, 0, 20];
+    chunk.extend_from_slice(&[0; 12]);
+    chunk.extend_from_slice(b"data");
+    L4::Sctp {
+        sport: 5000,
+        dport: 5001,
+        vtag: 0x1234_5678,
+        chunks: chunk,
+    }
+}
+
+/// `f` as a Linux stack hands it to a device with checksum offload: the
+/// TCP or UDP checksum field holds the folded pseudo-header sum, the
+/// SCTP CRC is zero.
+fn unfinished(f: &[u8]) -> Vec<u8> {
+    let mut f = f.to_vec();
+    let ip = parse_frame(&f, LinkType::Ethernet).ip.unwrap();
+    let len = (ip.end - ip.l4) as u32;
+    let pseudo = match ip.version {
+        IpVersion::V4 => {
+            let h = &f[ip.l3..];
+            checksum::pseudo_header_v4(
+                [h[12], h[13], h[14], h[15]],
+                [h[16], h[17], h[18], h[19]],
+                ip.proto,
+                len,
+            )
+        }
+        IpVersion::V6 => {
+            let h = &f[ip.l3..];
+            checksum::pseudo_header_v6(
+                h[8..24].try_into().unwrap(),
+                h[24..40].try_into().unwrap(),
+                ip.proto,
+                len,
+            )
+        }
+    };
+    let at = match ip.proto {
+        ip_proto::TCP => ip.l4 + 16,
+        ip_proto::UDP => ip.l4 + 6,
+        ip_proto::SCTP => {
+            f[ip.l4 + 8..ip.l4 + 12].fill(0);
+            return f;
+        }
+        p => panic!("protocol {p}"),
+    };
+    let partial = checksum::fold(pseudo);
+    f[at..at + 2].copy_from_slice(&partial.to_be_bytes());
+    f
+}
+
+/// Built with its checksum, unfinished, completed: the frame built.
+fn round_trip(frame: &Frame, want: Completed) {
+    let built = frame.build();
+    let mut f = unfinished(&built);
+    assert_ne!(f, built, "the unfinished frame differs");
+    assert_eq!(complete(&mut f), Some(want));
+    assert_eq!(f, built);
+}
+
+#[test]
+fn tcp_and_udp_over_ipv4_are_completed() {
+    round_trip(&Frame::v4(C4, S4, tcp()), Completed::Tcp);
+    round_trip(
+        &Frame::v4(C4, S4, L4::udp(5353, 53, b"a question")),
+        Completed::Udp,
+    );
+    // Behind two VLAN tags, with IP options and link padding.
+    let mut f = Frame::v4(C4, S4, tcp()).vlan(0x88a8, 10).vlan(0x8100, 20);
+    f.ip_options = vec![1, 1, 1, 0];
+    f.padding = 6;
+    round_trip(&f, Completed::Tcp);
+}
+
+#[test]
+fn tcp_and_udp_over_ipv6_are_completed() {
+    round_trip(&Frame::v6(c6(), s6(), tcp()), Completed::Tcp);
+    let mut f = Frame::v6(c6(), s6(), L4::udp(5353, 53, b"a question"));
+    f.ext = vec![Ext::HopByHop(0), Ext::DestOpts(1)];
+    round_trip(&f, Completed::Udp);
+}
+
+#[test]
+fn sctp_gets_its_crc() {
+    round_trip(&Frame::v4(C4, S4, sctp()), Completed::Sctp);
+    round_trip(&Frame::v6(c6(), s6(), sctp()), Completed::Sctp);
+}
+
+#[test]
+fn a_udp_checksum_of_zero_is_sent_as_all_ones() {
+    // Two payload bytes chosen so that the checksum comes out zero: the
+    // builder then writes all ones, and so must `complete`.
+    let f = (0..=u16::MAX)
+        .map(|v| Frame::v4(C4, S4, L4::udp(1, 2, &v.to_be_bytes())))
+        .find(|f| {
+            let b = f.build();
+            b[40..42] == [0xff, 0xff]
+        })
+        .expect("some payload sums to zero");
+    round_trip(&f, Completed::Udp);
+}
+
+#[test]
+fn what_is_not_finished_by_offload_is_left_alone() {
+    let cases = [
+        // ICMP is never offloaded.
+        Frame::v4(C4, S4, L4::icmp_query(8, 1, 1)).build(),
+        // A first fragment: the stack finished it before fragmenting.
+        {
+            let mut f = Frame::v4(C4, S4, tcp());
+            f.more_frags = true;
+            f.build()
+        },
+        // A routing header: the pseudo-header's destination is elsewhere.
+        {
+            let mut f = Frame::v6(c6(), s6(), tcp());
+            f.ext = vec![Ext::Routing];
+            f.build()
+        },
+        // A UDP length that is not the datagram's.
+        {
+            let mut f = Frame::v4(C4, S4, L4::udp(1, 2, b"abcd")).build();
+            f[38..40].copy_from_slice(&10u16.to_be_bytes());
+            f
+        },
+        // ARP.
+        {
+            let mut f = vec![0xff; 12];
+            f.extend_from_slice(&[0x08, 0x06]);
+            f.extend_from_slice(&[0; 28]);
+            f
+        },
+    ];
+    for f in cases {
+        let mut g = f.clone();
+        assert_eq!(complete(&mut g), None, "{f:02x?}");
+        assert_eq!(g, f);
+    }
+}
+
+#[test]
+fn a_truncated_transport_header_is_left_alone() {
+    let built = Frame::v4(C4, S4, L4::tcp(1, 2, 0x002)).build();
+    // Cut the TCP header to 12 bytes and say so in the IP header.
+    let mut f = built[..14 + 20 + 12].to_vec();
+    f[16..18].copy_from_slice(&32u16.to_be_bytes());
+    let g = f.clone();
+    assert_eq!(complete(&mut f), None);
+    assert_eq!(f, g);
+}
+
+proptest! {
+    /// Any bytes: no panic, and a frame is only ever changed in its
+    /// transport checksum field (or SCTP's CRC).
+    #[test]
+    fn any_frame_is_safe(mut f in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let before = f.clone();
+        let r = complete(&mut f);
+        if r.is_none() {
+            prop_assert_eq!(&f, &before);
+        }
+        let changed = f.iter().zip(&before).filter(|(a, b)| a != b).count();
+        prop_assert!(changed <= 4);
+    }
+
+    /// Any TCP or UDP payload over either family round-trips.
+    #[test]
+    fn any_payload_round_trips(
+        payload in proptest::collection::vec(any::<u8>(), 0..300),
+        v6 in any::<bool>(),
+        udp in any::<bool>(),
+    ) {
+        let l4 = if udp {
+            L4::udp(1234, 53, &payload)
+        } else {
+            L4::tcp_seg(1234, 80, 0x018, 7, 9, 100, &payload)
+        };
+        let f = if v6 { Frame::v6(c6(), s6(), l4) } else { Frame::v4(C4, S4, l4) };
+        let built = f.build();
+        let mut g = unfinished(&built);
+        let want = if udp { Completed::Udp } else { Completed::Tcp };
+        prop_assert_eq!(complete(&mut g), Some(want));
+        prop_assert_eq!(g, built);
+    }
+}
