@@ -226,7 +226,7 @@ fn firewall(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
 }
 
 fn ports(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
-    let mut rows: [Vec<(Labels, u64)>; 7] = Default::default();
+    let mut rows: [Vec<(Labels, u64)>; 9] = Default::default();
     for (i, p) in shared.ports.iter().enumerate() {
         let c = s.ports.get(i).copied().unwrap_or_default();
         let l = labels(&[("port", p.name.clone()), ("interface", p.ifname.clone())]);
@@ -238,6 +238,8 @@ fn ports(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
             c.tx_bytes,
             c.tx_errors,
             c.rx_csum_completed,
+            c.rx_gso_frames,
+            c.rx_gso_segments,
         ];
         for (r, v) in rows.iter_mut().zip(vals) {
             r.push((l.clone(), v));
@@ -253,6 +255,14 @@ fn ports(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
         (
             "port_rx_checksums_completed",
             "Frames received with the transport checksum left to offload, finished by ctrack.",
+        ),
+        (
+            "port_rx_gso_frames",
+            "Frames received whole from a sender with segmentation offload, cut by ctrack.",
+        ),
+        (
+            "port_rx_gso_segments",
+            "The segments those frames were cut into.",
         ),
     ];
     for ((name, help), r) in names.into_iter().zip(rows) {

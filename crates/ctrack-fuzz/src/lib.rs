@@ -153,6 +153,7 @@ pub fn parse(data: &[u8], probe: &mut Probe) {
     let _ = TcpOptions::new(data).count();
     let _ = ipv6::walk_extensions(data, data.first().copied().unwrap_or(0));
     offload(data, probe);
+    segments(data, probe);
 }
 
 /// The frame with its transport checksum finished as if its sender had
@@ -186,6 +187,55 @@ fn offload(data: &[u8], probe: &mut Probe) {
         !matches!(x, Err(ctrack_core::InvalidReason::BadL4Checksum)),
         "{what:?} completed, still a bad checksum: {data:02x?}"
     );
+}
+
+/// The frame cut as segmentation offload would (`ctrack_wire::offload::
+/// segment`), at a size taken from its last byte: every piece is a frame
+/// whose checksums the tracker takes, no longer than the size, and the
+/// pieces' payloads together are the frame's.
+fn segments(data: &[u8], probe: &mut Probe) {
+    use ctrack_wire::offload::{Gso, segment};
+    let size = 64 + u16::from(data.last().copied().unwrap_or(0)) * 8;
+    for gso in [Gso::Tcp(size), Gso::Udp(size)] {
+        let mut scratch = Vec::new();
+        let mut pieces = Vec::new();
+        let n = segment(data, gso, &mut scratch, |p| pieces.push(p.to_vec()));
+        probe.feature(14, (gso, n.map(|n| n.min(4))));
+        let Some(n) = n else {
+            assert!(pieces.is_empty());
+            continue;
+        };
+        assert_eq!(n, pieces.len());
+        let ip = parse_frame(data, LinkType::Ethernet)
+            .ip
+            .expect("cut, so IP");
+        let hl = |f: &[u8], l4: usize| match gso {
+            Gso::Tcp(_) => usize::from(f[l4 + 12] >> 4) * 4,
+            _ => 8,
+        };
+        let mut joined = Vec::new();
+        for p in &pieces {
+            let layers = parse_frame(p, LinkType::Ethernet);
+            let pip = layers.ip.expect("a piece is IP");
+            let body = &p[pip.l4 + hl(p, pip.l4)..pip.end];
+            assert!(body.len() <= usize::from(size), "{data:02x?}");
+            joined.extend_from_slice(body);
+            let x = extract(p, &layers, 3, ExtractOptions { checksums: true });
+            assert!(
+                !matches!(
+                    x,
+                    Err(ctrack_core::InvalidReason::BadL4Checksum
+                        | ctrack_core::InvalidReason::BadIpChecksum)
+                ),
+                "{gso:?}: a piece with a bad checksum ({x:?}): {data:02x?}"
+            );
+        }
+        assert_eq!(
+            joined,
+            &data[ip.l4 + hl(data, ip.l4)..ip.end],
+            "{data:02x?}"
+        );
+    }
 }
 
 /// Features of a frame walk: which layers were found, and why not.

@@ -14,6 +14,14 @@
 //! held), so it needs nothing but the frame. Call it only for frames the
 //! kernel says are unfinished: on any other frame it would turn a wrong
 //! checksum into a right one.
+//!
+//! With segmentation offload (TSO, GSO; a veth's default too) the stack
+//! hands over one TCP segment of up to 64 KiB, or one UDP datagram made of
+//! many, for the device to cut at a size it names. A packet socket with
+//! `PACKET_VNET_HDR` receives the frame behind a [`VnetHdr`] that says how;
+//! [`segment`] cuts it as the kernel's software segmentation would, each
+//! piece a whole packet with its own checksums, so that the firewall
+//! judges, and the receiver gets, what would have been on a wire.
 
 use crate::checksum;
 use crate::frame::{IpVersion, LinkType, parse_frame};
@@ -108,6 +116,189 @@ fn has_routing_header(area: &[u8], mut next: u8) -> bool {
         off += len;
     }
     false
+}
+
+/// The header a packet socket with `PACKET_VNET_HDR` puts before each
+/// frame (`struct virtio_net_hdr`, in the host's byte order, as the kernel
+/// writes it for a packet socket).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VnetHdr {
+    /// `VIRTIO_NET_HDR_F_*`: 1, the checksum is left to finish.
+    pub flags: u8,
+    /// `VIRTIO_NET_HDR_GSO_*`: 0 none, 1 TCP over IPv4, 3 UDP (fragmenting),
+    /// 4 TCP over IPv6, 5 UDP datagrams; 0x80 ECN.
+    pub gso_type: u8,
+    /// Bytes of headers (a hint).
+    pub hdr_len: u16,
+    /// Payload bytes per segment.
+    pub gso_size: u16,
+    /// Where the checksummed area starts, and the checksum's offset in it.
+    pub csum_start: u16,
+    /// See `csum_start`.
+    pub csum_offset: u16,
+}
+
+/// How a frame is to be cut ([`VnetHdr::gso`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Gso {
+    /// Not at all.
+    None,
+    /// A TCP segment, into segments of `size` payload bytes.
+    Tcp(u16),
+    /// A UDP datagram, into datagrams of `size` payload bytes
+    /// (`UDP_SEGMENT`).
+    Udp(u16),
+    /// A kind this code does not cut (UDP fragmentation offload, an
+    /// unknown type).
+    Other,
+}
+
+impl VnetHdr {
+    /// Its size.
+    pub const LEN: usize = 10;
+
+    /// Reads a header from its 10 bytes.
+    pub fn parse(b: [u8; Self::LEN]) -> VnetHdr {
+        let w = |i: usize| u16::from_ne_bytes([b[i], b[i + 1]]);
+        VnetHdr {
+            flags: b[0],
+            gso_type: b[1],
+            hdr_len: w(2),
+            gso_size: w(4),
+            csum_start: w(6),
+            csum_offset: w(8),
+        }
+    }
+
+    /// Whether the checksum is left to finish (`VIRTIO_NET_HDR_F_NEEDS_CSUM`).
+    pub fn needs_csum(&self) -> bool {
+        self.flags & 1 != 0
+    }
+
+    /// What segmentation the frame asks for.
+    pub fn gso(&self) -> Gso {
+        match self.gso_type & !0x80 {
+            0 => Gso::None,
+            1 | 4 => Gso::Tcp(self.gso_size),
+            5 => Gso::Udp(self.gso_size),
+            _ => Gso::Other,
+        }
+    }
+}
+
+/// The most segments [`segment`] makes of one frame (64 KiB in pieces of
+/// 128 bytes): a smaller size is refused rather than made into thousands
+/// of frames.
+pub const MAX_SEGMENTS: usize = 512;
+
+/// Cuts an Ethernet `frame` sent with segmentation offload as `gso` says
+/// (TCP or UDP over IPv4 or IPv6), as Linux's software segmentation does:
+/// each piece carries the headers with its own lengths, IPv4
+/// identification (one more per piece) and header checksum, TCP sequence
+/// number and flags (FIN and PSH on the last piece only, CWR on the first
+/// only) or UDP length, and a whole transport checksum. Each piece is
+/// built in `scratch` and handed to `each`. Returns the number of pieces,
+/// or `None` (and hands nothing over) for a frame it cannot cut: not IP,
+/// a fragment, another protocol than `gso` names, a routing header, a
+/// header cut short, a size of 0, or more than [`MAX_SEGMENTS`] pieces. A
+/// frame whose payload fits one piece comes out as one piece, its checksum
+/// finished.
+pub fn segment(
+    frame: &[u8],
+    gso: Gso,
+    scratch: &mut Vec<u8>,
+    mut each: impl FnMut(&[u8]),
+) -> Option<usize> {
+    let (tcp, size) = match gso {
+        Gso::Tcp(s) => (true, usize::from(s)),
+        Gso::Udp(s) => (false, usize::from(s)),
+        Gso::None | Gso::Other => return None,
+    };
+    let ip = parse_frame(frame, LinkType::Ethernet).ip.ok()?;
+    let proto = if tcp { ip_proto::TCP } else { ip_proto::UDP };
+    if ip.frag.is_fragment() || ip.proto != proto || size == 0 {
+        return None;
+    }
+    let (l3, l4, end) = (ip.l3, ip.l4, ip.end);
+    let v4 = ip.version == IpVersion::V4;
+    if !v4 && has_routing_header(frame.get(l3 + ipv6::HEADER_LEN..l4)?, frame[l3 + 6]) {
+        return None;
+    }
+    let hl = if tcp {
+        usize::from(frame.get(l4 + 12)? >> 4) * 4
+    } else {
+        8
+    };
+    if hl < 8 || (tcp && hl < 20) || l4 + hl > end {
+        return None;
+    }
+    let payload = &frame[l4 + hl..end];
+    let n = payload.len().div_ceil(size).max(1);
+    if n > MAX_SEGMENTS {
+        return None;
+    }
+    let ident = crate::be16(frame, l3 + 4);
+    let seq = crate::be32(frame, l4 + 4);
+    let (src, dst) = if v4 {
+        (&frame[l3 + 12..l3 + 16], &frame[l3 + 16..l3 + 20])
+    } else {
+        (&frame[l3 + 8..l3 + 24], &frame[l3 + 24..l3 + 40])
+    };
+    for i in 0..n {
+        let chunk = &payload[(i * size).min(payload.len())..((i + 1) * size).min(payload.len())];
+        scratch.clear();
+        scratch.extend_from_slice(&frame[..l4 + hl]);
+        scratch.extend_from_slice(chunk);
+        let l4_len = hl + chunk.len();
+        let ip_len = (l4 - l3) + l4_len;
+        let s = &mut scratch[..];
+        if v4 {
+            s[l3 + 2..l3 + 4].copy_from_slice(&(ip_len as u16).to_be_bytes());
+            s[l3 + 4..l3 + 6].copy_from_slice(&ident.wrapping_add(i as u16).to_be_bytes());
+            s[l3 + 10..l3 + 12].fill(0);
+            let c = checksum::checksum(&s[l3..l4]);
+            s[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+        } else {
+            let plen = (ip_len - ipv6::HEADER_LEN) as u16;
+            s[l3 + 4..l3 + 6].copy_from_slice(&plen.to_be_bytes());
+        }
+        let at = if tcp {
+            let sq = seq.wrapping_add((i * size) as u32);
+            s[l4 + 4..l4 + 8].copy_from_slice(&sq.to_be_bytes());
+            if i + 1 != n {
+                s[l4 + 13] &= !(crate::tcp::flags::FIN | crate::tcp::flags::PSH) as u8;
+            }
+            if i != 0 {
+                s[l4 + 13] &= !(crate::tcp::flags::CWR as u8);
+            }
+            l4 + 16
+        } else {
+            s[l4 + 4..l4 + 6].copy_from_slice(&(l4_len as u16).to_be_bytes());
+            l4 + 6
+        };
+        let pseudo = if v4 {
+            checksum::pseudo_header_v4(
+                [src[0], src[1], src[2], src[3]],
+                [dst[0], dst[1], dst[2], dst[3]],
+                proto,
+                l4_len as u32,
+            )
+        } else {
+            let mut a = [0u8; 16];
+            let mut b = [0u8; 16];
+            a.copy_from_slice(src);
+            b.copy_from_slice(dst);
+            checksum::pseudo_header_v6(&a, &b, proto, l4_len as u32)
+        };
+        s[at..at + 2].fill(0);
+        let mut c = checksum::finish(checksum::sum(pseudo, &s[l4..]));
+        if !tcp && c == 0 {
+            c = 0xffff;
+        }
+        s[at..at + 2].copy_from_slice(&c.to_be_bytes());
+        each(s);
+    }
+    Some(n)
 }
 
 #[cfg(test)]

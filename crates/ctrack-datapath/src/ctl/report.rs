@@ -256,6 +256,8 @@ fn ports_json(ctx: &Ctx, s: &WorkerStats) -> Value {
                 "tx_bytes": c.tx_bytes,
                 "tx_errors": c.tx_errors,
                 "rx_csum_completed": c.rx_csum_completed,
+                "rx_gso_frames": c.rx_gso_frames,
+                "rx_gso_segments": c.rx_gso_segments,
             })
         })
         .collect();
@@ -268,7 +270,7 @@ fn ports_text(v: &Value) -> String {
         let s = |k: &str| p[k].as_str().unwrap_or("").to_owned();
         let _ = writeln!(
             o,
-            "  {} ({}): mac {} mtu {}; rx {} packets {} bytes {} dropped {} checksums completed; tx {} packets {} bytes {} errors",
+            "  {} ({}): mac {} mtu {}; rx {} packets {} bytes {} dropped {} checksums completed {} cut into {} segments; tx {} packets {} bytes {} errors",
             s("name"),
             s("interface"),
             s("mac"),
@@ -277,6 +279,8 @@ fn ports_text(v: &Value) -> String {
             p["rx_bytes"],
             p["rx_dropped"],
             p["rx_csum_completed"],
+            p["rx_gso_frames"],
+            p["rx_gso_segments"],
             p["tx_packets"],
             p["tx_bytes"],
             p["tx_errors"]

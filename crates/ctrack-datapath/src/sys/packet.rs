@@ -8,11 +8,24 @@
 //! frames and hands it to us (block status `TP_STATUS_USER`) when it is
 //! full or after `RETIRE_MS`; we walk its frames and give it back
 //! (`TP_STATUS_KERNEL`), in ring order.
+//!
+//! Offloads: the socket asks for a virtio-net header before each frame
+//! (`PACKET_VNET_HDR`, where the kernel has it). A frame its sender left to
+//! segmentation offload (a TCP segment of up to 64 KiB from a veth peer
+//! with TSO, the default) is cut into the segments a wire would have
+//! carried, and a checksum left to offload is finished
+//! ([`ctrack_wire::offload`]); so every frame the firewall sees is whole.
+//! A socket with the header would want one before every frame sent too;
+//! sends go out on a second socket without it, which receives nothing
+//! (the header cost a send about 15% of the forwarding rate of 64-byte
+//! frames, `scripts/live-bench.py`, BENCHMARKS.md).
 
 use std::io;
 use std::mem::offset_of;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
+
+use ctrack_wire::offload::{self, Gso, VnetHdr};
 
 use super::ifinfo;
 use super::os::{self, Mmap, Pod, err};
@@ -29,6 +42,9 @@ const MAX_RING_BYTES: usize = 1 << 30;
 const FRAME_SIZES: std::ops::RangeInclusive<usize> = 64..=65536;
 /// sendmmsg(2) sends at most this many messages a call (UIO_MAXIOV).
 const MMSG_MAX: usize = 1024;
+/// The largest frame segmentation offload hands over: a 64 KiB IP
+/// packet, its Ethernet header and two VLAN tags.
+const GSO_FRAME_MAX: usize = 65_535 + 14 + 8;
 
 // `struct tpacket_block_desc`: two u32 then `struct tpacket_hdr_v1`
 // (8-aligned, so at 8): block_status, num_pkts, offset_to_first_pkt.
@@ -75,9 +91,10 @@ fn geometry(ring_frames: usize, frame_size: usize, page: usize) -> io::Result<Ge
     }
     // Header, the padding before the network header, the frame; aligned.
     let slot = (H_LEN_ALL + 32 + frame_size + 15) & !15;
+    // A block holds at least one frame of segmentation offload whole.
     let block_size = (slot * 32)
         .next_power_of_two()
-        .clamp(page.max(1 << 16), 1 << 22);
+        .clamp(page.max(1 << 17), 1 << 22);
     let per_block = block_size / slot;
     let block_nr = ring_frames.div_ceil(per_block).max(4);
     if block_nr.saturating_mul(block_size) > MAX_RING_BYTES {
@@ -137,6 +154,14 @@ pub(super) struct PacketPort {
     kernel_drops: u64,
     own_drops: u64,
     scratch: SendScratch,
+    /// Whether frames come behind a virtio-net header
+    /// (`PACKET_VNET_HDR`).
+    vnet: bool,
+    /// Where segments are built.
+    seg: Vec<u8>,
+    /// The socket sends go out on, when `fd` takes a header with every
+    /// frame sent (with `vnet`): bound to the interface, receiving nothing.
+    tx_fd: Option<OwnedFd>,
 }
 
 fn u32_at(m: &Mmap, off: usize) -> Option<u32> {
@@ -180,6 +205,15 @@ pub(super) fn open(opts: &PortOptions) -> io::Result<Box<dyn Port>> {
         Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => {}
         r => r.map_err(c("setting PACKET_IGNORE_OUTGOING"))?,
     }
+    // Before the ring. A kernel without it (or refusing it with a ring)
+    // hands over frames of segmentation offload unannounced: they are
+    // dropped as too large, and checksums left to offload are still
+    // finished (`TP_STATUS_CSUMNOTREADY`).
+    let vnet = os::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VNET_HDR, &1).is_ok();
+    let tx_fd = match vnet {
+        true => Some(send_socket(link.ifindex).map_err(c("opening the sending socket"))?),
+        false => None,
+    };
     let frames_per_block = geo.block_size / geo.slot;
     let req = libc::tpacket_req3 {
         tp_block_size: geo.block_size as u32,
@@ -238,7 +272,21 @@ pub(super) fn open(opts: &PortOptions) -> io::Result<Box<dyn Port>> {
         kernel_drops: 0,
         own_drops: 0,
         scratch: SendScratch::default(),
+        vnet,
+        seg: Vec::new(),
+        tx_fd,
     }))
+}
+
+/// An AF_PACKET socket for sending on interface `ifindex`: bound with
+/// protocol 0, so that no frame is delivered to it.
+fn send_socket(ifindex: u32) -> io::Result<OwnedFd> {
+    let fd = os::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, 0)?;
+    let mut sll: libc::sockaddr_ll = os::zeroed();
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_ifindex = ifindex as libc::c_int;
+    os::bind(&fd, &sll)?;
+    Ok(fd)
 }
 
 /// Attaches (`on`) or detaches a classic BPF filter that drops every frame.
@@ -300,9 +348,11 @@ impl PacketPort {
         };
     }
 
-    /// Reads the next frame of the held block into a pool buffer: `None`
-    /// when it is skipped (outgoing, truncated, too large, malformed).
-    fn next_frame(&mut self, pool: &mut Pool) -> Option<Vec<u8>> {
+    /// Reads the next frame of the held block into pool buffers pushed on
+    /// `out` (one, or the segments of a frame of segmentation offload);
+    /// returns how many (none when it is skipped: outgoing, truncated, too
+    /// large, malformed).
+    fn next_frame(&mut self, pool: &mut Pool, out: &mut Vec<Vec<u8>>) -> usize {
         self.cur.left -= 1;
         let base = self.block_base();
         let end = base + self.geo.block_size;
@@ -322,18 +372,32 @@ impl PacketPort {
             // Malformed: abandon the rest of the block.
             self.own_drops += 1;
             self.cur.left = 0;
-            return None;
+            return 0;
         };
         if next == 0 {
             self.cur.left = 0;
         }
         self.cur.off += next;
         if pkttype == libc::PACKET_OUTGOING {
-            return None;
+            return 0;
         }
-        if snap < len || len > self.max_frame {
+        // The virtio-net header lies just before the frame.
+        let vnet = match self.vnet {
+            true => data
+                .checked_sub(VnetHdr::LEN)
+                .filter(|&v| v >= h + H_LEN_ALL)
+                .and_then(|v| r.read::<{ VnetHdr::LEN }>(v))
+                .map(VnetHdr::parse),
+            false => None,
+        };
+        let gso = vnet.map_or(Gso::None, |v| v.gso());
+        let limit = match gso {
+            Gso::None => self.max_frame,
+            _ => GSO_FRAME_MAX,
+        };
+        if snap < len || len > limit {
             self.own_drops += 1;
-            return None;
+            return 0;
         }
         let mut buf = pool.get();
         if status & libc::TP_STATUS_VLAN_VALID != 0 && snap >= 12 {
@@ -351,16 +415,49 @@ impl PacketPort {
         } else {
             r.copy_out(data, snap, &mut buf);
         }
-        if status & libc::TP_STATUS_CSUMNOTREADY != 0
-            && ctrack_wire::offload::complete(&mut buf).is_some()
-        {
-            // The sender left the transport checksum to offload (a veth
-            // peer's stack does by default): finish it, as the kernel does
-            // before a device without the offload, so that the tracker
-            // and the receiver see a whole packet.
-            self.stats.rx_csum_completed += 1;
+        self.stats.rx_packets += 1;
+        self.stats.rx_bytes += buf.len() as u64;
+        match gso {
+            Gso::None => {
+                let unfinished = status & libc::TP_STATUS_CSUMNOTREADY != 0
+                    || vnet.is_some_and(|v| v.needs_csum());
+                if unfinished && offload::complete(&mut buf).is_some() {
+                    // The sender left the transport checksum to offload (a
+                    // veth peer's stack does by default): finish it, as the
+                    // kernel does before a device without the offload, so
+                    // that the tracker and the receiver see a whole packet.
+                    self.stats.rx_csum_completed += 1;
+                }
+                out.push(buf);
+                1
+            }
+            Gso::Tcp(_) | Gso::Udp(_) => {
+                // Cut as the kernel would have before a device without
+                // segmentation offload.
+                let cut = offload::segment(&buf, gso, &mut self.seg, |piece| {
+                    let mut b = pool.get();
+                    b.extend_from_slice(piece);
+                    out.push(b);
+                });
+                pool.put(buf);
+                match cut {
+                    Some(n) => {
+                        self.stats.rx_gso_frames += 1;
+                        self.stats.rx_gso_segments += n as u64;
+                        n
+                    }
+                    None => {
+                        self.own_drops += 1;
+                        0
+                    }
+                }
+            }
+            Gso::Other => {
+                pool.put(buf);
+                self.own_drops += 1;
+                0
+            }
         }
-        Some(buf)
     }
 
     /// One sendmmsg(2) per `MMSG_MAX` messages of the scratch; returns the
@@ -371,10 +468,11 @@ impl PacketPort {
         while i < n {
             let chunk = (n - i).min(MMSG_MAX) as libc::c_uint;
             let msgs = self.scratch.msg[i..].as_mut_ptr();
+            let fd = self.tx_fd.as_ref().unwrap_or(&self.fd).as_raw_fd();
             // SAFETY: `msgs` points to `chunk` initialised mmsghdr whose iovecs
             // point into frames borrowed for this `send` call; the kernel
             // reads those and writes only the `msg_len` fields.
-            let r = unsafe { libc::sendmmsg(self.fd.as_raw_fd(), msgs, chunk, libc::MSG_DONTWAIT) };
+            let r = unsafe { libc::sendmmsg(fd, msgs, chunk, libc::MSG_DONTWAIT) };
             if r > 0 {
                 let r = r as usize;
                 bytes += self.scratch.iov[i..i + r]
@@ -425,12 +523,7 @@ impl Port for PacketPort {
                 self.release_block();
                 continue;
             }
-            if let Some(f) = self.next_frame(pool) {
-                self.stats.rx_packets += 1;
-                self.stats.rx_bytes += f.len() as u64;
-                out.push(f);
-                n += 1;
-            }
+            n += self.next_frame(pool, out);
         }
         if self.cur.held && self.cur.left == 0 {
             self.release_block();
@@ -511,7 +604,9 @@ mod tests {
     #[test]
     fn geometry_sized() {
         let g = geometry(4096, 1518, 4096).unwrap();
-        assert_eq!(g.block_size, 1 << 16);
+        // Room for a frame of segmentation offload (and its headers) whole.
+        assert_eq!(g.block_size, 1 << 17);
+        assert!(g.block_size >= GSO_FRAME_MAX + H_LEN_ALL + 32 + VnetHdr::LEN);
         assert!(g.block_size / g.slot * g.block_nr >= 4096);
         assert!(g.slot >= 1518 + H_LEN_ALL + 14 && g.slot.is_multiple_of(16));
         let g = geometry(1, 65536, 4096).unwrap();

@@ -80,6 +80,12 @@ pub struct PortStats {
     /// Frames received with their transport checksum left to offload
     /// (AF_PACKET's `TP_STATUS_CSUMNOTREADY`), which ctrack finished.
     pub rx_csum_completed: u64,
+    /// Frames received whole that their sender left to segmentation
+    /// offload (TSO, GSO), which ctrack cut.
+    pub rx_gso_frames: u64,
+    /// The segments they were cut into (counted in `rx_packets` as their
+    /// frames are, not one by one).
+    pub rx_gso_segments: u64,
 }
 
 impl PortStats {
@@ -92,6 +98,8 @@ impl PortStats {
         self.tx_bytes += o.tx_bytes;
         self.tx_errors += o.tx_errors;
         self.rx_csum_completed += o.rx_csum_completed;
+        self.rx_gso_frames += o.rx_gso_frames;
+        self.rx_gso_segments += o.rx_gso_segments;
     }
 }
 

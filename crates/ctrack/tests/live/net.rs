@@ -88,15 +88,16 @@ impl Net {
     }
 
     /// [`Net::new`], but the client and the server keep their transmit
-    /// checksum offload (a veth's default): their stacks hand TCP and UDP
-    /// segments over with the checksum left for the device to finish.
-    /// Receive checksum offload stays off on their ends, so that their
-    /// stacks check every checksum that reaches them.
-    pub(crate) fn with_tx_checksum_offload(tag: &str) -> Net {
+    /// offloads (a veth's defaults): their stacks hand over TCP segments of
+    /// up to 64 KiB for the device to cut (TSO, GSO), and TCP and UDP
+    /// segments with the checksum left for it to finish. Receive checksum
+    /// offload and GRO stay off on their ends, so that their stacks check
+    /// every checksum that reaches them.
+    pub(crate) fn with_sender_offloads(tag: &str) -> Net {
         Net::build(tag, true)
     }
 
-    fn build(tag: &str, tx_csum: bool) -> Net {
+    fn build(tag: &str, offloads: bool) -> Net {
         let one = ONE.lock().unwrap_or_else(|e| e.into_inner());
         let lock_path = std::env::temp_dir().join("ctrack-netns-tests.lock");
         let lock = std::fs::File::create(&lock_path).expect("lock file");
@@ -141,16 +142,16 @@ impl Net {
             ip(&["-n", &net.f, "link", "set", end, "up"]);
             // Frames as on a wire: no segmentation or checksum offload
             // (a userspace switch gets what the peer really sent), unless
-            // the test keeps the peer's transmit checksum offload.
+            // the test keeps the peer's transmit offloads.
             for (ns, dev, tx) in [
-                (peer.as_str(), inner, if tx_csum { "on" } else { "off" }),
+                (peer.as_str(), inner, if offloads { "on" } else { "off" }),
                 (net.f.as_str(), end, "off"),
             ] {
                 let o = net.run(
                     ns,
                     &[
-                        "ethtool", "-K", dev, "tx", tx, "rx", "off", "tso", "off", "gso", "off",
-                        "gro", "off",
+                        "ethtool", "-K", dev, "tx", tx, "rx", "off", "tso", tx, "gso", tx, "gro",
+                        "off",
                     ],
                 );
                 assert!(o.status.success(), "ethtool -K {dev}: {o:?}");
