@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ctrack_core::{FragConfig, Stats, Tracker};
+use ctrack_core::{FragConfig, InvalidReason, Stats, Tracker};
 use ctrack_policy::firewall::Firewall;
 use ctrack_policy::model::Policy;
 
@@ -208,11 +208,39 @@ fn populate(shared: &Shared) {
     }
 }
 
+/// Packets with bad transport checksums before AF_XDP ports say why they
+/// may come (once a run).
+const OFFLOAD_HINT_AFTER: u64 = 8;
+
+/// Says once, on standard error, what an AF_XDP port cannot take in: a
+/// sender that leaves its checksums to offload (a veth's default) sends
+/// frames whose checksums look wrong, since AF_XDP does not tell them apart
+/// (AF_PACKET does: docs/live.md, "Offloads"). Said once the tracker has
+/// found [`OFFLOAD_HINT_AFTER`] such packets; corrupt or forged packets
+/// count too, hence "if".
+fn offload_hint(shared: &Shared, said: &mut bool) {
+    if *said || shared.io != IoKind::AfXdp {
+        return;
+    }
+    let bad = shared
+        .stats()
+        .fw
+        .tracker
+        .invalid_count(InvalidReason::BadL4Checksum);
+    if bad >= OFFLOAD_HINT_AFTER {
+        *said = true;
+        eprintln!(
+            "ctrack: {bad} packets had bad TCP/UDP checksums (found invalid): if their senders leave checksums or segmentation to offload (a veth's default), AF_XDP cannot tell; turn the offloads off where the traffic is made (ethtool -K DEV tx off tso off gso off) or use --io af-packet"
+        );
+    }
+}
+
 /// Expires connections and reassembly lists, ages learned addresses.
 fn housekeeping(shared: &Shared, slot: usize) {
     let mut stats = Stats::default();
     let mut dropped = Vec::new();
     let mut aged = Instant::now();
+    let mut hinted = false;
     while !shared.stopping() {
         let now = shared.now();
         for _ in 0..8 {
@@ -226,6 +254,7 @@ fn housekeeping(shared: &Shared, slot: usize) {
         if aged.elapsed() >= Duration::from_secs(1) {
             shared.macs.age(now);
             aged = Instant::now();
+            offload_hint(shared, &mut hinted);
         }
         if let Some(s) = shared.workers.get(slot) {
             s.lock().unwrap_or_else(|e| e.into_inner()).fw.tracker = stats;

@@ -395,6 +395,34 @@ action = "allow-related"
     );
 }
 
+/// AF_XDP is not told what its senders left to offload: their checksums
+/// look wrong and the tracker finds the packets invalid. ctrack says so
+/// once, with what to do, on standard error.
+#[test]
+fn af_xdp_says_what_sender_offloads_cost() {
+    if let Some(why) = net::unusable() {
+        net::skip(&why);
+        return;
+    }
+    let mut net = Net::with_sender_offloads("cx");
+    let p = net.file("policy.toml", &policy(false, ""));
+    let _fw = Fw::start(&mut net, "ctrack", &p.display().to_string(), "af-xdp");
+    // Twenty UDP datagrams whose checksums the client's stack left to its
+    // veth.
+    let send = format!(
+        "import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\nfor i in range(20):\n s.sendto(b'unfinished',('{SERVER_IP}',7007))\n"
+    );
+    let o = net.run(&net.c, &["python3", "-c", &send]);
+    assert!(o.status.success(), "{o:?}");
+    let said = Net::until(Duration::from_secs(5), || {
+        net.stderr("ctrack").contains("AF_XDP cannot tell")
+    });
+    assert!(said, "no hint: {}", net.stderr("ctrack"));
+    let hint = net.stderr("ctrack");
+    assert_eq!(hint.matches("AF_XDP cannot tell").count(), 1, "{hint}");
+    assert!(hint.contains("--io af-packet"), "{hint}");
+}
+
 /// FTP through SNAT with the FTP gateway, passive and active.
 #[test]
 fn ftp_through_snat() {
