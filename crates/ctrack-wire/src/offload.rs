@@ -229,7 +229,7 @@ pub fn segment(
     } else {
         8
     };
-    if hl < 8 || (tcp && hl < 20) || l4 + hl > end {
+    if (tcp && hl < 20) || l4 + hl > end {
         return None;
     }
     let payload = &frame[l4 + hl..end];

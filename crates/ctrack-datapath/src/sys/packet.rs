@@ -469,7 +469,8 @@ impl PacketPort {
             let chunk = (n - i).min(MMSG_MAX) as libc::c_uint;
             let msgs = self.scratch.msg[i..].as_mut_ptr();
             let fd = self.tx_fd.as_ref().unwrap_or(&self.fd).as_raw_fd();
-            // SAFETY: `msgs` points to `chunk` initialised mmsghdr whose iovecs
+            // SAFETY: `fd` is one of this port's sockets, open while `self`
+            // is; `msgs` points to `chunk` initialised mmsghdr whose iovecs
             // point into frames borrowed for this `send` call; the kernel
             // reads those and writes only the `msg_len` fields.
             let r = unsafe { libc::sendmmsg(fd, msgs, chunk, libc::MSG_DONTWAIT) };

@@ -233,6 +233,16 @@ fn firewall(p: Policy, conns: u64, proto: Proto) -> Result<Firewall<()>> {
     Ok(fw)
 }
 
+/// [`firewall`] with `a`'s connections behind `n` ACLs allowing them
+/// related ([`policy`]).
+fn related_firewall(a: &PolicyBenchArgs, n: usize) -> Result<Firewall<()>> {
+    firewall(
+        policy(n, AclAction::AllowRelated, a.proto),
+        a.conns,
+        a.proto,
+    )
+}
+
 /// Runs `frames` through `fw` in bursts; returns how many passed.
 fn judge_all(fw: &Firewall<()>, frames: &mut [Vec<u8>], st: &mut FwStats) -> u64 {
     let now = Time::from_secs(1);
@@ -348,11 +358,7 @@ fn stage(a: &PolicyBenchArgs) -> Result<Report> {
         a.conns
     );
     for &n in &a.acls {
-        let fw = firewall(
-            policy(n, AclAction::AllowRelated, a.proto),
-            a.conns,
-            a.proto,
-        )?;
+        let fw = related_firewall(a, n)?;
         let mut r = ring(a.proto, a.conns, a.packets as usize);
         // The firewall and the plain lookup take turns, run by run, and the
         // cost is the median of each pair's ratio: a machine that slows
@@ -445,11 +451,7 @@ fn passes(a: &PolicyBenchArgs) -> Result<Report> {
         a.conns
     );
     for &n in &a.acls {
-        let fw = firewall(
-            policy(n, AclAction::AllowRelated, a.proto),
-            a.conns,
-            a.proto,
-        )?;
+        let fw = related_firewall(a, n)?;
         let mut r = ring(a.proto, a.conns, a.packets as usize);
         let (one, one_runs) = fw_rate(&fw, &mut r, a)?;
         let mut s = Stats::default();
@@ -482,11 +484,7 @@ fn stateless(a: &PolicyBenchArgs) -> Result<Report> {
         a.conns
     );
     for &n in &a.acls {
-        let related = firewall(
-            policy(n, AclAction::AllowRelated, a.proto),
-            a.conns,
-            a.proto,
-        )?;
+        let related = related_firewall(a, n)?;
         let stateless = Firewall::new(
             tracker(),
             FragConfig::default(),
@@ -513,11 +511,7 @@ fn stateless(a: &PolicyBenchArgs) -> Result<Report> {
 
 fn reload(a: &PolicyBenchArgs) -> Result<Report> {
     let n = a.acls[0];
-    let fw = firewall(
-        policy(n, AclAction::AllowRelated, a.proto),
-        a.conns,
-        a.proto,
-    )?;
+    let fw = related_firewall(a, n)?;
     let mut st = FwStats::default();
     // Every connection once, original direction, in order.
     let mut all: Vec<Vec<u8>> = (0..a.conns).map(|i| frame(a.proto, i, false)).collect();
