@@ -159,6 +159,10 @@ pub(super) struct PacketPort {
     vnet: bool,
     /// Where segments are built.
     seg: Vec<u8>,
+    /// Where a frame of segmentation offload is read whole before it is
+    /// cut (one per port: a pool buffer grown to 64 KiB for it would stay
+    /// that large in the pool).
+    whole: Vec<u8>,
     /// The socket sends go out on, when `fd` takes a header with every
     /// frame sent (with `vnet`): bound to the interface, receiving nothing.
     tx_fd: Option<OwnedFd>,
@@ -274,6 +278,7 @@ pub(super) fn open(opts: &PortOptions) -> io::Result<Box<dyn Port>> {
         scratch: SendScratch::default(),
         vnet,
         seg: Vec::new(),
+        whole: Vec::new(),
         tx_fd,
     }))
 }
@@ -399,7 +404,10 @@ impl PacketPort {
             self.own_drops += 1;
             return 0;
         }
-        let mut buf = pool.get();
+        let mut buf = match gso {
+            Gso::None => pool.get(),
+            _ => std::mem::take(&mut self.whole),
+        };
         if status & libc::TP_STATUS_VLAN_VALID != 0 && snap >= 12 {
             // Put back the 802.1Q tag the kernel took out of the frame.
             let tpid = if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
@@ -439,7 +447,8 @@ impl PacketPort {
                     b.extend_from_slice(piece);
                     out.push(b);
                 });
-                pool.put(buf);
+                buf.clear();
+                self.whole = buf;
                 match cut {
                     Some(n) => {
                         self.stats.rx_gso_frames += 1;
@@ -453,7 +462,8 @@ impl PacketPort {
                 }
             }
             Gso::Other => {
-                pool.put(buf);
+                buf.clear();
+                self.whole = buf;
                 self.own_drops += 1;
                 0
             }
