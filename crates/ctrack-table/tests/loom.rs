@@ -19,7 +19,7 @@ use loom::sync::atomic::AtomicUsize;
 use loom::thread;
 
 use ctrack_table::testing::{Ctx, Rec};
-use ctrack_table::{EpochBox, Gate, RecordId, Removal, Table, TableConfig, pin};
+use ctrack_table::{EpochBox, Gate, RecordId, Removal, Table, TableConfig, Writer, pin};
 
 /// Hashes that all land in shard 0 and bucket 0, tags differing.
 fn same_bucket(k: u64) -> u64 {
@@ -422,6 +422,15 @@ fn a_count_across_shards_never_takes_the_room_of_an_eviction() {
     model(|| eviction_across_shards_against_a_count(2));
 }
 
+/// Evicts record 1 through `w`, a writer for a newcomer whose primary
+/// hash is `home`, with the shard's count hidden first (as `ctrack-core`
+/// does for a victim in the newcomer's own shard).
+fn evict_hidden(w: &mut Writer<'_, Rec>, home: u64) {
+    w.hide_count(home);
+    let victim = w.find(CTX.hash(1), |r| r.has_key(1)).expect("held");
+    assert!(w.remove(&CTX, victim, Removal::Evicted));
+}
+
 #[test]
 fn a_count_never_sees_an_eviction_hidden_until_its_insert() {
     // As `a_count_near_the_limit_never_takes_the_room_of_an_eviction`, but
@@ -435,9 +444,7 @@ fn a_count_never_sees_an_eviction_hidden_until_its_insert() {
             let g = pin();
             let hashes = CTX.hashes_of(3, 0);
             let mut w = t2.write(&g, &hashes);
-            w.hide_count(hashes.primary);
-            let victim = w.find(CTX.hash(1), |r| r.has_key(1)).expect("held");
-            assert!(w.remove(&CTX, victim, Removal::Evicted));
+            evict_hidden(&mut w, hashes.primary);
             w.insert(&CTX, &hashes, 0, |r| r.fill(3, 0, 0, u64::MAX, 30))
                 .expect("room");
         });
@@ -460,9 +467,7 @@ fn a_hidden_count_is_published_when_the_writer_ends() {
             let g = pin();
             let hashes = CTX.hashes_of(3, 0);
             let mut w = t2.write(&g, &hashes);
-            w.hide_count(hashes.primary);
-            let victim = w.find(CTX.hash(1), |r| r.has_key(1)).expect("held");
-            assert!(w.remove(&CTX, victim, Removal::Evicted));
+            evict_hidden(&mut w, hashes.primary);
             assert_eq!(t2.len(), 2, "hidden while the writer lasts");
         });
         h.join().unwrap();

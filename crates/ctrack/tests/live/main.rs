@@ -181,12 +181,21 @@ impl Fw {
 
 /// Sets up the namespaces and ctrack, or says why not.
 fn setup(tag: &str, io: &str) -> Option<(Net, Fw)> {
+    setup_with(tag, io, false, &policy(true, ""))
+}
+
+/// [`setup`] with the senders' offloads left on or not
+/// ([`Net::with_sender_offloads`]) and the policy `policy`.
+fn setup_with(tag: &str, io: &str, offloads: bool, policy: &str) -> Option<(Net, Fw)> {
     if let Some(why) = net::unusable() {
         net::skip(&why);
         return None;
     }
-    let mut net = Net::new(tag);
-    let p = net.file("policy.toml", &policy(true, ""));
+    let mut net = match offloads {
+        true => Net::with_sender_offloads(tag),
+        false => Net::new(tag),
+    };
+    let p = net.file("policy.toml", policy);
     let fw = Fw::start(&mut net, "ctrack", &p.display().to_string(), io);
     Some((net, fw))
 }
@@ -302,26 +311,17 @@ fn http_ping_and_reject_af_xdp() {
 /// invalid, and docs/live.md says to turn the offloads off.)
 #[test]
 fn traffic_with_sender_offloads_af_packet() {
-    if let Some(why) = net::unusable() {
-        net::skip(&why);
-        return;
-    }
-    let mut net = Net::with_sender_offloads("co");
-    let p = net.file(
-        "policy.toml",
-        &policy(
-            true,
-            r#"
+    let echo_acl = r#"
 [[acl]]
 name = "udp-echo"
 direction = "to-lport"
 priority = 1000
 match = "outport == \"server\" && udp.dst == 7007"
 action = "allow-related"
-"#,
-        ),
-    );
-    let fw = Fw::start(&mut net, "ctrack", &p.display().to_string(), "af-packet");
+"#;
+    let Some((mut net, fw)) = setup_with("co", "af-packet", true, &policy(true, echo_acl)) else {
+        return;
+    };
     let s = net.s.clone();
     net.spawn(
         &s,
@@ -400,13 +400,9 @@ action = "allow-related"
 /// once, with what to do, on standard error.
 #[test]
 fn af_xdp_says_what_sender_offloads_cost() {
-    if let Some(why) = net::unusable() {
-        net::skip(&why);
+    let Some((net, _fw)) = setup_with("cx", "af-xdp", true, &policy(false, "")) else {
         return;
-    }
-    let mut net = Net::with_sender_offloads("cx");
-    let p = net.file("policy.toml", &policy(false, ""));
-    let _fw = Fw::start(&mut net, "ctrack", &p.display().to_string(), "af-xdp");
+    };
     // Twenty UDP datagrams whose checksums the client's stack left to its
     // veth.
     let send = format!(
