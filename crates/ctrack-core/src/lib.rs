@@ -79,5 +79,5 @@ pub use track::{
 pub use verdict::{CtState, InvalidReason, Refusal, Stats, Verdict};
 pub use zone::{Timeout, TimeoutPolicy};
 
-pub use ctrack_table::MAX_SHARDS;
+pub use ctrack_table::{GRACE_SLOTS_PER_SHARD, MAX_SHARDS};
 pub use ctrack_wire::LinkType;

@@ -123,6 +123,7 @@ pub use epoch::{EpochBox, Guard, pin};
 pub use gate::{Gate, GateCount, Place};
 pub use header::Header;
 pub use prefetch::prefetch;
+pub use shard::GRACE_SLOTS_PER_SHARD;
 pub use table::{
     APPROX_STEP, EntryLock, EntryRef, Hint, InsertError, MAX_SHARDS, MemoryStats, NEAR_WINDOW,
     RecordId, SweepStats, Table, TableConfig, Writer,

@@ -28,6 +28,19 @@ const LIMBO_BATCH: usize = 64;
 #[cfg(loom)]
 const LIMBO_BATCH: usize = 1;
 
+/// Removed slots a shard may hold in their grace period before an
+/// eviction that would make room in it is refused
+/// ([`crate::Writer::reclaim_behind`]): sixteen batches. Each shard of a
+/// table at its limit thus holds at most this many slots beyond its live
+/// records, however long reclamation is held up (a packet thread
+/// descheduled while pinned holds back every slot the others retire
+/// meanwhile). Measured (`ctrack bench flood syn --threads 3
+/// --established 2000 --max-conns 5000`, two cores): threads descheduled
+/// while pinned left up to 708 slots waiting in one shard; with 512 here,
+/// one run in three refused 0.7% of its legitimate newcomers, with 256 up
+/// to 30%.
+pub const GRACE_SLOTS_PER_SHARD: usize = 16 * LIMBO_BATCH;
+
 /// A doubly linked list of slots (through a pair of header links).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct List {
@@ -66,6 +79,10 @@ pub(crate) struct Mailbox {
 #[derive(Debug)]
 pub(crate) struct Inner {
     next_fresh: u32,
+    /// The most slots that were neither live nor vacant (removed, in
+    /// their grace period) when this shard took a fresh slot: what the
+    /// grace period has cost the shard's memory.
+    grace_peak: u32,
     /// Vacant slots freed one at a time, linked through their headers.
     free: u32,
     /// Vacant slots counted in `free` and `ready`.
@@ -133,6 +150,7 @@ impl Inner {
     fn new() -> Inner {
         Inner {
             next_fresh: 1,
+            grace_peak: 0,
             free: 0,
             free_len: 0,
             ready: Vec::new(),
@@ -399,6 +417,11 @@ impl<R: Record> Shard<R> {
         if s >= MAX_SLOTS || !self.slab.ensure(s) {
             return None;
         }
+        // Nothing vacant is left (`free`, `ready` and the mailbox are
+        // empty), so every slot handed out that is not live waits out its
+        // grace period.
+        let waiting = self.waiting(inner) as u32;
+        inner.grace_peak = inner.grace_peak.max(waiting);
         inner.next_fresh += 1;
         // The next fresh slot is the next one this shard hands out: its
         // lines (never written, or not since the memory was faulted in) are
@@ -488,6 +511,29 @@ impl<R: Record> Shard<R> {
             inner.alias_free.extend(aliases);
         }
         slots_back
+    }
+
+    /// Slots handed out that are neither live nor vacant: removed, in
+    /// their grace period (sealed or not), or handed back by the epoch
+    /// into the mailbox and not taken yet.
+    fn waiting(&self, inner: &Inner) -> usize {
+        (inner.next_fresh as usize - 1).saturating_sub(inner.live + inner.free_len as usize)
+    }
+
+    /// True if the shard has no vacant slot to hand out and at least
+    /// [`GRACE_SLOTS_PER_SHARD`] slots waiting out their grace period, so
+    /// that an insert would take a fresh slot to stand in for one of them.
+    pub(crate) fn reclaim_behind(&self, inner: &Inner) -> bool {
+        // (The mailbox, another allocation's line, read last.)
+        inner.free_len == 0
+            && self.waiting(inner) >= GRACE_SLOTS_PER_SHARD
+            && self.mailbox.pending.load(Ordering::Acquire) == 0
+    }
+
+    /// The most slots in their grace period when the shard had to take a
+    /// fresh one.
+    pub(crate) fn grace_peak(&self, inner: &Inner) -> usize {
+        inner.grace_peak as usize
     }
 
     /// Number of slots handed out and not vacant (live, or removed and

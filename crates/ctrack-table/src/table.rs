@@ -84,6 +84,12 @@ pub struct MemoryStats {
     pub other_bytes: usize,
     /// Slots handed out (live or in their grace period).
     pub slots_in_use: usize,
+    /// Over the shards, the most slots each had in their grace period
+    /// (removed, not yet reusable) when it had to take a fresh slot: what
+    /// reclamation's delay added to the table's memory.
+    pub grace_peak_slots: usize,
+    /// The most of them in one shard.
+    pub grace_peak_shard: usize,
     /// Address space the arena reserved for index and records.
     pub arena_bytes: usize,
 }
@@ -371,6 +377,9 @@ impl<R: Record> Table<R> {
                 + inner.wheel_bytes()
                 + inner.ready_bytes();
             m.slots_in_use += s.slot_counts(&inner).0;
+            let g = s.grace_peak(&inner);
+            m.grace_peak_slots += g;
+            m.grace_peak_shard = m.grace_peak_shard.max(g);
         }
         m
     }

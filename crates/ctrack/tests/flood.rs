@@ -46,6 +46,13 @@ fn kept(j: &Value) {
         num(j, "peak_table_bytes") <= num(j, "bound_table_bytes"),
         "{j}"
     );
+    // A table at its limit evicts in no shard that has 1,024 slots
+    // waiting out their grace period (`ctrack_core::GRACE_SLOTS_PER_SHARD`).
+    assert!(num(j, "grace_peak_shard") <= 1024, "{j}");
+    assert!(
+        num(j, "grace_peak_slots") >= num(j, "grace_peak_shard"),
+        "{j}"
+    );
     assert_eq!(j["failures"].as_array().map(Vec::len), Some(0), "{j}");
 }
 

@@ -230,6 +230,8 @@ impl Tracker {
             alias_bytes: a.alias_bytes + b.alias_bytes,
             other_bytes: a.other_bytes + b.other_bytes + self.shared.zones.bytes(),
             slots_in_use: a.slots_in_use + b.slots_in_use,
+            grace_peak_slots: a.grace_peak_slots + b.grace_peak_slots,
+            grace_peak_shard: a.grace_peak_shard.max(b.grace_peak_shard),
             arena_bytes: a.arena_bytes + b.arena_bytes,
         }
     }

@@ -414,6 +414,22 @@ impl Tracker {
                 (any_zone || c.instance() == inst)
                     && (!c.proto_state().is_established() || self.shared.expiry(c, guard) <= now)
             };
+            // An eviction's slot waits out its grace period before it can
+            // be reused; where the newcomer's shard has nothing vacant and
+            // already that many slots waiting (reclamation held up by a
+            // reader descheduled while pinned), the insert would take a
+            // fresh slot for every eviction, and the table would outgrow
+            // its limit's memory for as long as the hold-up lasts. Refuse
+            // instead, before evicting anyone. (This thread's own sealed
+            // batches may still sit in its cache of deferred frees, which
+            // the single-packet paths hand over only now and then: hand
+            // them over first, and take back what is due.)
+            if w.reclaim_behind(o.hash) {
+                guard.flush();
+                if w.reclaim_behind(o.hash) {
+                    return Err(refusal);
+                }
+            }
             // A small table's shard holds a handful: look next door too.
             let small = self.max_conns.load(Relaxed) / self.v4.shard_count() < SMALL_SHARD;
             let shards = if small { EARLY_DROP_SHARDS } else { 1 };
@@ -806,6 +822,47 @@ mod tests {
         assert_eq!(sim.t.table_len(), 2);
         assert!(sim.t.lookup(&udp_key(2000, 0), sim.now).is_none());
         assert_eq!(sim.t.lookup(&udp_key(1000, 0), sim.now).unwrap().0, kept);
+    }
+
+    #[test]
+    fn a_full_table_stops_evicting_while_reclamation_is_held_up() {
+        let sim = Sim::one_shard(100);
+        for port in 0..100 {
+            sim.open(&udp(1000 + port, true), "commit");
+        }
+        let slots = |sim: &Sim| sim.t.memory().slots_in_use;
+        assert_eq!(slots(&sim), 100);
+        let grace = crate::GRACE_SLOTS_PER_SHARD as u64;
+        let n = 3 * grace as u16;
+        // A reader pinned all along (as a packet thread descheduled while
+        // pinned): no evicted slot can come back meanwhile.
+        let held = ctrack_table::pin();
+        for port in 0..n {
+            sim.send(&udp(5000 + port, true), "commit");
+        }
+        let s = sim.stats.get();
+        assert_eq!(
+            (s.evicted, s.refused_table_full),
+            (grace, u64::from(n) - grace)
+        );
+        assert_eq!(sim.t.table_len(), 100);
+        // Without the refusals: one slot for every eviction.
+        assert_eq!(slots(&sim), 100 + grace as usize);
+        assert_eq!(sim.t.memory().grace_peak_shard, grace as usize);
+        // Once the reader is gone the slots come back, and evictions make
+        // room again without the table growing. (One packet at a time,
+        // this thread hands its sealed batches to the collector only when
+        // its shard runs short, and the epoch moves one step a visit: a
+        // commit now and then may find them not back yet.)
+        drop(held);
+        for port in 0..n {
+            sim.send(&udp(9000 + port, true), "commit");
+        }
+        let after = sim.stats.get();
+        let refused = after.refused_table_full - s.refused_table_full;
+        assert!(refused <= u64::from(n) / grace + 1, "{refused} refused");
+        assert_eq!(after.evicted - s.evicted, u64::from(n) - refused);
+        assert!(slots(&sim) <= 100 + grace as usize, "{}", slots(&sim));
     }
 
     #[test]

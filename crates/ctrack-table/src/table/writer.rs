@@ -146,6 +146,14 @@ impl<'g, R: Record> Writer<'g, R> {
         }
     }
 
+    fn inner(&self, shard: usize) -> Option<&Inner> {
+        self.held
+            .iter()
+            .flatten()
+            .find(|(s, _)| *s == shard)
+            .map(|(_, g)| &**g)
+    }
+
     pub(super) fn inner_mut(&mut self, shard: usize) -> Option<&mut Inner> {
         self.held
             .iter_mut()
@@ -404,6 +412,20 @@ impl<'g, R: Record> Writer<'g, R> {
         if let Some(inner) = self.inner_mut(shard) {
             inner.hidden = true;
         }
+    }
+
+    /// True if an insert into the shard of `hash` (held by this writer)
+    /// would take a fresh slot while at least
+    /// [`GRACE_SLOTS_PER_SHARD`](crate::GRACE_SLOTS_PER_SHARD) removed ones
+    /// still wait out their grace period there. A table at its limit that
+    /// makes room by eviction refuses instead: each eviction adds a slot to
+    /// the wait, and reclamation held up (by a reader descheduled while
+    /// pinned) would otherwise grow the table by every eviction meanwhile.
+    /// False if the shard is not held.
+    pub fn reclaim_behind(&self, hash: u64) -> bool {
+        let shard = self.table.shard_of(hash);
+        self.inner(shard)
+            .is_some_and(|inner| self.table.shards[shard].reclaim_behind(inner))
     }
 
     /// Announces an insert into the shard of `hash` (held by this writer):

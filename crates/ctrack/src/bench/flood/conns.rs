@@ -172,6 +172,10 @@ struct FloodJson {
     bytes_per_conn_at_limit: f64,
     peak_slots_in_use: usize,
     grace_allowance_slots: usize,
+    /// Over the shards, the most slots each held in their grace period
+    /// when it had to take a fresh one, and the most in one shard.
+    grace_peak_slots: usize,
+    grace_peak_shard: usize,
     bound_table_bytes: usize,
     rss_growth_bytes: i64,
     zones: Vec<ZoneFigures>,
@@ -183,12 +187,6 @@ const BURST: usize = 32;
 /// The flood is sampled (table length and memory) every this many packets.
 const SAMPLE_EVERY: u64 = 1 << 20;
 const NOW: Time = Time::from_secs(1);
-/// Record slots per shard and family that an evicted connection's slot
-/// may spend in its grace period (until no reader can still see it)
-/// beyond the limit: a shard's unsealed batch (64) and one sealed batch
-/// waiting for the collector, which the tracker flushes after every burst
-/// that evicted. The memory bound is the table at its limit plus these.
-const GRACE_SLOTS_PER_SHARD: usize = 128;
 
 /// The tracker and what the run sends through it.
 struct Run<'a> {
@@ -503,6 +501,7 @@ fn measure(attack: Attack, a: &ConnFloodArgs) -> Result<FloodJson> {
     let (peak_len, peak_bytes, peak_slots) = (f.peak_len, f.peak_bytes, f.peak_slots);
     let (elapsed, flood_stats, probes_passed) = (f.elapsed, f.stats, f.probes_passed);
     let rss_growth = rss_bytes() - rss0;
+    let mem_after = t.memory();
     let mut survived = [0u64; 3];
     for i in 0..a.established {
         if run.probe(i) {
@@ -514,7 +513,11 @@ fn measure(attack: Attack, a: &ConnFloodArgs) -> Result<FloodJson> {
     let admitted_all: u64 = admitted.iter().sum();
     let survived_all: u64 = survived.iter().sum();
     let secs = elapsed.as_secs_f64();
-    let grace = GRACE_SLOTS_PER_SHARD * Config::default().shards * 2;
+    // Each shard of the flooded family (one) may hold this many evicted
+    // slots in their grace period beyond its live records: a table at its
+    // limit refuses an eviction in a shard that has them all waiting. The
+    // memory bound is the table at its limit plus these.
+    let grace = ctrack_core::GRACE_SLOTS_PER_SHARD * Config::default().shards;
     let bound = (limit_bytes as f64 * (max + grace) as f64 / max as f64) as usize;
     let zones = if zoned {
         [1u16, 2]
@@ -558,6 +561,8 @@ fn measure(attack: Attack, a: &ConnFloodArgs) -> Result<FloodJson> {
         bytes_per_conn_at_limit: limit_bytes as f64 / max as f64,
         peak_slots_in_use: peak_slots,
         grace_allowance_slots: grace,
+        grace_peak_slots: mem_after.grace_peak_slots,
+        grace_peak_shard: mem_after.grace_peak_shard,
         bound_table_bytes: bound,
         rss_growth_bytes: rss_growth,
         zones,
@@ -615,6 +620,13 @@ fn failures(j: &FloodJson, committed_before: u64) -> Vec<String> {
         f.push(format!(
             "{} record slots in use, above the limit {} and the {} of the grace period",
             j.peak_slots_in_use, j.max_conns, j.grace_allowance_slots
+        ));
+    }
+    if j.grace_peak_shard > ctrack_core::GRACE_SLOTS_PER_SHARD {
+        f.push(format!(
+            "a shard held {} slots waiting out their grace period, above the {} a table at its limit may",
+            j.grace_peak_shard,
+            ctrack_core::GRACE_SLOTS_PER_SHARD
         ));
     }
     if j.peak_table_bytes > j.bound_table_bytes {
@@ -684,8 +696,12 @@ fn print_table(j: &FloodJson, out: &mut dyn Write) -> Result<()> {
     )?;
     writeln!(
         out,
-        "  table: peak {} connections ({} slots with those in their grace period), {} after",
-        j.peak_table_len, j.peak_slots_in_use, j.table_len_after
+        "  table: peak {} connections ({} slots with those in their grace period), {} after; at most {} slots waiting in one shard, {} over all",
+        j.peak_table_len,
+        j.peak_slots_in_use,
+        j.table_len_after,
+        j.grace_peak_shard,
+        j.grace_peak_slots
     )?;
     writeln!(
         out,
