@@ -126,6 +126,9 @@ WMEM_DEFAULT = "/proc/sys/net/core/wmem_default"
 WMEM_BOOST = 32 << 20
 SWEEP_SECONDS = 2
 OFFLOADS = ["tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"]
+# `--offloads on`: a veth's own defaults (checksums left to offload, TCP
+# segmentation offload: the senders hand over frames of up to 64 KiB).
+OFFLOADS_ON = ["tx", "on", "rx", "on", "tso", "on", "gso", "on", "gro", "off"]
 
 # The programs each part needs and the Debian package that has them.
 NEEDS = {
@@ -334,8 +337,9 @@ class Topology:
     """The namespaces and veths of one forwarder's turn; `cleanup` removes
     everything it made and every process started in it."""
 
-    def __init__(self, tag, direct, gen_cpu, fwd_cpus, work, fwd_rx="fwd"):
+    def __init__(self, tag, direct, gen_cpu, fwd_cpus, work, fwd_rx="fwd", offloads=OFFLOADS):
         self.c, self.s, self.f = f"{tag}c", f"{tag}s", f"{tag}f"
+        self.offloads = offloads
         # The forwarder's ends: names unique on the host, as their NAPI
         # threads (af-xdp) are found by name.
         self.c1, self.s1 = f"{tag}c1", f"{tag}s1"
@@ -407,7 +411,7 @@ class Topology:
             run(["ip", "-n", ns, "link", "set", dev, "address", mac])
             run(["ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", dev])
         for ns, dev, cpu in ends:
-            self.ex(ns, "ethtool", "-K", dev, *OFFLOADS)
+            self.ex(ns, "ethtool", "-K", dev, *self.offloads)
             # Receive processing on the endpoints' core or the forwarder's.
             mask = cpu_list_mask([cpu] if cpu is not None else self.fwd_cpus)
             if cpu is None and self.fwd_rx == "sender":
@@ -886,7 +890,8 @@ ACTIVE = []  # (topology, forwarder) being measured: the signal path cleans them
 def bench_forwarder(fwd, args, tag, root):
     """Set up, warm up, measure --runs of each figure, tear down."""
     work = tempfile.mkdtemp(prefix=f"{fwd.name}-", dir=root)
-    topo = Topology(tag, fwd.direct, args.gen_cpu, args.fwd_cpus, work, args.fwd_rx)
+    topo = Topology(tag, fwd.direct, args.gen_cpu, args.fwd_cpus, work, args.fwd_rx,
+                    OFFLOADS_ON if args.offloads == "on" else OFFLOADS)
     topo.forwarder = fwd
     ACTIVE.append((topo, fwd))
     res = {"name": fwd.name, "label": fwd.label, "runs": {f: [] for f in args.figures}}
@@ -1122,6 +1127,9 @@ def parse_args():
                     help="where the receive processing of the forwarder's veths runs: the "
                          "forwarder's CPUs (RPS, and threaded NAPI pinned there when it "
                          "attaches XDP; default) or the sending CPU (veth's own way)")
+    ap.add_argument("--offloads", choices=("off", "on"), default="off",
+                    help="every veth's checksum and segmentation offloads: off (default), or "
+                         "on as a veth has them (senders hand over frames of up to 64 KiB)")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args()
     split = lambda s: [x for x in s.split(",") if x]  # noqa: E731
@@ -1170,7 +1178,8 @@ def main():
     meta = machine()
     meta.update(command=" ".join(sys.argv), runs=args.runs, seconds=args.seconds,
                 warmup=args.warmup, generator_cpu=args.gen_cpu, forwarder_cpus=args.fwd_cpus,
-                trafgen_mode="sendto" if args.trafgen_sendto else "TX_RING")
+                trafgen_mode="sendto" if args.trafgen_sendto else "TX_RING",
+                offloads=args.offloads)
     results = []
     try:
         for fwd in forwarders(args):

@@ -226,7 +226,7 @@ fn firewall(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
 }
 
 fn ports(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
-    let mut rows: [Vec<(Labels, u64)>; 9] = Default::default();
+    let mut rows: [Vec<(Labels, u64)>; 10] = Default::default();
     for (i, p) in shared.ports.iter().enumerate() {
         let c = s.ports.get(i).copied().unwrap_or_default();
         let l = labels(&[("port", p.name.clone()), ("interface", p.ifname.clone())]);
@@ -240,6 +240,7 @@ fn ports(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
             c.rx_csum_completed,
             c.rx_gso_frames,
             c.rx_gso_segments,
+            c.tx_gso_frames,
         ];
         for (r, v) in rows.iter_mut().zip(vals) {
             r.push((l.clone(), v));
@@ -258,11 +259,15 @@ fn ports(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
         ),
         (
             "port_rx_gso_frames",
-            "Frames received whole from a sender with segmentation offload, cut by ctrack.",
+            "Frames received whole from a sender with segmentation offload.",
         ),
         (
             "port_rx_gso_segments",
-            "The segments those frames were cut into.",
+            "Segments ctrack cut those frames into where they could not leave whole.",
+        ),
+        (
+            "port_tx_gso_frames",
+            "Frames sent whole with their segmentation left to the kernel.",
         ),
     ];
     for ((name, help), r) in names.into_iter().zip(rows) {

@@ -262,10 +262,15 @@ fn af_packet_fanout_shares_frames_once() {
     let v = Veth::new(2);
     let group = (std::process::id() % 50000) as u16 + 7;
     let mut tx = open(&opts(&v.a, IoKind::AfPacket, 0, 1, 0));
-    let mut rx = vec![
-        open(&opts(&v.b, IoKind::AfPacket, 0, 2, group)),
-        open(&opts(&v.b, IoKind::AfPacket, 1, 2, group)),
-    ];
+    // Rings as large as `ctrack run`'s (4,096 frames): every frame is
+    // sent before any is read, and a block is handed over, however few
+    // frames it holds, a millisecond after its first (the 1,024 frames of
+    // `opts` are 13 blocks, which 16 frames a millisecond fill first).
+    let rx_opts = |w| PortOptions {
+        ring_frames: 4096,
+        ..opts(&v.b, IoKind::AfPacket, w, 2, group)
+    };
+    let mut rx = vec![open(&rx_opts(0)), open(&rx_opts(1))];
     let (frames, _) = burst();
     for chunk in frames.chunks(16) {
         let refs: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();

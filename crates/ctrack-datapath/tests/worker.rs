@@ -20,7 +20,8 @@ use ctrack_datapath::live::{Part, PortInfo, Shared};
 use ctrack_policy::firewall::{Action, Firewall, FwOutputs};
 use ctrack_policy::model::Policy;
 use ctrack_wire::build::{Frame, L4};
-use ctrack_wire::tcp::flags::{ACK, RST, SYN};
+use ctrack_wire::offload::{self, Gso, VnetHdr};
+use ctrack_wire::tcp::flags::{ACK, PSH, RST, SYN};
 
 const CLIENT: ([u8; 6], [u8; 4]) = ([2, 0, 0, 0, 0, 1], [10, 0, 0, 1]);
 const SERVER: ([u8; 6], [u8; 4]) = ([2, 0, 0, 0, 0, 2], [10, 0, 0, 2]);
@@ -85,7 +86,17 @@ struct MemPort {
     /// Only for `fd`: never readable, so an idle worker sleeps in poll.
     sock: UnixDatagram,
     stats: PortStats,
+    /// Frames of segmentation offload received after `inbox`'s, each with
+    /// its header (handed over whole, their checksums finished).
+    gso_inbox: GsoQueue,
+    /// What the last `recv` handed over of them.
+    gso_rx: Vec<(usize, VnetHdr)>,
+    /// Whether the port sends them whole, and what it sent so.
+    sends_gso: bool,
+    sent_gso: GsoQueue,
 }
+
+type GsoQueue = Arc<Mutex<VecDeque<(Vec<u8>, VnetHdr)>>>;
 
 impl Port for MemPort {
     fn name(&self) -> &str {
@@ -101,7 +112,32 @@ impl Port for MemPort {
             self.stats.rx_packets += 1;
             out.push(b);
         }
-        Ok(n)
+        let mut g = self.gso_inbox.lock().unwrap();
+        let m = (max - n).min(g.len());
+        for (f, h) in g.drain(..m) {
+            self.gso_rx.push((out.len(), h));
+            self.stats.rx_packets += 1;
+            self.stats.rx_gso_frames += 1;
+            out.push(f);
+        }
+        Ok(n + m)
+    }
+
+    fn take_gso(&mut self, into: &mut Vec<(usize, VnetHdr)>) {
+        into.append(&mut self.gso_rx);
+    }
+
+    fn sends_gso(&self) -> bool {
+        self.sends_gso
+    }
+
+    fn send_gso(&mut self, frames: &[(&[u8], VnetHdr)]) -> io::Result<usize> {
+        assert!(self.sends_gso, "send_gso on a port that does not");
+        let mut s = self.sent_gso.lock().unwrap();
+        s.extend(frames.iter().map(|(f, h)| (f.to_vec(), *h)));
+        self.stats.tx_packets += frames.len() as u64;
+        self.stats.tx_gso_frames += frames.len() as u64;
+        Ok(frames.len())
     }
 
     fn send(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
@@ -124,6 +160,8 @@ struct Rig {
     shared: Arc<Shared>,
     inbox: [Queue; 2],
     sent: [Arc<Mutex<Vec<Vec<u8>>>>; 2],
+    gso_inbox: [GsoQueue; 2],
+    sent_gso: [GsoQueue; 2],
     ports: Option<Vec<Box<dyn Port>>>,
     _peers: Vec<UnixDatagram>,
 }
@@ -145,6 +183,12 @@ fn rig() -> Rig {
 }
 
 fn rig_with(config: Config) -> Rig {
+    rig_gso(config, false)
+}
+
+/// A rig whose ports send frames of segmentation offload whole if
+/// `sends_gso`.
+fn rig_gso(config: Config, sends_gso: bool) -> Rig {
     let info = |name: &str, mac| PortInfo {
         name: name.into(),
         ifname: format!("mem-{name}"),
@@ -161,6 +205,8 @@ fn rig_with(config: Config) -> Rig {
     ));
     let inbox: [Queue; 2] = Default::default();
     let sent: [Arc<Mutex<Vec<Vec<u8>>>>; 2] = Default::default();
+    let gso_inbox: [GsoQueue; 2] = Default::default();
+    let sent_gso: [GsoQueue; 2] = Default::default();
     let mut ports: Vec<Box<dyn Port>> = Vec::new();
     let mut peers = Vec::new();
     for i in 0..2 {
@@ -171,12 +217,18 @@ fn rig_with(config: Config) -> Rig {
             sent: sent[i].clone(),
             sock: a,
             stats: PortStats::default(),
+            gso_inbox: gso_inbox[i].clone(),
+            gso_rx: Vec::new(),
+            sends_gso,
+            sent_gso: sent_gso[i].clone(),
         }));
     }
     Rig {
         shared,
         inbox,
         sent,
+        gso_inbox,
+        sent_gso,
         ports: Some(ports),
         _peers: peers,
     }
@@ -326,6 +378,80 @@ fn switches_what_the_firewall_frame_by_frame_allows() {
         assert!(c.get(p) > 0, "{} is zero: {c:?}", p.name());
     }
     assert!(c.ns.iter().sum::<u64>() <= c.total_ns, "{c:?}");
+}
+
+/// A TCP segment of 4,000 bytes that the client's stack left to
+/// segmentation offload (segments of 1,448), in an open connection: the
+/// firewall judges it once; it leaves whole, behind a header that leaves
+/// the cutting to the kernel, through a port that sends so, and cut into
+/// the three segments a wire would carry through one that does not.
+#[test]
+fn a_frame_of_segmentation_offload_leaves_whole_or_cut() {
+    for sends_gso in [true, false] {
+        let mut r = rig_gso(config(), sends_gso);
+        let mut w = Worker::new(r.shared.clone(), 0, r.ports.take().unwrap());
+        let mut send = |port: usize, f: Vec<u8>| {
+            r.inbox[port].lock().unwrap().push_back(f);
+            w.round();
+        };
+        send(0, ip4(CLIENT, SERVER, seg(1000, 80, SYN, 1, 0)).build());
+        send(
+            1,
+            ip4(SERVER, CLIENT, seg(80, 1000, SYN | ACK, 9, 2)).build(),
+        );
+        send(0, ip4(CLIENT, SERVER, seg(1000, 80, ACK, 2, 10)).build());
+        let data: Vec<u8> = (0..4000).map(|i| (i % 251) as u8).collect();
+        let big = ip4(
+            CLIENT,
+            SERVER,
+            L4::tcp_seg(1000, 80, ACK | PSH, 2, 10, 502, &data),
+        );
+        let big = big.build();
+        let rx = VnetHdr {
+            flags: 1,
+            gso_type: 1,
+            hdr_len: 54,
+            gso_size: 1448,
+            csum_start: 34,
+            csum_offset: 16,
+        };
+        r.gso_inbox[0].lock().unwrap().push_back((big.clone(), rx));
+        w.round();
+        w.publish();
+        let whole = r.sent_gso[1].lock().unwrap().clone();
+        let cut: Vec<Vec<u8>> = r.sent[1].lock().unwrap()[2..].to_vec();
+        let mut pieces = Vec::new();
+        offload::segment(&big, Gso::Tcp(1448), &mut Vec::new(), |p| {
+            pieces.push(p.to_vec())
+        })
+        .unwrap();
+        let ports = r.shared.stats().ports;
+        if sends_gso {
+            assert_eq!(whole.len(), 1, "{whole:?}");
+            let (f, h) = &whole[0];
+            // As the client's stack handed it over: the checksum field
+            // holds the pseudo-header's sum, for the kernel to finish.
+            let mut want = big.clone();
+            let ho = offload::hand_over(&mut want, rx).unwrap();
+            assert_eq!((f, h), (&want, &ho.hdr));
+            assert_eq!(ho.hdr, rx);
+            assert!(cut.is_empty(), "{cut:?}");
+            assert_eq!(ports[0].rx_gso_segments, 0);
+            assert_eq!(ports[1].tx_gso_frames, 1);
+        } else {
+            assert!(whole.is_empty());
+            assert_eq!(cut, pieces);
+            assert_eq!(cut.len(), 3);
+            assert_eq!(ports[0].rx_gso_segments, 3);
+            assert_eq!(ports[1].tx_gso_frames, 0);
+        }
+        assert_eq!(ports[0].rx_gso_frames, 1);
+        let s = r.shared.stats();
+        assert_eq!(s.fw.tracker.invalid, 0, "{:?}", s.fw.tracker);
+        // The big one judged once, established.
+        let t = &s.fw.tracker;
+        assert_eq!((t.packets, t.established), (4, 3), "{t:?}");
+    }
 }
 
 /// A worker expires connections itself after a round with traffic (no

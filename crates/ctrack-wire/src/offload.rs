@@ -186,6 +186,106 @@ impl VnetHdr {
     }
 }
 
+impl VnetHdr {
+    /// The header's 10 bytes, in the host's byte order (as a packet
+    /// socket with `PACKET_VNET_HDR` reads it before a frame sent).
+    pub fn to_bytes(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        b[0] = self.flags;
+        b[1] = self.gso_type;
+        b[2..4].copy_from_slice(&self.hdr_len.to_ne_bytes());
+        b[4..6].copy_from_slice(&self.gso_size.to_ne_bytes());
+        b[6..8].copy_from_slice(&self.csum_start.to_ne_bytes());
+        b[8..10].copy_from_slice(&self.csum_offset.to_ne_bytes());
+        b
+    }
+}
+
+/// A frame of segmentation offload made ready to leave whole: what
+/// [`hand_over`] wrote and how big its segments come out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HandOver {
+    /// The header to send the frame with.
+    pub hdr: VnetHdr,
+    /// The IP length of the largest segment the frame will be cut into
+    /// (what the sending interface's MTU must hold).
+    pub segment_ip_len: usize,
+}
+
+/// Makes an Ethernet `frame` that came in with segmentation offload as
+/// `rx` said (and whose transport checksum has since been finished, so
+/// that the firewall could check it) ready to be sent on whole, the
+/// cutting left to the kernel or the device behind the sending socket:
+/// writes into the TCP or UDP checksum field the folded sum of the
+/// pseudo-header, as a Linux stack leaves it for `CHECKSUM_PARTIAL`, and
+/// returns the header that says so (`NEEDS_CSUM`, where the transport
+/// header starts in this frame, `rx`'s segment size and type). The
+/// frame's current headers are read, so a translated frame is handed over
+/// right. `None`, with the frame untouched, for one that cannot be: not
+/// TCP or UDP as `rx` names, a fragment, an IPv6 routing header, a header
+/// cut short, a segment size of 0. Never panics.
+pub fn hand_over(frame: &mut [u8], rx: VnetHdr) -> Option<HandOver> {
+    let (tcp, size) = match rx.gso() {
+        Gso::Tcp(s) => (true, usize::from(s)),
+        Gso::Udp(s) => (false, usize::from(s)),
+        Gso::None | Gso::Other => return None,
+    };
+    let ip = parse_frame(frame, LinkType::Ethernet).ip.ok()?;
+    let proto = if tcp { ip_proto::TCP } else { ip_proto::UDP };
+    if ip.frag.is_fragment() || ip.proto != proto || size == 0 {
+        return None;
+    }
+    // TCP's types name the IP version too (1: over IPv4, 4: over IPv6).
+    let v4 = ip.version == IpVersion::V4;
+    if tcp && (rx.gso_type & !0x80 == 1) != v4 {
+        return None;
+    }
+    let (l3, l4, end) = (ip.l3, ip.l4, ip.end);
+    let len = end - l4;
+    let hl = if tcp {
+        usize::from(frame.get(l4 + 12)? >> 4) * 4
+    } else {
+        8
+    };
+    if (tcp && hl < 20) || l4 + hl > end {
+        return None;
+    }
+    let pseudo = match ip.version {
+        IpVersion::V4 => {
+            let h = &frame[l3..l3 + 20];
+            let src = [h[12], h[13], h[14], h[15]];
+            let dst = [h[16], h[17], h[18], h[19]];
+            checksum::pseudo_header_v4(src, dst, proto, len as u32)
+        }
+        IpVersion::V6 => {
+            let h = frame.get(l3..l3 + ipv6::HEADER_LEN)?;
+            if has_routing_header(frame.get(l3 + ipv6::HEADER_LEN..l4)?, h[6]) {
+                return None;
+            }
+            let mut src = [0u8; 16];
+            let mut dst = [0u8; 16];
+            src.copy_from_slice(&h[8..24]);
+            dst.copy_from_slice(&h[24..40]);
+            checksum::pseudo_header_v6(&src, &dst, proto, len as u32)
+        }
+    };
+    let at = if tcp { 16 } else { 6 };
+    let csum_start = u16::try_from(l4).ok()?;
+    let hdr_len = u16::try_from(l4 + hl).ok()?;
+    frame[l4 + at..l4 + at + 2].copy_from_slice(&checksum::fold(pseudo).to_be_bytes());
+    Some(HandOver {
+        hdr: VnetHdr {
+            flags: 1,
+            gso_type: rx.gso_type,
+            hdr_len,
+            gso_size: rx.gso_size,
+            csum_start,
+            csum_offset: at as u16,
+        },
+        segment_ip_len: (l4 - l3) + hl + size.min(len - hl),
+    })
+}
+
 /// The most segments [`segment`] makes of one frame (64 KiB in pieces of
 /// 128 bytes): a smaller size is refused rather than made into thousands
 /// of frames.

@@ -258,6 +258,7 @@ fn ports_json(ctx: &Ctx, s: &WorkerStats) -> Value {
                 "rx_csum_completed": c.rx_csum_completed,
                 "rx_gso_frames": c.rx_gso_frames,
                 "rx_gso_segments": c.rx_gso_segments,
+                "tx_gso_frames": c.tx_gso_frames,
             })
         })
         .collect();
@@ -270,7 +271,7 @@ fn ports_text(v: &Value) -> String {
         let s = |k: &str| p[k].as_str().unwrap_or("").to_owned();
         let _ = writeln!(
             o,
-            "  {} ({}): mac {} mtu {}; rx {} packets {} bytes {} dropped {} checksums completed {} cut into {} segments; tx {} packets {} bytes {} errors",
+            "  {} ({}): mac {} mtu {}; rx {} packets {} bytes {} dropped {} checksums completed, {} of segmentation offload ({} segments cut); tx {} packets {} bytes {} errors, {} whole with segmentation offload",
             s("name"),
             s("interface"),
             s("mac"),
@@ -283,7 +284,8 @@ fn ports_text(v: &Value) -> String {
             p["rx_gso_segments"],
             p["tx_packets"],
             p["tx_bytes"],
-            p["tx_errors"]
+            p["tx_errors"],
+            p["tx_gso_frames"]
         );
     }
     o

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use ctrack_core::Time;
 use ctrack_policy::firewall::{Action, BurstOut, Decision, FwOutputs};
+use ctrack_wire::offload::{self, VnetHdr};
 
 use super::cost::{Lap, Part, RoundCost};
 use super::shared::{Shared, SwitchDrop, Tag, WorkerStats};
@@ -70,8 +71,21 @@ struct Lane {
     replies: Vec<(usize, Vec<u8>)>,
     /// Per frame of the burst: whether it may take the burst path.
     whole: Vec<bool>,
-    /// Frames to send, per port.
-    tx: Vec<Vec<Vec<u8>>>,
+    /// Per frame of the burst: the header it came with if it is a frame of
+    /// segmentation offload (handed over whole, its checksum finished).
+    rx_gso: Vec<Option<VnetHdr>>,
+    /// What the port's `take_gso` handed over.
+    gso_in: Vec<(usize, VnetHdr)>,
+    /// Per port: whether it sends frames of segmentation offload whole.
+    gso_tx: Vec<bool>,
+    /// Per port: segments cut from frames of segmentation offload that
+    /// came in on it and could not leave whole.
+    cut: Vec<u64>,
+    /// Where segments are built.
+    seg: Vec<u8>,
+    /// Frames to send, per port, each with the header it leaves behind
+    /// when it leaves whole with its segmentation left to the kernel.
+    tx: Vec<Vec<(Vec<u8>, Option<VnetHdr>)>>,
     view: SwitchView,
     stats: WorkerStats,
 }
@@ -80,6 +94,7 @@ impl Worker {
     /// Worker `me` over `ports` (one handle per datapath port, in order).
     pub fn new(shared: Arc<Shared>, me: usize, ports: Vec<Box<dyn Port>>) -> Worker {
         let n = ports.len();
+        let gso_tx = ports.iter().map(|p| p.sends_gso()).collect();
         Worker {
             shared,
             me,
@@ -91,6 +106,11 @@ impl Worker {
                 decisions: Vec::with_capacity(BURST),
                 replies: Vec::new(),
                 whole: Vec::with_capacity(BURST),
+                rx_gso: Vec::with_capacity(BURST),
+                gso_in: Vec::new(),
+                gso_tx,
+                cut: vec![0; n],
+                seg: Vec::new(),
                 tx: (0..n).map(|_| Vec::with_capacity(BURST)).collect(),
                 view: SwitchView::default(),
                 stats: WorkerStats {
@@ -142,6 +162,14 @@ impl Worker {
         let mut got = 0;
         for (i, port) in self.ports.iter_mut().enumerate() {
             let _ = port.recv(&mut self.lane.pool, &mut self.rx, BURST);
+            self.lane.rx_gso.clear();
+            self.lane.rx_gso.resize(self.rx.len(), None);
+            port.take_gso(&mut self.lane.gso_in);
+            for (i, h) in self.lane.gso_in.drain(..) {
+                if let Some(g) = self.lane.rx_gso.get_mut(i) {
+                    *g = Some(h);
+                }
+            }
             cost.add(Part::Recv, lap.lap());
             if !self.rx.is_empty() {
                 got += self.rx.len();
@@ -166,8 +194,14 @@ impl Worker {
     pub fn publish(&mut self) {
         let st = &mut self.lane.stats;
         st.fw.clone_from(&self.lane.outs.stats);
-        for (s, p) in st.ports.iter_mut().zip(self.ports.iter_mut()) {
+        for ((s, p), cut) in st
+            .ports
+            .iter_mut()
+            .zip(self.ports.iter_mut())
+            .zip(&self.lane.cut)
+        {
             *s = p.stats();
+            s.rx_gso_segments += cut;
         }
         st.cost.total_ns = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         if let Some(slot) = self.shared.workers.get(self.me) {
@@ -212,14 +246,15 @@ impl Lane {
                 let run = &mut rx[start..start + len];
                 self.judge_run(shared, run, now);
                 cost.add(Part::Firewall, lap.lap());
-                self.route_run(shared, port, run);
+                self.route_run(shared, port, run, start);
                 start += len;
             } else {
                 let frame = std::mem::take(&mut rx[start]);
                 shared.fw.process(frame, port, now, &mut self.outs);
                 self.outs.dropped.clear();
                 cost.add(Part::Firewall, lap.lap());
-                self.route_outs(shared);
+                let gso = self.rx_gso.get(start).copied().flatten();
+                self.route_outs(shared, gso);
                 start += 1;
             }
             cost.add(Part::Switch, lap.lap());
@@ -243,12 +278,14 @@ impl Lane {
                     self.stats.switch.learned += u64::from(learned);
                     self.whole.push(unfragmented(&rx[i]));
                     rx.swap(kept, i);
+                    self.rx_gso.swap(kept, i);
                     kept += 1;
                 }
             }
         }
         // What is cut is the spoofed frames' empty places.
         rx.truncate(kept);
+        self.rx_gso.truncate(kept);
     }
 
     /// The burst path over a run of frames that are not fragments.
@@ -267,9 +304,10 @@ impl Lane {
         );
     }
 
-    /// Routes a judged run (from `port`): each frame's answer first, then
-    /// the frame, as [`Lane::route_outs`] does.
-    fn route_run(&mut self, shared: &Shared, port: Tag, run: &mut [Vec<u8>]) {
+    /// Routes a judged run (from `port`, starting at frame `first` of the
+    /// burst): each frame's answer first, then the frame, as
+    /// [`Lane::route_outs`] does.
+    fn route_run(&mut self, shared: &Shared, port: Tag, run: &mut [Vec<u8>], first: usize) {
         let mut replies = std::mem::take(&mut self.replies);
         let mut answers = replies.drain(..).peekable();
         for (i, slot) in run.iter_mut().enumerate() {
@@ -278,7 +316,8 @@ impl Lane {
                 self.queue(shared, port, reply);
             }
             let action = self.decisions.get(i).map_or(Action::Drop, |d| d.action);
-            self.forward(shared, port, std::mem::take(slot), action);
+            let gso = self.rx_gso.get(first + i).copied().flatten();
+            self.forward(shared, port, std::mem::take(slot), action, gso);
         }
         for (_, stray) in answers {
             self.pool.put(stray);
@@ -287,22 +326,32 @@ impl Lane {
     }
 
     /// Routes what [`ctrack_policy::firewall::Firewall::process`] handed
-    /// back.
-    fn route_outs(&mut self, shared: &Shared) {
+    /// back for one frame (`gso`: its header, if it is a frame of
+    /// segmentation offload; such a frame is no fragment, so it comes back
+    /// alone).
+    fn route_outs(&mut self, shared: &Shared, gso: Option<VnetHdr>) {
         let mut outs = std::mem::take(&mut self.outs.out);
         for o in outs.drain(..) {
             if let Some(reply) = o.reply {
                 self.stats.switch.replies += 1;
                 self.queue(shared, o.tag, reply);
             }
-            self.forward(shared, o.tag, o.frame, o.decision.action);
+            self.forward(shared, o.tag, o.frame, o.decision.action, gso);
         }
         self.outs.out = outs;
     }
 
     /// Sends a frame that came in on `tag` on to its destination if
-    /// `action` allows it.
-    fn forward(&mut self, shared: &Shared, tag: Tag, frame: Vec<u8>, action: Action) {
+    /// `action` allows it (`gso`: the header of a frame of segmentation
+    /// offload).
+    fn forward(
+        &mut self,
+        shared: &Shared,
+        tag: Tag,
+        frame: Vec<u8>,
+        action: Action,
+        gso: Option<VnetHdr>,
+    ) {
         if action != Action::Allow {
             self.pool.put(frame);
             return;
@@ -311,18 +360,82 @@ impl Lane {
             Dest::Port(p) if p == tag => self.drop(SwitchDrop::Hairpin, frame),
             Dest::Port(p) => {
                 self.stats.switch.forwarded += 1;
-                self.queue(shared, p, frame);
+                match gso {
+                    Some(h) => self.queue_gso(shared, p, frame, h, tag),
+                    None => self.queue(shared, p, frame),
+                }
             }
             Dest::Flood => {
                 self.stats.switch.flooded += 1;
                 let n = self.tx.len() as Tag;
                 for p in (0..n).filter(|&p| p != tag) {
-                    let mut copy = self.pool.get();
+                    let mut copy = match gso {
+                        Some(_) => Vec::with_capacity(frame.len()),
+                        None => self.pool.get(),
+                    };
                     copy.extend_from_slice(&frame);
-                    self.queue(shared, p, copy);
+                    match gso {
+                        Some(h) => self.queue_gso(shared, p, copy, h, tag),
+                        None => self.queue(shared, p, copy),
+                    }
                 }
                 self.pool.put(frame);
             }
+        }
+    }
+
+    /// Queues a frame of segmentation offload that came in on `from` with
+    /// header `rx` for `port`: whole, behind a header that leaves the
+    /// cutting to the kernel, where the port sends so and its MTU holds
+    /// the segments; else cut here into segments, each queued as a frame.
+    fn queue_gso(
+        &mut self,
+        shared: &Shared,
+        port: Tag,
+        mut frame: Vec<u8>,
+        rx: VnetHdr,
+        from: Tag,
+    ) {
+        let Some(info) = shared.ports.get(usize::from(port)) else {
+            self.pool.put(frame);
+            return;
+        };
+        if self.gso_tx.get(usize::from(port)) == Some(&true) {
+            match offload::hand_over(&mut frame, rx) {
+                Some(h) if h.segment_ip_len <= info.mtu => {
+                    if let Some(q) = self.tx.get_mut(usize::from(port)) {
+                        q.push((frame, Some(h.hdr)));
+                    }
+                    return;
+                }
+                Some(_) => {
+                    // Segments over the port's MTU: as a frame over it.
+                    self.drop(SwitchDrop::TooBig, frame);
+                    return;
+                }
+                // (The checksum field is as it was: cut below.)
+                None => {}
+            }
+        }
+        let mut seg = std::mem::take(&mut self.seg);
+        let mut pieces = Vec::new();
+        let cut = offload::segment(&frame, rx.gso(), &mut seg, |piece| {
+            let mut b = self.pool.get();
+            b.extend_from_slice(piece);
+            pieces.push(b);
+        });
+        self.seg = seg;
+        self.pool.put(frame);
+        match cut {
+            Some(n) => {
+                if let Some(c) = self.cut.get_mut(usize::from(from)) {
+                    *c += n as u64;
+                }
+                for piece in pieces {
+                    self.queue(shared, port, piece);
+                }
+            }
+            None => self.drop(SwitchDrop::TooBig, Vec::new()),
         }
     }
 
@@ -339,28 +452,48 @@ impl Lane {
             self.drop(SwitchDrop::TooBig, frame);
             return;
         }
-        q.push(frame);
+        q.push((frame, None));
     }
 
     /// Sends every queued frame, a batch per port (no allocation: the
-    /// batch's slices are on the stack).
+    /// batch's slices are on the stack), in the order queued: a run of
+    /// frames leaving whole with their segmentation left to the kernel
+    /// goes out through `send_gso`, between the runs before and after it.
     fn flush(&mut self, ports: &mut [Box<dyn Port>]) {
         for (q, port) in self.tx.iter_mut().zip(ports.iter_mut()) {
             if q.is_empty() {
                 continue;
             }
             let mut sent = 0;
-            for chunk in q.chunks(SEND_BATCH) {
-                let mut refs: [&[u8]; SEND_BATCH] = [&[]; SEND_BATCH];
-                for (r, f) in refs.iter_mut().zip(chunk) {
-                    *r = f.as_slice();
-                }
-                let n = port.send(&refs[..chunk.len()]).unwrap_or(0);
-                sent += n.min(chunk.len());
+            let mut at = 0;
+            while at < q.len() {
+                let gso = q[at].1.is_some();
+                let len = q[at..]
+                    .iter()
+                    .take(SEND_BATCH)
+                    .take_while(|(_, h)| h.is_some() == gso)
+                    .count();
+                let chunk = &q[at..at + len];
+                let n = if gso {
+                    let mut refs: [(&[u8], VnetHdr); SEND_BATCH] =
+                        [(&[], VnetHdr::default()); SEND_BATCH];
+                    for (r, (f, h)) in refs.iter_mut().zip(chunk) {
+                        *r = (f.as_slice(), h.unwrap_or_default());
+                    }
+                    port.send_gso(&refs[..len]).unwrap_or(0)
+                } else {
+                    let mut refs: [&[u8]; SEND_BATCH] = [&[]; SEND_BATCH];
+                    for (r, (f, _)) in refs.iter_mut().zip(chunk) {
+                        *r = f.as_slice();
+                    }
+                    port.send(&refs[..len]).unwrap_or(0)
+                };
+                sent += n.min(len);
+                at += len;
             }
             let failed = (q.len() - sent) as u64;
             self.stats.switch.drops[SwitchDrop::TxFailed as usize] += failed;
-            for f in q.drain(..) {
+            for (f, _) in q.drain(..) {
                 self.pool.put(f);
             }
         }

@@ -10,15 +10,19 @@
 //! (`TP_STATUS_KERNEL`), in ring order.
 //!
 //! Offloads: the socket asks for a virtio-net header before each frame
-//! (`PACKET_VNET_HDR`, where the kernel has it). A frame its sender left to
+//! (`PACKET_VNET_HDR`, where the kernel has it). A checksum its sender
+//! left to offload is finished ([`ctrack_wire::offload`]), so that every
+//! frame the firewall sees is whole. A frame its sender left to
 //! segmentation offload (a TCP segment of up to 64 KiB from a veth peer
-//! with TSO, the default) is cut into the segments a wire would have
-//! carried, and a checksum left to offload is finished
-//! ([`ctrack_wire::offload`]); so every frame the firewall sees is whole.
-//! A socket with the header would want one before every frame sent too;
-//! sends go out on a second socket without it, which receives nothing
-//! (the header cost a send about 15% of the forwarding rate of 64-byte
-//! frames, `scripts/live-bench.py`, BENCHMARKS.md).
+//! with TSO, the default) is handed over whole, its checksum finished, and
+//! its header kept ([`Port::take_gso`]): the firewall judges it once, and
+//! it leaves whole ([`Port::send_gso`], on this socket, behind a header
+//! that leaves the cutting to the kernel) or, where the port it goes to
+//! cannot send it so, cut by the worker into the segments a wire would
+//! have carried. Other sends go out on a second socket without the
+//! header, which receives nothing (the header cost a send about 15% of the
+//! forwarding rate of 64-byte frames, `scripts/live-bench.py`,
+//! BENCHMARKS.md).
 
 use std::io;
 use std::mem::offset_of;
@@ -32,8 +36,17 @@ use super::os::{self, Mmap, Pod, err};
 use super::port::{Pool, Port, PortOptions, PortStats};
 
 /// How long the kernel keeps a partly filled block before handing it to
-/// us (ms): the most a lone frame waits in the ring.
-const RETIRE_MS: u32 = 4;
+/// us (ms, the least it takes): the most a lone frame waits in the ring.
+/// The kernel wakes a reader only when a block is handed over, so a
+/// sparse flow (the ACKs of a TCP stream, a handshake) waits this long at
+/// each port. At 4 ms, one iperf3 stream with its senders' offloads on
+/// made 6.1 Gbit/s, at 1 ms 9.3, and short connections 8,500–16,000 a
+/// second against 22,600–23,600; 64-byte UDP flat out lost about 6%
+/// (BENCHMARKS.md, "Frames of segmentation offload sent whole"). The
+/// price: at low rates each block carries a millisecond's frames, so a
+/// ring of N blocks holds N milliseconds of them for a worker held up
+/// (`ctrack run`'s default ring of 4,096 frames of 1,518 bytes: 51).
+const RETIRE_MS: u32 = 1;
 /// `TPACKET_V3` of `enum tpacket_versions`.
 const TPACKET_V3: libc::c_int = 2;
 /// The largest ring we map for one socket.
@@ -126,6 +139,8 @@ struct Cursor {
 struct SendScratch {
     iov: Vec<libc::iovec>,
     msg: Vec<libc::mmsghdr>,
+    /// Each message's frame length.
+    lens: Vec<usize>,
 }
 
 // SAFETY: the pointers inside point into the frames of one `send` call;
@@ -157,12 +172,11 @@ pub(super) struct PacketPort {
     /// Whether frames come behind a virtio-net header
     /// (`PACKET_VNET_HDR`).
     vnet: bool,
-    /// Where segments are built.
-    seg: Vec<u8>,
-    /// Where a frame of segmentation offload is read whole before it is
-    /// cut (one per port: a pool buffer grown to 64 KiB for it would stay
-    /// that large in the pool).
-    whole: Vec<u8>,
+    /// The frames of segmentation offload the last `recv` handed over:
+    /// their index in its `out`, and their header.
+    gso_rx: Vec<(usize, VnetHdr)>,
+    /// The headers of a `send_gso` call, one per message.
+    gso_hdrs: Vec<[u8; VnetHdr::LEN]>,
     /// The socket sends go out on, when `fd` takes a header with every
     /// frame sent (with `vnet`): bound to the interface, receiving nothing.
     tx_fd: Option<OwnedFd>,
@@ -277,8 +291,8 @@ pub(super) fn open(opts: &PortOptions) -> io::Result<Box<dyn Port>> {
         own_drops: 0,
         scratch: SendScratch::default(),
         vnet,
-        seg: Vec::new(),
-        whole: Vec::new(),
+        gso_rx: Vec::new(),
+        gso_hdrs: Vec::new(),
         tx_fd,
     }))
 }
@@ -353,10 +367,11 @@ impl PacketPort {
         };
     }
 
-    /// Reads the next frame of the held block into pool buffers pushed on
-    /// `out` (one, or the segments of a frame of segmentation offload);
-    /// returns how many (none when it is skipped: outgoing, truncated, too
-    /// large, malformed).
+    /// Reads the next frame of the held block into a buffer pushed on
+    /// `out` (from `pool`; a frame of segmentation offload in one of its
+    /// own, noted in `gso_rx`); returns how many (none when it is skipped:
+    /// outgoing, truncated, too large, malformed, a kind of segmentation
+    /// offload ctrack does not handle).
     fn next_frame(&mut self, pool: &mut Pool, out: &mut Vec<Vec<u8>>) -> usize {
         self.cur.left -= 1;
         let base = self.block_base();
@@ -406,7 +421,12 @@ impl PacketPort {
         }
         let mut buf = match gso {
             Gso::None => pool.get(),
-            _ => std::mem::take(&mut self.whole),
+            // (The pool keeps no buffer this large.)
+            Gso::Tcp(_) | Gso::Udp(_) => Vec::with_capacity(snap + 4),
+            Gso::Other => {
+                self.own_drops += 1;
+                return 0;
+            }
         };
         if status & libc::TP_STATUS_VLAN_VALID != 0 && snap >= 12 {
             // Put back the 802.1Q tag the kernel took out of the frame.
@@ -425,70 +445,49 @@ impl PacketPort {
         }
         self.stats.rx_packets += 1;
         self.stats.rx_bytes += buf.len() as u64;
-        match gso {
-            Gso::None => {
-                let unfinished = status & libc::TP_STATUS_CSUMNOTREADY != 0
-                    || vnet.is_some_and(|v| v.needs_csum());
-                if unfinished && offload::complete(&mut buf).is_some() {
-                    // The sender left the transport checksum to offload (a
-                    // veth peer's stack does by default): finish it, as the
-                    // kernel does before a device without the offload, so
-                    // that the tracker and the receiver see a whole packet.
-                    self.stats.rx_csum_completed += 1;
-                }
-                out.push(buf);
-                1
-            }
-            Gso::Tcp(_) | Gso::Udp(_) => {
-                // Cut as the kernel would have before a device without
-                // segmentation offload.
-                let cut = offload::segment(&buf, gso, &mut self.seg, |piece| {
-                    let mut b = pool.get();
-                    b.extend_from_slice(piece);
-                    out.push(b);
-                });
-                buf.clear();
-                self.whole = buf;
-                match cut {
-                    Some(n) => {
-                        self.stats.rx_gso_frames += 1;
-                        self.stats.rx_gso_segments += n as u64;
-                        n
-                    }
-                    None => {
-                        self.own_drops += 1;
-                        0
-                    }
-                }
-            }
-            Gso::Other => {
-                buf.clear();
-                self.whole = buf;
-                self.own_drops += 1;
-                0
-            }
+        let unfinished =
+            status & libc::TP_STATUS_CSUMNOTREADY != 0 || vnet.is_some_and(|v| v.needs_csum());
+        if unfinished && offload::complete(&mut buf).is_some() {
+            // The sender left the transport checksum to offload (a veth
+            // peer's stack does by default): finish it, as the kernel does
+            // before a device without the offload, so that the tracker and
+            // the receiver see a whole packet.
+            self.stats.rx_csum_completed += 1;
         }
+        if let (Some(v), Gso::Tcp(_) | Gso::Udp(_)) = (vnet, gso) {
+            self.stats.rx_gso_frames += 1;
+            self.gso_rx.push((out.len(), v));
+        }
+        out.push(buf);
+        1
     }
 
-    /// One sendmmsg(2) per `MMSG_MAX` messages of the scratch; returns the
-    /// frames and bytes sent. Unsent frames are counted in `tx_errors`.
-    fn flush(&mut self) -> (usize, u64) {
+    /// One sendmmsg(2) per `MMSG_MAX` messages of the scratch, on the
+    /// socket that takes a virtio-net header with each frame (`with_hdr`)
+    /// or the one that takes none; returns the frames and bytes sent.
+    /// Unsent frames are counted in `tx_errors`.
+    fn flush(&mut self, with_hdr: bool) -> (usize, u64) {
         let n = self.scratch.msg.len();
         let (mut i, mut sent, mut bytes, mut eintr) = (0, 0, 0u64, 0);
         while i < n {
             let chunk = (n - i).min(MMSG_MAX) as libc::c_uint;
             let msgs = self.scratch.msg[i..].as_mut_ptr();
-            let fd = self.tx_fd.as_ref().unwrap_or(&self.fd).as_raw_fd();
+            let fd = match with_hdr {
+                true => &self.fd,
+                false => self.tx_fd.as_ref().unwrap_or(&self.fd),
+            }
+            .as_raw_fd();
             // SAFETY: `fd` is one of this port's sockets, open while `self`
             // is; `msgs` points to `chunk` initialised mmsghdr whose iovecs
-            // point into frames borrowed for this `send` call; the kernel
-            // reads those and writes only the `msg_len` fields.
+            // point into frames borrowed for this `send` or `send_gso` call
+            // (and into `gso_hdrs`, not changed until that call ends); the
+            // kernel reads those and writes only the `msg_len` fields.
             let r = unsafe { libc::sendmmsg(fd, msgs, chunk, libc::MSG_DONTWAIT) };
             if r > 0 {
                 let r = r as usize;
-                bytes += self.scratch.iov[i..i + r]
+                bytes += self.scratch.lens[i..i + r]
                     .iter()
-                    .map(|v| v.iov_len as u64)
+                    .map(|&l| l as u64)
                     .sum::<u64>();
                 sent += r;
                 i += r;
@@ -546,12 +545,14 @@ impl Port for PacketPort {
         let s = &mut self.scratch;
         s.iov.clear();
         s.msg.clear();
+        s.lens.clear();
         for f in frames {
             if sendable(f, self.mtu) {
                 s.iov.push(libc::iovec {
                     iov_base: f.as_ptr() as *mut libc::c_void,
                     iov_len: f.len(),
                 });
+                s.lens.push(f.len());
             } else {
                 self.stats.tx_errors += 1;
             }
@@ -562,10 +563,68 @@ impl Port for PacketPort {
             m.msg_hdr.msg_iovlen = 1;
             s.msg.push(m);
         }
-        let (sent, bytes) = self.flush();
+        let (sent, bytes) = self.flush(false);
         self.scratch.iov.clear();
         self.scratch.msg.clear();
         self.stats.tx_packets += sent as u64;
+        self.stats.tx_bytes += bytes;
+        Ok(sent)
+    }
+
+    fn take_gso(&mut self, into: &mut Vec<(usize, VnetHdr)>) {
+        into.append(&mut self.gso_rx);
+    }
+
+    fn sends_gso(&self) -> bool {
+        self.vnet
+    }
+
+    fn send_gso(&mut self, frames: &[(&[u8], VnetHdr)]) -> io::Result<usize> {
+        if !self.vnet {
+            self.stats.tx_errors += frames.len() as u64;
+            return Ok(0);
+        }
+        let s = &mut self.scratch;
+        s.iov.clear();
+        s.msg.clear();
+        s.lens.clear();
+        self.gso_hdrs.clear();
+        for (f, h) in frames {
+            if f.len() < 14 || f.len() > GSO_FRAME_MAX {
+                self.stats.tx_errors += 1;
+                continue;
+            }
+            self.gso_hdrs.push(h.to_bytes());
+            s.lens.push(f.len());
+        }
+        // Each message: its header, then its frame (the headers' vector is
+        // complete, so the pointers into it stay put).
+        let mut hdrs = self.gso_hdrs.iter();
+        for (f, _) in frames {
+            if f.len() < 14 || f.len() > GSO_FRAME_MAX {
+                continue;
+            }
+            let Some(h) = hdrs.next() else { break };
+            s.iov.push(libc::iovec {
+                iov_base: h.as_ptr() as *mut libc::c_void,
+                iov_len: h.len(),
+            });
+            s.iov.push(libc::iovec {
+                iov_base: f.as_ptr() as *mut libc::c_void,
+                iov_len: f.len(),
+            });
+        }
+        for pair in s.iov.chunks_exact_mut(2) {
+            let mut m: libc::mmsghdr = os::zeroed();
+            m.msg_hdr.msg_iov = pair.as_mut_ptr();
+            m.msg_hdr.msg_iovlen = 2;
+            s.msg.push(m);
+        }
+        let (sent, bytes) = self.flush(true);
+        self.scratch.iov.clear();
+        self.scratch.msg.clear();
+        self.stats.tx_packets += sent as u64;
+        self.stats.tx_gso_frames += sent as u64;
         self.stats.tx_bytes += bytes;
         Ok(sent)
     }

@@ -6,6 +6,8 @@
 use std::io;
 use std::os::fd::RawFd;
 
+use ctrack_wire::offload::VnetHdr;
+
 /// Which kind of socket carries a port's frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IoKind {
@@ -81,11 +83,16 @@ pub struct PortStats {
     /// (AF_PACKET's `TP_STATUS_CSUMNOTREADY`), which ctrack finished.
     pub rx_csum_completed: u64,
     /// Frames received whole that their sender left to segmentation
-    /// offload (TSO, GSO), which ctrack cut.
+    /// offload (TSO, GSO; counted in `rx_packets` too). Each leaves whole
+    /// where the port it goes to can send it so (`tx_gso_frames` there),
+    /// else cut into segments.
     pub rx_gso_frames: u64,
-    /// The segments they were cut into (counted in `rx_packets` as their
-    /// frames are, not one by one).
+    /// The segments ctrack cut them into, where they could not leave
+    /// whole (counted by the worker, at the port they came in on).
     pub rx_gso_segments: u64,
+    /// Frames sent whole with their segmentation left to the kernel
+    /// (counted in `tx_packets` too, one each).
+    pub tx_gso_frames: u64,
 }
 
 impl PortStats {
@@ -100,6 +107,7 @@ impl PortStats {
         self.rx_csum_completed += o.rx_csum_completed;
         self.rx_gso_frames += o.rx_gso_frames;
         self.rx_gso_segments += o.rx_gso_segments;
+        self.tx_gso_frames += o.tx_gso_frames;
     }
 }
 
@@ -113,6 +121,10 @@ pub struct Pool {
 impl Pool {
     /// The most buffers kept.
     const KEEP: usize = 4096;
+    /// The largest buffer kept: a frame of segmentation offload (up to 64
+    /// KiB) comes in a buffer of its own, freed after use, so that the
+    /// pool's buffers do not grow to that size and stay so.
+    const KEEP_BYTES: usize = 16 << 10;
 
     /// An empty buffer (with capacity, when one was returned).
     #[inline]
@@ -123,7 +135,7 @@ impl Pool {
     /// Returns a buffer for reuse.
     #[inline]
     pub fn put(&mut self, mut v: Vec<u8>) {
-        if self.free.len() < Self::KEEP && v.capacity() != 0 {
+        if self.free.len() < Self::KEEP && v.capacity() != 0 && v.capacity() <= Self::KEEP_BYTES {
             v.clear();
             self.free.push(v);
         }
@@ -143,6 +155,29 @@ pub trait Port: Send + std::fmt::Debug {
     /// batch at most); returns how many were accepted. Frames over the
     /// interface's MTU are counted in `tx_errors`, not sent.
     fn send(&mut self, frames: &[&[u8]]) -> io::Result<usize>;
+
+    /// Moves the virtio-net headers of the frames of segmentation offload
+    /// that the last `recv` handed over whole, each with the frame's index
+    /// in that call's `out`, into `into` (a port that hands over none adds
+    /// nothing). Each such frame's transport checksum is finished; it is
+    /// to leave through [`Port::send_gso`] or be cut
+    /// ([`ctrack_wire::offload::segment`]).
+    fn take_gso(&mut self, into: &mut Vec<(usize, VnetHdr)>) {
+        let _ = into;
+    }
+
+    /// Whether [`Port::send_gso`] sends.
+    fn sends_gso(&self) -> bool {
+        false
+    }
+
+    /// Sends frames over the MTU whole, each behind its virtio-net header
+    /// ([`ctrack_wire::offload::hand_over`]), the kernel to cut them;
+    /// returns how many were accepted. A port that cannot sends none.
+    fn send_gso(&mut self, frames: &[(&[u8], VnetHdr)]) -> io::Result<usize> {
+        let _ = frames;
+        Ok(0)
+    }
 
     /// The descriptor to poll for readable frames.
     fn fd(&self) -> RawFd;

@@ -330,7 +330,149 @@ fn a_virtio_header_reads_in_host_order() {
     assert_eq!(VnetHdr::parse(b).gso(), Gso::None);
 }
 
+/// The header a veth's peer hands over a frame of `gso` with.
+fn rx_hdr(v6: bool, gso: Gso) -> VnetHdr {
+    let (gso_type, gso_size) = match gso {
+        Gso::Tcp(s) => (if v6 { 4 } else { 1 }, s),
+        Gso::Udp(s) => (5, s),
+        Gso::None => (0, 0),
+        Gso::Other => (3, 1000),
+    };
+    VnetHdr {
+        flags: 1,
+        gso_type,
+        hdr_len: 0,
+        gso_size,
+        csum_start: 0,
+        csum_offset: 0,
+    }
+}
+
+#[test]
+fn a_frame_handed_over_whole_is_what_the_kernel_finishes_and_cuts_alike() {
+    let tcp = |v6| {
+        let flags = 0x010 | 0x008 | 0x080;
+        piece(
+            v6,
+            0,
+            L4::tcp_seg(40000, 80, flags, 7000, 9, 501, &payload(4000)),
+        )
+    };
+    let udp = |v6| piece(v6, 0, L4::udp(4433, 443, &payload(3000)));
+    for v6 in [false, true] {
+        for (whole, gso, at) in [
+            (tcp(v6), Gso::Tcp(1448), 16usize),
+            (udp(v6), Gso::Udp(1200), 6),
+        ] {
+            let mut f = whole.clone();
+            let h = hand_over(&mut f, rx_hdr(v6, gso)).expect("handed over");
+            let l4 = if v6 { 14 + 40 } else { 14 + 20 };
+            let hl = if at == 16 { 20 } else { 8 };
+            assert_eq!(h.hdr.flags, 1);
+            assert_eq!(h.hdr.gso_type, rx_hdr(v6, gso).gso_type);
+            assert_eq!(usize::from(h.hdr.csum_start), l4);
+            assert_eq!(usize::from(h.hdr.csum_offset), at);
+            assert_eq!(usize::from(h.hdr.hdr_len), l4 + hl);
+            let size = match gso {
+                Gso::Tcp(s) | Gso::Udp(s) => usize::from(s),
+                _ => unreachable!(),
+            };
+            assert_eq!(h.segment_ip_len, l4 - 14 + hl + size);
+            // Only the checksum field changed: it now holds what a stack
+            // leaves for the device ...
+            assert_eq!(f, unfinished(&whole), "v6 {v6}, {gso:?}");
+            // ... which finishes it, summing from csum_start, to the
+            // checksum the frame had.
+            let mut done = f.clone();
+            let c = checksum::finish(checksum::sum(0, &done[l4..]));
+            done[l4 + at..l4 + at + 2].copy_from_slice(&c.to_be_bytes());
+            assert_eq!(done, whole, "v6 {v6}, {gso:?}");
+            // Cut, it gives the pieces the finished frame gives.
+            assert_eq!(cut(&f, gso), cut(&whole, gso));
+        }
+    }
+    // A translated frame: its own addresses go into the sum.
+    let mut moved = Frame::v4([192, 0, 2, 9], S4, L4::udp(1, 2, &payload(2500))).build();
+    let want = unfinished(&moved);
+    hand_over(&mut moved, rx_hdr(false, Gso::Udp(1000))).expect("handed over");
+    assert_eq!(moved, want);
+}
+
+#[test]
+fn what_cannot_be_handed_over_is_left_alone() {
+    let tcp4 = piece(
+        false,
+        0,
+        L4::tcp_seg(1, 2, 0x018, 5, 6, 100, &payload(3000)),
+    );
+    let tcp6 = piece(true, 0, L4::tcp_seg(1, 2, 0x018, 5, 6, 100, &payload(3000)));
+    let udp = piece(false, 0, L4::udp(1, 2, &payload(3000)));
+    let refused = |f: &[u8], h: VnetHdr, why: &str| {
+        let mut g = f.to_vec();
+        assert_eq!(hand_over(&mut g, h), None, "{why}");
+        assert_eq!(g, f, "{why}: touched");
+    };
+    refused(&tcp4, rx_hdr(false, Gso::None), "no segmentation");
+    refused(
+        &tcp4,
+        rx_hdr(false, Gso::Other),
+        "UDP fragmentation offload",
+    );
+    refused(&tcp4, rx_hdr(false, Gso::Tcp(0)), "size 0");
+    refused(
+        &tcp4,
+        rx_hdr(false, Gso::Udp(1000)),
+        "not the protocol named",
+    );
+    refused(
+        &udp,
+        rx_hdr(false, Gso::Tcp(1000)),
+        "not the protocol named",
+    );
+    refused(&tcp4, rx_hdr(true, Gso::Tcp(1000)), "TCP over IPv6 named");
+    refused(&tcp6, rx_hdr(false, Gso::Tcp(1000)), "TCP over IPv4 named");
+    let mut frag = Frame::v4(C4, S4, L4::udp(1, 2, &payload(1000)));
+    frag.more_frags = true;
+    refused(&frag.build(), rx_hdr(false, Gso::Udp(100)), "a fragment");
+    let mut routed = Frame::v6(c6(), s6(), L4::udp(1, 2, &payload(1000)));
+    routed.ext = vec![Ext::Routing];
+    refused(
+        &routed.build(),
+        rx_hdr(true, Gso::Udp(100)),
+        "a routing header",
+    );
+    refused(
+        &tcp4[..14 + 20 + 10],
+        rx_hdr(false, Gso::Tcp(1000)),
+        "cut short",
+    );
+}
+
+#[test]
+fn a_virtio_header_writes_as_it_reads() {
+    let h = VnetHdr {
+        flags: 1,
+        gso_type: 4 | 0x80,
+        hdr_len: 74,
+        gso_size: 1428,
+        csum_start: 54,
+        csum_offset: 16,
+    };
+    assert_eq!(VnetHdr::parse(h.to_bytes()), h);
+}
+
 proptest! {
+    /// Any bytes, any header: handing over never panics.
+    #[test]
+    fn any_frame_hands_over_safely(
+        mut f in proptest::collection::vec(any::<u8>(), 0..200),
+        ty in any::<u8>(),
+        size in any::<u16>(),
+    ) {
+        let h = VnetHdr { flags: 1, gso_type: ty, hdr_len: 0, gso_size: size, csum_start: 0, csum_offset: 0 };
+        let _ = hand_over(&mut f, h);
+    }
+
     /// Any payload, any size: the pieces' payloads put together are the
     /// payload, every piece is within the size, and every checksum holds.
     #[test]
