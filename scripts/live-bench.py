@@ -5,13 +5,18 @@
                 [--io af-packet,af-xdp] [--workers 1,2] [--ctrack PATH]
                 [--ovs-ports system,afxdp] [--figures udp,tcp,cps]
                 [--json FILE] [--no-bare] [--no-sweep] [--fwd-rx fwd|sender]
+                [--offloads off|on]
 
 Every forwarder forwards the same traffic between the same two veth pairs,
 one after the other in one invocation, on this machine:
 
   client ns: c0 10.77.0.1 <-veth-> c1 [forwarder ns] s1 <-veth-> s0 10.77.0.2: server ns
 
-(c1 and s1 are named lbNNNNc1 and lbNNNNs1, unique on the host.) Rows:
+(c1 and s1 are named lbNNNNc1 and lbNNNNs1, unique on the host.) Every
+veth's checksum and segmentation offloads are off, or, with `--offloads
+on`, on as a veth comes (the senders then hand over TCP segments of up to
+64 KiB and leave checksums to finish; the AF_XDP rows cannot take them).
+Rows:
 
 - `bare`: no forwarder, c0 and s0 paired directly: what the generators
   manage alone (a forwarder close to it is limited by the tools).
