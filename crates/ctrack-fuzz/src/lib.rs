@@ -154,6 +154,65 @@ pub fn parse(data: &[u8], probe: &mut Probe) {
     let _ = ipv6::walk_extensions(data, data.first().copied().unwrap_or(0));
     offload(data, probe);
     segments(data, probe);
+    hand_over(data, probe);
+}
+
+/// The frame made ready to leave whole with its segmentation left to the
+/// kernel (`ctrack_wire::offload::hand_over`), as header bytes taken from
+/// its end say it came in: only the checksum field changes; the kernel,
+/// finishing it from `csum_start`, gets back a checksum the tracker takes
+/// where the frame had one; and its segments are the frame's own.
+fn hand_over(data: &[u8], probe: &mut Probe) {
+    use ctrack_wire::offload::{Gso, VnetHdr, segment};
+    let tail = |i: usize| data.len().checked_sub(i).map_or(0, |j| data[j]);
+    let gso_type = [1, 4, 5, 3, 0][usize::from(tail(2)) % 5];
+    let rx = VnetHdr {
+        flags: 1,
+        gso_type,
+        hdr_len: 0,
+        gso_size: 64 + u16::from(tail(1)) * 8,
+        csum_start: 0,
+        csum_offset: 0,
+    };
+    let mut f = data.to_vec();
+    let h = ctrack_wire::offload::hand_over(&mut f, rx);
+    probe.feature(15, (gso_type, h.is_some()));
+    let changed: Vec<usize> = (0..f.len()).filter(|&i| f[i] != data[i]).collect();
+    let Some(h) = h else {
+        assert!(changed.is_empty(), "changed, not handed over: {data:02x?}");
+        return;
+    };
+    let (start, at) = (
+        usize::from(h.hdr.csum_start),
+        usize::from(h.hdr.csum_offset),
+    );
+    assert!(
+        changed
+            .iter()
+            .all(|&i| i == start + at || i == start + at + 1),
+        "changed {changed:?}: {data:02x?}"
+    );
+    let layers = parse_frame(&f, LinkType::Ethernet);
+    let ip = layers.ip.expect("handed over, so IP");
+    assert_eq!(start, ip.l4);
+    // The kernel's finish: the sum from csum_start, with the field as is.
+    let mut done = f.clone();
+    let c = checksum::finish(checksum::sum(0, &done[start..ip.end]));
+    done[start + at..start + at + 2].copy_from_slice(&c.to_be_bytes());
+    let mut whole = data.to_vec();
+    if ctrack_wire::offload::complete(&mut whole).is_some() {
+        let udp_zero = at == 6 && whole[start + 6..start + 8] == [0xff, 0xff] && c == 0;
+        if !udp_zero {
+            assert_eq!(done, whole, "finished differently: {data:02x?}");
+        }
+    }
+    let gso = rx.gso();
+    assert!(matches!(gso, Gso::Tcp(_) | Gso::Udp(_)));
+    let cut = |frame: &[u8]| {
+        let mut pieces = Vec::new();
+        segment(frame, gso, &mut Vec::new(), |p| pieces.push(p.to_vec())).map(|_| pieces)
+    };
+    assert_eq!(cut(&f), cut(data), "cut differently: {data:02x?}");
 }
 
 /// The frame with its transport checksum finished as if its sender had

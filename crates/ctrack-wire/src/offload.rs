@@ -223,7 +223,8 @@ pub struct HandOver {
 /// frame's current headers are read, so a translated frame is handed over
 /// right. `None`, with the frame untouched, for one that cannot be: not
 /// TCP or UDP as `rx` names, a fragment, an IPv6 routing header, a header
-/// cut short, a segment size of 0. Never panics.
+/// cut short, bytes after the IP packet, a segment size of 0. Never
+/// panics.
 pub fn hand_over(frame: &mut [u8], rx: VnetHdr) -> Option<HandOver> {
     let (tcp, size) = match rx.gso() {
         Gso::Tcp(s) => (true, usize::from(s)),
@@ -241,6 +242,11 @@ pub fn hand_over(frame: &mut [u8], rx: VnetHdr) -> Option<HandOver> {
         return None;
     }
     let (l3, l4, end) = (ip.l3, ip.l4, ip.end);
+    // Bytes after the IP packet (padding) would be summed, and cut, as
+    // payload by the kernel: such a frame is cut here instead.
+    if end != frame.len() {
+        return None;
+    }
     let len = end - l4;
     let hl = if tcp {
         usize::from(frame.get(l4 + 12)? >> 4) * 4
