@@ -307,21 +307,33 @@ fn http_ping_and_reject_af_xdp() {
 /// to the kernel: HTTP, a UDP exchange and iperf3 both ways pass; the
 /// stacks, which check every checksum that reaches them, take what ctrack
 /// forwards; the tracker finds nothing invalid; the ports count what they
-/// finished, took in whole and sent on whole.
+/// finished, took in whole and sent on whole. An iperf3 stream through
+/// SNAT both ways: the long segments leave whole, translated, their
+/// checksums left to the kernel from the translated headers.
 ///
 /// (AF_XDP is not told: through it, such frames are dropped or found
 /// invalid, and docs/live.md says to turn the offloads off.)
 #[test]
 fn traffic_with_sender_offloads_af_packet() {
-    let echo_acl = r#"
+    let echo_acl = format!(
+        r#"
 [[acl]]
 name = "udp-echo"
 direction = "to-lport"
 priority = 1000
 match = "outport == \"server\" && udp.dst == 7007"
 action = "allow-related"
-"#;
-    let Some((mut net, fw)) = setup_with("co", "af-packet", true, &policy(true, echo_acl)) else {
+
+[[acl]]
+name = "iperf-snat"
+direction = "to-lport"
+priority = 1000
+match = "outport == \"server\" && tcp.dst == 5202"
+action = "allow-related"
+nat = "src={SNAT_IP}"
+"#
+    );
+    let Some((mut net, fw)) = setup_with("co", "af-packet", true, &policy(true, &echo_acl)) else {
         return;
     };
     let s = net.s.clone();
@@ -331,6 +343,19 @@ action = "allow-related"
         &["python3", "-m", "http.server", "80", "--bind", SERVER_IP],
     );
     net.spawn(&s, "iperf", &["iperf3", "-s", "-B", SERVER_IP]);
+    net.spawn(
+        &s,
+        "iperf-snat",
+        &["iperf3", "-s", "-B", SERVER_IP, "-p", "5202"],
+    );
+    // The server answers the SNAT address at the client's MAC.
+    let o = net.run(
+        &s,
+        &[
+            "ip", "neigh", "add", SNAT_IP, "lladdr", CLIENT_MAC, "dev", "s0",
+        ],
+    );
+    assert!(o.status.success(), "{o:?}");
     // A UDP echo server: the answer goes back through ctrack too.
     let echo = format!(
         "import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.bind(('{SERVER_IP}',7007))\nwhile True:\n d,a=s.recvfrom(2048)\n s.sendto(d,a)\n"
@@ -354,13 +379,20 @@ action = "allow-related"
     );
     // 8 MB each way: the sender's long segments go through whole. (A
     // stream that stalls would keep iperf3 waiting: `timeout` ends it.)
-    for dir in [&[][..], &["-R"][..]] {
+    for (port, dir) in [
+        ("5201", &[][..]),
+        ("5201", &["-R"][..]),
+        ("5202", &[][..]),
+        ("5202", &["-R"][..]),
+    ] {
         let mut argv = vec![
             "timeout",
             "15",
             "iperf3",
             "-c",
             SERVER_IP,
+            "-p",
+            port,
             "-n",
             "8M",
             "--connect-timeout",
@@ -395,6 +427,10 @@ action = "allow-related"
         ),
         (Some(0), Some(0)),
         "the tracker found packets invalid: {stats}"
+    );
+    assert!(
+        st["tracker"]["translated"].as_u64().unwrap_or(0) > 1000,
+        "the SNAT stream was not translated: {stats}"
     );
 }
 
