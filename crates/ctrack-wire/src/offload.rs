@@ -53,27 +53,11 @@ pub fn complete(frame: &mut [u8]) -> Option<Completed> {
         return None;
     }
     let (l3, l4, end) = (ip.l3, ip.l4, ip.end);
-    let len = end - l4;
-    let pseudo = match ip.version {
-        IpVersion::V4 => {
-            let h = frame.get(l3..l3 + 20)?;
-            let src = [h[12], h[13], h[14], h[15]];
-            let dst = [h[16], h[17], h[18], h[19]];
-            checksum::pseudo_header_v4(src, dst, ip.proto, len as u32)
-        }
-        IpVersion::V6 => {
-            let h = frame.get(l3..l3 + ipv6::HEADER_LEN)?;
-            let area = frame.get(l3 + ipv6::HEADER_LEN..l4)?;
-            if has_routing_header(area, h[6]) {
-                return None;
-            }
-            let mut src = [0u8; 16];
-            let mut dst = [0u8; 16];
-            src.copy_from_slice(&h[8..24]);
-            dst.copy_from_slice(&h[24..40]);
-            checksum::pseudo_header_v6(&src, &dst, ip.proto, len as u32)
-        }
-    };
+    let v4 = ip.version == IpVersion::V4;
+    if !v4 && has_routing_header(frame.get(l3 + ipv6::HEADER_LEN..l4)?, frame[l3 + 6]) {
+        return None;
+    }
+    let pseudo = pseudo_header(frame, l3, v4, ip.proto, end - l4);
     let seg = frame.get_mut(l4..end)?;
     let (at, what) = match ip.proto {
         ip_proto::TCP if seg.len() >= 20 => (16, Completed::Tcp),
@@ -96,6 +80,80 @@ pub fn complete(frame: &mut [u8]) -> Option<Completed> {
     }
     seg[at..at + 2].copy_from_slice(&c.to_be_bytes());
     Some(what)
+}
+
+/// The running sum of the pseudo-header of the IP packet at `l3` in
+/// `frame` (a parsed one: its addresses are there) for a transport area of
+/// `len` bytes of protocol `proto`.
+fn pseudo_header(frame: &[u8], l3: usize, v4: bool, proto: u8, len: usize) -> u64 {
+    let len = len as u32;
+    if v4 {
+        let a = |i: usize| [frame[i], frame[i + 1], frame[i + 2], frame[i + 3]];
+        checksum::pseudo_header_v4(a(l3 + 12), a(l3 + 16), proto, len)
+    } else {
+        let a = |i: usize| -> [u8; 16] {
+            let mut b = [0u8; 16];
+            b.copy_from_slice(&frame[i..i + 16]);
+            b
+        };
+        checksum::pseudo_header_v6(&a(l3 + 8), &a(l3 + 24), proto, len)
+    }
+}
+
+/// A frame of segmentation offload as [`hand_over`] and [`segment`] read
+/// it.
+struct Super {
+    tcp: bool,
+    /// Payload bytes per segment.
+    size: usize,
+    v4: bool,
+    proto: u8,
+    l3: usize,
+    l4: usize,
+    end: usize,
+    /// The transport header's length.
+    hl: usize,
+}
+
+impl Super {
+    /// `frame` as a segment of `gso`: TCP or UDP as it names, over IPv4 or
+    /// IPv6 without a routing header, not a fragment, its transport header
+    /// whole, a size above 0; else `None`.
+    fn read(frame: &[u8], gso: Gso) -> Option<Super> {
+        let (tcp, size) = match gso {
+            Gso::Tcp(s) => (true, usize::from(s)),
+            Gso::Udp(s) => (false, usize::from(s)),
+            Gso::None | Gso::Other => return None,
+        };
+        let ip = parse_frame(frame, LinkType::Ethernet).ip.ok()?;
+        let proto = if tcp { ip_proto::TCP } else { ip_proto::UDP };
+        if ip.frag.is_fragment() || ip.proto != proto || size == 0 {
+            return None;
+        }
+        let (l3, l4, end) = (ip.l3, ip.l4, ip.end);
+        let v4 = ip.version == IpVersion::V4;
+        if !v4 && has_routing_header(frame.get(l3 + ipv6::HEADER_LEN..l4)?, frame[l3 + 6]) {
+            return None;
+        }
+        let hl = if tcp {
+            usize::from(frame.get(l4 + 12)? >> 4) * 4
+        } else {
+            8
+        };
+        if (tcp && hl < 20) || l4 + hl > end {
+            return None;
+        }
+        Some(Super {
+            tcp,
+            size,
+            v4,
+            proto,
+            l3,
+            l4,
+            end,
+            hl,
+        })
+    }
 }
 
 /// True if the extension headers in `area` (those between the IPv6 header
@@ -226,59 +284,22 @@ pub struct HandOver {
 /// cut short, bytes after the IP packet, a segment size of 0. Never
 /// panics.
 pub fn hand_over(frame: &mut [u8], rx: VnetHdr) -> Option<HandOver> {
-    let (tcp, size) = match rx.gso() {
-        Gso::Tcp(s) => (true, usize::from(s)),
-        Gso::Udp(s) => (false, usize::from(s)),
-        Gso::None | Gso::Other => return None,
-    };
-    let ip = parse_frame(frame, LinkType::Ethernet).ip.ok()?;
-    let proto = if tcp { ip_proto::TCP } else { ip_proto::UDP };
-    if ip.frag.is_fragment() || ip.proto != proto || size == 0 {
-        return None;
-    }
+    let f = Super::read(frame, rx.gso())?;
     // TCP's types name the IP version too (1: over IPv4, 4: over IPv6).
-    let v4 = ip.version == IpVersion::V4;
-    if tcp && (rx.gso_type & !0x80 == 1) != v4 {
+    if f.tcp && (rx.gso_type & !0x80 == 1) != f.v4 {
         return None;
     }
-    let (l3, l4, end) = (ip.l3, ip.l4, ip.end);
     // Bytes after the IP packet (padding) would be summed, and cut, as
     // payload by the kernel: such a frame is cut here instead.
-    if end != frame.len() {
+    if f.end != frame.len() {
         return None;
     }
-    let len = end - l4;
-    let hl = if tcp {
-        usize::from(frame.get(l4 + 12)? >> 4) * 4
-    } else {
-        8
-    };
-    if (tcp && hl < 20) || l4 + hl > end {
-        return None;
-    }
-    let pseudo = match ip.version {
-        IpVersion::V4 => {
-            let h = &frame[l3..l3 + 20];
-            let src = [h[12], h[13], h[14], h[15]];
-            let dst = [h[16], h[17], h[18], h[19]];
-            checksum::pseudo_header_v4(src, dst, proto, len as u32)
-        }
-        IpVersion::V6 => {
-            let h = frame.get(l3..l3 + ipv6::HEADER_LEN)?;
-            if has_routing_header(frame.get(l3 + ipv6::HEADER_LEN..l4)?, h[6]) {
-                return None;
-            }
-            let mut src = [0u8; 16];
-            let mut dst = [0u8; 16];
-            src.copy_from_slice(&h[8..24]);
-            dst.copy_from_slice(&h[24..40]);
-            checksum::pseudo_header_v6(&src, &dst, proto, len as u32)
-        }
-    };
-    let at = if tcp { 16 } else { 6 };
-    let csum_start = u16::try_from(l4).ok()?;
-    let hdr_len = u16::try_from(l4 + hl).ok()?;
-    frame[l4 + at..l4 + at + 2].copy_from_slice(&checksum::fold(pseudo).to_be_bytes());
+    let len = f.end - f.l4;
+    let pseudo = pseudo_header(frame, f.l3, f.v4, f.proto, len);
+    let at = if f.tcp { 16 } else { 6 };
+    let csum_start = u16::try_from(f.l4).ok()?;
+    let hdr_len = u16::try_from(f.l4 + f.hl).ok()?;
+    frame[f.l4 + at..f.l4 + at + 2].copy_from_slice(&checksum::fold(pseudo).to_be_bytes());
     Some(HandOver {
         hdr: VnetHdr {
             flags: 1,
@@ -288,7 +309,7 @@ pub fn hand_over(frame: &mut [u8], rx: VnetHdr) -> Option<HandOver> {
             csum_start,
             csum_offset: at as u16,
         },
-        segment_ip_len: (l4 - l3) + hl + size.min(len - hl),
+        segment_ip_len: (f.l4 - f.l3) + f.hl + f.size.min(len - f.hl),
     })
 }
 
@@ -315,29 +336,16 @@ pub fn segment(
     scratch: &mut Vec<u8>,
     mut each: impl FnMut(&[u8]),
 ) -> Option<usize> {
-    let (tcp, size) = match gso {
-        Gso::Tcp(s) => (true, usize::from(s)),
-        Gso::Udp(s) => (false, usize::from(s)),
-        Gso::None | Gso::Other => return None,
-    };
-    let ip = parse_frame(frame, LinkType::Ethernet).ip.ok()?;
-    let proto = if tcp { ip_proto::TCP } else { ip_proto::UDP };
-    if ip.frag.is_fragment() || ip.proto != proto || size == 0 {
-        return None;
-    }
-    let (l3, l4, end) = (ip.l3, ip.l4, ip.end);
-    let v4 = ip.version == IpVersion::V4;
-    if !v4 && has_routing_header(frame.get(l3 + ipv6::HEADER_LEN..l4)?, frame[l3 + 6]) {
-        return None;
-    }
-    let hl = if tcp {
-        usize::from(frame.get(l4 + 12)? >> 4) * 4
-    } else {
-        8
-    };
-    if (tcp && hl < 20) || l4 + hl > end {
-        return None;
-    }
+    let Super {
+        tcp,
+        size,
+        v4,
+        proto,
+        l3,
+        l4,
+        end,
+        hl,
+    } = Super::read(frame, gso)?;
     let payload = &frame[l4 + hl..end];
     let n = payload.len().div_ceil(size).max(1);
     if n > MAX_SEGMENTS {
@@ -345,11 +353,6 @@ pub fn segment(
     }
     let ident = crate::be16(frame, l3 + 4);
     let seq = crate::be32(frame, l4 + 4);
-    let (src, dst) = if v4 {
-        (&frame[l3 + 12..l3 + 16], &frame[l3 + 16..l3 + 20])
-    } else {
-        (&frame[l3 + 8..l3 + 24], &frame[l3 + 24..l3 + 40])
-    };
     for i in 0..n {
         let chunk = &payload[(i * size).min(payload.len())..((i + 1) * size).min(payload.len())];
         scratch.clear();
@@ -382,20 +385,7 @@ pub fn segment(
             s[l4 + 4..l4 + 6].copy_from_slice(&(l4_len as u16).to_be_bytes());
             l4 + 6
         };
-        let pseudo = if v4 {
-            checksum::pseudo_header_v4(
-                [src[0], src[1], src[2], src[3]],
-                [dst[0], dst[1], dst[2], dst[3]],
-                proto,
-                l4_len as u32,
-            )
-        } else {
-            let mut a = [0u8; 16];
-            let mut b = [0u8; 16];
-            a.copy_from_slice(src);
-            b.copy_from_slice(dst);
-            checksum::pseudo_header_v6(&a, &b, proto, l4_len as u32)
-        };
+        let pseudo = pseudo_header(frame, l3, v4, proto, l4_len);
         s[at..at + 2].fill(0);
         let mut c = checksum::finish(checksum::sum(pseudo, &s[l4..]));
         if !tcp && c == 0 {
