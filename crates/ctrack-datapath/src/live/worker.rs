@@ -81,8 +81,9 @@ struct Lane {
     /// Per port: segments cut from frames of segmentation offload that
     /// came in on it and could not leave whole.
     cut: Vec<u64>,
-    /// Where segments are built.
+    /// Where segments are built, and the segments of one frame.
     seg: Vec<u8>,
+    pieces: Vec<Vec<u8>>,
     /// Frames to send, per port, each with the header it leaves behind
     /// when it leaves whole with its segmentation left to the kernel.
     tx: Vec<Vec<(Vec<u8>, Option<VnetHdr>)>>,
@@ -111,6 +112,7 @@ impl Worker {
                 gso_tx,
                 cut: vec![0; n],
                 seg: Vec::new(),
+                pieces: Vec::new(),
                 tx: (0..n).map(|_| Vec::with_capacity(BURST)).collect(),
                 view: SwitchView::default(),
                 stats: WorkerStats {
@@ -165,8 +167,8 @@ impl Worker {
             self.lane.rx_gso.clear();
             self.lane.rx_gso.resize(self.rx.len(), None);
             port.take_gso(&mut self.lane.gso_in);
-            for (i, h) in self.lane.gso_in.drain(..) {
-                if let Some(g) = self.lane.rx_gso.get_mut(i) {
+            for (at, h) in self.lane.gso_in.drain(..) {
+                if let Some(g) = self.lane.rx_gso.get_mut(at) {
                     *g = Some(h);
                 }
             }
@@ -417,26 +419,26 @@ impl Lane {
                 None => {}
             }
         }
-        let mut seg = std::mem::take(&mut self.seg);
-        let mut pieces = Vec::new();
-        let cut = offload::segment(&frame, rx.gso(), &mut seg, |piece| {
-            let mut b = self.pool.get();
+        let (pool, pieces) = (&mut self.pool, &mut self.pieces);
+        let cut = offload::segment(&frame, rx.gso(), &mut self.seg, |piece| {
+            let mut b = pool.get();
             b.extend_from_slice(piece);
             pieces.push(b);
         });
-        self.seg = seg;
+        let Some(n) = cut else {
+            // Not a frame its header describes: as a frame over the MTU.
+            self.drop(SwitchDrop::TooBig, frame);
+            return;
+        };
         self.pool.put(frame);
-        match cut {
-            Some(n) => {
-                if let Some(c) = self.cut.get_mut(usize::from(from)) {
-                    *c += n as u64;
-                }
-                for piece in pieces {
-                    self.queue(shared, port, piece);
-                }
-            }
-            None => self.drop(SwitchDrop::TooBig, Vec::new()),
+        if let Some(c) = self.cut.get_mut(usize::from(from)) {
+            *c += n as u64;
         }
+        let mut pieces = std::mem::take(&mut self.pieces);
+        for piece in pieces.drain(..) {
+            self.queue(shared, port, piece);
+        }
+        self.pieces = pieces;
     }
 
     /// Queues `frame` for `port` if it fits the port's MTU.

@@ -143,9 +143,10 @@ struct SendScratch {
     lens: Vec<usize>,
 }
 
-// SAFETY: the pointers inside point into the frames of one `send` call;
-// they are rebuilt at each call and never read after it, so moving the
-// (then stale) vectors to another thread shares nothing.
+// SAFETY: the pointers inside point into the frames (and headers) of one
+// `send` or `send_gso` call; they are rebuilt at each call and never read
+// after it, so moving the (then stale) vectors to another thread shares
+// nothing.
 unsafe impl Send for SendScratch {}
 
 impl std::fmt::Debug for SendScratch {
@@ -524,6 +525,8 @@ impl Port for PacketPort {
     }
 
     fn recv(&mut self, pool: &mut Pool, out: &mut Vec<Vec<u8>>, max: usize) -> io::Result<usize> {
+        // What an earlier call handed over belongs to that call alone.
+        self.gso_rx.clear();
         let mut n = 0;
         while n < max {
             if !self.cur.held && !self.take_block() {
