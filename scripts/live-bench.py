@@ -58,7 +58,11 @@ run and every offered load in --json):
   so no ICMP comes back. Offered: what c0 sent (and dropped) meanwhile.
   First flat out (trafgen's TX_RING); while packets are lost, again at
   lower offered loads (trafgen -b, each 0.7 of the last, 2 s each) down
-  to the first without loss. Reported: the maximum forwarding rate (the
+  to the first without loss. trafgen -b paces by the second: it sends
+  each second's frames in one burst at full speed (about 1.4 Mpps here),
+  so the lower levels are line-rate bursts of fewer frames, not smooth
+  lighter loads (trafgen -t paces frame by frame but not beyond about 40
+  thousand a second here). Reported: the maximum forwarding rate (the
   most delivered at any load, RFC 2889's term); also kept: the rate at the
   maximum offered load. A userspace forwarder whose core also does the
   veth receive can deliver less when offered more (receive livelock).
