@@ -92,6 +92,8 @@ pub(crate) struct Inner {
     /// taking a batch back writes to none of its records (linking each
     /// into `free` would miss the cache once per slot, all in one call).
     ready: Vec<Vec<u32>>,
+    /// The mailbox's list of batches as last emptied, kept for its room.
+    drained: Vec<(Vec<u32>, Vec<u32>)>,
     limbo: Vec<u32>,
     alias_next_fresh: u32,
     alias_free: Vec<u32>,
@@ -132,14 +134,14 @@ impl Inner {
         self.alias_next_fresh
     }
 
-    /// Bytes of the slot batches waiting for reuse.
+    /// Bytes of the slot and alias lists: batches waiting for reuse, the
+    /// limbo lists, free aliases, and the list kept for its room.
     pub(crate) fn ready_bytes(&self) -> usize {
+        let u32s = self.limbo.capacity() + self.alias_limbo.capacity() + self.alias_free.capacity();
         self.ready.capacity() * core::mem::size_of::<Vec<u32>>()
-            + self
-                .ready
-                .iter()
-                .map(|b| b.capacity() * core::mem::size_of::<u32>())
-                .sum::<usize>()
+            + self.drained.capacity() * core::mem::size_of::<(Vec<u32>, Vec<u32>)>()
+            + (u32s + self.ready.iter().map(|b| b.capacity()).sum::<usize>())
+                * core::mem::size_of::<u32>()
     }
 
     /// Bytes of the wheel.
@@ -154,6 +156,7 @@ impl Inner {
             free: 0,
             free_len: 0,
             ready: Vec::new(),
+            drained: Vec::new(),
             limbo: Vec::new(),
             alias_next_fresh: 1,
             alias_free: Vec::new(),
@@ -407,7 +410,14 @@ impl<R: Record> Shard<R> {
                     }
                     return Some(s);
                 }
-                inner.ready.pop();
+                // Spent: it becomes the next limbo list, so that a shard
+                // under churn does not allocate one (and grow it in
+                // steps) for every batch it retires.
+                if let Some(spent) = inner.ready.pop()
+                    && inner.limbo.capacity() == 0
+                {
+                    inner.limbo = spent;
+                }
             }
             if !self.drain_mailbox(inner) {
                 break;
@@ -500,16 +510,24 @@ impl<R: Record> Shard<R> {
             return false;
         }
         self.mailbox.pending.store(0, Ordering::Relaxed);
-        let ready = core::mem::take(&mut *self.mailbox.ready.lock());
+        // Swapped with a list emptied last time, so neither side loses
+        // its room.
+        let mut ready = core::mem::take(&mut inner.drained);
+        core::mem::swap(&mut ready, &mut *self.mailbox.ready.lock());
         let mut slots_back = false;
-        for (slots, aliases) in ready {
+        for (slots, mut aliases) in ready.drain(..) {
             inner.free_len += slots.len() as u32;
             if !slots.is_empty() {
                 inner.ready.push(slots);
                 slots_back = true;
             }
-            inner.alias_free.extend(aliases);
+            inner.alias_free.extend_from_slice(&aliases);
+            if inner.alias_limbo.capacity() == 0 {
+                aliases.clear();
+                inner.alias_limbo = aliases;
+            }
         }
+        inner.drained = ready;
         slots_back
     }
 
@@ -541,5 +559,57 @@ impl<R: Record> Shard<R> {
     pub(crate) fn slot_counts(&self, inner: &Inner) -> (usize, usize) {
         let ever = inner.next_fresh as usize - 1;
         (ever - inner.free_len as usize, ever)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::Rec;
+
+    /// The epoch handing `slots` back, as the closure `seal` defers does.
+    fn hand_back(sh: &Shard<Rec>, slots: Vec<u32>) {
+        sh.mailbox.ready.lock().push((slots, Vec::new()));
+        sh.mailbox.pending.store(1, Ordering::Release);
+    }
+
+    #[test]
+    fn the_lists_that_carry_slots_are_reused_not_reallocated() {
+        let arena = Arc::new(Arena::default());
+        let sh = Shard::<Rec>::new(16, 1024, &arena);
+        let mut inner = sh.inner.lock();
+        let n = LIMBO_BATCH;
+        let taken: Vec<u32> = (0..n).map(|_| sh.alloc(&mut inner).unwrap()).collect();
+        hand_back(&sh, taken);
+        // Every slot of the batch handed back is reused, then the spent
+        // batch becomes the limbo list (limbo had no room of its own).
+        for _ in 0..n {
+            sh.alloc(&mut inner).unwrap();
+        }
+        assert_eq!(inner.limbo.capacity(), 0);
+        let fresh = sh.alloc(&mut inner).unwrap();
+        assert!(inner.ready.is_empty());
+        assert!(inner.limbo.capacity() >= n);
+        let room = inner.limbo.as_ptr();
+        // Retiring a batch's worth less one fills it in place.
+        let g = crate::epoch::pin();
+        for s in 1..n as u32 {
+            sh.retire_slot(&mut inner, &g, s);
+        }
+        assert_eq!(inner.limbo.as_ptr(), room, "the limbo list moved");
+        assert_eq!(inner.limbo.len(), n - 1);
+        // The mailbox's list of batches and the one emptied last time
+        // trade places, so neither starts from nothing.
+        hand_back(&sh, vec![fresh]);
+        assert!(sh.drain_mailbox(&mut inner));
+        let kept = inner.drained.capacity();
+        assert!(kept >= 1);
+        let other = sh.alloc(&mut inner).unwrap();
+        hand_back(&sh, vec![other]);
+        let mailbox_room = sh.mailbox.ready.lock().capacity();
+        assert!(sh.drain_mailbox(&mut inner));
+        assert_eq!(sh.mailbox.ready.lock().capacity(), kept);
+        assert!(sh.mailbox.ready.lock().is_empty());
+        assert_eq!(inner.drained.capacity(), mailbox_room);
     }
 }
