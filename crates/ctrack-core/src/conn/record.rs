@@ -89,7 +89,7 @@ pub(crate) fn kind_of(family: Family, proto: u8) -> Kind {
 impl<A: Addr> Conn<A> {
     /// Fills a vacant slot with a new connection (exclusive access): its
     /// key, its first packet's state, count and time, and its set-up.
-    pub(crate) fn init(&mut self, key: &LookupKey<A>, first: &First, setup: Setup<A>) {
+    pub(crate) fn init(&mut self, key: &LookupKey<A>, first: &First, setup: &mut Setup<A>) {
         let First {
             proto,
             counted,
@@ -122,7 +122,7 @@ impl<A: Addr> Conn<A> {
             Box::new(Ext {
                 label: Default::default(),
                 reply,
-                helper: setup.helper.map(Box::new),
+                helper: setup.helper.take().map(Box::new),
                 master: setup.master,
             })
         }));
@@ -478,7 +478,7 @@ mod tests {
             now: 9,
             bytes: 60,
         };
-        c.init(&key, &first, Setup::default());
+        c.init(&key, &first, &mut Setup::default());
         assert_eq!(c.proto_state(), ProtoState::Tcp(t));
         // A new connection's class is its protocol's first.
         assert_eq!(c.class(), Timeout::TcpFirstPacket);

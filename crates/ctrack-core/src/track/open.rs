@@ -35,8 +35,9 @@ struct Opening<'a, A> {
 /// value on the stack: its size does not matter).
 #[allow(clippy::large_enum_variant)]
 enum Locked<'g, A: Fam> {
-    /// Locked, with the translation chosen and checked.
-    Ready(Writer<'g, Conn<A>>, Hashes, Setup<A>),
+    /// Locked, with the translation chosen and checked (in the caller's
+    /// `Setup`, written in place: a moved one cost a copy of it a commit).
+    Ready(Writer<'g, Conn<A>>, Hashes),
     /// The commit is refused.
     Refused(Refusal),
     /// Lost a race: look the packet up again.
@@ -128,8 +129,9 @@ impl Tracker {
             drop(place);
             (full, place) = self.table_full();
         }
-        let (mut w, hashes, setup) = match self.lock_for_commit(cx, p, &o, meta, shared) {
-            Locked::Ready(w, h, s) => (w, h, s),
+        let mut setup = Setup::default();
+        let (mut w, hashes) = match self.lock_for_commit(cx, p, &o, meta, shared, &mut setup) {
+            Locked::Ready(w, h) => (w, h),
             Locked::Refused(r) => return Some(refuse(o.v, r, cx.stats, out)),
             Locked::Lost => return None,
         };
@@ -170,7 +172,7 @@ impl Tracker {
         };
         let inherit = o.expected.map(|m| (m.x.mark, m.x.label));
         let res = w.insert(shared, &hashes, now, |c| {
-            c.init(key, &first, setup);
+            c.init(key, &first, &mut setup);
             if let Some((mark, label)) = inherit {
                 c.set_mark(mark, u32::MAX);
                 if label != 0 {
@@ -325,13 +327,17 @@ impl Tracker {
         o: &Opening<'_, A>,
         meta: &ZoneMeta,
         shared: &Counted<'_>,
+        setup: &mut Setup<A>,
     ) -> Locked<'g, A> {
         let (guard, now) = (cx.guard, cx.now.as_millis());
         let key = o.key;
         for _ in 0..NAT_RETRIES {
-            let Ok(setup) = self.setup::<A>(guard, p, cx.action, key, o.expected, now) else {
+            if self
+                .setup::<A>(guard, p, cx.action, key, o.expected, now, setup)
+                .is_err()
+            {
                 return Locked::Refused(Refusal::NatExhausted);
-            };
+            }
             let secondary = setup
                 .reply
                 .filter(|r| *r != key.tuple.reverse())
@@ -346,18 +352,18 @@ impl Tracker {
                 return Locked::Lost;
             }
             let (Some(r), Some(h)) = (setup.reply, secondary) else {
-                return Locked::Ready(w, hashes, setup);
+                return Locked::Ready(w, hashes);
             };
             let rkey = LookupKey { tuple: r, ..*key };
             let Some(e) = w.find(h, |c| c.direction_of(&rkey, guard).is_some()) else {
-                return Locked::Ready(w, hashes, setup);
+                return Locked::Ready(w, hashes);
             };
             let gone = self.shared.expiry(e.record(), guard) <= now
                 && w.remove_if(shared, e, Removal::Expired, |c| {
                     self.shared.expiry(c, guard) <= now
                 });
             if gone {
-                return Locked::Ready(w, hashes, setup);
+                return Locked::Ready(w, hashes);
             }
         }
         Locked::Refused(Refusal::NatExhausted)

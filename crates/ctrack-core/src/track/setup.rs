@@ -81,9 +81,11 @@ impl Tracker {
         alive.then(|| c.word())
     }
 
-    /// What a new connection starts with: its translation (chosen here),
+    /// What a new connection starts with, written into `setup` (in place:
+    /// returning it cost a copy a commit): its translation (chosen here),
     /// gateway, the control connection that expected it, and its word (the
     /// action's, else the control connection's).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn setup<A: Fam>(
         &self,
         guard: &Guard,
@@ -92,8 +94,9 @@ impl Tracker {
         key: &LookupKey<A>,
         expected: Option<&Matched>,
         now: u64,
-    ) -> Result<Setup<A>, NatError> {
-        let mut setup = Setup {
+        setup: &mut Setup<A>,
+    ) -> Result<(), NatError> {
+        *setup = Setup {
             word: action.word.or(expected.map(|m| m.master_word)).unwrap_or(0),
             ..Setup::default()
         };
@@ -172,7 +175,7 @@ impl Tracker {
                 Err(e) => return Err(e),
             }
         }
-        Ok(setup)
+        Ok(())
     }
 }
 
