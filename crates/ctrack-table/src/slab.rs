@@ -29,6 +29,11 @@ pub(crate) struct Slab<T> {
     chunks: [AtomicPtr<T>; CHUNKS],
     /// log2 of the fixed chunk size.
     shift: u32,
+    /// The fixed chunk size less one, and the slots of the fixed chunks:
+    /// kept, not derived from `shift` on every lookup (a slot is located
+    /// a dozen times a connection made and removed).
+    mask: usize,
+    fixed: usize,
     /// Where the chunks come from; held, so it outlives them.
     arena: Arc<Arena>,
     _owns: PhantomData<T>,
@@ -58,9 +63,9 @@ impl<T> Slab<T> {
     #[inline]
     fn locate(&self, slot: u32) -> (usize, usize) {
         let slot = slot as usize;
-        let fixed = FIXED << self.shift;
+        let fixed = self.fixed;
         if slot < fixed {
-            return (slot >> self.shift, slot & ((1 << self.shift) - 1));
+            return (slot >> self.shift, slot & self.mask);
         }
         // Chunk FIXED + j holds `fixed << j` slots, starting at
         // `fixed * 2^j` (the fixed part plus the doubling chunks before).
@@ -94,6 +99,8 @@ impl<T: Default> Slab<T> {
         Slab {
             chunks: core::array::from_fn(|_| AtomicPtr::new(core::ptr::null_mut())),
             shift: s.trailing_zeros(),
+            mask: s - 1,
+            fixed: FIXED * s,
             arena: Arc::clone(arena),
             _owns: PhantomData,
         }
