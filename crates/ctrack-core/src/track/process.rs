@@ -31,6 +31,17 @@ struct Lanes {
     hints: [Hint; BURST],
 }
 
+impl Lanes {
+    /// Empty lanes, filled where they stay ([`Tracker::prefetch`] takes
+    /// them by reference: returned, the 2.5 KB were copied each burst).
+    fn new() -> Lanes {
+        Lanes {
+            fast: [None; BURST],
+            hints: [Hint::default(); BURST],
+        }
+    }
+}
+
 impl Tracker {
     /// Tracks one frame captured with link type `link`.
     pub fn process(
@@ -350,7 +361,8 @@ impl Tracker {
         let meta = self.shared.zones.get(cx.action.zone);
         let generation = meta.map_or(0, ZoneMeta::generation);
         let policy = self.shared.policy_of(meta, cx.guard);
-        let lanes = self.prefetch(cx, frames, link, generation);
+        let mut lanes = Lanes::new();
+        self.prefetch(cx, frames, link, generation, &mut lanes);
         let lean = self.lean_serves(cx.action);
         let n = frames.len();
         let mut i = 0;
@@ -457,13 +469,14 @@ impl Tracker {
         let meta = self.shared.zones.get(cx.action.zone);
         let generation = meta.map_or(0, ZoneMeta::generation);
         let policy = self.shared.policy_of(meta, cx.guard);
-        let lanes = {
+        let mut lanes = Lanes::new();
+        {
             let mut refs: [&[u8]; BURST] = [&[]; BURST];
             for (r, f) in refs.iter_mut().zip(frames.iter()) {
                 *r = f.as_slice();
             }
-            self.prefetch(cx, &refs[..frames.len()], link, generation)
-        };
+            self.prefetch(cx, &refs[..frames.len()], link, generation, &mut lanes);
+        }
         // While a gateway has shifted sequence numbers somewhere (perhaps
         // for a packet earlier in this burst), a TCP packet's
         // acknowledgment may need putting back before it is judged: the
@@ -577,13 +590,16 @@ impl Tracker {
     /// packet, prefetching its index bucket; then a guess at each packet's
     /// record from its bucket, prefetching the record.
     #[inline]
-    fn prefetch(&self, cx: &Call<'_>, frames: &[&[u8]], link: LinkType, generation: u32) -> Lanes {
-        let mut lanes = Lanes {
-            fast: [None; BURST],
-            hints: [Hint::default(); BURST],
-        };
+    fn prefetch(
+        &self,
+        cx: &Call<'_>,
+        frames: &[&[u8]],
+        link: LinkType,
+        generation: u32,
+        lanes: &mut Lanes,
+    ) {
         if link != LinkType::Ethernet {
-            return lanes;
+            return;
         }
         let checksums = self.checksums.load(Relaxed);
         let zone = cx.action.zone;
@@ -620,7 +636,6 @@ impl Tracker {
                 last = Some(*h);
             }
         }
-        lanes
     }
 
     /// After packet `i - 1` was judged against a connection: the packets
