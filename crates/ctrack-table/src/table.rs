@@ -23,7 +23,7 @@ use crate::epoch::Guard;
 use crate::index::{ALIAS_BIT, BUCKET_ENTRIES, Index};
 use crate::prefetch::prefetch_lines;
 use crate::shard::{Inner, List, Shard};
-use crate::sync::{Arc, AtomicI64, AtomicU64, Ordering};
+use crate::sync::{Arc, AtomicI64, AtomicU8, AtomicU64, Ordering};
 use crate::{Hashes, Record};
 
 mod entry;
@@ -105,6 +105,10 @@ impl MemoryStats {
 pub struct Table<R: Record> {
     shards: Box<[Shard<R>]>,
     mask: usize,
+    /// 1 once a record was ever inserted: until then a sweep has nothing
+    /// to look at (the IPv6 table of IPv4-only traffic is swept as often
+    /// as the other, each time over all its shards). Written once.
+    pub(crate) filed: AtomicU8,
     /// Where the next sweep starts. Written by every sweep of every
     /// thread, so on a line of its own: beside `shards` and `mask`, which
     /// every lookup reads, each sweep would take that line from every
@@ -137,6 +141,7 @@ impl<R: Record> Table<R> {
         Table {
             shards: (0..n).map(|_| Shard::new(buckets, share, &arena)).collect(),
             mask: n - 1,
+            filed: AtomicU8::new(0),
             sweep_start: CachePadded::new(AtomicU64::new(0)),
             approx: CachePadded::new(AtomicI64::new(0)),
             arena,

@@ -50,7 +50,7 @@ impl Tracker {
         out.next = if dead_left || s4.more || s6.more {
             Some(now)
         } else {
-            match (self.v4.next_due(), self.v6.next_due()) {
+            match (s4.next_due, s6.next_due) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             }

@@ -18,6 +18,10 @@ pub struct SweepStats {
     pub removed: usize,
     /// True if the budget ran out before everything due was processed.
     pub more: bool,
+    /// When the table next has something due, as the sweep left its
+    /// shards (what [`Table::next_due`] would say, without going over them
+    /// again); `None` if nothing is filed. Meaningful when `more` is false.
+    pub next_due: Option<u64>,
 }
 
 /// The most records a sweep looks at in one shard under one hold of its
@@ -41,11 +45,19 @@ impl<R: Record> Table<R> {
         budget: usize,
     ) -> SweepStats {
         let mut out = SweepStats::default();
+        if self.filed.load(Ordering::Relaxed) == 0 {
+            // Nothing was ever filed (a record inserted meanwhile, by
+            // another thread, waits for the next sweep).
+            return out;
+        }
         let n = self.shards.len();
         let start = self.sweep_start.fetch_add(1, Ordering::Relaxed) as usize;
+        let mut next = u64::MAX;
         for i in 0..n {
             let shard = (start + i) & self.mask;
-            if self.shards[shard].next_due.load(Ordering::Relaxed) > now {
+            let due = self.shards[shard].next_due.load(Ordering::Relaxed);
+            if due > now {
+                next = next.min(due);
                 continue;
             }
             // The shard's lock is held for at most SWEEP_HOLD records at
@@ -61,7 +73,9 @@ impl<R: Record> Table<R> {
                     break;
                 }
             }
+            next = next.min(self.shards[shard].next_due.load(Ordering::Relaxed));
         }
+        out.next_due = (next != u64::MAX).then_some(next);
         out
     }
 
