@@ -32,7 +32,9 @@ impl<R: Record> Table<R> {
     /// the table has room). A cluster in an index less than half full is
     /// keys chosen to collide, which no size spreads: growing for them
     /// would only let an attacker double the index at will. The shard's
-    /// lock is held by the caller.
+    /// lock is held by the caller. With `room_checked`, the caller found
+    /// room for `hash` under that lock and inserted nothing since, so there
+    /// is no cluster to probe for.
     pub(super) fn make_room<C: Context<R>>(
         &self,
         ctx: &C,
@@ -40,11 +42,13 @@ impl<R: Record> Table<R> {
         shard: usize,
         inner: &Inner,
         hash: u64,
+        room_checked: bool,
     ) {
         let ix = self.index(shard, guard);
         let entries = inner.live + inner.alias_live + 1;
         let slots = ix.buckets() * BUCKET_ENTRIES;
-        if entries * 10 > slots * 9 || (entries * 2 > slots && !ix.has_room(hash)) {
+        if entries * 10 > slots * 9 || (entries * 2 > slots && !room_checked && !ix.has_room(hash))
+        {
             self.rebuild_index(ctx, guard, shard, inner, ix.buckets() * 2);
         }
     }

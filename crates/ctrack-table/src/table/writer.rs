@@ -119,6 +119,10 @@ pub struct Writer<'g, R: Record> {
     table: &'g Table<R>,
     guard: &'g Guard,
     held: [Option<(usize, MutexGuard<'g, Inner>)>; 2],
+    /// A hash [`Writer::has_room`] found room for since this writer last
+    /// inserted: only an insert takes room, so the insert under it need
+    /// not probe for it again.
+    room: Option<u64>,
 }
 
 impl<R: Record> fmt::Debug for Writer<'_, R> {
@@ -143,6 +147,7 @@ impl<'g, R: Record> Writer<'g, R> {
             table,
             guard,
             held: [Some((lo, first)), second],
+            room: None,
         }
     }
 
@@ -210,17 +215,19 @@ impl<'g, R: Record> Writer<'g, R> {
         if !self.holds(shard) || a_shard.is_some_and(|a| !self.holds(a)) {
             return Err(InsertError::NotLocked);
         }
+        // Room the caller found for the primary entry is still there.
+        let checked = self.room.take() == Some(hashes.primary);
         let sh = &table.shards[shard];
         if let (Some(a), Some(sec)) = (a_shard.filter(|&a| a != shard), hashes.secondary) {
             let ainner = self.inner_mut(a).ok_or(InsertError::NotLocked)?;
-            table.make_room(ctx, guard, a, ainner, sec);
+            table.make_room(ctx, guard, a, ainner, sec, false);
         }
         let (home, alias) = self.pair(shard, a_shard);
         let home = home.ok_or(InsertError::NotLocked)?;
         if let Some(sec) = hashes.secondary.filter(|_| a_shard == Some(shard)) {
-            table.make_room(ctx, guard, shard, home, sec);
+            table.make_room(ctx, guard, shard, home, sec, false);
         }
-        table.make_room(ctx, guard, shard, home, hashes.primary);
+        table.make_room(ctx, guard, shard, home, hashes.primary, checked);
         let slot = sh.alloc(home).ok_or(InsertError::NoSlot)?;
         {
             // SAFETY: `slot` came from `alloc`: never handed out, or freed
@@ -468,9 +475,16 @@ impl<'g, R: Record> Writer<'g, R> {
     /// within the probe bound of its shard (held by this writer) without
     /// the index growing: false means the buckets from its home on are
     /// full, and an early drop there ([`Writer::evict_near`]) makes room.
-    pub fn has_room(&self, hash: u64) -> bool {
+    pub fn has_room(&mut self, hash: u64) -> bool {
         let shard = self.table.shard_of(hash);
-        !self.holds(shard) || self.table.index(shard, self.guard).has_room(hash)
+        if !self.holds(shard) {
+            return true;
+        }
+        let room = self.table.index(shard, self.guard).has_room(hash);
+        if room {
+            self.room = Some(hash);
+        }
+        room
     }
 
     /// Early drop from the hash neighbourhood, as Linux's conntrack does
