@@ -62,16 +62,34 @@ impl<T> Slab<T> {
     /// The chunk of `slot` and its offset in it.
     #[inline]
     fn locate(&self, slot: u32) -> (usize, usize) {
+        let k = slot as usize >> self.shift;
+        if k < FIXED {
+            return (k, slot as usize & self.mask);
+        }
+        self.locate_far(slot)
+    }
+
+    /// [`Slab::locate`] past the fixed chunks.
+    #[inline(never)]
+    fn locate_far(&self, slot: u32) -> (usize, usize) {
         let slot = slot as usize;
         let fixed = self.fixed;
-        if slot < fixed {
-            return (slot >> self.shift, slot & self.mask);
-        }
         // Chunk FIXED + j holds `fixed << j` slots, starting at
         // `fixed * 2^j` (the fixed part plus the doubling chunks before).
         let q = slot / fixed;
         let j = (usize::BITS - 1 - q.leading_zeros()) as usize;
         (FIXED + j, slot - (fixed << j))
+    }
+
+    /// [`Slab::locate`], or None for a slot past the limit (tested only
+    /// past the fixed chunks: a fixed chunk's slot is below it).
+    #[inline]
+    fn locate_checked(&self, slot: u32) -> Option<(usize, usize)> {
+        let k = slot as usize >> self.shift;
+        if k < FIXED {
+            return Some((k, slot as usize & self.mask));
+        }
+        (slot < MAX_SLOTS).then(|| self.locate_far(slot))
     }
 
     /// Number of chunks allocated.
@@ -109,10 +127,7 @@ impl<T: Default> Slab<T> {
     /// The slot, if its chunk exists.
     #[inline]
     pub(crate) fn get(&self, slot: u32) -> Option<&T> {
-        if slot >= MAX_SLOTS {
-            return None;
-        }
-        let (k, off) = self.locate(slot);
+        let (k, off) = self.locate_checked(slot)?;
         let base = self.chunks[k].load(Ordering::Acquire);
         if base.is_null() {
             return None;
@@ -129,10 +144,9 @@ impl<T: Default> Slab<T> {
     /// The slot's address, for prefetching; null if its chunk is missing.
     #[inline]
     pub(crate) fn addr(&self, slot: u32) -> *const T {
-        if slot >= MAX_SLOTS {
+        let Some((k, off)) = self.locate_checked(slot) else {
             return core::ptr::null();
-        }
-        let (k, off) = self.locate(slot);
+        };
         let base = self.chunks[k].load(Ordering::Acquire);
         if base.is_null() {
             return core::ptr::null();

@@ -129,7 +129,7 @@ impl<R: Record> Table<R> {
                 let r = rec(&sh.slab, slot);
                 let id = RecordId::new(shard, slot);
                 if ctx.expiry(r, guard) > now {
-                    sh.refile(&mut inner, slot, ctx.expiry(r, guard), tick + 1);
+                    sh.refile(&mut inner, slot, r.header(), ctx.expiry(r, guard), tick + 1);
                     continue;
                 }
                 // If its alias lives in another shard that is busy and
@@ -140,9 +140,11 @@ impl<R: Record> Table<R> {
                 });
                 match removed {
                     Some(true) => out.removed += 1,
-                    Some(false) => sh.refile(&mut inner, slot, ctx.expiry(r, guard), tick + 1),
+                    Some(false) => {
+                        sh.refile(&mut inner, slot, r.header(), ctx.expiry(r, guard), tick + 1)
+                    }
                     None => {
-                        sh.unfile(&mut inner, slot);
+                        sh.unfile(&mut inner, slot, r.header());
                         deferred.push(id);
                     }
                 }
@@ -155,7 +157,7 @@ impl<R: Record> Table<R> {
             let removed = self.with_record_locked(ctx, guard, id, |r, home, alias| {
                 let removed = self.remove_expired(ctx, guard, id, r, now, home, alias);
                 if !removed && r.header().is_live() {
-                    sh.file(home, id.slot(), ctx.expiry(r, guard), 0);
+                    sh.file(home, id.slot(), r.header(), ctx.expiry(r, guard), 0);
                 }
                 removed
             });

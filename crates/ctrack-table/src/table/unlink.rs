@@ -35,13 +35,13 @@ impl<R: Record> Table<R> {
         }
         let inst = ctx.instance(r);
         if let Some(list) = home.zones.get_mut(&inst) {
-            hs.unlink(list, id.slot(), Links::Zone);
+            hs.unlink(list, id.slot(), r.header(), Links::Zone);
             if list.len == 0 {
                 home.zones.remove(&inst);
                 ctx.occupancy(inst, shard, false);
             }
         }
-        hs.unfile(home, id.slot());
+        hs.unfile(home, id.slot(), r.header());
         ctx.removed(r, why);
         r.retire(guard);
         home.live -= 1;

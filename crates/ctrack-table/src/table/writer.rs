@@ -276,12 +276,12 @@ impl<'g, R: Record> Writer<'g, R> {
         let home = self.inner_mut(shard).expect("home shard is held");
         let inst = ctx.instance(r);
         let list = home.zones.entry(inst).or_default();
-        sh.push_front(list, slot, Links::Zone);
+        sh.push_front(list, slot, r.header(), Links::Zone);
         if list.len == 1 {
             ctx.occupancy(inst, shard, true);
         }
         sh.start_clock(home, now);
-        sh.file(home, slot, ctx.expiry(r, guard), now / TICK_MS);
+        sh.file(home, slot, r.header(), ctx.expiry(r, guard), now / TICK_MS);
         if table.filed.load(Ordering::Relaxed) == 0 {
             table.filed.store(1, Ordering::Relaxed);
         }
