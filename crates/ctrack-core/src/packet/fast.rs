@@ -56,6 +56,13 @@ fn transport_checksum_ok(src: u32, dst: u32, proto: u8, l4: &[u8]) -> bool {
 /// passes every check; `None` otherwise (the general path then decides).
 #[inline]
 pub fn fast_ipv4(frame: &[u8], checksums: bool) -> Option<Fast> {
+    fast_ipv4_inline(frame, checksums)
+}
+
+/// [`fast_ipv4`], inlined where it is called: for a caller that stores
+/// what it reads elsewhere, so that it is built where it is stored.
+#[inline(always)]
+pub(crate) fn fast_ipv4_inline(frame: &[u8], checksums: bool) -> Option<Fast> {
     const ETH: usize = 14;
     const IP: usize = 20;
     // The Ethernet and IPv4 headers as one array: the checks below need no

@@ -27,8 +27,6 @@ struct Opening<'a, A> {
     /// The expectation it matched (rare, and large: borrowed, not moved
     /// along with the rest).
     expected: Option<&'a Matched>,
-    /// The verdict so far (`new`, maybe `rel`).
-    v: Verdict,
 }
 
 /// What holding the connection's shard locks came to (a short-lived
@@ -63,7 +61,11 @@ impl Tracker {
                 return Some(None);
             }
         };
-        let mut v = Verdict::new(zone);
+        // The verdict so far (`new`, maybe `rel`), written where it goes
+        // and completed there: carried along by value, it was copied
+        // twice a commit.
+        *out = Verdict::new(zone);
+        let v = &mut *out;
         v.state = CtState::NEW | CtState::TRK;
         // A connection a gateway announced?
         let expected = if self.expect.active() {
@@ -81,7 +83,6 @@ impl Tracker {
             v.word = m.master_word;
         }
         if !cx.action.commit {
-            *out = v;
             return Some(None);
         }
         let o = Opening {
@@ -89,7 +90,6 @@ impl Tracker {
             hash,
             proto,
             expected: expected.as_ref(),
-            v,
         };
         self.commit(cx, p, o, out)
     }
@@ -132,7 +132,7 @@ impl Tracker {
         let mut setup = Setup::default();
         let (mut w, hashes) = match self.lock_for_commit(cx, p, &o, meta, shared, &mut setup) {
             Locked::Ready(w, h) => (w, h),
-            Locked::Refused(r) => return Some(refuse(o.v, r, cx.stats, out)),
+            Locked::Refused(r) => return Some(refuse(r, cx.stats, out)),
             Locked::Lost => return None,
         };
         if place.is_none() && !full {
@@ -156,9 +156,9 @@ impl Tracker {
                     place = p;
                     counted
                 }
-                Err(r) => return Some(refuse(o.v, r, cx.stats, out)),
+                Err(r) => return Some(refuse(r, cx.stats, out)),
             },
-            Err(r) => return Some(refuse(o.v, r, cx.stats, out)),
+            Err(r) => return Some(refuse(r, cx.stats, out)),
         };
         if !w.has_room(o.hash) {
             self.make_index_room(cx, &mut w, o.hash, shared, &mut place);
@@ -192,7 +192,7 @@ impl Tracker {
             if counted {
                 meta.uncount(key.generation);
             }
-            return Some(refuse(o.v, Refusal::TableFull, cx.stats, out));
+            return Some(refuse(Refusal::TableFull, cx.stats, out));
         };
         // NEW while the shard lock still keeps out every removal (so no
         // DESTROY of it can come first).
@@ -215,14 +215,12 @@ impl Tracker {
             cx.stats.add(C::ExpectMatched, 1);
         }
         let c = e.record();
-        let mut v = o.v;
-        v.conn = Some(ConnId::new(A::FAMILY, e.id()));
-        v.committed = true;
-        v.mark = c.mark();
-        v.label = c.label(guard);
-        v.word = c.word();
-        v.inspect = c.special();
-        *out = v;
+        out.conn = Some(ConnId::new(A::FAMILY, e.id()));
+        out.committed = true;
+        out.mark = c.mark();
+        out.label = c.label(guard);
+        out.word = c.word();
+        out.inspect = c.special();
         Some(Some((e, Dir::Orig)))
     }
 
@@ -575,13 +573,8 @@ fn may_open<A: Fam>(p: &Pkt<A>, tcp_loose: bool) -> Result<ProtoState, InvalidRe
 }
 
 /// Reports a refused commit.
-fn refuse<'g, A: Fam>(
-    mut v: Verdict,
-    r: Refusal,
-    stats: &mut Stats,
-    out: &mut Verdict,
-) -> Found<'g, A> {
-    v.refused = Some(r);
+fn refuse<'g, A: Fam>(r: Refusal, stats: &mut Stats, out: &mut Verdict) -> Found<'g, A> {
+    out.refused = Some(r);
     stats.add(
         match r {
             Refusal::TableFull => C::RefusedTableFull,
@@ -590,7 +583,6 @@ fn refuse<'g, A: Fam>(
         },
         1,
     );
-    *out = v;
     None
 }
 

@@ -5,7 +5,7 @@ use ctrack_table::{EntryRef, Guard, Hint};
 use crate::action::CtAction;
 use crate::conn::Conn;
 use crate::key::{Addr, Dir, LookupKey, Tuple, V6};
-use crate::packet::fast::Fast;
+use crate::packet::fast::{Fast, fast_ipv4_inline};
 use crate::packet::{Extracted, L4Info};
 use crate::time::Time;
 use crate::verdict::Stats;
@@ -55,6 +55,26 @@ impl Pkt<u32> {
             related: false,
             l4: f.l4,
             ip_len: f.ip_len,
+        }
+    }
+
+    /// Reads `frame` on the IPv4 fast path into `slot`, with a hash of 0
+    /// for the caller to set; false, and `slot` as it was, where the fast
+    /// path does not take the frame. (Built in place: returning the
+    /// packet and storing it cost about 25 instructions a packet in
+    /// copies, callgrind on `bench cps`.)
+    #[inline(never)]
+    pub(super) fn read_fast(
+        frame: &[u8],
+        checksums: bool,
+        slot: &mut Option<(Pkt<u32>, u64)>,
+    ) -> bool {
+        match fast_ipv4_inline(frame, checksums) {
+            Some(f) => {
+                *slot = Some((Pkt::fast(&f), 0));
+                true
+            }
+            None => false,
         }
     }
 }

@@ -610,10 +610,13 @@ impl Tracker {
         }
         let mut prev: Option<(Tuple<u32>, u8, u64)> = None;
         for (slot, f) in lanes.fast.iter_mut().zip(frames) {
-            let Some(x) = fast_ipv4(f, checksums) else {
+            if !Pkt::read_fast(f, checksums, slot) {
+                continue;
+            }
+            let Some((x, hash)) = slot else {
                 continue;
             };
-            let hash = match prev {
+            *hash = match prev {
                 Some((t, proto, h)) if t == x.tuple && proto == x.proto => h,
                 _ => {
                     let h = self
@@ -625,7 +628,6 @@ impl Tracker {
                     h
                 }
             };
-            *slot = Some((Pkt::fast(&x), hash));
         }
         let mut last = None;
         for (hint, pre) in lanes.hints.iter_mut().zip(&lanes.fast) {

@@ -172,15 +172,23 @@ impl ZoneMeta {
 /// All zones' state.
 #[derive(Debug)]
 pub(crate) struct Zones {
-    pages: Box<[OnceLock<Box<[ZoneMeta]>>]>,
+    /// Arrays, not slices, so that a zone's place needs no bounds check
+    /// (a zone is found a few times a connection).
+    pages: Box<[OnceLock<Box<[ZoneMeta; PAGE]>>; PAGES]>,
+}
+
+/// Pages of zones.
+const PAGES: usize = (Zone::MAX as usize + 1) / PAGE;
+
+/// A page of fresh zones.
+fn page() -> Box<[ZoneMeta; PAGE]> {
+    Box::new(core::array::from_fn(|_| ZoneMeta::new()))
 }
 
 impl Default for Zones {
     fn default() -> Self {
         Zones {
-            pages: (0..(usize::from(Zone::MAX) + 1) / PAGE)
-                .map(|_| OnceLock::new())
-                .collect(),
+            pages: Box::new(core::array::from_fn(|_| OnceLock::new())),
         }
     }
 }
@@ -196,9 +204,7 @@ impl Zones {
     /// The zone's state, created if needed.
     pub(crate) fn get_or_create(&self, zone: Zone) -> &ZoneMeta {
         let z = usize::from(zone);
-        let page =
-            self.pages[z / PAGE].get_or_init(|| (0..PAGE).map(|_| ZoneMeta::new()).collect());
-        &page[z % PAGE]
+        &self.pages[z / PAGE].get_or_init(page)[z % PAGE]
     }
 
     /// The zones that were ever used.
@@ -218,7 +224,7 @@ impl Zones {
         self.pages.iter().filter(|p| p.get().is_some()).count()
             * PAGE
             * core::mem::size_of::<ZoneMeta>()
-            + self.pages.len() * core::mem::size_of::<OnceLock<Box<[ZoneMeta]>>>()
+            + self.pages.len() * core::mem::size_of::<OnceLock<Box<[ZoneMeta; PAGE]>>>()
     }
 }
 
