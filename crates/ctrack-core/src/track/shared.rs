@@ -131,7 +131,7 @@ pub(super) fn family_index(f: Family) -> usize {
 }
 
 impl<A: Addr> Context<Conn<A>> for Shared {
-    #[inline]
+    #[inline(always)]
     fn hashes(&self, c: &Conn<A>, guard: &Guard) -> Hashes {
         let primary = self
             .hasher
@@ -212,7 +212,7 @@ impl<'a> Counted<'a> {
 }
 
 impl<A: Addr> Context<Conn<A>> for Counted<'_> {
-    #[inline]
+    #[inline(always)]
     fn hashes(&self, c: &Conn<A>, guard: &Guard) -> Hashes {
         self.shared.hashes(c, guard)
     }

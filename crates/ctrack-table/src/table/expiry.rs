@@ -105,28 +105,31 @@ impl<R: Record> Table<R> {
             // (Every record the sweep takes off the list, removed or filed
             // under a later tick, is behind the scout; a stale link would
             // only cost a useless prefetch, the scout's steps are bounded.)
-            let (mut scout, mut scout_tick) = (0u32, u64::MAX);
-            let wheel_next = |s: u32| rec(&sh.slab, s).header().wheel_next.load(Ordering::Relaxed);
+            // The scout's next record, as read when the scout was fetched
+            // ahead (read again at each step, it cost a second lookup of
+            // the scout's slot; the sweep changes nothing ahead of it).
+            let (mut scout, mut scout_tick, mut scout_next) = (0u32, u64::MAX, 0u32);
             while let Some((slot, tick)) = sh.due(&mut inner, now) {
                 if examined >= budget {
                     stopped = true;
                     break;
                 }
                 examined += 1;
+                let r = rec(&sh.slab, slot);
                 let steps = if tick != scout_tick {
                     (scout, scout_tick) = (slot, tick);
+                    scout_next = r.header().wheel_next.load(Ordering::Relaxed);
                     EXPIRY_AHEAD
                 } else {
                     usize::from(scout != 0)
                 };
                 for _ in 0..steps {
-                    scout = wheel_next(scout);
+                    scout = scout_next;
                     if scout == 0 {
                         break;
                     }
-                    self.prefetch_expiry(ctx, guard, shard, scout);
+                    scout_next = self.prefetch_expiry(ctx, guard, shard, scout);
                 }
-                let r = rec(&sh.slab, slot);
                 let id = RecordId::new(shard, slot);
                 if ctx.expiry(r, guard) > now {
                     sh.refile(&mut inner, slot, r.header(), ctx.expiry(r, guard), tick + 1);
@@ -169,8 +172,15 @@ impl<R: Record> Table<R> {
     /// Prefetches what expiring record `slot` of `shard` will touch (its
     /// index buckets, its zone list neighbours) and the record after it in
     /// the wheel. `slot` itself should have been fetched a round before.
+    /// Returns the record after it.
     #[inline]
-    fn prefetch_expiry<C: Context<R>>(&self, ctx: &C, guard: &Guard, shard: usize, slot: u32) {
+    fn prefetch_expiry<C: Context<R>>(
+        &self,
+        ctx: &C,
+        guard: &Guard,
+        shard: usize,
+        slot: u32,
+    ) -> u32 {
         let sh = &self.shards[shard];
         let r = rec(&sh.slab, slot);
         let h = r.header();
@@ -191,6 +201,7 @@ impl<R: Record> Table<R> {
         if let Some(sec) = hashes.secondary {
             self.prefetch(guard, sec);
         }
+        after
     }
 
     /// Removes `r` if it is live and expired at `now` (checked under its
