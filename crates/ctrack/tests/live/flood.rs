@@ -136,8 +136,24 @@ fn a_syn_flood_through_ctrack_run_keeps_connections_and_lets_new_ones_in() {
     assert!(count <= MAX_CONNS, "{count} connections, limit {MAX_CONNS}");
     let stats: serde_json::Value =
         serde_json::from_str(&fw.ctl_ok(&net, &["stats", "--format", "json"])).expect("stats");
+    // The flood's SYNs that reached the firewall (the kernel drops what
+    // overflows the receive ring, more of it on a loaded machine and a
+    // debug build): each one past the table's room took the place of an
+    // older entry.
     let evicted = stats["tracker"]["evicted"].as_u64().unwrap_or(0);
-    assert!(evicted as usize >= FLOOD / 2, "evicted {evicted}: {stats}");
+    let judged = stats["policy"]["acls"]
+        .as_array()
+        .and_then(|a| a.iter().find(|x| x["acl"] == "http"))
+        .and_then(|x| x["conns"].as_u64())
+        .unwrap_or(0);
+    assert!(
+        judged as usize >= 3 * MAX_CONNS,
+        "only {judged} of {FLOOD} flood SYNs reached the firewall: {stats}"
+    );
+    assert!(
+        evicted as usize + MAX_CONNS >= judged as usize,
+        "evicted {evicted} of {judged} flood SYNs at a limit of {MAX_CONNS}: {stats}"
+    );
     // New connections still get in.
     let mut ok = 0;
     for _ in 0..50 {
