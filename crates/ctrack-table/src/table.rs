@@ -105,9 +105,11 @@ impl MemoryStats {
 pub struct Table<R: Record> {
     shards: Box<[Shard<R>]>,
     mask: usize,
-    /// 1 once a record was ever inserted: until then a sweep has nothing
-    /// to look at (the IPv6 table of IPv4-only traffic is swept as often
-    /// as the other, each time over all its shards). Written once.
+    /// 1 once a writer ever took the table (set before its first change,
+    /// `SeqCst`): until then every count is exactly 0 and a sweep has
+    /// nothing to look at (the IPv6 table of IPv4-only traffic used to be
+    /// swept, summed and counted in the limit's slack shard by shard, as
+    /// often as the other). Written once.
     pub(crate) filed: AtomicU8,
     /// Where the next sweep starts. Written by every sweep of every
     /// thread, so on a line of its own: beside `shards` and `mask`, which
@@ -283,6 +285,9 @@ impl<R: Record> Table<R> {
     /// Locks the shards that records with `hashes` live in, in increasing
     /// shard order.
     pub fn write<'g>(&'g self, guard: &'g Guard, hashes: &Hashes) -> Writer<'g, R> {
+        if self.filed.load(Ordering::Relaxed) == 0 {
+            self.filed.store(1, Ordering::SeqCst);
+        }
         let a = self.shard_of(hashes.primary);
         let b = hashes.secondary.map_or(a, |h| self.shard_of(h));
         Writer::lock_pair(self, guard, a, b)
@@ -302,11 +307,25 @@ impl<R: Record> Table<R> {
         self.approx.load(Ordering::Relaxed).max(0) as usize
     }
 
+    /// Whether a writer ever took the table. Until one does, its count is
+    /// exactly 0 (nothing pending in any shard either): a caller bounding
+    /// the count of several tables by [`Table::approx_len`] and
+    /// `shard_count() * APPROX_STEP` need not allow that error for this
+    /// one. A writer that sets it after this call returned false changes
+    /// the table after the call, as any other writer that comes then.
+    #[inline]
+    pub fn ever_written(&self) -> bool {
+        self.filed.load(Ordering::SeqCst) != 0
+    }
+
     /// Live records (expired ones not yet swept included), summed over the
     /// shards' own counts. Not a snapshot while writers work: near a limit,
     /// sum through a [`crate::Gate`] (the counts are stored with `Release`
     /// and read here with `Acquire`, as the gate needs).
     pub fn len(&self) -> usize {
+        if !self.ever_written() {
+            return 0;
+        }
         self.shards
             .iter()
             .map(|s| s.live.load(Ordering::Acquire) as usize)

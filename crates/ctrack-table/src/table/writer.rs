@@ -282,9 +282,6 @@ impl<'g, R: Record> Writer<'g, R> {
         }
         sh.start_clock(home, now);
         sh.file(home, slot, r.header(), ctx.expiry(r, guard), now / TICK_MS);
-        if table.filed.load(Ordering::Relaxed) == 0 {
-            table.filed.store(1, Ordering::Relaxed);
-        }
         home.live += 1;
         // An announced insert is this one (only this writer inserts here
         // while it holds the shard): the published count stays.
