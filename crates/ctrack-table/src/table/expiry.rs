@@ -154,7 +154,7 @@ impl<R: Record> Table<R> {
             }
             out.examined += examined;
             sh.update_next_due(&inner);
-            sh.seal(&mut inner, guard);
+            sh.seal_some(&mut inner, guard);
         }
         for id in deferred {
             let removed = self.with_record_locked(ctx, guard, id, |r, home, alias| {

@@ -228,7 +228,7 @@ impl<'g, R: Record> Writer<'g, R> {
             table.make_room(ctx, guard, shard, home, sec, false);
         }
         table.make_room(ctx, guard, shard, home, hashes.primary, checked);
-        let slot = sh.alloc(home).ok_or(InsertError::NoSlot)?;
+        let slot = sh.alloc(home, guard).ok_or(InsertError::NoSlot)?;
         {
             // SAFETY: `slot` came from `alloc`: never handed out, or freed
             // through the epoch (its grace period has passed, so no reader
@@ -637,7 +637,7 @@ impl<R: Record> Table<R> {
         inner: &mut Inner,
     ) -> Result<(), InsertError> {
         let ash = &self.shards[a];
-        let no = ash.alloc_alias(inner).ok_or(InsertError::NoSlot)?;
+        let no = ash.alloc_alias(inner, guard).ok_or(InsertError::NoSlot)?;
         if let Some(cell) = ash.aliases.get(no) {
             cell.store(id.as_u32(), Ordering::Release);
         }
