@@ -465,3 +465,19 @@ fn populating_ahead_takes_the_page_faults_off_the_inserting_thread() {
         "{with} faults with population, {without} without"
     );
 }
+
+/// A table no writer took says so, counts 0 without summing, and is
+/// written from the first writer on, whether or not it inserted (the
+/// tracker leaves such a table out of its limit's slack).
+#[test]
+fn a_table_no_writer_took_says_so() {
+    let t = table();
+    assert!(!t.ever_written());
+    assert_eq!(t.len(), 0);
+    let g = pin();
+    drop(t.write(&g, &MIXED.hashes_of(1, 0)));
+    assert!(t.ever_written());
+    assert_eq!(t.len(), 0);
+    insert(&t, 2, 0, 0, 100);
+    assert_eq!(t.len(), 1);
+}
