@@ -180,6 +180,89 @@ fn one_flow_from_both_sides_and_many_threads() {
     assert_eq!(stats.committed, u64::from(flows));
 }
 
+/// Many threads opening the same new flows at once, in bursts (the fast
+/// lane, whose commit skips its search under the shard lock when the
+/// shard took no insert since the lane's own search began), both sides
+/// of each flow, a flow often twice in one burst: every flow is one
+/// connection, committed once, and every packet is tracked, never
+/// invalid. (With the commit skipping its search whatever came since,
+/// this finds duplicates at once.)
+#[test]
+fn the_same_new_flows_in_bursts_from_many_threads() {
+    const THREADS: usize = 4;
+    const FLOWS: u16 = 64;
+    const BURSTS: usize = 4;
+    const BURST: usize = 16;
+    let rounds = (25 * scale()).min(u32::from(u16::MAX / FLOWS));
+    let t = Arc::new(Tracker::new(Config::default()));
+    let now = Time::from_secs(1);
+    let barrier = Arc::new(std::sync::Barrier::new(THREADS));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|i| {
+            let (t, barrier) = (Arc::clone(&t), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                let mut stats = Stats::default();
+                let mut touched = std::collections::BTreeSet::new();
+                let commit = CtAction::commit(0);
+                let mut x = i as u64 * 7919 + 1;
+                let mut out = Vec::new();
+                for r in 0..rounds {
+                    // The round's flows are new: every thread's first
+                    // packets of them race to commit.
+                    barrier.wait();
+                    for _ in 0..BURSTS {
+                        let pkts: Vec<Vec<u8>> = (0..BURST)
+                            .map(|_| {
+                                x ^= x << 13;
+                                x ^= x >> 7;
+                                x ^= x << 17;
+                                let c = (r as u16) * FLOWS + (x % u64::from(FLOWS)) as u16;
+                                touched.insert(c);
+                                let (cl, port) = (client(201, c), 1024 + c % 60000);
+                                if x & 0x100 == 0 {
+                                    Frame::v4(cl, SERVER, L4::udp(port, 53, b"q")).build()
+                                } else {
+                                    Frame::v4(SERVER, cl, L4::udp(53, port, b"a")).build()
+                                }
+                            })
+                            .collect();
+                        let refs: Vec<&[u8]> = pkts.iter().map(Vec::as_slice).collect();
+                        out.clear();
+                        t.process_batch(
+                            &refs,
+                            LinkType::Ethernet,
+                            &commit,
+                            now,
+                            &mut out,
+                            &mut stats,
+                        );
+                        for v in &out {
+                            assert!(v.state.contains(CtState::TRK) && v.conn.is_some(), "{v:?}");
+                            assert!(!v.state.contains(CtState::INV), "{v:?}");
+                        }
+                    }
+                }
+                (stats, touched)
+            })
+        })
+        .collect();
+    let mut stats = Stats::default();
+    let mut touched = std::collections::BTreeSet::new();
+    for h in handles {
+        let (s, t) = h.join().unwrap();
+        stats.merge(&s);
+        touched.extend(t);
+    }
+    let d = dump(&t, now);
+    assert_eq!(d.len(), touched.len(), "one connection a flow");
+    assert_eq!(stats.committed, touched.len() as u64, "each committed once");
+    let counted: u64 = d.values().map(|e| e.orig.packets + e.reply.packets).sum();
+    assert_eq!(
+        counted,
+        (THREADS * BURSTS * BURST) as u64 * u64::from(rounds)
+    );
+}
+
 #[test]
 fn flushes_sweeps_and_limits_during_traffic() {
     const THREADS: u8 = 3;

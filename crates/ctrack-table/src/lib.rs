@@ -126,7 +126,7 @@ pub use prefetch::prefetch;
 pub use shard::GRACE_SLOTS_PER_SHARD;
 pub use table::{
     APPROX_STEP, EntryLock, EntryRef, Hint, InsertError, MAX_SHARDS, MemoryStats, NEAR_WINDOW,
-    RecordId, SweepStats, Table, TableConfig, Writer,
+    RecordId, Seen, SweepStats, Table, TableConfig, Writer,
 };
 
 /// The index positions of a record: every record has a primary hash, and a

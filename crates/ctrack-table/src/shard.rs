@@ -204,7 +204,24 @@ pub(crate) struct Shard<R> {
     /// When this shard's wheel next has something due (ms), `u64::MAX` if
     /// nothing.
     pub(crate) next_due: AtomicU64,
+    /// Entries inserted into this shard's index so far, modulo 2^32
+    /// (counted under the lock, stored with `Release` after the entry is
+    /// in): see [`Writer::unchanged_since`](crate::Writer::unchanged_since).
+    /// Its 32 bits wrap, as a Linux seqcount's: a thread that probed would
+    /// have to be held up while exactly a multiple of 2^32 entries went
+    /// into one shard (hours, at millions a second) to be deceived.
+    pub(crate) inserts: AtomicU32,
     mailbox: Arc<Mailbox>,
+}
+
+impl<R> Shard<R> {
+    /// Counts an entry just inserted into the index (the shard's lock
+    /// held: one writer at a time, so a load and a store).
+    #[inline]
+    pub(crate) fn count_insert(&self) {
+        let n = self.inserts.load(Ordering::Relaxed);
+        self.inserts.store(n.wrapping_add(1), Ordering::Release);
+    }
 }
 
 impl<R> Drop for Shard<R> {
@@ -236,6 +253,7 @@ impl<R: Record> Shard<R> {
             inner: CachePadded::new(Mutex::new(Inner::new())),
             live: CachePadded::new(AtomicU64::new(0)),
             next_due: AtomicU64::new(u64::MAX),
+            inserts: AtomicU32::new(0),
             mailbox: Arc::new(Mailbox::default()),
         }
     }

@@ -34,7 +34,7 @@ mod unlink;
 mod writer;
 mod zones;
 
-pub use entry::{EntryLock, EntryRef, Hint, RecordId};
+pub use entry::{EntryLock, EntryRef, Hint, RecordId, Seen};
 pub use expiry::SweepStats;
 pub use writer::{InsertError, NEAR_WINDOW, Writer};
 
@@ -239,6 +239,19 @@ impl<R: Record> Table<R> {
             prefetch_lines(self.shards[shard].slab.addr(r));
         }
         Hint(r)
+    }
+
+    /// The count of entries inserted so far into the index of the shard
+    /// of `hash`, read before a search under `hash` begins: if that search
+    /// finds no live record, a writer that then holds the shard can tell
+    /// from it whether one may have come since
+    /// ([`Writer::unchanged_since`]). One load; a caller that expects to
+    /// find its record (a [`Hint::is_guess`]) need not take it.
+    #[inline]
+    pub fn seen(&self, hash: u64) -> Seen {
+        self.shards
+            .get(self.shard_of(hash))
+            .map_or(Seen::NOTHING, |s| Seen(s.inserts.load(Ordering::Acquire)))
     }
 
     /// The record `hint` guessed for `hash` (live or not, and not

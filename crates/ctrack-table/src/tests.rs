@@ -39,6 +39,53 @@ fn find(t: &Table<Rec>, key: u64) -> Option<(RecordId, u64)> {
         .map(|e| (e.id(), e.record().val.load(Ordering::Relaxed)))
 }
 
+/// A writer says "nothing inserted since" a search's count exactly while
+/// no entry (a record's own, or an alias) went into the shard of the
+/// searched hash; inserts into other shards, removals, and a count no
+/// search took are told apart.
+#[test]
+fn a_writer_tells_whether_its_shard_took_an_insert_since_a_search() {
+    let t = table();
+    let g = pin();
+    let shard_of = |k: u64| t.shard_of(mix(k));
+    let key = 1u64;
+    let same = (2..).find(|&k| shard_of(k) == shard_of(key)).unwrap();
+    let other = (2..).find(|&k| shard_of(k) != shard_of(key)).unwrap();
+    // A record of another shard whose reply key falls in this one.
+    let (primary, reply) = (
+        (2..)
+            .find(|&k| shard_of(k) != shard_of(key) && k != other)
+            .unwrap(),
+        (2..)
+            .find(|&k| shard_of(k) == shard_of(key) && k != same)
+            .unwrap(),
+    );
+    let unchanged = |seen: Seen| {
+        let w = t.write(&g, &MIXED.hashes_of(key, 0));
+        w.unchanged_since(mix(key), seen)
+    };
+    let seen = t.seen(mix(key));
+    assert!(unchanged(seen));
+    assert!(!unchanged(Seen::NOTHING), "a count no search took");
+    insert(&t, other, 0, 1, 100_000);
+    assert!(unchanged(seen), "an insert into another shard");
+    insert(&t, same, 0, 1, 100_000);
+    assert!(!unchanged(seen), "an insert into the shard");
+    // Its alias is an insert here.
+    let seen = t.seen(mix(key));
+    insert(&t, primary, reply, 1, 100_000);
+    assert!(!unchanged(seen), "an alias inserted into the shard");
+    let seen = t.seen(mix(key));
+    let (id, _) = find(&t, same).unwrap();
+    let e = t.get(&g, id).unwrap();
+    let h = MIXED.hashes(e.record(), &g);
+    assert!(t.write(&g, &h).remove(&MIXED, e, Removal::Deleted));
+    assert!(unchanged(seen), "a removal");
+    // A writer that does not hold the shard cannot tell.
+    let w = t.write(&g, &MIXED.hashes_of(other, 0));
+    assert!(!w.unchanged_since(mix(key), seen));
+}
+
 #[test]
 fn insert_find_remove() {
     let t = table();

@@ -97,6 +97,51 @@ fn insert_against_lookup() {
     });
 }
 
+/// A lookup that reads its shard's insert count, then searches and finds
+/// nothing, against an insert of the key it looks for (`alt` 0: as a
+/// record's own key; else as the reply key of record `alt`, through an
+/// alias): when the writer then says nothing was inserted since, the key
+/// is truly not in the table, so that a commit may skip its search under
+/// the lock.
+fn search_and_miss_against_insert(alt: u64) {
+    model(move || {
+        let t = table();
+        let t2 = Arc::clone(&t);
+        let h = thread::spawn(move || {
+            if alt == 0 {
+                insert(&t2, 7, 0, 0, u64::MAX)
+            } else {
+                insert(&t2, alt, 7, 0, u64::MAX)
+            }
+        });
+        let g = pin();
+        let hash = CTX.hash(7);
+        let seen = t.seen(hash);
+        let missed = t.find(&g, hash, |r| r.has_key(7)).is_none();
+        if missed {
+            let w = t.write(&g, &CTX.hashes_of(7, 0));
+            if w.unchanged_since(hash, seen) {
+                assert!(
+                    w.find(hash, |r| r.has_key(7)).is_none(),
+                    "nothing inserted since the search began, yet the key is in"
+                );
+            }
+        }
+        drop(g);
+        assert!(h.join().unwrap());
+    });
+}
+
+#[test]
+fn search_and_miss_against_insert_of_the_key() {
+    search_and_miss_against_insert(0);
+}
+
+#[test]
+fn search_and_miss_against_insert_of_an_alias_of_the_key() {
+    search_and_miss_against_insert(8);
+}
+
 #[test]
 fn remove_against_lookup_and_lock() {
     model(|| {

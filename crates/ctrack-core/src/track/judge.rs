@@ -2,7 +2,7 @@
 
 use core::sync::atomic::Ordering::Relaxed;
 
-use ctrack_table::{Context, EntryRef, Guard, Hint, Removal};
+use ctrack_table::{Context, EntryRef, Guard, Hint, Removal, Seen};
 
 use super::packet::{Call, Found, Hit, Judged, Pkt, Pre};
 use super::shared::{Counted, expiry};
@@ -144,7 +144,7 @@ impl Tracker {
                 Judged::Reopen => {
                     *cache = None;
                     self.remove_entry(cx.guard, entry, Removal::Replaced, cx.now, cx.stats);
-                    return match self.open::<A>(cx, p, &key, pre.hash, v) {
+                    return match self.open::<A>(cx, p, &key, pre.hash, Seen::NOTHING, v) {
                         Some(hit) => {
                             *cache = hit.map(|(entry, dir)| Hit { key, entry, dir });
                             true
@@ -295,7 +295,7 @@ impl Tracker {
                 *v = Verdict::invalid(action.zone, InvalidReason::RelatedNotFound);
                 return Some(None);
             }
-            return self.open::<A>(cx, p, key, pre.hash, v);
+            return self.open::<A>(cx, p, key, pre.hash, Seen::NOTHING, v);
         };
         let c = e.record();
         if !p.related {
@@ -306,7 +306,7 @@ impl Tracker {
                     // A SYN reusing a closed connection ends it and opens a
                     // new one in its place.
                     self.remove_entry(guard, e, Removal::Replaced, cx.now, cx.stats);
-                    self.open::<A>(cx, p, key, pre.hash, v)
+                    self.open::<A>(cx, p, key, pre.hash, Seen::NOTHING, v)
                 }
             };
         }

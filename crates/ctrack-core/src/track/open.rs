@@ -4,7 +4,7 @@
 
 use core::sync::atomic::Ordering::Relaxed;
 
-use ctrack_table::{APPROX_STEP, Hashes, Place, Record, Removal, Table, Writer};
+use ctrack_table::{APPROX_STEP, Hashes, Place, Record, Removal, Seen, Table, Writer};
 
 use super::config::{EARLY_DROP_BUCKETS, EARLY_DROP_SCAN, EARLY_DROP_SHARDS, SMALL_SHARD};
 use super::packet::{Call, Found, Pkt};
@@ -23,6 +23,10 @@ use crate::zone::ZoneMeta;
 struct Opening<'a, A> {
     key: &'a LookupKey<A>,
     hash: u64,
+    /// The shard's insert count read before a search under `hash` that
+    /// found no live record, or `Seen::NOTHING` where the caller cannot
+    /// say so (see `commit_counted`).
+    searched: Seen,
     proto: ProtoState,
     /// The expectation it matched (rare, and large: borrowed, not moved
     /// along with the rest).
@@ -51,6 +55,7 @@ impl Tracker {
         p: &Pkt<A>,
         key: &LookupKey<A>,
         hash: u64,
+        searched: Seen,
         out: &mut Verdict,
     ) -> Option<Found<'g, A>> {
         let zone = cx.action.zone;
@@ -88,6 +93,7 @@ impl Tracker {
         let o = Opening {
             key,
             hash,
+            searched,
             proto,
             expected: expected.as_ref(),
         };
@@ -139,7 +145,14 @@ impl Tracker {
             (full, place) = self.announce(&mut w, o.hash);
         }
         let key = o.key;
-        if let Some(e) = w.find(o.hash, |c| c.direction_of(key, guard).is_some()) {
+        // Searched again under the lock (another thread may have committed
+        // the connection since the caller's search, or that search passed
+        // over an expired one), unless the caller's search found no live
+        // record and nothing was inserted into the shard since it began:
+        // a new connection's second search of its bucket.
+        if !w.unchanged_since(o.hash, o.searched)
+            && let Some(e) = w.find(o.hash, |c| c.direction_of(key, guard).is_some())
+        {
             if self.shared.expiry(e.record(), guard) > now {
                 // Another thread committed it meanwhile: judge the packet
                 // against it.

@@ -7,7 +7,7 @@
 
 use core::sync::atomic::Ordering::Relaxed;
 
-use ctrack_table::{Hint, pin};
+use ctrack_table::{Hint, Seen, pin};
 use ctrack_wire::{Frame, LinkType, parse_frame};
 
 use super::judge::{count, count_many};
@@ -431,11 +431,21 @@ impl Tracker {
         };
         let guard = cx.guard;
         let mut dir = Dir::Orig;
+        // Where the probe guessed no record (a new connection, likely), the
+        // shard's insert count before the search: if the search finds no
+        // live record, the commit need not search again.
+        let seen = if pre.hint.is_guess() {
+            Seen::NOTHING
+        } else {
+            self.v4.seen(pre.hash)
+        };
         let found = self.v4.find_hinted(guard, pre.hash, pre.hint, |c| {
             c.direction_of(&key, guard).map(|d| dir = d).is_some()
         });
         let Some(e) = found else {
-            return match self.open::<u32>(cx, p, &key, pre.hash, v) {
+            // No live record at all under the key (this search passes over
+            // none, expired or not).
+            return match self.open::<u32>(cx, p, &key, pre.hash, seen, v) {
                 Some(hit) => {
                     cache.v4 = hit.map(|(entry, dir)| Hit { key, entry, dir });
                     true

@@ -48,6 +48,27 @@ impl RecordId {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Hint(pub(crate) u32);
 
+impl Hint {
+    /// Whether the probe guessed a record (else the lookup is likely to
+    /// find none: see [`Table::seen`](crate::Table::seen)).
+    #[inline]
+    pub fn is_guess(self) -> bool {
+        self.0 != 0
+    }
+}
+
+/// The count of entries a shard's index had taken when a search began,
+/// from [`Table::seen`](crate::Table::seen), for
+/// [`Writer::unchanged_since`](crate::Writer::unchanged_since); or
+/// [`Seen::NOTHING`], which tells nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen(pub(crate) u32);
+
+impl Seen {
+    /// A count no search took: a writer always searches again.
+    pub const NOTHING: Seen = Seen(u32::MAX);
+}
+
 /// A live record found in the table, valid while the guard it was found
 /// under is pinned.
 pub struct EntryRef<'g, R> {

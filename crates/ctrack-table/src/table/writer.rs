@@ -11,7 +11,7 @@ use crate::shard::{Inner, Links, TICK_MS, rec};
 use crate::sync::{MutexGuard, Ordering};
 use crate::{Context, Hashes, Record, Removal};
 
-use super::{EntryRef, RecordId, Table};
+use super::{EntryRef, RecordId, Seen, Table};
 
 /// Why an insert failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,6 +190,22 @@ impl<'g, R: Record> Writer<'g, R> {
         self.held.iter().flatten().any(|(s, _)| *s == shard)
     }
 
+    /// Whether nothing was inserted into the index of the shard of `hash`
+    /// (held by this writer) since [`Table::seen`] gave `seen`. Then a
+    /// search under `hash` that began after that and found no live record
+    /// holds still: the table has none under `hash` now, and the writer
+    /// need not search again. (The count was read before the search
+    /// looked, and an insert stores its entry before it counts: either the
+    /// count read included the insert, and the search saw its entry, or it
+    /// did not, and the count differs now.) False for [`Seen::NOTHING`].
+    #[inline]
+    pub fn unchanged_since(&self, hash: u64, seen: Seen) -> bool {
+        let shard = self.table.shard_of(hash);
+        seen != Seen::NOTHING
+            && self.holds(shard)
+            && self.table.shards[shard].inserts.load(Ordering::Relaxed) == seen.0
+    }
+
     /// Finds a live record under `hash`; with the shard of `hash` held,
     /// nothing can be inserted under it meanwhile.
     pub fn find(&self, hash: u64, matches: impl FnMut(&R) -> bool) -> Option<EntryRef<'g, R>> {
@@ -273,6 +289,7 @@ impl<'g, R: Record> Writer<'g, R> {
             }
             return Err(InsertError::IndexFull);
         }
+        sh.count_insert();
         let home = self.inner_mut(shard).expect("home shard is held");
         let inst = ctx.instance(r);
         let list = home.zones.entry(inst).or_default();
@@ -648,6 +665,7 @@ impl<R: Record> Table<R> {
             inner.alias_free_unseen(no);
             return Err(InsertError::IndexFull);
         }
+        ash.count_insert();
         Ok(())
     }
 }
