@@ -207,9 +207,11 @@ pub(crate) struct Shard<R> {
     /// Entries inserted into this shard's index so far, modulo 2^32
     /// (counted under the lock, stored with `Release` after the entry is
     /// in): see [`Writer::unchanged_since`](crate::Writer::unchanged_since).
-    /// Its 32 bits wrap, as a Linux seqcount's: a thread that probed would
-    /// have to be held up while exactly a multiple of 2^32 entries went
-    /// into one shard (hours, at millions a second) to be deceived.
+    /// Its 32 bits wrap, as a Linux seqcount's: a thread whose search read
+    /// it would have to be held up while exactly a multiple of 2^32
+    /// entries went into one shard (hours, at millions a second) to be
+    /// deceived. (A count that happens to equal `Seen::NOTHING` only costs
+    /// the writer a search.)
     pub(crate) inserts: AtomicU32,
     mailbox: Arc<Mailbox>,
 }
