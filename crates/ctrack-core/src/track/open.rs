@@ -145,11 +145,8 @@ impl Tracker {
             (full, place) = self.announce(&mut w, o.hash);
         }
         let key = o.key;
-        // Searched again under the lock (another thread may have committed
-        // the connection since the caller's search, or that search passed
-        // over an expired one), unless the caller's search found no live
-        // record and nothing was inserted into the shard since it began:
-        // a new connection's second search of its bucket.
+        // Searched again (committed since, or an expired one passed over)
+        // unless nothing went into the shard since a search that found none.
         if !w.unchanged_since(o.hash, o.searched)
             && let Some(e) = w.find(o.hash, |c| c.direction_of(key, guard).is_some())
         {
