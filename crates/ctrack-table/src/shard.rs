@@ -83,49 +83,141 @@ pub(crate) struct Mailbox {
     pending: AtomicU8,
 }
 
+/// A shard's zone lists by instance. The one that most inserts and
+/// removals go to (a shard usually holds records of one zone instance or
+/// a few) is kept inline, on a line that every insert touches anyway; the
+/// others in a map, whose buckets would be one more line to fetch from
+/// another core's cache on each insert.
+#[derive(Debug, Default)]
+#[repr(C)]
+pub(crate) struct ZoneLists {
+    /// The instance of `first`, while `first.len > 0`.
+    first_key: u64,
+    /// Vacant while empty.
+    first: List,
+    /// The others. An instance is in at most one of `first` and `rest`.
+    rest: HashMap<u64, List, foldhash::fast::RandomState>,
+}
+
+impl ZoneLists {
+    /// The list of `instance`, if it has records.
+    #[inline]
+    pub(crate) fn get(&self, instance: u64) -> Option<&List> {
+        if self.first.len > 0 && self.first_key == instance {
+            Some(&self.first)
+        } else {
+            self.rest.get(&instance)
+        }
+    }
+
+    /// The list of `instance`, if it has records, to change.
+    #[inline]
+    pub(crate) fn get_mut(&mut self, instance: u64) -> Option<&mut List> {
+        if self.first.len > 0 && self.first_key == instance {
+            Some(&mut self.first)
+        } else {
+            self.rest.get_mut(&instance)
+        }
+    }
+
+    /// The list of `instance`, made empty if it had none. Its caller puts
+    /// a record in it at once: an empty list is as good as none.
+    #[inline]
+    pub(crate) fn get_or_default(&mut self, instance: u64) -> &mut List {
+        if self.first.len > 0 {
+            if self.first_key == instance {
+                return &mut self.first;
+            }
+        } else if !self.rest.contains_key(&instance) {
+            self.first_key = instance;
+            self.first = List::default();
+            return &mut self.first;
+        }
+        self.rest.entry(instance).or_default()
+    }
+
+    /// Forgets the list of `instance` (emptied by its caller).
+    #[inline]
+    pub(crate) fn remove(&mut self, instance: u64) {
+        if self.first_key == instance {
+            self.first = List::default();
+        }
+        self.rest.remove(&instance);
+    }
+
+    /// Every instance with records, and its list.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &List)> {
+        (self.first.len > 0)
+            .then_some((self.first_key, &self.first))
+            .into_iter()
+            .chain(self.rest.iter().map(|(k, l)| (*k, l)))
+    }
+
+    /// Entries the map has room for.
+    pub(crate) fn capacity(&self) -> usize {
+        self.rest.capacity()
+    }
+}
+
 /// The part of a shard that needs the lock.
+///
+/// In a fixed order (`repr(C)`), what every insert and removal touches
+/// first: with the lock and the published counts before it ([`Hot`]), the
+/// counts and slot fields share the lock's cache line, the wheel and the
+/// batch of slots being handed out, the first zone list and the wheel the
+/// next one (the pair of lines that the processor fetches together), what
+/// only removals touch the third. A writer on another core than the
+/// shard's last one then fetches two lines, not the six or seven that the
+/// compiler's order spread the same fields over, with the zone map's and
+/// the batch list's own (`--threads 2` in `ctrack bench cps`).
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct Inner {
-    next_fresh: u32,
-    /// The most slots that were neither live nor vacant (removed, in
-    /// their grace period) when this shard took a fresh slot: what the
-    /// grace period has cost the shard's memory.
-    grace_peak: u32,
+    /// Live records.
+    pub(crate) live: usize,
+    /// Change of `live` not yet added to the table's approximate count.
+    pub(crate) pending: i64,
     /// Vacant slots freed one at a time, linked through their headers.
     free: u32,
     /// Vacant slots counted in `free` and `ready`.
     free_len: u32,
-    /// Vacant slots whose grace period ended, as the epoch handed them
-    /// back (batches of up to `LIMBO_BATCH`): kept as numbers, so that
-    /// taking a batch back writes to none of its records (linking each
-    /// into `free` would miss the cache once per slot, all in one call).
-    ready: Vec<Vec<u32>>,
-    /// The mailbox's list of batches as last emptied, kept for its room.
-    drained: Vec<(Vec<u32>, Vec<u32>)>,
-    limbo: Vec<u32>,
-    /// Spent slot lists kept for the next limbo lists (at most
-    /// [`SPARE_LISTS`]), each with room for a whole batch.
-    spare: Vec<Vec<u32>>,
-    alias_next_fresh: u32,
-    alias_free: Vec<u32>,
-    alias_limbo: Vec<u32>,
-    /// Aliases in use.
-    pub(crate) alias_live: usize,
-    /// Zone lists by instance.
-    pub(crate) zones: HashMap<u64, List, foldhash::fast::RandomState>,
-    wheel: Vec<List>,
-    /// The next wheel tick to process; every earlier one is done.
-    pub(crate) cursor: u64,
-    /// Live records.
-    pub(crate) live: usize,
+    next_fresh: u32,
     /// Removals leave the published count (`Shard::live`) as it was until
     /// the next insert or the writer's end ([`crate::Writer::hide_count`]).
     pub(crate) hidden: bool,
     /// An insert announced ahead, counted in the published count until it
     /// comes or the writer ends ([`crate::Writer::reserve`]).
     pub(crate) reserved: bool,
-    /// Change of `live` not yet added to the table's approximate count.
-    pub(crate) pending: i64,
+    /// The next wheel tick to process; every earlier one is done.
+    pub(crate) cursor: u64,
+    /// Empty until the first record is filed.
+    wheel: Box<[List]>,
+    /// The batch of `ready` that slots are being taken from, kept here so
+    /// that taking one reads and writes these lines and the batch's own
+    /// numbers, not the list of batches as well.
+    cur: Vec<u32>,
+    /// Zone lists by instance.
+    pub(crate) zones: ZoneLists,
+    limbo: Vec<u32>,
+    /// The most slots that were neither live nor vacant (removed, in
+    /// their grace period) when this shard took a fresh slot: what the
+    /// grace period has cost the shard's memory.
+    grace_peak: u32,
+    alias_next_fresh: u32,
+    /// Aliases in use.
+    pub(crate) alias_live: usize,
+    /// The mailbox's list of batches as last emptied, kept for its room.
+    drained: Vec<(Vec<u32>, Vec<u32>)>,
+    /// Spent slot lists kept for the next limbo lists (at most
+    /// [`SPARE_LISTS`]), each with room for a whole batch.
+    spare: Vec<Vec<u32>>,
+    /// Vacant slots whose grace period ended, as the epoch handed them
+    /// back (batches of up to `LIMBO_BATCH`): kept as numbers, so that
+    /// taking a batch back writes to none of its records (linking each
+    /// into `free` would miss the cache once per slot, all in one call).
+    ready: Vec<Vec<u32>>,
+    alias_free: Vec<u32>,
+    alias_limbo: Vec<u32>,
 }
 
 impl Inner {
@@ -149,6 +241,7 @@ impl Inner {
     /// limbo lists, free aliases, and the list kept for its room.
     pub(crate) fn ready_bytes(&self) -> usize {
         let u32s = self.limbo.capacity()
+            + self.cur.capacity()
             + self.alias_limbo.capacity()
             + self.alias_free.capacity()
             + self.spare.iter().map(Vec::capacity).sum::<usize>();
@@ -160,7 +253,7 @@ impl Inner {
 
     /// Bytes of the wheel.
     pub(crate) fn wheel_bytes(&self) -> usize {
-        self.wheel.capacity() * core::mem::size_of::<List>()
+        self.wheel.len() * core::mem::size_of::<List>()
     }
 
     fn new() -> Inner {
@@ -169,6 +262,7 @@ impl Inner {
             grace_peak: 0,
             free: 0,
             free_len: 0,
+            cur: Vec::new(),
             ready: Vec::new(),
             drained: Vec::new(),
             limbo: Vec::new(),
@@ -177,8 +271,8 @@ impl Inner {
             alias_free: Vec::new(),
             alias_limbo: Vec::new(),
             alias_live: 0,
-            zones: HashMap::default(),
-            wheel: Vec::new(),
+            zones: ZoneLists::default(),
+            wheel: Box::default(),
             cursor: 0,
             live: 0,
             hidden: false,
@@ -186,6 +280,31 @@ impl Inner {
             pending: 0,
         }
     }
+}
+
+/// The shard's lock, what it guards, and the two counts that writers
+/// publish for readers, in this order on the same lines (see [`Inner`]).
+#[derive(Debug)]
+#[repr(C)]
+pub(crate) struct Hot {
+    /// Mirror of `Inner::live`, readable without the lock.
+    pub(crate) live: AtomicU64,
+    /// Entries inserted into this shard's index so far, modulo 2^32
+    /// (counted under the lock, stored with `Release` after the entry is
+    /// in): see [`Writer::unchanged_since`](crate::Writer::unchanged_since).
+    /// Its 32 bits wrap, as a Linux seqcount's: a thread whose search read
+    /// it would have to be held up while exactly a multiple of 2^32
+    /// entries went into one shard (hours, at millions a second) to be
+    /// deceived. (A count that happens to equal `Seen::NOTHING` only costs
+    /// the writer a search.)
+    pub(crate) inserts: AtomicU32,
+    /// The slot this shard hands out next, as far as its last allocation
+    /// knew (stored under the lock, read without it): a thread about to
+    /// insert prefetches its record ([`crate::Table::seen`]) while it
+    /// searches, instead of missing on it under the lock. Only a hint: the
+    /// slot may be taken by then, or the number out of date.
+    pub(crate) next_slot: AtomicU32,
+    pub(crate) inner: Mutex<Inner>,
 }
 
 /// A shard.
@@ -197,22 +316,12 @@ pub(crate) struct Shard<R> {
     /// Alias number to the [`RecordId`](crate::RecordId) it names (0 once
     /// freed).
     pub(crate) aliases: Slab<AtomicU32>,
-    // Written by writers.
-    pub(crate) inner: CachePadded<Mutex<Inner>>,
-    /// Mirror of `Inner::live`, readable without the lock.
-    pub(crate) live: CachePadded<AtomicU64>,
     /// When this shard's wheel next has something due (ms), `u64::MAX` if
-    /// nothing.
+    /// nothing. Read by every sweep of every thread; stored only when it
+    /// changes.
     pub(crate) next_due: AtomicU64,
-    /// Entries inserted into this shard's index so far, modulo 2^32
-    /// (counted under the lock, stored with `Release` after the entry is
-    /// in): see [`Writer::unchanged_since`](crate::Writer::unchanged_since).
-    /// Its 32 bits wrap, as a Linux seqcount's: a thread whose search read
-    /// it would have to be held up while exactly a multiple of 2^32
-    /// entries went into one shard (hours, at millions a second) to be
-    /// deceived. (A count that happens to equal `Seen::NOTHING` only costs
-    /// the writer a search.)
-    pub(crate) inserts: AtomicU32,
+    /// Written by writers, on lines of their own.
+    pub(crate) hot: CachePadded<Hot>,
     mailbox: Arc<Mailbox>,
 }
 
@@ -221,8 +330,8 @@ impl<R> Shard<R> {
     /// held: one writer at a time, so a load and a store).
     #[inline]
     pub(crate) fn count_insert(&self) {
-        let n = self.inserts.load(Ordering::Relaxed);
-        self.inserts.store(n.wrapping_add(1), Ordering::Release);
+        let n = self.hot.inserts.load(Ordering::Relaxed);
+        self.hot.inserts.store(n.wrapping_add(1), Ordering::Release);
     }
 }
 
@@ -252,10 +361,13 @@ impl<R: Record> Shard<R> {
             index: EpochBox::new(Some(Box::new(Index::new(index_buckets, arena)))),
             slab: Slab::new(share, arena),
             aliases: Slab::new(0, arena),
-            inner: CachePadded::new(Mutex::new(Inner::new())),
-            live: CachePadded::new(AtomicU64::new(0)),
             next_due: AtomicU64::new(u64::MAX),
-            inserts: AtomicU32::new(0),
+            hot: CachePadded::new(Hot {
+                live: AtomicU64::new(0),
+                inserts: AtomicU32::new(0),
+                next_slot: AtomicU32::new(1),
+                inner: Mutex::new(Inner::new()),
+            }),
             mailbox: Arc::new(Mailbox::default()),
         }
     }
@@ -340,7 +452,7 @@ impl<R: Record> Shard<R> {
         min_tick: u64,
     ) {
         if inner.wheel.is_empty() {
-            inner.wheel = vec![List::default(); WHEEL_SLOTS];
+            inner.wheel = vec![List::default(); WHEEL_SLOTS].into_boxed_slice();
         }
         // Within the lap ahead of the cursor; a wheel that has not been
         // swept for a lap files in its last slot, and sweeping refiles.
@@ -423,7 +535,9 @@ impl<R: Record> Shard<R> {
                 .find(|t| inner.wheel[(t % WHEEL_SLOTS as u64) as usize].len > 0)
                 .map_or(u64::MAX, |t| (t + 1) * TICK_MS)
         };
-        self.next_due.store(next, Ordering::Relaxed);
+        if self.next_due.load(Ordering::Relaxed) != next {
+            self.next_due.store(next, Ordering::Relaxed);
+        }
     }
 
     // ----- slots -----
@@ -438,6 +552,7 @@ impl<R: Record> Shard<R> {
             // The next one handed out: fetched meanwhile (see below).
             if inner.free != 0 {
                 crate::prefetch::prefetch_lines(self.slab.addr(inner.free));
+                self.hint_next(inner.free);
             }
             return Some(s);
         }
@@ -448,26 +563,27 @@ impl<R: Record> Shard<R> {
         // its batches ran out, with hundreds of reusable slots waiting in
         // its mailbox, and grew for as long as the churn went on.)
         loop {
-            while let Some(batch) = inner.ready.last_mut() {
-                if let Some(s) = batch.pop() {
-                    inner.free_len -= 1;
-                    // The slot after it is the next one handed out: start
-                    // fetching its record (cold since it was freed), as
-                    // linking the slots into `free` used to, all at once.
-                    if let Some(&n) = batch.last() {
-                        crate::prefetch::prefetch_lines(self.slab.addr(n));
-                    }
-                    return Some(s);
+            if let Some(s) = inner.cur.pop() {
+                inner.free_len -= 1;
+                // The slot after it is the next one handed out: start
+                // fetching its record (cold since it was freed), as
+                // linking the slots into `free` used to, all at once.
+                if let Some(&n) = inner.cur.last() {
+                    crate::prefetch::prefetch_lines(self.slab.addr(n));
+                    self.hint_next(n);
                 }
-                // Spent: kept for a later limbo list, so that a shard
-                // under churn does not allocate one (and grow it in
-                // steps) for every batch it retires.
-                if let Some(spent) = inner.ready.pop()
-                    && inner.spare.len() < SPARE_LISTS
-                    && spent.capacity() >= LIMBO_BATCH
-                {
-                    inner.spare.push(spent);
-                }
+                return Some(s);
+            }
+            // Spent: kept for a later limbo list, so that a shard under
+            // churn does not allocate one (and grow it in steps) for
+            // every batch it retires.
+            if inner.cur.capacity() >= LIMBO_BATCH && inner.spare.len() < SPARE_LISTS {
+                let spent = core::mem::take(&mut inner.cur);
+                inner.spare.push(spent);
+            }
+            if let Some(batch) = inner.ready.pop() {
+                inner.cur = batch;
+                continue;
             }
             if !self.drain_mailbox(inner) {
                 break;
@@ -495,7 +611,14 @@ impl<R: Record> Shard<R> {
         // when the commit that takes it writes the record. (Null, and so
         // nothing, where its chunk is not there yet.)
         crate::prefetch::prefetch_lines(self.slab.addr(s + 1));
+        self.hint_next(s + 1);
         Some(s)
+    }
+
+    /// Tells threads about to insert which slot comes next.
+    #[inline]
+    fn hint_next(&self, slot: u32) {
+        self.hot.next_slot.store(slot, Ordering::Relaxed);
     }
 
     /// Returns a slot that no reader can have seen straight to the free
@@ -662,7 +785,7 @@ mod tests {
     fn the_lists_that_carry_slots_are_reused_not_reallocated() {
         let arena = Arc::new(Arena::default());
         let sh = Shard::<Rec>::new(16, 1024, &arena);
-        let mut inner = sh.inner.lock();
+        let mut inner = sh.hot.inner.lock();
         let n = LIMBO_BATCH;
         let taken: Vec<u32> = (0..n)
             .map(|_| sh.alloc(&mut inner, &crate::epoch::pin()).unwrap())
@@ -715,7 +838,7 @@ mod tests {
     fn a_few_slots_wait_in_limbo_until_a_fresh_slot_is_taken() {
         let arena = Arc::new(Arena::default());
         let sh = Shard::<Rec>::new(16, 1024, &arena);
-        let mut inner = sh.inner.lock();
+        let mut inner = sh.hot.inner.lock();
         let g = crate::epoch::pin();
         let taken: Vec<u32> = (0..3).map(|_| sh.alloc(&mut inner, &g).unwrap()).collect();
         for &s in &taken {
@@ -736,5 +859,57 @@ mod tests {
         assert_eq!(inner.limbo.len(), SEAL_SOME);
         sh.seal_some(&mut inner, &g);
         assert!(inner.limbo.is_empty());
+    }
+
+    /// Zone lists: the inline one and the map agree on every instance,
+    /// whichever holds it, and the inline one is taken again once empty.
+    #[test]
+    fn zone_lists_keep_each_instance_in_one_place() {
+        let mut z = ZoneLists::default();
+        let push = |z: &mut ZoneLists, k: u64| {
+            let l = z.get_or_default(k);
+            l.len += 1;
+            l.head = k as u32;
+        };
+        push(&mut z, 7);
+        push(&mut z, 9);
+        push(&mut z, 7);
+        assert_eq!(z.first_key, 7);
+        assert_eq!(z.get(7).map(|l| l.len), Some(2));
+        assert_eq!(z.get(9).map(|l| l.len), Some(1));
+        assert!(z.rest.contains_key(&9));
+        assert_eq!(z.get(8).map(|l| l.len), None);
+        // 7 empties: the inline list is vacant, and an instance that is in
+        // the map is not taken into it a second time.
+        z.get_mut(7).unwrap().len = 0;
+        z.remove(7);
+        assert!(z.get(7).is_none());
+        push(&mut z, 9);
+        assert_eq!(z.get(9).map(|l| l.len), Some(2));
+        assert_eq!(z.first.len, 0);
+        // A new instance takes the vacant inline list.
+        push(&mut z, 11);
+        assert_eq!((z.first_key, z.first.len), (11, 1));
+        let mut all: Vec<(u64, u32)> = z.iter().map(|(k, l)| (k, l.len)).collect();
+        all.sort_unstable();
+        assert_eq!(all, vec![(9, 2), (11, 1)]);
+        z.get_mut(9).unwrap().len = 0;
+        z.remove(9);
+        assert!(z.rest.is_empty());
+        assert_eq!(z.iter().count(), 1);
+    }
+
+    /// What every insert touches lies in the first 128 bytes of the
+    /// shard's hot part (the lock and the published counts come first, 24
+    /// bytes with the lock's own), the pair of lines fetched together.
+    #[test]
+    #[cfg(all(target_pointer_width = "64", not(loom)))]
+    fn an_insert_touches_the_first_two_lines_of_a_shard() {
+        use core::mem::offset_of;
+        assert_eq!(offset_of!(Hot, inner), 16);
+        let end = offset_of!(Inner, zones) + offset_of!(ZoneLists, rest);
+        assert!(24 + end <= 128, "the hot fields end at {}", 24 + end);
+        assert!(offset_of!(Inner, cur) < offset_of!(Inner, zones));
+        assert!(offset_of!(Inner, wheel) < offset_of!(Inner, zones));
     }
 }

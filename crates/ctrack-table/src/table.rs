@@ -247,11 +247,20 @@ impl<R: Record> Table<R> {
     /// from it whether one may have come since
     /// ([`Writer::unchanged_since`]). One load; a caller that expects to
     /// find its record (a [`Hint::is_guess`]) need not take it.
+    ///
+    /// A caller that takes it is likely to insert: the record the shard
+    /// hands out next (as its last allocation left word on the same line)
+    /// is prefetched too, so that it comes while the search goes on rather
+    /// than under the lock (from another core's cache, as often as not,
+    /// when several threads insert).
     #[inline]
     pub fn seen(&self, hash: u64) -> Seen {
-        self.shards
-            .get(self.shard_of(hash))
-            .map_or(Seen::NOTHING, |s| Seen(s.inserts.load(Ordering::Acquire)))
+        let Some(s) = self.shards.get(self.shard_of(hash)) else {
+            return Seen::NOTHING;
+        };
+        let seen = Seen(s.hot.inserts.load(Ordering::Acquire));
+        prefetch_lines(s.slab.addr(s.hot.next_slot.load(Ordering::Relaxed)));
+        seen
     }
 
     /// The record `hint` guessed for `hash` (live or not, and not
@@ -341,7 +350,7 @@ impl<R: Record> Table<R> {
         }
         self.shards
             .iter()
-            .map(|s| s.live.load(Ordering::Acquire) as usize)
+            .map(|s| s.hot.live.load(Ordering::Acquire) as usize)
             .sum()
     }
 
@@ -352,7 +361,7 @@ impl<R: Record> Table<R> {
 
     /// Records live in `shard`.
     pub fn shard_len(&self, shard: usize) -> usize {
-        self.shards[shard].live.load(Ordering::Relaxed) as usize
+        self.shards[shard].hot.live.load(Ordering::Relaxed) as usize
     }
 
     /// Faults in the memory `capacity` records will need (each shard's
@@ -366,7 +375,7 @@ impl<R: Record> Table<R> {
         let share = capacity.div_ceil(self.shards.len()) as u64;
         let mut ok = true;
         for (i, s) in self.shards.iter().enumerate() {
-            let _inner = s.inner.lock();
+            let _inner = s.hot.inner.lock();
             self.index(i, guard).prefault();
             let spare = 4 * share.isqrt() + 64;
             let slots = (share + spare).min(u64::from(u32::MAX)) as u32;
@@ -408,7 +417,7 @@ impl<R: Record> Table<R> {
             m.index_bytes += self.index(i, guard).bytes();
             m.record_bytes += s.slab.bytes();
             m.alias_bytes += s.aliases.bytes();
-            let inner = s.inner.lock();
+            let inner = s.hot.inner.lock();
             m.other_bytes += core::mem::size_of::<Shard<R>>()
                 + inner.zones.capacity() * (core::mem::size_of::<(u64, List)>() + 1)
                 + inner.wheel_bytes()

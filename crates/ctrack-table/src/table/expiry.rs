@@ -95,7 +95,7 @@ impl<R: Record> Table<R> {
         let mut deferred = Vec::new();
         let mut stopped = false;
         {
-            let mut inner = sh.inner.lock();
+            let mut inner = sh.hot.inner.lock();
             let mut examined = 0;
             // The records due are a linked list through random memory,
             // and removing one misses on its index buckets and its zone

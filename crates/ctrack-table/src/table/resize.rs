@@ -16,7 +16,7 @@ impl<R: Record> Table<R> {
     pub fn reserve<C: Context<R>>(&self, ctx: &C, guard: &Guard, capacity: usize) {
         let buckets = Self::buckets_for(capacity, self.shards.len());
         for shard in 0..self.shards.len() {
-            let inner = self.shards[shard].inner.lock();
+            let inner = self.shards[shard].hot.inner.lock();
             if self.index(shard, guard).buckets() < buckets {
                 self.rebuild_index(ctx, guard, shard, &inner, buckets);
             }

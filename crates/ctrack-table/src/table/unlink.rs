@@ -34,10 +34,10 @@ impl<R: Record> Table<R> {
             self.remove_alias(guard, a_shard, sec, id, alias_or_home(alias, home));
         }
         let inst = ctx.instance(r);
-        if let Some(list) = home.zones.get_mut(&inst) {
+        if let Some(list) = home.zones.get_mut(inst) {
             hs.unlink(list, id.slot(), r.header(), Links::Zone);
             if list.len == 0 {
-                home.zones.remove(&inst);
+                home.zones.remove(inst);
                 ctx.occupancy(inst, shard, false);
             }
         }
@@ -46,7 +46,7 @@ impl<R: Record> Table<R> {
         r.retire(guard);
         home.live -= 1;
         if !home.hidden {
-            hs.live.store(home.published(), Ordering::Release);
+            hs.hot.live.store(home.published(), Ordering::Release);
         }
         self.count_change(home, -1);
         hs.retire_slot(home, guard, id.slot());

@@ -64,7 +64,7 @@ impl<R: Record> Table<R> {
             Holding::UpTo(held) => shard > held,
             Holding::Unknown => false,
         };
-        let lock = &self.shards[shard].inner;
+        let lock = &self.shards[shard].hot.inner;
         if may_wait {
             Some(lock.lock())
         } else {
@@ -203,7 +203,7 @@ impl<'g, R: Record> Writer<'g, R> {
         let shard = self.table.shard_of(hash);
         seen != Seen::NOTHING
             && self.holds(shard)
-            && self.table.shards[shard].inserts.load(Ordering::Relaxed) == seen.0
+            && self.table.shards[shard].hot.inserts.load(Ordering::Relaxed) == seen.0
     }
 
     /// Finds a live record under `hash`; with the shard of `hash` held,
@@ -292,7 +292,7 @@ impl<'g, R: Record> Writer<'g, R> {
         sh.count_insert();
         let home = self.inner_mut(shard).expect("home shard is held");
         let inst = ctx.instance(r);
-        let list = home.zones.entry(inst).or_default();
+        let list = home.zones.get_or_default(inst);
         sh.push_front(list, slot, r.header(), Links::Zone);
         if list.len == 1 {
             ctx.occupancy(inst, shard, true);
@@ -304,7 +304,7 @@ impl<'g, R: Record> Writer<'g, R> {
         // while it holds the shard): the published count stays.
         home.reserved = false;
         home.hidden = false;
-        sh.live.store(home.published(), Ordering::Release);
+        sh.hot.live.store(home.published(), Ordering::Release);
         table.count_change(home, 1);
         Ok(EntryRef { id, rec: r })
     }
@@ -390,7 +390,7 @@ impl<'g, R: Record> Writer<'g, R> {
         };
         let (head, tail) = inner
             .zones
-            .get(&instance)
+            .get(instance)
             .map_or((0, 0), |l| (l.head, l.tail));
         let scan = scan.min(MAX_NEAR / 2);
         let mut candidates = [0u32; MAX_NEAR];
@@ -466,7 +466,10 @@ impl<'g, R: Record> Writer<'g, R> {
             inner.reserved = true;
             if !inner.hidden {
                 let n = inner.published();
-                self.table.shards[shard].live.store(n, Ordering::Release);
+                self.table.shards[shard]
+                    .hot
+                    .live
+                    .store(n, Ordering::Release);
             }
         }
     }
@@ -480,7 +483,10 @@ impl<'g, R: Record> Writer<'g, R> {
             inner.reserved = false;
             if !inner.hidden {
                 let n = inner.published();
-                self.table.shards[shard].live.store(n, Ordering::Release);
+                self.table.shards[shard]
+                    .hot
+                    .live
+                    .store(n, Ordering::Release);
             }
         }
     }
@@ -631,6 +637,7 @@ impl<R: Record> Drop for Writer<'_, R> {
                 inner.hidden = false;
                 inner.reserved = false;
                 self.table.shards[*shard]
+                    .hot
                     .live
                     .store(inner.published(), Ordering::Release);
             }

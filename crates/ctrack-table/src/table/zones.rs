@@ -28,10 +28,10 @@ impl<R: Record> Table<R> {
         let mut deferred = Vec::new();
         let mut more = false;
         {
-            let mut inner = sh.inner.lock();
+            let mut inner = sh.hot.inner.lock();
             // Walk the list; records whose alias shard is busy stay in it
             // and are finished below with both shards locked in order.
-            let mut s = inner.zones.get(&instance).map_or(0, |l| l.head);
+            let mut s = inner.zones.get(instance).map_or(0, |l| l.head);
             // A walk of a linked list is a chain of cache misses, and each
             // record's removal misses again on its index buckets. So the
             // walk runs ahead of the removals: while record `s` is looked
@@ -90,7 +90,7 @@ impl<R: Record> Table<R> {
         if more {
             return (removed, true);
         }
-        let still = sh.inner.lock().zones.contains_key(&instance);
+        let still = sh.hot.inner.lock().zones.get(instance).is_some();
         (removed, still)
     }
 
@@ -140,9 +140,9 @@ impl<R: Record> Table<R> {
     /// snapshot: records may come and go once it is taken).
     pub fn instance_records(&self, shard: usize, instance: u64) -> Vec<RecordId> {
         let sh = &self.shards[shard];
-        let inner = sh.inner.lock();
+        let inner = sh.hot.inner.lock();
         let mut out = Vec::new();
-        let mut s = inner.zones.get(&instance).map_or(0, |l| l.head);
+        let mut s = inner.zones.get(instance).map_or(0, |l| l.head);
         while s != 0 {
             out.push(RecordId::new(shard, s));
             s = sh.zone_next(s);
@@ -152,17 +152,17 @@ impl<R: Record> Table<R> {
 
     /// The zone instances with records in `shard`, and how many each has.
     pub fn shard_instances(&self, shard: usize) -> Vec<(u64, usize)> {
-        let inner = self.shards[shard].inner.lock();
+        let inner = self.shards[shard].hot.inner.lock();
         inner
             .zones
             .iter()
-            .map(|(k, l)| (*k, l.len as usize))
+            .map(|(k, l)| (k, l.len as usize))
             .collect()
     }
 
     /// Number of records of `instance` in `shard`.
     pub fn instance_len(&self, shard: usize, instance: u64) -> usize {
-        let inner = self.shards[shard].inner.lock();
-        inner.zones.get(&instance).map_or(0, |l| l.len as usize)
+        let inner = self.shards[shard].hot.inner.lock();
+        inner.zones.get(instance).map_or(0, |l| l.len as usize)
     }
 }
