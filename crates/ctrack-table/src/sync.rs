@@ -57,6 +57,35 @@ impl<T> Mutex<T> {
         }
     }
 
+    /// Locks, spinning a while before the thread parks: for locks held
+    /// for microseconds, where parking and waking cost more than the wait.
+    pub(crate) fn lock_spinning(&self, rounds: u32) -> MutexGuard<'_, T> {
+        #[cfg(not(loom))]
+        {
+            if let Some(g) = self.0.try_lock() {
+                return g;
+            }
+            // A look at the lock after every pause. (Looking after 1, 2,
+            // 4 ... 64 pauses, so as to take the lock's line from its
+            // holder less often, gave the same rate and a longer tail at
+            // 16 threads: BENCHMARKS.md, lease 7.)
+            for _ in 0..rounds {
+                core::hint::spin_loop();
+                if !self.0.is_locked()
+                    && let Some(g) = self.0.try_lock()
+                {
+                    return g;
+                }
+            }
+            self.0.lock()
+        }
+        #[cfg(loom)]
+        {
+            let _ = rounds;
+            self.lock()
+        }
+    }
+
     pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
         #[cfg(not(loom))]
         {

@@ -209,6 +209,31 @@ fn expiry_against_refresh() {
     });
 }
 
+#[test]
+fn budgeted_expiry_against_insert_into_its_shard() {
+    model(|| {
+        let t = table();
+        assert!(insert(&t, 3, 0, 0, 10));
+        let t2 = Arc::clone(&t);
+        let h = thread::spawn(move || insert(&t2, 5, 0, 0, u64::MAX));
+        // A sweep with a budget passes over the shard if the insert holds
+        // its lock, and then says so and leaves it due.
+        let g = pin();
+        let s = t.sweep(&CTX, &g, 20_000, 8);
+        assert!(h.join().unwrap());
+        assert_eq!(s.removed + s.busy, 1, "{s:?}");
+        assert_eq!(find(&t, 3).is_some(), s.busy == 1);
+        if s.busy == 1 {
+            assert!(s.next_due.is_some_and(|d| d <= 20_000), "{s:?}");
+        }
+        // Nothing is lost: a later sweep takes what was left.
+        let s = t.sweep(&CTX, &g, 20_000, 8);
+        assert_eq!(s.busy, 0);
+        assert_eq!(find(&t, 3), None);
+        assert!(find(&t, 5).is_some());
+    });
+}
+
 /// A reader holds a record found by `by` (1, or its secondary key 2 when
 /// `alt` is 2) while a writer removes it and inserts others, which take
 /// its slot (and alias) once no reader pinned before the removal is left.
