@@ -100,6 +100,11 @@ impl<T> Slab<T> {
             .count()
     }
 
+    /// Bytes of one of the fixed chunks.
+    pub(crate) fn fixed_chunk_bytes(&self) -> usize {
+        self.chunk_len(0) * core::mem::size_of::<T>()
+    }
+
     /// Bytes held by allocated chunks.
     pub(crate) fn bytes(&self) -> usize {
         (0..CHUNKS)

@@ -92,6 +92,11 @@ pub struct MemoryStats {
     pub grace_peak_shard: usize,
     /// Address space the arena reserved for index and records.
     pub arena_bytes: usize,
+    /// Bytes of a record slot.
+    pub slot_bytes: usize,
+    /// The most bytes a shard adds at once when it needs a record slot
+    /// past its chunks (its fixed chunk; the largest over the shards).
+    pub chunk_bytes: usize,
 }
 
 impl MemoryStats {
@@ -408,14 +413,21 @@ impl<R: Record> Table<R> {
     /// Memory held, from the table's own accounting. Index and record
     /// bytes are what was handed out for them; `arena_bytes` the address
     /// space reserved (committed only as touched).
-    pub fn memory(&self, guard: &Guard) -> MemoryStats {
+    ///
+    /// It takes each shard's lock in turn, and holds no epoch pin while
+    /// it waits for one: a caller pinned across 64 lock waits (a
+    /// statistics request while sixteen threads flood the table) would
+    /// hold back the reuse of every slot the table retires meanwhile.
+    pub fn memory(&self) -> MemoryStats {
         let mut m = MemoryStats {
             arena_bytes: self.arena.bytes(),
+            slot_bytes: core::mem::size_of::<R>(),
             ..MemoryStats::default()
         };
         for (i, s) in self.shards.iter().enumerate() {
-            m.index_bytes += self.index(i, guard).bytes();
+            m.index_bytes += self.index(i, &crate::epoch::pin()).bytes();
             m.record_bytes += s.slab.bytes();
+            m.chunk_bytes = m.chunk_bytes.max(s.slab.fixed_chunk_bytes());
             m.alias_bytes += s.aliases.bytes();
             let inner = s.hot.inner.lock();
             m.other_bytes += core::mem::size_of::<Shard<R>>()

@@ -297,9 +297,9 @@ fn reserve_rebuilds_the_index() {
         insert(&t, i, 5000 + i, 0, 100_000);
     }
     let g = pin();
-    let before = t.memory(&g).index_bytes;
+    let before = t.memory().index_bytes;
     t.reserve(&MIXED, &g, size(100_000, 2_000) as usize);
-    assert!(t.memory(&g).index_bytes > before);
+    assert!(t.memory().index_bytes > before);
     for i in 1..=n {
         assert!(find(&t, i).is_some());
         assert!(t.find(&g, mix(5000 + i), |r| r.alt == 5000 + i).is_some());
@@ -337,7 +337,7 @@ fn a_long_flood_leaves_the_index_in_shape() {
         capacity: size(20_000, 200) as usize,
     });
     let g = pin();
-    let slots = t.memory(&g).index_bytes / 64 * crate::index::BUCKET_ENTRIES;
+    let slots = t.memory().index_bytes / 64 * crate::index::BUCKET_ENTRIES;
     let (est, full) = (slots * 62 / 100, slots * 76 / 100);
     let mut flood = Vec::new();
     for k in 1..=full as u64 {
@@ -348,7 +348,7 @@ fn a_long_flood_leaves_the_index_in_shape() {
         }
     }
     let before = t.longest_probe(&g);
-    let index_bytes = t.memory(&g).index_bytes;
+    let index_bytes = t.memory().index_bytes;
     let mut x = 0x2545_f491_4f6c_dd1d_u64;
     let (mut far, mut next) = (0, full as u64 + 1);
     for _ in 0..size(300_000, 300) {
@@ -395,7 +395,7 @@ fn a_long_flood_leaves_the_index_in_shape() {
         t.longest_probe(&g)
     );
     assert_eq!(
-        t.memory(&g).index_bytes,
+        t.memory().index_bytes,
         index_bytes,
         "the index did not grow"
     );
@@ -409,16 +409,16 @@ fn prefault_takes_the_memory_of_the_capacity_up_front() {
         capacity: cap,
     });
     let g = pin();
-    let before = t.memory(&g).record_bytes;
+    let before = t.memory().record_bytes;
     assert!(t.prefault(&g, cap));
-    let after = t.memory(&g).record_bytes;
+    let after = t.memory().record_bytes;
     assert!(after >= cap * core::mem::size_of::<Rec>(), "{after}");
     assert!(after > before);
     // Filling to the capacity takes no more record memory.
     for k in 1..=cap as u64 {
         insert(&t, k, 0, 1, 100_000);
     }
-    assert_eq!(t.memory(&g).record_bytes, after);
+    assert_eq!(t.memory().record_bytes, after);
     assert_eq!(find(&t, 7).map(|f| f.1), Some(70));
 }
 

@@ -34,7 +34,7 @@ fn churn_reuses_slots_instead_of_growing() {
         insert(&t, k);
     }
     let slot_bytes = core::mem::size_of::<Rec>();
-    let held = |t: &Table<Rec>| t.memory(&pin()).record_bytes / slot_bytes;
+    let held = |t: &Table<Rec>| t.memory().record_bytes / slot_bytes;
     let before = held(&t);
     for k in live + 1..=live + 200_000 {
         assert!(MIXED.remove(&t, k - live));

@@ -219,11 +219,11 @@ impl Tracker {
     }
 
     /// Memory held by the connection tables and zone state, from their own
-    /// accounting.
+    /// accounting (a slot's and a chunk's size: the IPv4 table's).
     pub fn memory(&self) -> ctrack_table::MemoryStats {
-        let guard = pin();
-        let a = self.v4.memory(&guard);
-        let b = self.v6.memory(&guard);
+        // No pin held here: `Table::memory` waits for shard locks.
+        let a = self.v4.memory();
+        let b = self.v6.memory();
         ctrack_table::MemoryStats {
             index_bytes: a.index_bytes + b.index_bytes,
             record_bytes: a.record_bytes + b.record_bytes,
@@ -233,6 +233,10 @@ impl Tracker {
             grace_peak_slots: a.grace_peak_slots + b.grace_peak_slots,
             grace_peak_shard: a.grace_peak_shard.max(b.grace_peak_shard),
             arena_bytes: a.arena_bytes + b.arena_bytes,
+            // A slot's and a chunk's size are the IPv4 table's: the one
+            // sized for the limit (the IPv6 table starts small).
+            slot_bytes: a.slot_bytes,
+            chunk_bytes: a.chunk_bytes,
         }
     }
 

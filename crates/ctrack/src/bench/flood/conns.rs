@@ -516,9 +516,19 @@ fn measure(attack: Attack, a: &ConnFloodArgs) -> Result<FloodJson> {
     // Each shard of the flooded family (one) may hold this many evicted
     // slots in their grace period beyond its live records: a table at its
     // limit refuses an eviction in a shard that has them all waiting. The
-    // memory bound is the table at its limit plus these.
-    let grace = ctrack_core::GRACE_SLOTS_PER_SHARD * Config::default().shards;
-    let bound = (limit_bytes as f64 * (max + grace) as f64 / max as f64) as usize;
+    // memory bound is the table at its limit plus these: their records,
+    // one more slot chunk in each shard (a shard allocates whole chunks,
+    // and the reference's last ones were partly empty to begin with), and
+    // their numbers in the lists that hold them, which keep room for as
+    // many again. (The bound used to scale the table's bytes at its limit
+    // by the slots: 0.5–0.8 MB short of a 16-thread flood with most shards
+    // at the cap; BENCHMARKS.md, lease 7.) The flood is IPv4, whose table's
+    // sizes `memory` gives.
+    let shards = Config::default().shards;
+    let grace = ctrack_core::GRACE_SLOTS_PER_SHARD * shards;
+    let bound = limit_bytes
+        + grace * (mem_after.slot_bytes + 2 * core::mem::size_of::<u32>())
+        + shards * mem_after.chunk_bytes;
     let zones = if zoned {
         [1u16, 2]
             .iter()
