@@ -139,6 +139,7 @@ impl ZoneLists {
     /// Forgets the list of `instance` (emptied by its caller).
     #[inline]
     pub(crate) fn remove(&mut self, instance: u64) {
+        debug_assert!(self.get(instance).is_none_or(|l| l.len == 0));
         if self.first_key == instance {
             self.first = List::default();
         }

@@ -64,6 +64,8 @@ impl<R: Record> Table<R> {
         let n = self.shards.len();
         let start = self.sweep_start.fetch_add(1, Ordering::Relaxed) as usize;
         let mut next = u64::MAX;
+        // Only a sweep of everything due waits for a busy shard.
+        let wait = budget == usize::MAX;
         for i in 0..n {
             let shard = (start + i) & self.mask;
             let due = self.shards[shard].next_due.load(Ordering::Relaxed);
@@ -80,7 +82,6 @@ impl<R: Record> Table<R> {
                     return out;
                 }
                 let chunk = (budget - out.examined).min(SWEEP_HOLD);
-                let wait = budget == usize::MAX;
                 match self.sweep_shard(ctx, guard, shard, now, chunk, wait, &mut out) {
                     Some(true) => {}
                     Some(false) => break,
