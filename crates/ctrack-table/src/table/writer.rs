@@ -57,7 +57,8 @@ pub(super) fn alias_or_home<'a>(
 /// calls per 5M connections that way, 950 and 655 with this spin; at 16
 /// threads (machine B) its steady phase went from 7.6–8.4 to 8.9–10.0 M
 /// conns/s and its batch p99.9 from 358–414 to 95–127 µs (BENCHMARKS.md,
-/// lease 7).
+/// lease 7). With 250 rounds the two-thread tail grew again; 4,000 were
+/// no better than 1,000.
 const SPIN_ROUNDS: u32 = 1000;
 
 impl<R: Record> Table<R> {
