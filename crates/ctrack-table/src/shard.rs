@@ -180,7 +180,7 @@ pub(crate) struct Inner {
     pub(crate) pending: i64,
     /// Vacant slots freed one at a time, linked through their headers.
     free: u32,
-    /// Vacant slots counted in `free` and `ready`.
+    /// Vacant slots counted in `free`, `cur` and `ready`.
     free_len: u32,
     next_fresh: u32,
     /// Removals leave the published count (`Shard::live`) as it was until
