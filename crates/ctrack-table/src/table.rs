@@ -124,6 +124,11 @@ pub struct Table<R: Record> {
     /// Sum of the shards' counts, each shard adding its changes in steps of
     /// [`APPROX_STEP`]: within `shards * APPROX_STEP` of the truth.
     approx: CachePadded<AtomicI64>,
+    /// Inserts announced ([`crate::Writer::reserve`]) and then taken back
+    /// without an insert: a sum of the counts taken meanwhile may have
+    /// counted one that never came (see [`Table::withdrawals`]). Rarely
+    /// written; read by commits refused at a limit.
+    withdrawn: CachePadded<AtomicU64>,
     /// The memory of the shards' slabs and indexes, each of which holds the
     /// arena too (so field order does not matter).
     arena: Arc<Arena>,
@@ -151,6 +156,7 @@ impl<R: Record> Table<R> {
             filed: AtomicU8::new(0),
             sweep_start: CachePadded::new(AtomicU64::new(0)),
             approx: CachePadded::new(AtomicI64::new(0)),
+            withdrawn: CachePadded::new(AtomicU64::new(0)),
             arena,
         }
     }
@@ -332,6 +338,24 @@ impl<R: Record> Table<R> {
     /// from one shared load.
     pub fn approx_len(&self) -> usize {
         self.approx.load(Ordering::Relaxed).max(0) as usize
+    }
+
+    /// How many announced inserts were taken back so far. A caller that
+    /// reads it (`Acquire`) before a sum of the counts ([`Table::len`])
+    /// and finds it moved later knows that the sum may have counted an
+    /// insert that never came: one taken back after the sum read its
+    /// shard is counted here only after, and one counted before the read
+    /// of this number was not in the sum (its count was published first,
+    /// with `Release`). A limit remembered reached from such a sum is
+    /// worth counting again.
+    pub fn withdrawals(&self) -> u64 {
+        self.withdrawn.load(Ordering::Acquire)
+    }
+
+    /// Counts an announced insert taken back, after its shard's count was
+    /// published without it.
+    pub(crate) fn withdraw(&self) {
+        self.withdrawn.fetch_add(1, Ordering::Release);
     }
 
     /// Whether a writer ever took the table. Until one does, its count is

@@ -528,3 +528,39 @@ fn a_table_no_writer_took_says_so() {
     insert(&t, 2, 0, 0, 100);
     assert_eq!(t.len(), 1);
 }
+
+/// An announced insert counts in the table's sum until it is inserted or
+/// taken back; only taking it back (by `unreserve`, or by a writer that
+/// ends without inserting) moves the withdrawals, which tell a caller that
+/// a sum may have counted an insert that never came.
+#[test]
+fn announced_inserts_taken_back_are_counted_as_withdrawals() {
+    let t = table();
+    let g = pin();
+    let h = MIXED.hashes_of(5, 0);
+    assert_eq!(t.withdrawals(), 0);
+    // Inserted: the announcement becomes the record.
+    let mut w = t.write(&g, &h);
+    w.reserve(mix(5));
+    assert_eq!(t.len(), 1);
+    w.insert(&MIXED, &h, 0, |r| r.fill(5, 0, 1, 100_000, 50))
+        .expect("insert");
+    drop(w);
+    assert_eq!((t.len(), t.withdrawals()), (1, 0));
+    // Taken back explicitly, then once more (a second call does nothing).
+    let h6 = MIXED.hashes_of(6, 0);
+    let mut w = t.write(&g, &h6);
+    w.reserve(mix(6));
+    assert_eq!(t.len(), 2);
+    w.unreserve(mix(6));
+    w.unreserve(mix(6));
+    assert_eq!((t.len(), t.withdrawals()), (1, 1));
+    drop(w);
+    assert_eq!(t.withdrawals(), 1);
+    // A writer that ends without its insert takes it back.
+    let mut w = t.write(&g, &h6);
+    w.reserve(mix(6));
+    assert_eq!(t.len(), 2);
+    drop(w);
+    assert_eq!((t.len(), t.withdrawals()), (1, 2));
+}

@@ -3,7 +3,8 @@
 
 use core::cell::Cell;
 use core::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicU8, AtomicU32, AtomicUsize};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
 
 use ctrack_table::{Context, Guard, Hashes, Removal, pin};
 
@@ -25,12 +26,14 @@ pub(super) struct Dead {
 }
 
 /// [`Shared::full`]: not remembered full.
-pub(super) const NOT_FULL: u8 = 0;
+pub(super) const NOT_FULL: u64 = 0;
 /// [`Shared::full`]: a count saw the table at its maximum.
-pub(super) const FULL: u8 = 1;
+pub(super) const FULL: u64 = 1;
 /// [`Shared::full`]: a count and the commits in flight when it began
 /// reached the maximum.
-pub(super) const FULL_IN_FLIGHT: u8 = 2;
+pub(super) const FULL_IN_FLIGHT: u64 = 2;
+/// The state's bits in [`Shared::full`]'s word; the rest is its tag.
+const STATE_BITS: u64 = 3;
 
 /// What the table asks of the tracker, and what packets share: the hash
 /// seed, zones, timeout policies, the event sink.
@@ -42,9 +45,16 @@ pub(super) struct Shared {
     pub(super) default_zone_limit: AtomicU32,
     /// The table remembered full: [`NOT_FULL`], [`FULL`] (a count saw it at
     /// its maximum) or [`FULL_IN_FLIGHT`] (a count and the commits in flight
-    /// reached it, which may leave a place or two: a refusal counts again).
-    /// Cleared by any removal but an eviction.
-    pub(super) full: AtomicU8,
+    /// reached it, which may leave a place or two: a refusal counts again),
+    /// in the low bits; above them, for [`FULL`], the tables' withdrawals
+    /// read before that count (`Tracker::withdrawals`): a sum can count an
+    /// insert announced and then taken back, and a table remembered full
+    /// from it would refuse for good the place it still has. Cleared by any
+    /// removal but an eviction.
+    pub(super) full: AtomicU64,
+    /// Commits that recount a table remembered full go one at a time, each
+    /// from its count to its insert (`Tracker::recount`).
+    pub(super) recounting: Mutex<()>,
     /// Commits near the limit hold a place here from their count of the
     /// table (or their eviction) until their insert (`Tracker::table_full`).
     pub(super) gate: ctrack_table::Gate,
@@ -57,6 +67,28 @@ pub(super) struct Shared {
 }
 
 impl Shared {
+    /// What is remembered of the table's fullness: [`NOT_FULL`], [`FULL`]
+    /// or [`FULL_IN_FLIGHT`].
+    #[inline]
+    pub(super) fn full_state(&self) -> u64 {
+        self.full.load(Relaxed) & STATE_BITS
+    }
+
+    /// True if a count found the table at its maximum and no announced
+    /// insert has been taken back since it began (`withdrawals`, read now).
+    #[inline]
+    pub(super) fn remembered_full(&self, withdrawals: u64) -> bool {
+        let word = self.full.load(Relaxed);
+        word & STATE_BITS == FULL && word >> 2 == withdrawals & (u64::MAX >> 2)
+    }
+
+    /// Remembers `state`, with `withdrawals` as read before the count that
+    /// decided it.
+    #[inline]
+    pub(super) fn remember(&self, state: u64, withdrawals: u64) {
+        self.full.store(withdrawals << 2 | state, Relaxed);
+    }
+
     #[inline]
     pub(super) fn policy<'g>(&self, zone: Zone, guard: &'g Guard) -> &'g Compiled {
         self.policy_of(self.zones.get(zone), guard)
@@ -94,8 +126,8 @@ impl Shared {
         {
             m.uncount(c.generation());
         }
-        if why != Removal::Evicted && self.full.load(Relaxed) != NOT_FULL {
-            self.full.store(NOT_FULL, Relaxed);
+        if why != Removal::Evicted && self.full_state() != NOT_FULL {
+            self.remember(NOT_FULL, 0);
         }
         if self.events.on() {
             self.destroyed(c, now);

@@ -3,7 +3,7 @@
 use core::sync::atomic::Ordering::Relaxed;
 use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 
 use ctrack_table::{Table, TableConfig, pin};
 
@@ -110,7 +110,8 @@ impl Tracker {
                     config.timeouts,
                 )))),
                 default_zone_limit: AtomicU32::new(config.default_zone_limit),
-                full: AtomicU8::new(NOT_FULL),
+                full: AtomicU64::new(NOT_FULL),
+                recounting: Mutex::new(()),
                 gate: ctrack_table::Gate::new(),
                 seqadj: AtomicUsize::new(0),
                 events: Events::default(),
@@ -184,7 +185,7 @@ impl Tracker {
     /// grows the index, shard by shard.
     pub fn set_max_conns(&self, max: usize) {
         self.max_conns.store(max, Relaxed);
-        self.shared.full.store(NOT_FULL, Relaxed);
+        self.shared.remember(NOT_FULL, 0);
         let guard = pin();
         self.v4.reserve(&self.shared, &guard, max);
         self.v6.reserve(&self.shared, &guard, (max / 64).max(4096));

@@ -468,9 +468,10 @@ impl<'g, R: Record> Writer<'g, R> {
     /// Announces an insert into the shard of `hash` (held by this writer):
     /// the shard's published count includes it from now until the insert
     /// (which keeps it) or [`Writer::unreserve`] or the writer's end (which
-    /// take it back). For a commit that decided without a place at the
-    /// gate that the table has room: a sum taken while it waits (however
-    /// long it is descheduled) counts its insert.
+    /// take it back, counted in [`Table::withdrawals`]). For a commit that
+    /// decided without a place at the gate that the table has room: a sum
+    /// taken while it waits (however long it is descheduled) counts its
+    /// insert.
     pub fn reserve(&mut self, hash: u64) {
         let shard = self.table.shard_of(hash);
         if let Some(inner) = self.inner_mut(shard)
@@ -487,7 +488,8 @@ impl<'g, R: Record> Writer<'g, R> {
         }
     }
 
-    /// Takes back an insert announced with [`Writer::reserve`].
+    /// Takes back an insert announced with [`Writer::reserve`] (counted in
+    /// [`Table::withdrawals`]).
     pub fn unreserve(&mut self, hash: u64) {
         let shard = self.table.shard_of(hash);
         if let Some(inner) = self.inner_mut(shard)
@@ -501,6 +503,7 @@ impl<'g, R: Record> Writer<'g, R> {
                     .live
                     .store(n, Ordering::Release);
             }
+            self.table.withdraw();
         }
     }
 
@@ -647,12 +650,16 @@ impl<R: Record> Drop for Writer<'_, R> {
         // publish the count as it is.
         for (shard, inner) in self.held.iter_mut().flatten() {
             if inner.hidden || inner.reserved {
+                let withdrawn = inner.reserved;
                 inner.hidden = false;
                 inner.reserved = false;
                 self.table.shards[*shard]
                     .hot
                     .live
                     .store(inner.published(), Ordering::Release);
+                if withdrawn {
+                    self.table.withdraw();
+                }
             }
         }
         // Release in reverse order of acquisition.
