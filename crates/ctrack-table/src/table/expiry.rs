@@ -5,7 +5,7 @@ use crate::epoch::Guard;
 use crate::prefetch::prefetch_lines;
 use crate::shard::{Inner, rec};
 use crate::sync::Ordering;
-use crate::{Context, Record, Removal};
+use crate::{Context, Hashes, Record, Removal};
 
 use super::{RecordId, Table};
 
@@ -163,9 +163,10 @@ impl<R: Record> Table<R> {
                 }
                 // If its alias lives in another shard that is busy and
                 // comes first in lock order, finish it below.
-                let alias = ctx.hashes(r, guard).secondary.map(|h| self.shard_of(h));
+                let hashes = ctx.hashes(r, guard);
+                let alias = hashes.secondary.map(|h| self.shard_of(h));
                 let removed = self.with_alias_locked(shard, &mut inner, alias, |home, alias| {
-                    self.remove_expired(ctx, guard, id, r, now, home, alias)
+                    self.remove_expired(ctx, guard, id, r, hashes, now, home, alias)
                 });
                 match removed {
                     Some(true) => out.removed += 1,
@@ -184,7 +185,8 @@ impl<R: Record> Table<R> {
         }
         for id in deferred {
             let removed = self.with_record_locked(ctx, guard, id, |r, home, alias| {
-                let removed = self.remove_expired(ctx, guard, id, r, now, home, alias);
+                let hashes = ctx.hashes(r, guard);
+                let removed = self.remove_expired(ctx, guard, id, r, hashes, now, home, alias);
                 if !removed && r.header().is_live() {
                     sh.file(home, id.slot(), r.header(), ctx.expiry(r, guard), 0);
                 }
@@ -239,6 +241,7 @@ impl<R: Record> Table<R> {
         guard: &Guard,
         id: RecordId,
         r: &R,
+        hashes: Hashes,
         now: u64,
         home: &mut Inner,
         alias: Option<&mut Inner>,
@@ -251,7 +254,7 @@ impl<R: Record> Table<R> {
             return false;
         }
         r.header().kill_locked();
-        self.unlink_dead(ctx, guard, id, r, home, alias, Removal::Expired);
+        self.unlink_dead(ctx, guard, id, r, hashes, home, alias, Removal::Expired);
         true
     }
 

@@ -5,15 +5,17 @@ use crate::epoch::Guard;
 use crate::index::ALIAS_BIT;
 use crate::shard::{Inner, Links};
 use crate::sync::Ordering;
-use crate::{Context, Record, Removal};
+use crate::{Context, Hashes, Record, Removal};
 
 use super::writer::alias_or_home;
 use super::{RecordId, Table};
 
 impl<R: Record> Table<R> {
     /// Removes record `id` whose entry lock the caller turned to dead.
-    /// `home` is its shard's state; `alias` the state of the shard of its
-    /// secondary entry when that is another shard.
+    /// `hashes` are its hashes (`ctx.hashes(r)`: every caller has them
+    /// already, for the shard of its alias or for prefetching); `home` is
+    /// its shard's state; `alias` the state of the shard of its secondary
+    /// entry when that is another shard.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn unlink_dead<C: Context<R>>(
         &self,
@@ -21,11 +23,11 @@ impl<R: Record> Table<R> {
         guard: &Guard,
         id: RecordId,
         r: &R,
+        hashes: Hashes,
         home: &mut Inner,
         alias: Option<&mut Inner>,
         why: Removal,
     ) {
-        let hashes = ctx.hashes(r, guard);
         let shard = id.shard();
         let hs = &self.shards[shard];
         self.index(shard, guard).remove(hashes.primary, id.slot());
@@ -80,8 +82,8 @@ impl<R: Record> Table<R> {
         }
     }
 
-    /// Marks `r` dead (waiting for its entry lock) and unlinks it; false if
-    /// it already was dead.
+    /// Marks `r` (whose hashes are `hashes`) dead, waiting for its entry
+    /// lock, and unlinks it; false if it already was dead.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn kill_and_unlink<C: Context<R>>(
         &self,
@@ -89,6 +91,7 @@ impl<R: Record> Table<R> {
         guard: &Guard,
         id: RecordId,
         r: &R,
+        hashes: Hashes,
         home: &mut Inner,
         alias: Option<&mut Inner>,
         why: Removal,
@@ -96,7 +99,7 @@ impl<R: Record> Table<R> {
         if !r.header().kill() {
             return false;
         }
-        self.unlink_dead(ctx, guard, id, r, home, alias, why);
+        self.unlink_dead(ctx, guard, id, r, hashes, home, alias, why);
         true
     }
 }

@@ -340,10 +340,8 @@ impl<'g, R: Record> Writer<'g, R> {
         let table = self.table;
         let guard = self.guard;
         let home = entry.id.shard();
-        let a_shard = ctx
-            .hashes(entry.rec, guard)
-            .secondary
-            .map(|h| table.shard_of(h));
+        let hashes = ctx.hashes(entry.rec, guard);
+        let a_shard = hashes.secondary.map(|h| table.shard_of(h));
         let alias_other = a_shard.filter(|&a| a != home);
         // Shards not held are taken only if free: this writer's user may
         // hold other locks.
@@ -375,6 +373,7 @@ impl<'g, R: Record> Writer<'g, R> {
             guard,
             entry.id,
             entry.rec,
+            hashes,
             home_inner,
             alias_inner,
             why,

@@ -4,7 +4,8 @@
 use crate::epoch::Guard;
 use crate::prefetch::prefetch_lines;
 use crate::shard::rec;
-use crate::{Context, Record, Removal};
+use crate::sync::Ordering;
+use crate::{Context, Hashes, Record, Removal};
 
 use super::{RecordId, Table};
 
@@ -43,47 +44,55 @@ impl<R: Record> Table<R> {
             // zones` spent most of the removal waiting for them.) Removing
             // a record rewrites its neighbours' links, never the `next` of
             // a record the walk has yet to read past.
-            // The records waiting to be removed, with the shard of their
-            // secondary entries, oldest at `at`.
-            let mut lag = [(0u32, None::<usize>); REMOVAL_LAG];
+            // The records waiting to be removed, oldest at `at`, each with
+            // its slot and the hashes worked out for the prefetch (kept
+            // for the removal, with the record's place: 634 instructions
+            // a record before, 587 with both kept, under callgrind).
+            let mut lag: [Option<(u32, &R, Hashes)>; REMOVAL_LAG] = [None; REMOVAL_LAG];
             let mut at = 0;
             loop {
-                let (next, alias_of_s) = if s != 0 {
-                    self.prefetch_removal(ctx, guard, shard, s)
-                } else {
-                    (0, None)
-                };
-                let (ready, ready_alias) = lag[at];
-                if s == 0 && lag.iter().all(|&(x, _)| x == 0) {
+                let ahead = (s != 0).then(|| self.prefetch_removal(ctx, guard, shard, s));
+                let ready = lag[at];
+                if s == 0 && lag.iter().all(Option::is_none) {
                     break;
                 }
-                if ready != 0 {
+                if let Some((slot, r, hashes)) = ready {
                     if removed + deferred.len() >= budget {
                         more = true;
                         break;
                     }
-                    let r = rec(&sh.slab, ready);
-                    let id = RecordId::new(shard, ready);
-                    let done =
-                        self.with_alias_locked(shard, &mut inner, ready_alias, |home, alias| {
-                            self.kill_and_unlink(ctx, guard, id, r, home, alias, Removal::Flushed);
-                        });
+                    let id = RecordId::new(shard, slot);
+                    let alias = hashes.secondary.map(|h| self.shard_of(h));
+                    let done = self.with_alias_locked(shard, &mut inner, alias, |home, alias| {
+                        let why = Removal::Flushed;
+                        self.kill_and_unlink(ctx, guard, id, r, hashes, home, alias, why);
+                    });
                     match done {
                         Some(()) => removed += 1,
                         None => deferred.push(id),
                     }
                 }
-                lag[at] = (s, alias_of_s);
+                lag[at] = ahead.map(|(_, r, hashes)| (s, r, hashes));
                 at = (at + 1) % REMOVAL_LAG;
-                s = next;
+                s = ahead.map_or(0, |(next, _, _)| next);
             }
             sh.update_next_due(&inner);
             sh.seal(&mut inner, guard);
         }
         for id in deferred {
             let done = self.with_record_locked(ctx, guard, id, |r, home, alias| {
+                let hashes = ctx.hashes(r, guard);
                 ctx.instance(r) == instance
-                    && self.kill_and_unlink(ctx, guard, id, r, home, alias, Removal::Flushed)
+                    && self.kill_and_unlink(
+                        ctx,
+                        guard,
+                        id,
+                        r,
+                        hashes,
+                        home,
+                        alias,
+                        Removal::Flushed,
+                    )
             });
             removed += usize::from(done == Some(true));
         }
@@ -96,8 +105,7 @@ impl<R: Record> Table<R> {
 
     /// Prefetches what removing record `slot` of `shard` will touch (its
     /// index buckets) and the record after it in its zone list; returns
-    /// that record's slot (0 at the end) and the shard of `slot`'s
-    /// secondary entry, if it has one.
+    /// that record's slot (0 at the end), and `slot`'s record and hashes.
     #[inline]
     fn prefetch_removal<C: Context<R>>(
         &self,
@@ -105,18 +113,19 @@ impl<R: Record> Table<R> {
         guard: &Guard,
         shard: usize,
         slot: u32,
-    ) -> (u32, Option<usize>) {
+    ) -> (u32, &R, Hashes) {
         let sh = &self.shards[shard];
-        let next = sh.zone_next(slot);
+        let r = rec(&sh.slab, slot);
+        let next = r.header().zone_next.load(Ordering::Relaxed);
         if next != 0 {
             prefetch_lines(sh.slab.addr(next));
         }
-        let hashes = ctx.hashes(rec(&sh.slab, slot), guard);
+        let hashes = ctx.hashes(r, guard);
         crate::prefetch(self.index(shard, guard).bucket_addr(hashes.primary));
         if let Some(sec) = hashes.secondary {
             self.prefetch(guard, sec);
         }
-        (next, hashes.secondary.map(|h| self.shard_of(h)))
+        (next, r, hashes)
     }
 
     /// Removes every record (all zone instances), shard by shard.
