@@ -552,3 +552,33 @@ fn an_unsettled_count_decides_on_its_bound() {
     // bound must still keep the table within its limit.
     model(|| eviction_across_shards_against_a_count(1));
 }
+
+#[test]
+fn a_sum_that_counted_an_insert_taken_back_sees_the_withdrawals_move() {
+    // One writer announces an insert and takes it back; a commit reads
+    // the withdrawals, then sums the counts (as `ctrack-core` does before
+    // remembering a table full). If the sum counted the announcement, the
+    // withdrawals it read first must be from before the withdrawal, so
+    // that a table remembered full from that sum is counted again. With
+    // the withdrawals counted and read `Relaxed` (instead of `Release`
+    // and `Acquire`), the model fails: the sum counts the announcement
+    // with the withdrawal already read.
+    model(|| {
+        let t = table();
+        let t2 = Arc::clone(&t);
+        let h = thread::spawn(move || {
+            let g = pin();
+            let hashes = CTX.hashes_of(1, 0);
+            let mut w = t2.write(&g, &hashes);
+            w.reserve(hashes.primary);
+            w.unreserve(hashes.primary);
+        });
+        let before = t.withdrawals();
+        let sum = t.len();
+        h.join().unwrap();
+        if sum == 1 {
+            assert_eq!(before, 0, "the sum counted an insert taken back");
+        }
+        assert_eq!((t.len(), t.withdrawals()), (0, 1));
+    });
+}
