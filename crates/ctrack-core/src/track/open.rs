@@ -242,7 +242,7 @@ impl Tracker {
     /// since (`Shared::remembered_full`), count it again before refusing:
     /// it may have a place or two left, and without this, commits would be
     /// refused for want of room the table has until the next removal. Once
-    /// a count has seen the table at its limit, a refusal costs two loads
+    /// a count has seen the table at its limit, a refusal costs three loads
     /// (a flood against a table full of established connections is
     /// refused cheaply).
     ///
