@@ -1035,4 +1035,90 @@ mod tests {
         let gone = 1000 + EARLY_DROP_SCAN as u16;
         assert!(sim.t.lookup(&udp_key(gone, 0), sim.now).is_none());
     }
+
+    /// A recount waits for the recount in progress (here held by the
+    /// test: its turn, and its place at the gate) rather than counting it
+    /// as a commit in flight. Without the turns, the commit counted that
+    /// place, found the table's last place taken by it, and refused; two
+    /// recounts that did so to each other left the place empty for good.
+    #[test]
+    fn a_recount_waits_for_the_recount_in_progress() {
+        use super::super::shared::FULL_IN_FLIGHT;
+        use crate::time::Time;
+        use crate::verdict::Stats;
+        use ctrack_wire::LinkType;
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        let sim = Sim::one_shard(4);
+        for port in 1000..1003 {
+            sim.udp_both_ways(port, "commit");
+        }
+        let t = &sim.t;
+        let now: Time = sim.now;
+        let frame = udp(2000, true).build();
+        // Another commit's recount in progress: it holds its turn and a
+        // place, and left the table remembered full with commits in flight.
+        let turn = t.shared.recounting.lock().unwrap();
+        let place = t.shared.gate.enter();
+        t.shared.remember(FULL_IN_FLIGHT, 0);
+        let started = AtomicBool::new(false);
+        let v = std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                started.store(true, Ordering::Release);
+                let mut stats = Stats::default();
+                let action = super::super::testing::act("commit");
+                t.process(&frame, LinkType::Ethernet, &action, now, &mut stats)
+            });
+            while !started.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            // Time for the commit to reach its recount (with the turns it
+            // waits there; without them it refused meanwhile). The result
+            // does not depend on how long this is, only whether the test
+            // can fail without the turns.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            drop(place);
+            drop(turn);
+            h.join().unwrap()
+        });
+        assert!(v.committed, "{v:?}");
+        assert_eq!(t.table_len(), 4);
+    }
+
+    /// A table remembered full from a sum that counted an insert announced
+    /// and then taken back is counted again: the sum's place was never
+    /// taken. (Here the sum is played by remembering the table full
+    /// before the withdrawal; the withdrawal is an announcement taken back
+    /// as a commit takes it back.)
+    #[test]
+    fn a_table_remembered_full_before_a_withdrawal_is_counted_again() {
+        use super::super::shared::FULL;
+        use ctrack_table::pin;
+
+        let sim = Sim::one_shard(4);
+        for port in 1000..1003 {
+            sim.udp_both_ways(port, "commit");
+        }
+        let t = &sim.t;
+        // A sum saw 4: three connections and an announced insert.
+        t.shared.remember(FULL, t.withdrawals());
+        let v = sim.send(&udp(2000, true), "commit");
+        assert_eq!(v.refused, Some(Refusal::TableFull), "{v:?}");
+        // The announcement is taken back.
+        let guard = pin();
+        // Any hash: the table has one shard.
+        let hash = 0x5eed;
+        let hashes = ctrack_table::Hashes {
+            primary: hash,
+            secondary: None,
+        };
+        let mut w = t.v4.write(&guard, &hashes);
+        w.reserve(hash);
+        w.unreserve(hash);
+        drop(w);
+        drop(guard);
+        let v = sim.send(&udp(2000, true), "commit");
+        assert!(v.committed, "{v:?}");
+        assert_eq!(t.table_len(), 4);
+    }
 }
