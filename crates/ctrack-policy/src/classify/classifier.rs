@@ -287,6 +287,13 @@ impl Classifier {
         self
     }
 
+    /// Candidates the groups' tables copied (for the tests that inserts
+    /// stay linear).
+    #[cfg(test)]
+    pub(crate) fn copied(&self) -> usize {
+        self.slots.iter().flatten().map(Group::copied).sum()
+    }
+
     /// The number of rules.
     pub fn len(&self) -> usize {
         self.rules.len()
@@ -359,6 +366,30 @@ impl Classifier {
             }
             placed.push((e, slot));
         }
+        // Into their groups once all are placed, each group's at once.
+        // (Placing the next entry does not need the ones before in their
+        // buckets: a bucket has room for this rule if it holds its entries
+        // already or fewer than the limit of rules, and that is the same
+        // before and after they go in.)
+        if let [(e, slot)] = placed.as_slice() {
+            // Most rules are one entry: no lists to make.
+            if let Some(Some(g)) = self.slots.get_mut(*slot as usize) {
+                g.insert_rule(&[e], s, &self.seed);
+            }
+        } else {
+            let mut by_slot: Vec<(u32, usize)> = placed
+                .iter()
+                .enumerate()
+                .map(|(i, &(_, slot))| (slot, i))
+                .collect();
+            by_slot.sort_unstable();
+            for run in by_slot.chunk_by(|a, b| a.0 == b.0) {
+                let cs: Vec<&Entry> = run.iter().map(|&(_, i)| &placed[i].0).collect();
+                if let Some(Some(g)) = self.slots.get_mut(run[0].0 as usize) {
+                    g.insert_rule(&cs, s, &self.seed);
+                }
+            }
+        }
         self.entries += placed.len();
         self.conjs += conjs.len();
         self.rules.insert(
@@ -372,10 +403,11 @@ impl Classifier {
         Ok(())
     }
 
-    /// Puts one entry into a group, TupleMerge's way: the most specific
+    /// Chooses one entry's group, TupleMerge's way: the most specific
     /// existing group that admits it and whose bucket has room; else a new
     /// group of its mask relaxed, coarsened, or exact, the first that does
-    /// not exist yet (the exact one in the end). Returns the group's slot.
+    /// not exist yet (the exact one in the end). Returns the group's slot;
+    /// the caller puts the entry in.
     fn place(&mut self, c: &Entry, s: u128) -> u32 {
         let mut best: Option<(u32, usize)> = None;
         let live = self
@@ -402,7 +434,7 @@ impl Classifier {
         {
             self.place_scans += scans;
         }
-        let slot = match best {
+        match best {
             Some((_, i)) => i as u32,
             None => {
                 let tuples = [
@@ -424,11 +456,7 @@ impl Classifier {
                     .unwrap_or_else(|| Tuple::of(&c.mask_key(), c));
                 self.group_of(t)
             }
-        };
-        if let Some(Some(g)) = self.slots.get_mut(slot as usize) {
-            g.insert(c, s, &self.seed);
         }
-        slot
     }
 
     /// The slot of the group of `t`, made if need be.

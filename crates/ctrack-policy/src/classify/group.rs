@@ -140,17 +140,49 @@ impl Group {
         false
     }
 
-    pub(crate) fn insert(&mut self, c: &Entry, score: u128, seed: &Seed) {
-        let k = self.bucket_key(c);
+    /// Inserts the entries `cs` of the rule with `score`, bucket by bucket:
+    /// each bucket's share of them goes in at once, after the entries of
+    /// equal score, in their order (see `Table::insert_run`).
+    pub(crate) fn insert_rule(&mut self, cs: &[&Entry], score: u128, seed: &Seed) {
         let hs = self.hasher;
-        let h = hs.hash(&k, seed);
-        let b = self.table.find_or_insert(&k, h, |x| hs.hash(x, seed));
-        // After the entries of equal score: a rule's many entries in one
-        // bucket go in at the end of its own run, moving only the
-        // lower-scored behind it.
-        self.table.insert(b, h, Cand { e: *c, score });
-        *self.scores.entry(score).or_insert(0) += 1;
-        self.entries += 1;
+        *self.scores.entry(score).or_insert(0) += u32::try_from(cs.len()).unwrap_or(u32::MAX);
+        self.entries += cs.len();
+        // Most rules are one entry: no lists to make.
+        if let [c] = cs {
+            let k = self.bucket_key(c);
+            let h = hs.hash(&k, seed);
+            let b = self.table.find_or_insert(&k, h, |x| hs.hash(x, seed));
+            self.table.insert_run(b, h, &[Cand { e: **c, score }]);
+            return;
+        }
+        let mut keyed: Vec<([u64; 8], usize)> = cs
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (self.bucket_key(c), i))
+            .collect();
+        keyed.sort_unstable();
+        for run in keyed.chunk_by(|a, b| a.0 == b.0) {
+            let k = run[0].0;
+            let h = hs.hash(&k, seed);
+            let b = self.table.find_or_insert(&k, h, |x| hs.hash(x, seed));
+            let cands: Vec<Cand> = run
+                .iter()
+                .map(|&(_, i)| Cand { e: *cs[i], score })
+                .collect();
+            self.table.insert_run(b, h, &cands);
+        }
+    }
+
+    /// Candidates the group's table copied (see `Table::copied`).
+    #[cfg(test)]
+    pub(crate) fn copied(&self) -> usize {
+        self.table.copied
+    }
+
+    /// One entry of the rule with `score` (the tests' way in).
+    #[cfg(test)]
+    pub(crate) fn insert(&mut self, c: &Entry, score: u128, seed: &Seed) {
+        self.insert_rule(&[c], score, seed);
     }
 
     /// Removes every entry of the rule with `score` from the buckets that

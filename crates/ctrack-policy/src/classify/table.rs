@@ -130,10 +130,10 @@ pub(crate) struct Table {
     fmask: usize,
     /// Buckets removed since the filter was last rebuilt.
     stale: usize,
-    /// Candidates copied by moves and compactions (for the test that
-    /// they stay linear in the inserts).
+    /// Candidates copied by moves, compactions and the shifts of inserts
+    /// (for the tests that they stay linear in the inserts).
     #[cfg(test)]
-    copied: usize,
+    pub(crate) copied: usize,
 }
 
 impl Table {
@@ -211,12 +211,28 @@ impl Table {
     /// left moves to the arena's end with room for half as many again, so
     /// that a rule of thousands of entries in one bucket costs linear time
     /// in all, not quadratic.
+    /// One candidate (the tests' way in).
+    #[cfg(test)]
     pub(crate) fn insert(&mut self, b: usize, h: u64, c: Cand) {
-        let at = self.bucket(b).partition_point(|x| x.score >= c.score);
+        self.insert_run(b, h, &[c]);
+    }
+
+    /// Inserts `cs`, candidates of one score, into bucket `b` (of hash
+    /// `h`) after its candidates of that score or better, in their order,
+    /// moving the lower-scored behind them once. (Inserted one at a time,
+    /// the entries of a rule of thousands of conjunctions that go before a
+    /// rule of thousands in one bucket moved those thousands once each: a
+    /// fuzz input of 516 bytes took 5.7 s, 80% of it in that copying.)
+    pub(crate) fn insert_run(&mut self, b: usize, h: u64, cs: &[Cand]) {
+        let Some(&first) = cs.first() else {
+            return;
+        };
+        let k = cs.len() as u32;
+        let at = self.bucket(b).partition_point(|x| x.score >= first.score);
         let (mut start, len, mut room) = self.runs[b];
-        if len == room {
+        if len + k > room {
             let at_end = self.arena.len();
-            let n = len + 1;
+            let n = len + k;
             let old = room;
             room = n + n / 2;
             self.arena
@@ -225,14 +241,18 @@ impl Table {
             {
                 self.copied += len as usize;
             }
-            self.arena.resize(at_end + room as usize, c);
+            self.arena.resize(at_end + room as usize, first);
             start = at_end as u32;
             self.held = self.held - old as usize + room as usize;
         }
-        let (s, at) = (start as usize, at);
-        self.arena.copy_within(s + at..s + len as usize, s + at + 1);
-        self.arena[s + at] = c;
-        self.set_run(b, h, (start, len + 1, room));
+        let (s, at, k) = (start as usize, at, k as usize);
+        #[cfg(test)]
+        {
+            self.copied += len as usize - at;
+        }
+        self.arena.copy_within(s + at..s + len as usize, s + at + k);
+        self.arena[s + at..s + at + k].copy_from_slice(cs);
+        self.set_run(b, h, (start, len + k as u32, room));
     }
 
     /// Keeps the candidates of bucket `b` (of hash `h`) that `keep`
