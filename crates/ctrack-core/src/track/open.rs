@@ -1036,6 +1036,16 @@ mod tests {
         assert!(sim.t.lookup(&udp_key(gone, 0), sim.now).is_none());
     }
 
+    /// A table of four with three answered connections (none evictable):
+    /// one place left.
+    fn one_place_left() -> Sim {
+        let sim = Sim::one_shard(4);
+        for port in 1000..1003 {
+            sim.udp_both_ways(port, "commit");
+        }
+        sim
+    }
+
     /// A recount waits for the recount in progress (here held by the
     /// test: its turn, and its place at the gate) rather than counting it
     /// as a commit in flight. Without the turns, the commit counted that
@@ -1049,10 +1059,7 @@ mod tests {
         use ctrack_wire::LinkType;
         use std::sync::atomic::{AtomicBool, Ordering};
 
-        let sim = Sim::one_shard(4);
-        for port in 1000..1003 {
-            sim.udp_both_ways(port, "commit");
-        }
+        let sim = one_place_left();
         let t = &sim.t;
         let now: Time = sim.now;
         let frame = udp(2000, true).build();
@@ -1095,10 +1102,7 @@ mod tests {
         use super::super::shared::FULL;
         use ctrack_table::pin;
 
-        let sim = Sim::one_shard(4);
-        for port in 1000..1003 {
-            sim.udp_both_ways(port, "commit");
-        }
+        let sim = one_place_left();
         let t = &sim.t;
         // A sum saw 4: three connections and an announced insert.
         t.shared.remember(FULL, t.withdrawals());
