@@ -206,11 +206,6 @@ impl Table {
         }
     }
 
-    /// Puts `c` into bucket `b` (of hash `h`) after the candidates of its
-    /// score or better, moving only those behind it. A bucket with no room
-    /// left moves to the arena's end with room for half as many again, so
-    /// that a rule of thousands of entries in one bucket costs linear time
-    /// in all, not quadratic.
     /// One candidate (the tests' way in).
     #[cfg(test)]
     pub(crate) fn insert(&mut self, b: usize, h: u64, c: Cand) {
@@ -222,7 +217,10 @@ impl Table {
     /// moving the lower-scored behind them once. (Inserted one at a time,
     /// the entries of a rule of thousands of conjunctions that go before a
     /// rule of thousands in one bucket moved those thousands once each: a
-    /// fuzz input of 516 bytes took 5.7 s, 80% of it in that copying.)
+    /// fuzz input of 516 bytes took 5.7 s, 80% of it in that copying.) A
+    /// bucket without the room moves to the arena's end with room for
+    /// half as many again, so that a rule of thousands of entries in one
+    /// bucket costs linear time in all, not quadratic.
     pub(crate) fn insert_run(&mut self, b: usize, h: u64, cs: &[Cand]) {
         let Some(&first) = cs.first() else {
             return;
