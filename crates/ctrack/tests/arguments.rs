@@ -426,3 +426,43 @@ fn the_policy_benchmarks_run_on_tcp_connections() {
         assert_eq!(v["figures"]["conns"], 300, "{what}: {v}");
     }
 }
+
+/// `bench policy --rules realistic` puts the classifier benchmark's rule
+/// shapes, as allows, in front of the admitting ACL: every benchmark still
+/// checks that each packet passed (an opening or established packet that
+/// a generated rule dropped would fail it), and the report says which
+/// rules it ran with.
+#[test]
+fn the_policy_benchmarks_run_behind_realistic_rules() {
+    for what in ["stage", "passes", "stateless", "reload"] {
+        for proto in ["udp", "tcp"] {
+            let args = [
+                "bench",
+                "--json",
+                "policy",
+                what,
+                "--proto",
+                proto,
+                "--rules",
+                "realistic",
+                "--conns",
+                "300",
+                "--acls",
+                "200",
+                "--packets",
+                "2000",
+                "--runs",
+                "1",
+            ];
+            let out = ctrack(&args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+            let v: serde_json::Value =
+                serde_json::from_slice(&out.stdout).expect("one JSON document");
+            assert_eq!(v["figures"]["rules"], "realistic", "{what}: {v}");
+            assert_eq!(v["figures"]["proto"], proto, "{what}: {v}");
+        }
+    }
+    let out = ctrack(&["bench", "policy", "stage", "--rules", "complicated"]);
+    assert_eq!(out.status.code(), Some(2));
+}

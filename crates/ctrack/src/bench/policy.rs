@@ -67,6 +67,24 @@ pub struct PolicyBenchArgs {
     /// packet after it carrying data.
     #[arg(long, value_enum, default_value_t = Proto::Udp)]
     pub proto: Proto,
+    /// The ACLs in front of the one that admits the traffic (`stage`,
+    /// `passes`, `stateless`, `reload`): `simple`, drops of /32 sources
+    /// to single ports that the traffic never matches (one tuple, the
+    /// classifier's cheapest case); or `realistic`, the rule shapes of
+    /// `classify` (prefix-length and port-range mixes, both families),
+    /// each allowing what it matches, as a security group's rules do.
+    #[arg(long, value_enum, default_value_t = RuleSet::Simple)]
+    pub rules: RuleSet,
+}
+
+/// The ACLs of `ctrack bench policy` in front of the admitting one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleSet {
+    /// Drops of /32 sources to single ports, never matched.
+    Simple,
+    /// The classifier benchmark's realistic shapes, as allows.
+    Realistic,
 }
 
 const CLIENT_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
@@ -104,10 +122,13 @@ struct Report {
 }
 
 /// A policy of two ports (client, server) whose traffic `allow` admits,
-/// behind `n - 1` to-lport drop ACLs of higher priority that it never
-/// matches (/32 sources in 198.18.0.0/15 to single ports), as a security
-/// group's rules for other peers would be. Every ACL is of `proto`.
-fn policy(n: usize, allow: AclAction, proto: Proto) -> Policy {
+/// behind `n - 1` to-lport ACLs of higher priority: with
+/// [`RuleSet::Simple`], drops that the traffic never matches (/32 sources
+/// in 198.18.0.0/15 to single ports, of `proto`), as a security group's
+/// rules for other peers would be; with [`RuleSet::Realistic`], the
+/// classifier benchmark's generated shapes, each an `allow` (of the same
+/// kind), so that whichever the traffic matches lets it through.
+fn policy(n: usize, allow: AclAction, proto: Proto, rules: RuleSet) -> Policy {
     let l4 = match proto {
         Proto::Udp => flag::UDP,
         Proto::Tcp => flag::TCP,
@@ -119,7 +140,16 @@ fn policy(n: usize, allow: AclAction, proto: Proto) -> Policy {
         zone: 1,
     };
     let mut acls = Vec::with_capacity(n);
-    for i in 0..n - 1 {
+    if rules == RuleSet::Realistic {
+        // The first generated rule is ranked highest; priorities above
+        // the admitting ACL's 1000 (tied at the top past 31,766 rules).
+        let generated = ctrack_policy::classify::r#gen::rules(n - 1, 7);
+        for (i, (_, _, expr)) in generated.into_iter().enumerate() {
+            let priority = (1001 + (n - 1 - i)).min(32767) as u16;
+            acls.push(acl(i, priority, allow, expr));
+        }
+    }
+    for i in (0..n - 1).filter(|_| rules == RuleSet::Simple) {
         let expr = Expr::And(vec![
             Expr::flags(flag::IP | flag::IP4 | l4),
             Expr::eq(Field::Outport, 2),
@@ -237,7 +267,7 @@ fn firewall(p: Policy, conns: u64, proto: Proto) -> Result<Firewall<()>> {
 /// related ([`policy`]).
 fn related_firewall(a: &PolicyBenchArgs, n: usize) -> Result<Firewall<()>> {
     firewall(
-        policy(n, AclAction::AllowRelated, a.proto),
+        policy(n, AclAction::AllowRelated, a.proto, a.rules),
         a.conns,
         a.proto,
     )
@@ -353,9 +383,10 @@ fn stage(a: &PolicyBenchArgs) -> Result<Report> {
     let t = plain(a.conns, a.proto);
     let mut rows = Vec::new();
     let mut text = format!(
-        "firewall stage, established {}, {} connections, one core:\n",
+        "firewall stage, established {}, {} connections, {} ACLs in front, one core:\n",
         name(a.proto),
-        a.conns
+        a.conns,
+        rules_name(a.rules)
     );
     for &n in &a.acls {
         let fw = related_firewall(a, n)?;
@@ -387,7 +418,7 @@ fn stage(a: &PolicyBenchArgs) -> Result<Report> {
     }
     Ok(report(
         "policy stage",
-        serde_json::json!({"conns": a.conns, "proto": a.proto, "rows": rows}),
+        serde_json::json!({"conns": a.conns, "proto": a.proto, "rules": a.rules, "rows": rows}),
         text,
     ))
 }
@@ -396,6 +427,13 @@ fn name(proto: Proto) -> &'static str {
     match proto {
         Proto::Udp => "UDP",
         Proto::Tcp => "TCP",
+    }
+}
+
+fn rules_name(r: RuleSet) -> &'static str {
+    match r {
+        RuleSet::Simple => "simple",
+        RuleSet::Realistic => "realistic",
     }
 }
 
@@ -446,9 +484,10 @@ fn two_pass(fw: &Firewall<()>, ring: &[Vec<u8>], st: &mut Stats) -> u64 {
 fn passes(a: &PolicyBenchArgs) -> Result<Report> {
     let mut rows = Vec::new();
     let mut text = format!(
-        "single pass against two passes, established {}, {} connections, one core:\n",
+        "single pass against two passes, established {}, {} connections, {} ACLs in front, one core:\n",
         name(a.proto),
-        a.conns
+        a.conns,
+        rules_name(a.rules)
     );
     for &n in &a.acls {
         let fw = related_firewall(a, n)?;
@@ -471,7 +510,7 @@ fn passes(a: &PolicyBenchArgs) -> Result<Report> {
     }
     Ok(report(
         "policy passes",
-        serde_json::json!({"conns": a.conns, "proto": a.proto, "rows": rows}),
+        serde_json::json!({"conns": a.conns, "proto": a.proto, "rules": a.rules, "rows": rows}),
         text,
     ))
 }
@@ -479,16 +518,17 @@ fn passes(a: &PolicyBenchArgs) -> Result<Report> {
 fn stateless(a: &PolicyBenchArgs) -> Result<Report> {
     let mut rows = Vec::new();
     let mut text = format!(
-        "allow-stateless against allow-related, {}, {} connections, one core:\n",
+        "allow-stateless against allow-related, {}, {} connections, {} ACLs in front, one core:\n",
         name(a.proto),
-        a.conns
+        a.conns,
+        rules_name(a.rules)
     );
     for &n in &a.acls {
         let related = related_firewall(a, n)?;
         let stateless = Firewall::new(
             tracker(),
             FragConfig::default(),
-            policy(n, AclAction::AllowStateless, a.proto),
+            policy(n, AclAction::AllowStateless, a.proto, a.rules),
         )?;
         let mut r = ring(a.proto, a.conns, a.packets as usize);
         let (rel, rel_runs) = fw_rate(&related, &mut r, a)?;
@@ -504,7 +544,7 @@ fn stateless(a: &PolicyBenchArgs) -> Result<Report> {
     }
     Ok(report(
         "policy stateless",
-        serde_json::json!({"conns": a.conns, "proto": a.proto, "rows": rows}),
+        serde_json::json!({"conns": a.conns, "proto": a.proto, "rules": a.rules, "rows": rows}),
         text,
     ))
 }
@@ -543,7 +583,7 @@ fn reload(a: &PolicyBenchArgs) -> Result<Report> {
     }
     // The change: one more ACL, which leaves every connection allowed.
     let start = Instant::now();
-    let generation = fw.set_policy(policy(n + 1, AclAction::AllowRelated, a.proto))?;
+    let generation = fw.set_policy(policy(n + 1, AclAction::AllowRelated, a.proto, a.rules))?;
     let swap = start.elapsed();
     for chunk in all.chunks_mut(BURST) {
         during.record(burst(&fw, chunk, &mut st).max(1))?;
@@ -577,7 +617,7 @@ fn reload(a: &PolicyBenchArgs) -> Result<Report> {
     Ok(report(
         "policy reload",
         serde_json::json!({
-            "conns": a.conns, "proto": a.proto, "acls": n, "swap_ms": swap.as_secs_f64() * 1e3,
+            "conns": a.conns, "proto": a.proto, "rules": a.rules, "acls": n, "swap_ms": swap.as_secs_f64() * 1e3,
             "all_rejudged_ms": all_judged.as_secs_f64() * 1e3, "rejudged": st.rejudged,
             "batch_latency_before_ns": b, "batch_latency_during_ns": d,
         }),
