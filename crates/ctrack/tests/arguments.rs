@@ -466,3 +466,37 @@ fn the_policy_benchmarks_run_behind_realistic_rules() {
     let out = ctrack(&["bench", "policy", "stage", "--rules", "complicated"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `bench policy --ring N` cycles over N distinct frames whatever the
+/// packet count, and says so; without it, over as many as a run sends.
+#[test]
+fn the_policy_benchmarks_take_the_ring_they_are_given() {
+    for (ring, expected) in [(Some("512"), 512), (None, 3000)] {
+        let mut args = vec![
+            "bench",
+            "--json",
+            "policy",
+            "stage",
+            "--conns",
+            "300",
+            "--acls",
+            "1",
+            "--packets",
+            "3000",
+            "--runs",
+            "1",
+        ];
+        if let Some(r) = ring {
+            args.extend(["--ring", r]);
+        }
+        let out = ctrack(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+        assert_eq!(v["figures"]["ring"], expected, "{v}");
+    }
+    for bad in ["0", "1048577", "x"] {
+        let out = ctrack(&["bench", "policy", "stage", "--ring", bad]);
+        assert_eq!(out.status.code(), Some(2), "--ring {bad}");
+    }
+}
