@@ -9,7 +9,7 @@
 
 use ctrack_wire::icmp::{self, IcmpPacket};
 use ctrack_wire::sctp::SctpPacket;
-use ctrack_wire::tcp::{TcpPacket, ovs_wscale};
+use ctrack_wire::tcp::TcpPacket;
 use ctrack_wire::udp::{self, UdpPacket};
 use ctrack_wire::{Fragment, Frame, IpLayer, IpVersion, NotIp, checksum, ip_proto, ipv6};
 
@@ -173,7 +173,7 @@ fn transport(
                 ack: t.ack(),
                 win: t.window(),
                 payload_len: (l4.len() - t.header_len()) as u32,
-                wscale: ovs_wscale(t.options()),
+                wscale: crate::proto::tcp::syn_wscale(&t),
             })
         }
         (_, ip_proto::UDP) => {

@@ -14,7 +14,7 @@
 //!
 //! [`ConnKey`]: crate::ConnKey
 
-use ctrack_wire::tcp::{TcpPacket, ovs_wscale};
+use ctrack_wire::tcp::TcpPacket;
 use ctrack_wire::{be16, checksum, ip_proto};
 
 use crate::key::Tuple;
@@ -115,7 +115,7 @@ pub(crate) fn fast_ipv4_inline(frame: &[u8], checksums: bool) -> Option<Fast> {
                 ack: t.ack(),
                 win: t.window(),
                 payload_len: (l4.len() - t.header_len()) as u32,
-                wscale: ovs_wscale(t.options()),
+                wscale: crate::proto::tcp::syn_wscale(&t),
             };
             (t.src_port(), t.dst_port(), L4Info::Tcp(seg))
         }
@@ -191,6 +191,26 @@ mod tests {
         let f = fast_ipv4(&tcp(), true).unwrap();
         assert!(matches!(f.l4, L4Info::Tcp(s) if s.payload_len == 5 && s.seq == 7));
         assert!(agrees_with_general(&tcp(), true));
+    }
+
+    /// The window-scale option is read from a SYN only (the one segment
+    /// whose option counts), by the fast path and the general one alike.
+    #[test]
+    fn reads_the_window_scale_of_a_syn_only() {
+        use ctrack_wire::tcp::flags::{ACK, SYN};
+        let with_wscale = |flags: u16| {
+            let mut l4 = L4::tcp_seg(40000, 80, flags, 7, 9, 512, b"");
+            if let L4::Tcp { options, .. } = &mut l4 {
+                *options = vec![1, 3, 3, 7];
+            }
+            Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], l4).build()
+        };
+        for (flags, expected) in [(SYN, Some(7)), (SYN | ACK, Some(7)), (ACK, None)] {
+            let f = with_wscale(flags);
+            let fast = fast_ipv4(&f, true).unwrap();
+            assert!(matches!(fast.l4, L4Info::Tcp(s) if s.wscale == expected), "{flags:#x}");
+            assert!(agrees_with_general(&f, true), "{flags:#x}");
+        }
     }
 
     #[test]
