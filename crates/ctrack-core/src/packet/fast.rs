@@ -14,7 +14,8 @@
 //!
 //! [`ConnKey`]: crate::ConnKey
 
-use ctrack_wire::tcp::TcpPacket;
+use ctrack_wire::tcp::flags::SYN;
+use ctrack_wire::tcp::ovs_wscale;
 use ctrack_wire::{be16, checksum, ip_proto};
 
 use crate::key::Tuple;
@@ -105,19 +106,33 @@ pub(crate) fn fast_ipv4_inline(frame: &[u8], checksums: bool) -> Option<Fast> {
             (be16(u, 0), be16(u, 2), L4Info::Other)
         }
         ip_proto::TCP => {
-            let t = TcpPacket::new_checked(l4).ok()?;
+            // The fixed header as one array, as the IPv4 header above, and
+            // the checks of `TcpPacket::new_checked`: its field readers
+            // each checked their bounds again.
+            let t: &[u8; 20] = l4.get(..20)?.try_into().ok()?;
+            let header_len = usize::from(t[12] >> 4) * 4;
+            if header_len < 20 || header_len > l4.len() {
+                return None;
+            }
             if checksums && !csum_ok() {
                 return None;
             }
+            let word = |i: usize| u32::from_be_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]]);
+            let flags = u16::from_be_bytes([t[12], t[13]]) & 0x0fff;
             let seg = Segment {
-                flags: t.flags(),
-                seq: t.seq(),
-                ack: t.ack(),
-                win: t.window(),
-                payload_len: (l4.len() - t.header_len()) as u32,
-                wscale: crate::proto::tcp::syn_wscale(&t),
+                flags,
+                seq: word(4),
+                ack: word(8),
+                win: u16::from_be_bytes([t[14], t[15]]),
+                payload_len: (l4.len() - header_len) as u32,
+                // As `proto::tcp::syn_wscale`: a SYN's option only.
+                wscale: match flags & SYN {
+                    0 => None,
+                    _ => ovs_wscale(l4.get(20..header_len)?),
+                },
             };
-            (t.src_port(), t.dst_port(), L4Info::Tcp(seg))
+            let port = |i: usize| u16::from_be_bytes([t[i], t[i + 1]]);
+            (port(0), port(2), L4Info::Tcp(seg))
         }
         _ => return None,
     };
@@ -208,7 +223,10 @@ mod tests {
         for (flags, expected) in [(SYN, Some(7)), (SYN | ACK, Some(7)), (ACK, None)] {
             let f = with_wscale(flags);
             let fast = fast_ipv4(&f, true).unwrap();
-            assert!(matches!(fast.l4, L4Info::Tcp(s) if s.wscale == expected), "{flags:#x}");
+            assert!(
+                matches!(fast.l4, L4Info::Tcp(s) if s.wscale == expected),
+                "{flags:#x}"
+            );
             assert!(agrees_with_general(&f, true), "{flags:#x}");
         }
     }
