@@ -45,10 +45,10 @@ impl<A: Addr> Pkt<A> {
     }
 }
 
-impl Pkt<u32> {
-    /// A packet the IPv4 fast path read.
+impl<A: Addr> Pkt<A> {
+    /// A packet a fast path read.
     #[inline]
-    pub(super) fn fast(f: &Fast) -> Pkt<u32> {
+    pub(super) fn fast(f: &Fast<A>) -> Pkt<A> {
         Pkt {
             tuple: f.tuple,
             proto: f.proto,
@@ -57,7 +57,9 @@ impl Pkt<u32> {
             ip_len: f.ip_len,
         }
     }
+}
 
+impl Pkt<u32> {
     /// Reads `frame` on the IPv4 fast path into `slot`, with a hash of 0
     /// for the caller to set; false, and `slot` as it was, where the fast
     /// path does not take the frame. (Built in place: returning the

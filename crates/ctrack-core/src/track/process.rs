@@ -13,12 +13,12 @@ use ctrack_wire::{Frame, LinkType, parse_frame};
 use super::judge::{count, count_many};
 use super::packet::{Cache, Call, Hit, Judged, Pkt, Pre};
 use super::shared::expiry;
-use super::tracker::{BURST, Tracker};
+use super::tracker::{BURST, Fam, Tracker};
 use crate::action::CtAction;
 use crate::conn::{DNAT, Kind, SNAT};
 use crate::key::{Dir, Family, LookupKey, Tuple, V6};
 use crate::nat::stage::{Buf, Translation, translate_fast_v4};
-use crate::packet::fast::fast_ipv4;
+use crate::packet::fast::{fast_ipv4, fast_ipv6};
 use crate::packet::{ExtractOptions, extract};
 use crate::time::Time;
 use crate::verdict::{Stats, Verdict};
@@ -306,27 +306,13 @@ impl Tracker {
             .then(|| fast_ipv4(frame, checksums))
             .flatten();
         if let Some(f) = fast {
-            let p = Pkt::fast(&f);
-            if self.lean_serves(cx.action) {
-                // The fast lane, with what a burst works out for all its
-                // packets at once worked out for this one.
-                let zone = cx.action.zone;
-                let meta = self.shared.zones.get(zone);
-                let generation = meta.map_or(0, ZoneMeta::generation);
-                let pre = Pre {
-                    generation,
-                    hash: self
-                        .shared
-                        .hasher
-                        .hash_tuple(zone, generation, p.proto, &p.tuple),
-                    hint: Hint::default(),
-                    policy: self.shared.policy_of(meta, cx.guard),
-                };
-                if self.lean(cx, &p, pre, cache, v) {
-                    return;
-                }
-            }
-            self.track::<u32>(cx, &p, &mut cache.v4, None, v);
+            self.track_fast(cx, &Pkt::fast(&f), &mut cache.v4, v);
+        } else if let Some(f) = (link == LinkType::Ethernet && layers.is_none())
+            .then(|| fast_ipv6(frame, checksums))
+            .flatten()
+        {
+            // The common IPv6 case, read without the general machinery.
+            self.track_fast(cx, &Pkt::fast(&f), &mut cache.v6, v);
         } else {
             let parsed;
             let layers = match layers {
@@ -345,6 +331,37 @@ impl Tracker {
                 Err(reason) => *v = Verdict::invalid(cx.action.zone, reason),
             }
         }
+    }
+
+    /// A packet a fast path read, on its own: the fast lane, with what a
+    /// burst works out for all its packets at once worked out for this
+    /// one, else the general tracking.
+    #[inline]
+    fn track_fast<'g, A: Fam>(
+        &'g self,
+        cx: &mut Call<'g>,
+        p: &Pkt<A>,
+        cache: &mut Option<Hit<'g, A>>,
+        v: &mut Verdict,
+    ) {
+        if self.lean_serves(cx.action) {
+            let zone = cx.action.zone;
+            let meta = self.shared.zones.get(zone);
+            let generation = meta.map_or(0, ZoneMeta::generation);
+            let pre = Pre {
+                generation,
+                hash: self
+                    .shared
+                    .hasher
+                    .hash_tuple(zone, generation, p.proto, &p.tuple),
+                hint: Hint::default(),
+                policy: self.shared.policy_of(meta, cx.guard),
+            };
+            if self.lean(cx, p, pre, cache, v) {
+                return;
+            }
+        }
+        self.track::<A>(cx, p, cache, None, v);
     }
 
     /// Up to [`BURST`] frames: the prefetch passes, then each packet in
@@ -378,7 +395,7 @@ impl Tracker {
                 hint: lanes.hints[i],
                 policy,
             };
-            if !(lean && self.lean(cx, p, pre, cache, &mut outs[i])) {
+            if !(lean && self.lean(cx, p, pre, &mut cache.v4, &mut outs[i])) {
                 self.track::<u32>(cx, p, &mut cache.v4, Some(pre), &mut outs[i]);
             }
             if outs[i].inspect {
@@ -415,12 +432,12 @@ impl Tracker {
     /// packet that ends it (which leaves it as it was, so that judging it
     /// again gives the same answer).
     #[inline(always)]
-    fn lean<'g>(
+    fn lean<'g, A: Fam>(
         &'g self,
         cx: &mut Call<'g>,
-        p: &Pkt<u32>,
+        p: &Pkt<A>,
         pre: Pre<'g>,
-        cache: &mut Cache<'g>,
+        cache: &mut Option<Hit<'g, A>>,
         v: &mut Verdict,
     ) -> bool {
         let key = LookupKey {
@@ -437,17 +454,17 @@ impl Tracker {
         let seen = if pre.hint.is_guess() {
             Seen::NOTHING
         } else {
-            self.v4.seen(pre.hash)
+            A::table(self).seen(pre.hash)
         };
-        let found = self.v4.find_hinted(guard, pre.hash, pre.hint, |c| {
+        let found = A::table(self).find_hinted(guard, pre.hash, pre.hint, |c| {
             c.direction_of(&key, guard).map(|d| dir = d).is_some()
         });
         let Some(e) = found else {
             // No live record at all under the key (this search passes over
             // none, expired or not).
-            return match self.open::<u32>(cx, p, &key, pre.hash, seen, v) {
+            return match self.open::<A>(cx, p, &key, pre.hash, seen, v) {
                 Some(hit) => {
-                    cache.v4 = hit.map(|(entry, dir)| Hit { key, entry, dir });
+                    *cache = hit.map(|(entry, dir)| Hit { key, entry, dir });
                     true
                 }
                 None => false,
@@ -461,7 +478,7 @@ impl Tracker {
         if !matches!(judged, Judged::Done) {
             return false;
         }
-        cache.v4 = Some(Hit { key, entry: e, dir });
+        *cache = Some(Hit { key, entry: e, dir });
         true
     }
 

@@ -64,6 +64,11 @@ pub struct LookupArgs {
     /// burst` or `process`).
     #[arg(long)]
     pub nat: bool,
+    /// IPv6 connections (fd00::/16 addresses, 80-byte frames 128 bytes
+    /// apart) instead of IPv4 (64-byte frames 64 bytes apart); not with
+    /// `--nat`.
+    #[arg(long, conflicts_with = "nat")]
+    pub ipv6: bool,
 }
 
 /// The translation `--nat` commits connections with.
@@ -89,6 +94,7 @@ struct LookupJson {
     zipf: Option<f64>,
     calls: Calls,
     nat: bool,
+    ipv6: bool,
     packets_per_thread: u64,
     runs_mpps: Vec<f64>,
     mpps: f64,
@@ -100,7 +106,11 @@ struct LookupJson {
 }
 
 const BATCH: usize = 32;
-const STRIDE: usize = 64;
+/// Bytes from one frame of a ring to the next: a cache line for an IPv4
+/// frame, two for an IPv6 one.
+fn stride(v6: bool) -> usize {
+    if v6 { 128 } else { 64 }
+}
 /// The most packets a thread sends.
 const MAX_PACKETS: u64 = 1_000_000_000;
 
@@ -137,7 +147,7 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
     });
     let now = Time::from_secs(1);
     let t0 = Instant::now();
-    fill(&tracker, a.conns, a.threads, a.nat, now)?;
+    fill(&tracker, a.conns, a.threads, a.nat, a.ipv6, now)?;
     let fill_seconds = t0.elapsed().as_secs_f64();
     if tracker.table_len() as u64 != a.conns {
         bail!(
@@ -155,7 +165,7 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
     let mut runs = Vec::new();
     let mut hist = histogram();
     for _ in 0..a.runs {
-        let (secs, h, bad) = replay(&tracker, &rings, a.threads, a.calls, a.nat, now)?;
+        let (secs, h, bad) = replay(&tracker, &rings, a, now)?;
         if bad != 0 {
             bail!("{bad} packets were not reported established");
         }
@@ -170,6 +180,7 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
         zipf: a.zipf,
         calls: a.calls,
         nat: a.nat,
+        ipv6: a.ipv6,
         packets_per_thread: a.packets,
         runs_mpps: runs,
         mpps,
@@ -186,8 +197,9 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
     }
     writeln!(
         out,
-        "lookup: {} connections, {} thread(s), {}, batches of {BATCH}{}{}: {:.2} Mpps ({:.2} Mpps/thread, {:.1} ns/packet), runs {:?}",
+        "lookup: {} {} connections, {} thread(s), {}, batches of {BATCH}{}{}: {:.2} Mpps ({:.2} Mpps/thread, {:.1} ns/packet), runs {:?}",
         a.conns,
+        if a.ipv6 { "IPv6" } else { "IPv4" },
         a.threads,
         match a.zipf {
             Some(s) => format!("zipf {s}"),
@@ -222,7 +234,7 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
 /// Commits `n` UDP connections and answers each, with `threads` threads
 /// (through source NAT with `nat`: the answer goes to the translated
 /// address).
-fn fill(tracker: &Tracker, n: u64, threads: usize, nat: bool, now: Time) -> Result<()> {
+fn fill(tracker: &Tracker, n: u64, threads: usize, nat: bool, v6: bool, now: Time) -> Result<()> {
     let snat: CtAction = SNAT.parse().expect("a valid action");
     let action = &if nat { snat } else { CtAction::commit(0) };
     std::thread::scope(|s| {
@@ -259,8 +271,8 @@ fn fill(tracker: &Tracker, n: u64, threads: usize, nat: bool, now: Time) -> Resu
                     }
                     let frames: Vec<Vec<u8>> = cs
                         .iter()
-                        .map(|&c| packets::udp(c, false))
-                        .chain(cs.iter().map(|&c| packets::udp(c, true)))
+                        .map(|&c| packets::udp_of(c, false, v6))
+                        .chain(cs.iter().map(|&c| packets::udp_of(c, true, v6)))
                         .collect();
                     let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
                     verdicts.clear();
@@ -279,7 +291,7 @@ fn fill(tracker: &Tracker, n: u64, threads: usize, nat: bool, now: Time) -> Resu
     })
 }
 
-/// A thread's frames, `STRIDE` bytes apart.
+/// A thread's frames, [`stride`] bytes apart.
 fn ring(a: &LookupArgs, thread: u64) -> Result<Vec<u8>> {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(0x5eed + thread);
     let zipf = match a.zipf {
@@ -287,7 +299,8 @@ fn ring(a: &LookupArgs, thread: u64) -> Result<Vec<u8>> {
         None => None,
     };
     // Asked for, not assumed: a failed allocation is an error, not an abort.
-    let bytes = (a.packets as usize).saturating_mul(STRIDE);
+    let step = stride(a.ipv6);
+    let bytes = (a.packets as usize).saturating_mul(step);
     let mut buf = Vec::new();
     buf.try_reserve_exact(bytes).with_context(|| {
         format!(
@@ -307,8 +320,8 @@ fn ring(a: &LookupArgs, thread: u64) -> Result<Vec<u8>> {
             }
             None => rng.random_range(0..a.conns),
         };
-        let f = packets::udp(c, !a.nat && rng.random_bool(0.5));
-        buf[k * STRIDE..k * STRIDE + f.len()].copy_from_slice(&f);
+        let f = packets::udp_of(c, !a.nat && rng.random_bool(0.5), a.ipv6);
+        buf[k * step..k * step + f.len()].copy_from_slice(&f);
     }
     Ok(buf)
 }
@@ -318,11 +331,10 @@ fn ring(a: &LookupArgs, thread: u64) -> Result<Vec<u8>> {
 fn replay(
     tracker: &Tracker,
     rings: &[Vec<u8>],
-    threads: usize,
-    calls: Calls,
-    nat: bool,
+    a: &LookupArgs,
     now: Time,
 ) -> Result<(f64, hdrhistogram::Histogram<u64>, u64)> {
+    let (threads, calls, nat, v6) = (a.threads, a.calls, a.nat, a.ipv6);
     let line = StartLine::new(threads + 1);
     let action = &CtAction {
         nat: nat
@@ -334,8 +346,9 @@ fn replay(
         let line = &line;
         let handles = spawn_all(s, threads, line, move |t| {
             let ring = &rings[t];
-            let len = packets::udp(0, false).len();
-            let n = ring.len() / STRIDE;
+            let len = packets::udp_of(0, false, v6).len();
+            let step = stride(v6);
+            let n = ring.len() / step;
             let mut h = histogram();
             let mut verdicts = Vec::with_capacity(BATCH);
             let mut stats = Stats::default();
@@ -351,7 +364,7 @@ fn replay(
             while k < n {
                 let end = (k + BATCH).min(n);
                 refs.clear();
-                refs.extend((k..end).map(|i| &ring[i * STRIDE..i * STRIDE + len]));
+                refs.extend((k..end).map(|i| &ring[i * step..i * step + len]));
                 verdicts.clear();
                 let t0 = Instant::now();
                 let link = LinkType::Ethernet;

@@ -40,6 +40,29 @@ pub(crate) fn udp(i: u64, reply: bool) -> Vec<u8> {
     }
 }
 
+/// [`udp`] over IPv6: the same connection between fd00::/16 addresses that
+/// embed its IPv4 ones (an 80-byte frame).
+pub(crate) fn udp6(i: u64, reply: bool) -> Vec<u8> {
+    let (c, s, sport) = endpoints(i);
+    let v6 = |a: [u8; 4]| {
+        std::net::Ipv6Addr::from(
+            0xfd00_0000_0000_0000_0000_0000_0000_0000u128 | u128::from(u32::from_be_bytes(a)),
+        )
+    };
+    let (c, s) = (v6(c), v6(s));
+    let payload = [0u8; 18];
+    if reply {
+        Frame::v6(s, c, L4::udp(53, sport, &payload)).build()
+    } else {
+        Frame::v6(c, s, L4::udp(sport, 53, &payload)).build()
+    }
+}
+
+/// [`udp`], or [`udp6`] with `v6`.
+pub(crate) fn udp_of(i: u64, reply: bool, v6: bool) -> Vec<u8> {
+    if v6 { udp6(i, reply) } else { udp(i, reply) }
+}
+
 /// Turns an untagged IPv4 TCP or UDP frame without options into its
 /// answer: MAC addresses, IP addresses and ports swapped (the checksums
 /// stay right: the same words are summed).
