@@ -69,6 +69,23 @@ fn udp(port: u16, out: bool, payload: &[u8]) -> Frame {
     }
 }
 
+/// The IPv6 addresses of the client and the server.
+fn v6_ends() -> (std::net::Ipv6Addr, std::net::Ipv6Addr) {
+    (
+        "fd00::10:1".parse().expect("an address"),
+        "2001:db8::2".parse().expect("an address"),
+    )
+}
+
+fn udp6(port: u16, out: bool, payload: &[u8]) -> Frame {
+    let (c, s) = v6_ends();
+    if out {
+        Frame::v6(c, s, L4::udp(port, 53, payload))
+    } else {
+        Frame::v6(s, c, L4::udp(53, port, payload))
+    }
+}
+
 fn ping(id: u16, out: bool) -> Frame {
     if out {
         Frame::v4(C, S, L4::icmp_query(8, id, 1))
@@ -89,21 +106,21 @@ fn unreachable(port: u16) -> Frame {
 struct Conversation {
     /// Next sequence numbers of client and server (0: no handshake yet).
     seq: [u32; 2],
+    /// Over IPv6.
+    v6: bool,
 }
 
 impl Conversation {
     fn segment(&self, client: bool, flags: u16, seq: u32, ack: u32, len: usize) -> Vec<u8> {
-        let (src, dst, sp, dp) = if client {
-            (C, S, 40000, 80)
-        } else {
-            (S, C, 80, 40000)
-        };
-        Frame::v4(
-            src,
-            dst,
-            L4::tcp_seg(sp, dp, flags, seq, ack, 65535, &vec![b'x'; len]),
-        )
-        .build()
+        let (sp, dp) = if client { (40000, 80) } else { (80, 40000) };
+        let l4 = L4::tcp_seg(sp, dp, flags, seq, ack, 65535, &vec![b'x'; len]);
+        if self.v6 {
+            let (c, s) = v6_ends();
+            let (src, dst) = if client { (c, s) } else { (s, c) };
+            return Frame::v6(src, dst, l4).build();
+        }
+        let (src, dst) = if client { (C, S) } else { (S, C) };
+        Frame::v4(src, dst, l4).build()
     }
 
     /// The next frames: a run of segments of one side, each once, or one
@@ -139,19 +156,34 @@ impl Conversation {
 }
 
 /// The traffic: runs of one frame, 1 to 8 long, of UDP flows both ways
-/// (with payloads of different lengths), pings and their replies, ICMP
-/// errors, and a TCP conversation.
+/// (with payloads of different lengths) over IPv4 and IPv6, pings and
+/// their replies, ICMP errors, and a TCP conversation over each family.
 fn traffic(rng: &mut Rng, n: usize) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
-    let mut tcp = Conversation { seq: [0, 0] };
+    let mut tcp = Conversation {
+        seq: [0, 0],
+        v6: false,
+    };
+    let mut tcp6 = Conversation {
+        seq: [0, 0],
+        v6: true,
+    };
     while out.len() < n {
-        let f = match rng.below(6) {
+        let f = match rng.below(9) {
             0 | 1 => {
                 let payload = vec![b'p'; 1 + rng.below(40) as usize];
                 udp(5000 + rng.below(6) as u16, rng.below(3) != 0, &payload)
             }
             2 => ping(1 + rng.below(3) as u16, rng.below(2) == 0),
             3 => unreachable(5000 + rng.below(6) as u16),
+            4 | 5 => {
+                let payload = vec![b'p'; 1 + rng.below(40) as usize];
+                udp6(5000 + rng.below(6) as u16, rng.below(3) != 0, &payload)
+            }
+            6 => {
+                tcp6.next(rng, &mut out);
+                continue;
+            }
             _ => {
                 tcp.next(rng, &mut out);
                 continue;
