@@ -16,7 +16,7 @@ use super::shared::expiry;
 use super::tracker::{BURST, Fam, Tracker};
 use crate::action::CtAction;
 use crate::conn::{DNAT, Kind, SNAT};
-use crate::key::{Dir, Family, LookupKey, Tuple, V6};
+use crate::key::{Addr, Dir, Family, LookupKey, Tuple, V6};
 use crate::nat::stage::{Buf, Translation, translate_fast_v4};
 use crate::packet::fast::{fast_ipv4, fast_ipv6};
 use crate::packet::{ExtractOptions, extract};
@@ -24,17 +24,17 @@ use crate::time::Time;
 use crate::verdict::{Stats, Verdict};
 use crate::zone::{Compiled, ZoneMeta};
 
-/// The fast path's view of a burst: each IPv4 packet's key and hash, and a
-/// guess at its record.
-struct Lanes {
-    fast: [Option<(Pkt<u32>, u64)>; BURST],
+/// The fast path's view of a burst: each IPv4 (or, with `A` = [`V6`],
+/// IPv6) packet's key and hash, and a guess at its record.
+struct Lanes<A = u32> {
+    fast: [Option<(Pkt<A>, u64)>; BURST],
     hints: [Hint; BURST],
 }
 
-impl Lanes {
+impl<A: Addr> Lanes<A> {
     /// Empty lanes, filled where they stay ([`Tracker::prefetch`] takes
     /// them by reference: returned, the 2.5 KB were copied each burst).
-    fn new() -> Lanes {
+    fn new() -> Lanes<A> {
         Lanes {
             fast: [None; BURST],
             hints: [Hint::default(); BURST],
@@ -379,13 +379,41 @@ impl Tracker {
         let generation = meta.map_or(0, ZoneMeta::generation);
         let policy = self.shared.policy_of(meta, cx.guard);
         let mut lanes = Lanes::new();
-        self.prefetch(cx, frames, link, generation, &mut lanes);
-        let lean = self.lean_serves(cx.action);
+        let left = self.prefetch(cx, frames, link, generation, &mut lanes);
         let n = frames.len();
+        // IPv6 packets of the common case get lanes of their own, made
+        // only for a burst with Ethernet frames the IPv4 lanes left (so
+        // that an IPv4 burst does not clear them).
+        let mut six: Option<Lanes<V6>> = None;
+        if left {
+            self.prefetch6(cx, frames, generation, &lanes, six.insert(Lanes::new()));
+        }
+        let lean = self.lean_serves(cx.action);
         let mut i = 0;
         while i < n {
             let Some((p, hash)) = &lanes.fast[i] else {
-                self.one(cx, frames[i], link, None, cache, &mut outs[i]);
+                match six
+                    .as_ref()
+                    .and_then(|l| Some((l.fast[i].as_ref()?, l.hints[i])))
+                {
+                    Some(((p, hash), hint)) => {
+                        let pre = Pre {
+                            generation,
+                            hash: *hash,
+                            hint,
+                            policy,
+                        };
+                        let v = &mut outs[i];
+                        if !(lean && self.lean(cx, p, pre, &mut cache.v6, v)) {
+                            self.track::<V6>(cx, p, &mut cache.v6, Some(pre), v);
+                        }
+                        if v.inspect {
+                            self.inspect(cx, frames[i], link, v);
+                        }
+                        count(cx.stats, v);
+                    }
+                    None => self.one(cx, frames[i], link, None, cache, &mut outs[i]),
+                }
                 i += 1;
                 continue;
             };
@@ -624,9 +652,9 @@ impl Tracker {
         link: LinkType,
         generation: u32,
         lanes: &mut Lanes,
-    ) {
+    ) -> bool {
         if link != LinkType::Ethernet {
-            return;
+            return false;
         }
         let checksums = self.checksums.load(Relaxed);
         let zone = cx.action.zone;
@@ -636,8 +664,10 @@ impl Tracker {
             ctrack_table::prefetch(f.as_ptr());
         }
         let mut prev: Option<(Tuple<u32>, u8, u64)> = None;
+        let mut left = false;
         for (slot, f) in lanes.fast.iter_mut().zip(frames) {
             if !Pkt::read_fast(f, checksums, slot) {
+                left = true;
                 continue;
             }
             let Some((x, hash)) = slot else {
@@ -663,6 +693,41 @@ impl Tracker {
             {
                 *hint = self.v4.probe(cx.guard, *h);
                 last = Some(*h);
+            }
+        }
+        left
+    }
+
+    /// [`Tracker::prefetch`] for the IPv6 packets of the common case among
+    /// the frames the IPv4 lanes left (whose first lines it fetched
+    /// already): read, hashed, their index buckets fetched, then their
+    /// records guessed and fetched.
+    fn prefetch6(
+        &self,
+        cx: &Call<'_>,
+        frames: &[&[u8]],
+        generation: u32,
+        v4: &Lanes,
+        lanes: &mut Lanes<V6>,
+    ) {
+        let checksums = self.checksums.load(Relaxed);
+        let zone = cx.action.zone;
+        for ((slot, f), taken) in lanes.fast.iter_mut().zip(frames).zip(&v4.fast) {
+            if taken.is_some() {
+                continue;
+            }
+            if let Some(x) = fast_ipv6(f, checksums) {
+                let h = self
+                    .shared
+                    .hasher
+                    .hash_tuple(zone, generation, x.proto, &x.tuple);
+                self.v6.prefetch(cx.guard, h);
+                *slot = Some((Pkt::fast(&x), h));
+            }
+        }
+        for (hint, pre) in lanes.hints.iter_mut().zip(&lanes.fast) {
+            if let Some((_, h)) = pre {
+                *hint = self.v6.probe(cx.guard, *h);
             }
         }
     }
