@@ -20,6 +20,7 @@ mod flush;
 mod handle;
 mod inspect;
 mod judge;
+mod lanes;
 mod open;
 mod packet;
 mod pipeline;

@@ -11,36 +11,19 @@ use ctrack_table::{Hint, Seen, pin};
 use ctrack_wire::{Frame, LinkType, parse_frame};
 
 use super::judge::{count, count_many};
+use super::lanes::Lanes;
 use super::packet::{Cache, Call, Hit, Judged, Pkt, Pre};
 use super::shared::expiry;
 use super::tracker::{BURST, Fam, Tracker};
 use crate::action::CtAction;
 use crate::conn::{DNAT, Kind, SNAT};
-use crate::key::{Addr, Dir, Family, LookupKey, Tuple, V6};
+use crate::key::{Dir, Family, LookupKey, V6};
 use crate::nat::stage::{Buf, Translation, translate_fast_v4};
 use crate::packet::fast::{fast_ipv4, fast_ipv6};
 use crate::packet::{ExtractOptions, extract};
 use crate::time::Time;
 use crate::verdict::{Stats, Verdict};
 use crate::zone::{Compiled, ZoneMeta};
-
-/// The fast path's view of a burst: each IPv4 (or, with `A` = [`V6`],
-/// IPv6) packet's key and hash, and a guess at its record.
-struct Lanes<A = u32> {
-    fast: [Option<(Pkt<A>, u64)>; BURST],
-    hints: [Hint; BURST],
-}
-
-impl<A: Addr> Lanes<A> {
-    /// Empty lanes, filled where they stay ([`Tracker::prefetch`] takes
-    /// them by reference: returned, the 2.5 KB were copied each burst).
-    fn new() -> Lanes<A> {
-        Lanes {
-            fast: [None; BURST],
-            hints: [Hint::default(); BURST],
-        }
-    }
-}
 
 impl Tracker {
     /// Tracks one frame captured with link type `link`.
@@ -639,97 +622,6 @@ impl Tracker {
             dst: bits & DNAT != 0,
         };
         translate_fast_v4(&t, frame, p.proto, v, cx.stats);
-    }
-
-    /// Passes 1 and 2 of a burst: the fast path's key and hash of each
-    /// packet, prefetching its index bucket; then a guess at each packet's
-    /// record from its bucket, prefetching the record.
-    #[inline]
-    fn prefetch(
-        &self,
-        cx: &Call<'_>,
-        frames: &[&[u8]],
-        link: LinkType,
-        generation: u32,
-        lanes: &mut Lanes,
-    ) -> bool {
-        if link != LinkType::Ethernet {
-            return false;
-        }
-        let checksums = self.checksums.load(Relaxed);
-        let zone = cx.action.zone;
-        // The frames' headers, all at once: a burst whose frames are not
-        // in cache then waits for one miss, not one per frame.
-        for f in frames {
-            ctrack_table::prefetch(f.as_ptr());
-        }
-        let mut prev: Option<(Tuple<u32>, u8, u64)> = None;
-        let mut left = false;
-        for (slot, f) in lanes.fast.iter_mut().zip(frames) {
-            if !Pkt::read_fast(f, checksums, slot) {
-                left = true;
-                continue;
-            }
-            let Some((x, hash)) = slot else {
-                continue;
-            };
-            *hash = match prev {
-                Some((t, proto, h)) if t == x.tuple && proto == x.proto => h,
-                _ => {
-                    let h = self
-                        .shared
-                        .hasher
-                        .hash_tuple(zone, generation, x.proto, &x.tuple);
-                    self.v4.prefetch(cx.guard, h);
-                    prev = Some((x.tuple, x.proto, h));
-                    h
-                }
-            };
-        }
-        let mut last = None;
-        for (hint, pre) in lanes.hints.iter_mut().zip(&lanes.fast) {
-            if let Some((_, h)) = pre
-                && last != Some(*h)
-            {
-                *hint = self.v4.probe(cx.guard, *h);
-                last = Some(*h);
-            }
-        }
-        left
-    }
-
-    /// [`Tracker::prefetch`] for the IPv6 packets of the common case among
-    /// the frames the IPv4 lanes left (whose first lines it fetched
-    /// already): read, hashed, their index buckets fetched, then their
-    /// records guessed and fetched.
-    fn prefetch6(
-        &self,
-        cx: &Call<'_>,
-        frames: &[&[u8]],
-        generation: u32,
-        v4: &Lanes,
-        lanes: &mut Lanes<V6>,
-    ) {
-        let checksums = self.checksums.load(Relaxed);
-        let zone = cx.action.zone;
-        for ((slot, f), taken) in lanes.fast.iter_mut().zip(frames).zip(&v4.fast) {
-            if taken.is_some() {
-                continue;
-            }
-            if let Some(x) = fast_ipv6(f, checksums) {
-                let h = self
-                    .shared
-                    .hasher
-                    .hash_tuple(zone, generation, x.proto, &x.tuple);
-                self.v6.prefetch(cx.guard, h);
-                *slot = Some((Pkt::fast(&x), h));
-            }
-        }
-        for (hint, pre) in lanes.hints.iter_mut().zip(&lanes.fast) {
-            if let Some((_, h)) = pre {
-                *hint = self.v6.probe(cx.guard, *h);
-            }
-        }
     }
 
     /// After packet `i - 1` was judged against a connection: the packets

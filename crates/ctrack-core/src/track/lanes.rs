@@ -1,0 +1,124 @@
+//! A burst's lanes: the passes in front of judging that read each packet
+//! of the common case on its family's fast path, hash it, and fetch its
+//! index bucket and then its record ahead of use.
+
+use core::sync::atomic::Ordering::Relaxed;
+
+use ctrack_table::Hint;
+use ctrack_wire::LinkType;
+
+use super::packet::{Call, Pkt};
+use super::tracker::{BURST, Tracker};
+use crate::key::{Addr, Tuple, V6};
+use crate::packet::fast::fast_ipv6;
+
+/// The fast path's view of a burst: each IPv4 (or, with `A` = [`V6`],
+/// IPv6) packet's key and hash, and a guess at its record.
+pub(super) struct Lanes<A = u32> {
+    pub(super) fast: [Option<(Pkt<A>, u64)>; BURST],
+    pub(super) hints: [Hint; BURST],
+}
+
+impl<A: Addr> Lanes<A> {
+    /// Empty lanes, filled where they stay ([`Tracker::prefetch`] takes
+    /// them by reference: returned, the 2.5 KB were copied each burst).
+    pub(super) fn new() -> Lanes<A> {
+        Lanes {
+            fast: [None; BURST],
+            hints: [Hint::default(); BURST],
+        }
+    }
+}
+
+impl Tracker {
+    /// Passes 1 and 2 of a burst: the fast path's key and hash of each
+    /// packet, prefetching its index bucket; then a guess at each packet's
+    /// record from its bucket, prefetching the record.
+    #[inline]
+    pub(super) fn prefetch(
+        &self,
+        cx: &Call<'_>,
+        frames: &[&[u8]],
+        link: LinkType,
+        generation: u32,
+        lanes: &mut Lanes,
+    ) -> bool {
+        if link != LinkType::Ethernet {
+            return false;
+        }
+        let checksums = self.checksums.load(Relaxed);
+        let zone = cx.action.zone;
+        // The frames' headers, all at once: a burst whose frames are not
+        // in cache then waits for one miss, not one per frame.
+        for f in frames {
+            ctrack_table::prefetch(f.as_ptr());
+        }
+        let mut prev: Option<(Tuple<u32>, u8, u64)> = None;
+        let mut left = false;
+        for (slot, f) in lanes.fast.iter_mut().zip(frames) {
+            if !Pkt::read_fast(f, checksums, slot) {
+                left = true;
+                continue;
+            }
+            let Some((x, hash)) = slot else {
+                continue;
+            };
+            *hash = match prev {
+                Some((t, proto, h)) if t == x.tuple && proto == x.proto => h,
+                _ => {
+                    let h = self
+                        .shared
+                        .hasher
+                        .hash_tuple(zone, generation, x.proto, &x.tuple);
+                    self.v4.prefetch(cx.guard, h);
+                    prev = Some((x.tuple, x.proto, h));
+                    h
+                }
+            };
+        }
+        let mut last = None;
+        for (hint, pre) in lanes.hints.iter_mut().zip(&lanes.fast) {
+            if let Some((_, h)) = pre
+                && last != Some(*h)
+            {
+                *hint = self.v4.probe(cx.guard, *h);
+                last = Some(*h);
+            }
+        }
+        left
+    }
+
+    /// [`Tracker::prefetch`] for the IPv6 packets of the common case among
+    /// the frames the IPv4 lanes left (whose first lines it fetched
+    /// already): read, hashed, their index buckets fetched, then their
+    /// records guessed and fetched.
+    pub(super) fn prefetch6(
+        &self,
+        cx: &Call<'_>,
+        frames: &[&[u8]],
+        generation: u32,
+        v4: &Lanes,
+        lanes: &mut Lanes<V6>,
+    ) {
+        let checksums = self.checksums.load(Relaxed);
+        let zone = cx.action.zone;
+        for ((slot, f), taken) in lanes.fast.iter_mut().zip(frames).zip(&v4.fast) {
+            if taken.is_some() {
+                continue;
+            }
+            if let Some(x) = fast_ipv6(f, checksums) {
+                let h = self
+                    .shared
+                    .hasher
+                    .hash_tuple(zone, generation, x.proto, &x.tuple);
+                self.v6.prefetch(cx.guard, h);
+                *slot = Some((Pkt::fast(&x), h));
+            }
+        }
+        for (hint, pre) in lanes.hints.iter_mut().zip(&lanes.fast) {
+            if let Some((_, h)) = pre {
+                *hint = self.v6.probe(cx.guard, *h);
+            }
+        }
+    }
+}
