@@ -31,9 +31,10 @@ impl<A: Addr> Lanes<A> {
 }
 
 impl Tracker {
-    /// Passes 1 and 2 of a burst: the fast path's key and hash of each
-    /// packet, prefetching its index bucket; then a guess at each packet's
-    /// record from its bucket, prefetching the record.
+    /// Passes 1 and 2 of a burst: the IPv4 fast path's key and hash of
+    /// each packet, prefetching its index bucket; then a guess at each
+    /// packet's record from its bucket, prefetching the record. True if
+    /// it left some of the Ethernet frames (for [`Tracker::prefetch6`]).
     #[inline]
     pub(super) fn prefetch(
         &self,
