@@ -10,16 +10,22 @@ use super::dnf::normalise;
 use super::entry::{Entry, entries};
 use super::group::{Group, Tuple, coarse};
 use super::rule::{CompileError, Rank, RuleId, score, unscore};
-use super::site::{Bits, PRUNED_SLOTS, Sites, WordFilter};
+use super::site::{Bits, NONE, PRUNED_SLOTS, Sites, WordFilter, and};
 use super::table::Seed;
 use crate::expr::Expr;
 use crate::key::Key;
 
 type Map<K, V> = HashMap<K, V, RandomState>;
 
-/// A bucket holding this many candidates takes no more: a new entry goes
-/// to a more specific tuple.
-const BUCKET_LIMIT: usize = 8;
+/// A bucket holds the entries of this many rules at most: a new rule's
+/// entry goes to a more specific tuple (a tuple of its exact mask takes
+/// any number). One rule a bucket, so that a probe checks one candidate
+/// for nearly every key: with 8, more rules shared buckets in fewer
+/// tuples, and a probe scanned about three candidates, a cache miss and
+/// an unpredictable branch each. `bench policy classify`, alternating
+/// runs: 10k rules 5.5–5.6 M/s with 8, 6.8–7.1 with 1; 100k 2.4–2.5 and
+/// 2.9–3.2 (BENCHMARKS.md, "one rule a bucket").
+const BUCKET_LIMIT: usize = 1;
 /// A new group's addresses are hashed on prefixes of a multiple of this
 /// many bits, so that later, longer prefixes join it.
 const RELAXED_STEP: u32 = 16;
@@ -107,6 +113,9 @@ pub struct Classifier {
     /// [`FEW`], but for tests, which set it to 0 to search with the
     /// bitmaps whatever the size.
     few_limit: usize,
+    /// [`BUCKET_LIMIT`], but for tests, which raise it so that rules
+    /// share buckets of every tuple.
+    bucket_limit: usize,
     /// Every live group's slot by its tuple.
     by_tuple: Map<Tuple, u32>,
     entries: usize,
@@ -148,9 +157,10 @@ impl Classifier {
             sites: Sites::default(),
             word0: WordFilter::default(),
             sorted: true,
-            live: [0; 2],
+            live: NONE,
             few: None,
             few_limit: FEW,
+            bucket_limit: BUCKET_LIMIT,
             by_tuple: Map::default(),
             entries: 0,
             conjs: 0,
@@ -165,13 +175,20 @@ impl Classifier {
     pub fn build<'a>(
         rules: impl IntoIterator<Item = (RuleId, Rank, &'a Expr)>,
     ) -> Result<Classifier, CompileError> {
-        let mut c = Classifier::new();
+        Classifier::new().build_into(rules)
+    }
+
+    /// Builds `rules` into this empty classifier.
+    fn build_into<'a>(
+        mut self,
+        rules: impl IntoIterator<Item = (RuleId, Rank, &'a Expr)>,
+    ) -> Result<Classifier, CompileError> {
         for (id, rank, expr) in rules {
-            c.add(id, rank, expr, false)?;
+            self.add(id, rank, expr, false)?;
         }
-        c.renumber();
-        c.reorder();
-        Ok(c)
+        self.renumber();
+        self.reorder();
+        Ok(self)
     }
 
     /// Adds a rule; `id` must be new. Touches only the rule's own entries.
@@ -234,12 +251,12 @@ impl Classifier {
         // that is best bound first, so that a good match found early
         // turns the later probes away on their bound.
         let word0 = self.word0.pass(key.w[0]);
-        let mut cands = [word0[0] & self.live[0], word0[1] & self.live[1]];
+        let mut cands = and(word0, self.live);
         // The address lookups cost about as much as a few probes: worth
         // it only when there are more tuples to probe than that.
-        if cands[0].count_ones() + cands[1].count_ones() > PRUNE_FROM {
+        if cands.iter().map(|w| w.count_ones()).sum::<u32>() > PRUNE_FROM {
             let sites = self.sites.candidates(&key.w);
-            cands = [cands[0] & sites[0], cands[1] & sites[1]];
+            cands = and(cands, sites);
         }
         for (w, mut bits) in cands.into_iter().enumerate() {
             while bits != 0 {
@@ -285,6 +302,25 @@ impl Classifier {
         self.few_limit = 0;
         self.reorder();
         self
+    }
+
+    /// An empty classifier whose buckets hold up to `limit` rules (for
+    /// tests of buckets that rules share).
+    #[cfg(test)]
+    pub(crate) fn with_bucket_limit(limit: usize) -> Classifier {
+        Classifier {
+            bucket_limit: limit,
+            ..Classifier::new()
+        }
+    }
+
+    /// [`Classifier::build`] with buckets of up to `limit` rules.
+    #[cfg(test)]
+    pub(crate) fn build_limited<'a>(
+        limit: usize,
+        rules: impl IntoIterator<Item = (RuleId, Rank, &'a Expr)>,
+    ) -> Result<Classifier, CompileError> {
+        Classifier::with_bucket_limit(limit).build_into(rules)
     }
 
     /// Candidates the groups' tables copied (for the tests that inserts
@@ -426,7 +462,8 @@ impl Classifier {
                 continue;
             }
             let bits = g.tuple.bits();
-            if best.is_none_or(|(b, _)| bits > b) && g.has_room(c, s, BUCKET_LIMIT, &self.seed) {
+            if best.is_none_or(|(b, _)| bits > b) && g.has_room(c, s, self.bucket_limit, &self.seed)
+            {
                 best = Some((bits, i));
             }
         }
@@ -447,7 +484,7 @@ impl Classifier {
                     None => true,
                     Some(&slot) => self.slots.get(slot as usize).is_some_and(|g| {
                         g.as_ref()
-                            .is_some_and(|g| g.has_room(c, s, BUCKET_LIMIT, &self.seed))
+                            .is_some_and(|g| g.has_room(c, s, self.bucket_limit, &self.seed))
                     }),
                 };
                 let t = tuples
@@ -500,7 +537,7 @@ impl Classifier {
             .filter(|&b| b != 0)
             .collect();
         self.sorted = live.windows(2).all(|w| w[0] >= w[1]);
-        self.live = [0; 2];
+        self.live = NONE;
         for (slot, p) in self.probes.iter().enumerate().take(PRUNED_SLOTS) {
             if p.bound != 0 {
                 self.live[slot / 64] |= 1 << (slot % 64);

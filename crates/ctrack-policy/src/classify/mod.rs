@@ -44,8 +44,10 @@
 //! per coarsened tuple. An entry looks for a group to join among the first
 //! 512 groups at most, and then among its own relaxed and coarse groups:
 //! rules of many distinct masks can make thousands of groups, and
-//! scanning them all for each entry made a compile quadratic. Bucket
-//! lengths are bounded: when an entry's bucket is full it goes to the
+//! scanning them all for each entry made a compile quadratic. A bucket
+//! holds the entries of one rule (of eight before: a probe then scanned
+//! about three candidates, each a miss and a branch the processor could
+//! not predict): when an entry's bucket is taken it goes to the
 //! tuple of its own coarsened mask, and if that is full too, to the tuple
 //! of its exact mask (where every candidate of a bucket matches, so the
 //! first one decides). Such rules still make a lookup probe every group

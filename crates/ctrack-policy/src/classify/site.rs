@@ -43,11 +43,23 @@ use crate::key::flag;
 /// Slots below this are pruned by address; the rest are always probed.
 pub(crate) const PRUNED_SLOTS: usize = 128;
 
+/// Words of a [`Bits`].
+const WORDS_OF_BITS: usize = PRUNED_SLOTS / 64;
+
 /// A set of slots below [`PRUNED_SLOTS`].
-pub(crate) type Bits = [u64; 2];
+pub(crate) type Bits = [u64; WORDS_OF_BITS];
+
+/// No slot.
+pub(crate) const NONE: Bits = [0; WORDS_OF_BITS];
 
 /// Every slot.
-const ALL: Bits = [u64::MAX; 2];
+const ALL: Bits = [u64::MAX; WORDS_OF_BITS];
+
+/// The slots in both.
+#[inline(always)]
+pub(crate) fn and(a: Bits, b: Bits) -> Bits {
+    std::array::from_fn(|i| a[i] & b[i])
+}
 
 const IP4: u64 = (flag::IP4 as u64) << 48;
 const IP6: u64 = (flag::IP6 as u64) << 48;
@@ -202,7 +214,7 @@ impl Sites {
             };
             let bits = map.entry(k).or_default();
             set(bits, slot, on);
-            if *bits == [0; 2] {
+            if *bits == NONE {
                 map.remove(&k);
             }
         }
@@ -210,7 +222,7 @@ impl Sites {
 
     /// Forgets everything (before a rebuild).
     pub(crate) fn clear(&mut self) {
-        self.wide = [[0; 2]; 2];
+        self.wide = [NONE; 2];
         self.tops.clear();
         self.subs.clear();
         self.counts.clear();
@@ -225,16 +237,13 @@ impl Sites {
             (false, true) => true,
             // Every sited entry needs a version flag this key lacks.
             (false, false) => {
-                return [
-                    self.wide[0][0] & self.wide[1][0],
-                    self.wide[0][1] & self.wide[1][1],
-                ];
+                return and(self.wide[0], self.wide[1]);
             }
             (true, true) => return ALL,
         };
         let d = self.direction(0, v6, w);
         let s = self.direction(1, v6, w);
-        [d[0] & s[0], d[1] & s[1]]
+        and(d, s)
     }
 
     #[inline]
@@ -248,8 +257,9 @@ impl Sites {
             .into_iter()
             .flatten()
         {
-            b[0] |= x[0];
-            b[1] |= x[1];
+            for (b, x) in b.iter_mut().zip(x) {
+                *b |= x;
+            }
         }
         b
     }
@@ -322,8 +332,7 @@ impl WordFilter {
         let mut out = ALL;
         for (i, table) in &self.tables {
             let b = &table[((w0 >> (8 * i)) & 0xff) as usize];
-            out[0] &= b[0];
-            out[1] &= b[1];
+            out = and(out, *b);
         }
         out
     }

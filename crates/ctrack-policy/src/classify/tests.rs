@@ -195,6 +195,12 @@ proptest! {
             .collect();
         check(&c, &rules, &keys)?;
         check(&c.with_bitmaps(), &rules, &keys)?;
+        // Buckets that rules share.
+        let shared = Classifier::build_limited(8, rules.iter().map(|(i, r, e)| (*i, *r, e)));
+        prop_assert!(shared.is_ok());
+        if let Ok(shared) = shared {
+            check(&shared, &rules, &keys)?;
+        }
     }
 
     #[test]
@@ -203,8 +209,10 @@ proptest! {
         keys in prop::collection::vec((key(), any::<usize>()), 1..16),
     ) {
         let mut c = Classifier::new();
-        // The same updates on one that always searches with its bitmaps.
+        // The same updates on one that always searches with its bitmaps,
+        // and on one whose buckets rules share.
         let mut b = Classifier::new().with_bitmaps();
+        let mut shared = Classifier::with_bucket_limit(8);
         let mut rules: Vec<(RuleId, Rank, Expr)> = Vec::new();
         for (n, op) in ops.into_iter().enumerate() {
             match op {
@@ -212,12 +220,13 @@ proptest! {
                     let id = n as RuleId * 3;
                     if c.insert(id, rank, &e).is_ok() {
                         prop_assert!(b.insert(id, rank, &e).is_ok());
+                        prop_assert!(shared.insert(id, rank, &e).is_ok());
                         rules.push((id, rank, e));
                     }
                 }
                 Op::Remove(i) if !rules.is_empty() => {
                     let (id, _, _) = rules.swap_remove(i % rules.len());
-                    prop_assert!(c.remove(id) && b.remove(id));
+                    prop_assert!(c.remove(id) && b.remove(id) && shared.remove(id));
                     prop_assert!(!c.remove(id));
                 }
                 Op::Remove(_) => prop_assert!(!c.remove(7)),
@@ -226,6 +235,7 @@ proptest! {
             let ks: Vec<Key> = keys.iter().flat_map(|(k, p)| [*k, hit(&rules, *p, k)]).collect();
             check(&c, &rules, &ks)?;
             check(&b, &rules, &ks)?;
+            check(&shared, &rules, &ks)?;
         }
         let all: Vec<RuleId> = rules.iter().map(|r| r.0).collect();
         for id in all {
@@ -242,11 +252,20 @@ fn generated_rule_sets_agree_with_naive() {
     for (n, seed) in [(10, 1), (300, 2), (1500, 3)] {
         let rules = r#gen::rules(n, seed);
         let c = Classifier::build(rules.iter().map(|(i, r, e)| (*i, *r, e))).unwrap();
+        let shared =
+            Classifier::build_limited(8, rules.iter().map(|(i, r, e)| (*i, *r, e))).unwrap();
         let keys = r#gen::keys(&rules, 1200, seed);
         let hits = keys.iter().filter(|k| naive(&rules, k).is_some()).count();
         assert!(hits >= keys.len() / 2, "{hits} of {} keys hit", keys.len());
         for k in &keys {
-            assert_eq!(c.classify(k), naive(&rules, k), "{n} rules, key {:x?}", k.w);
+            let want = naive(&rules, k);
+            assert_eq!(c.classify(k), want, "{n} rules, key {:x?}", k.w);
+            assert_eq!(
+                shared.classify(k),
+                want,
+                "{n} rules, shared, key {:x?}",
+                k.w
+            );
         }
     }
 }
@@ -401,7 +420,8 @@ fn a_rule_of_thousands_of_entries_in_one_bucket() {
             .collect(),
     );
     let few = Expr::And(vec![Expr::flags(flag::TCP), Expr::eq(Field::TcpFlags, 3)]);
-    let mut c = Classifier::new();
+    // Buckets of several rules, so that the three share one.
+    let mut c = Classifier::with_bucket_limit(8);
     c.insert(1, 1, &few).unwrap();
     c.insert(2, 5, &many).unwrap();
     c.insert(3, 0, &Expr::flags(flag::TCP)).unwrap();
@@ -499,7 +519,7 @@ fn a_rule_before_another_in_a_shared_bucket_moves_it_once() {
         ])
     };
     let (low, high) = (not_both(ADDRS[0], ADDRS[1]), not_both(ADDRS[2], ADDRS[3]));
-    let mut c = Classifier::new();
+    let mut c = Classifier::with_bucket_limit(8);
     c.insert(1, 0, &low).unwrap();
     let behind = c.stats().entries;
     let before = c.copied();
