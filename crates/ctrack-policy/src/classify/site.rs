@@ -16,7 +16,9 @@
 //!
 //! `(wide_dst | top_dst | sub_dst) & (wide_src | top_src | sub_src)`,
 //!
-//! four hash lookups and a few word operations. On the benchmark's 10k
+//! four loads from arrays the sites are hashed into (`Cells`: a key may
+//! get another site's slots too, never fewer than its own) and a few
+//! word operations, without a branch. On the benchmark's 10k
 //! rules this leaves about 6 of the 13 probes (a simulation over the same
 //! keys, before this was written: 5.9 with both levels, 10.9 with the top
 //! level alone).
@@ -33,6 +35,8 @@
 //! set with more tuples stays correct, only slower. The counts behind the
 //! bits (entries per site and slot) are kept apart and touched only by
 //! updates, so adding or removing a rule changes only its entries' sites.
+
+use std::hash::BuildHasher;
 
 use foldhash::fast::RandomState;
 use hashbrown::HashMap;
@@ -144,13 +148,124 @@ struct CountKey {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Sites {
     wide: [Bits; 2],
-    /// Top sites' slots, by [`top_key`].
+    /// Top sites' slots, by [`top_key`] (for updates; lookups read
+    /// `top_cells`).
     tops: HashMap<u64, Bits, RandomState>,
-    /// Sub sites' slots, by [`sub_key`].
+    /// Sub sites' slots, by [`sub_key`] (for updates).
     subs: HashMap<u64, Bits, RandomState>,
     /// Entries per site and slot, for updates; wide ones under site
     /// `u64::MAX - dim`.
     counts: HashMap<CountKey, u32, RandomState>,
+    /// What a lookup reads: top and sub sites' slots, hashed into cells.
+    top_cells: Cells,
+    sub_cells: Cells,
+}
+
+/// Sites' slots as a lookup reads them: an array of slot sets, each
+/// site's slots ORed into the cell its key hashes to. A key's cell holds
+/// its own site's slots and perhaps another's: more slots than the exact
+/// set, never fewer, so the pruning stays sound and a lookup is one load
+/// with no branch. (The lookup in hashbrown's map, key compared, found or
+/// not, cost about 70 instructions and a mispredicted branch every other
+/// key; an open-addressing map of our own, probing until an empty slot,
+/// mispredicted more and was slower still.) There are at least two
+/// cells a site, so that at most about one key in two meets another
+/// site's slots (four cells a site: more memory to miss, no faster).
+#[derive(Debug, Clone)]
+struct Cells {
+    /// A power of two of cells; at least one.
+    cells: Vec<Bits>,
+    seed: [u64; 2],
+    /// How many sites set each cell's slot, by `(cell, slot)`: the bit is
+    /// set while the count is not zero.
+    counts: HashMap<(u32, u32), u32, RandomState>,
+    /// Sites in.
+    sites: usize,
+}
+
+/// Cells per site, at least. `bench policy classify`, alternating: with
+/// 1, 2, 4 and 8 tried, 2 was as fast as any at 1,000 rules and the
+/// fastest at 10,000 (BENCHMARKS.md, "the address lookups as cells").
+const CELLS_PER_SITE: usize = 2;
+
+impl Default for Cells {
+    fn default() -> Cells {
+        let s = RandomState::default();
+        Cells {
+            cells: vec![NONE],
+            seed: [s.hash_one(0u64), s.hash_one(1u64) | 1],
+            counts: HashMap::default(),
+            sites: 0,
+        }
+    }
+}
+
+impl Cells {
+    /// The cell of site `key`.
+    #[inline(always)]
+    fn cell(&self, key: u64) -> usize {
+        let r = u128::from(key ^ self.seed[0]) * u128::from(self.seed[1]);
+        (((r >> 64) as u64 ^ r as u64) as usize) & (self.cells.len() - 1)
+    }
+
+    /// The slots of site `key`, and perhaps others.
+    #[inline(always)]
+    fn get(&self, key: u64) -> Bits {
+        self.cells.get(self.cell(key)).copied().unwrap_or(ALL)
+    }
+
+    /// Site `key` gains (`on`) or loses `slot`.
+    fn set(&mut self, key: u64, slot: u32, on: bool) {
+        let c = self.cell(key);
+        let n = self.counts.entry((c as u32, slot)).or_insert(0);
+        if on {
+            *n += 1;
+        } else {
+            *n = n.saturating_sub(1);
+        }
+        let n = *n;
+        if n == 0 {
+            self.counts.remove(&(c as u32, slot));
+        }
+        if let Some(bits) = self.cells.get_mut(c) {
+            set(bits, slot, n > 0);
+        }
+    }
+
+    /// The number of sites is now `sites`, of `map`: twice the cells when
+    /// they are fewer than [`CELLS_PER_SITE`] a site, every site placed
+    /// again.
+    fn resize(&mut self, sites: usize, map: &HashMap<u64, Bits, RandomState>) {
+        self.sites = sites;
+        if sites * CELLS_PER_SITE <= self.cells.len() {
+            return;
+        }
+        let n = (sites * CELLS_PER_SITE).next_power_of_two();
+        self.cells = vec![NONE; n];
+        self.counts.clear();
+        for (&key, bits) in map {
+            for (w, &word) in bits.iter().enumerate() {
+                let mut word = word;
+                while word != 0 {
+                    self.set(key, (w * 64) as u32 + word.trailing_zeros(), true);
+                    word &= word - 1;
+                }
+            }
+        }
+    }
+
+    /// Forgets everything.
+    fn clear(&mut self) {
+        self.cells = vec![NONE];
+        self.counts.clear();
+        self.sites = 0;
+    }
+
+    /// Heap bytes, estimated.
+    fn memory(&self) -> usize {
+        self.cells.capacity() * size_of::<Bits>()
+            + self.counts.capacity() * (size_of::<((u32, u32), u32)>() + 1)
+    }
 }
 
 fn set(b: &mut Bits, slot: u32, on: bool) {
@@ -204,18 +319,22 @@ impl Sites {
             if !on {
                 self.counts.remove(&key);
             }
-            let (map, k) = match site {
+            let (map, cells, k) = match site {
                 Site::Wide => {
                     set(&mut self.wide[dim], slot, on);
                     continue;
                 }
-                Site::Top(t) => (&mut self.tops, t),
-                Site::Sub(t, s) => (&mut self.subs, sub_key(t, s)),
+                Site::Top(t) => (&mut self.tops, &mut self.top_cells, t),
+                Site::Sub(t, s) => (&mut self.subs, &mut self.sub_cells, sub_key(t, s)),
             };
             let bits = map.entry(k).or_default();
             set(bits, slot, on);
             if *bits == NONE {
                 map.remove(&k);
+            }
+            cells.set(k, slot, on);
+            if map.len() != cells.sites {
+                cells.resize(map.len(), map);
             }
         }
     }
@@ -226,6 +345,8 @@ impl Sites {
         self.tops.clear();
         self.subs.clear();
         self.counts.clear();
+        self.top_cells.clear();
+        self.sub_cells.clear();
     }
 
     /// The slots (below [`PRUNED_SLOTS`]) that may hold a match for the key
@@ -253,21 +374,48 @@ impl Sites {
         let Site::Sub(top, sub) = site_of(dim, v6, w[hi], w[lo], 128) else {
             return b;
         };
-        for x in [self.tops.get(&top), self.subs.get(&sub_key(top, sub))]
-            .into_iter()
-            .flatten()
-        {
-            for (b, x) in b.iter_mut().zip(x) {
-                *b |= x;
-            }
+        let (t, s) = (
+            self.top_cells.get(top),
+            self.sub_cells.get(sub_key(top, sub)),
+        );
+        for ((b, t), s) in b.iter_mut().zip(t).zip(s) {
+            *b |= t | s;
         }
         b
+    }
+
+    /// [`Sites::candidates`] from the exact sets, without the cells'
+    /// extra slots (for tests).
+    #[cfg(test)]
+    fn exact(&self, w: &[u64; 8]) -> Bits {
+        let v6 = match (w[0] & IP4 != 0, w[0] & IP6 != 0) {
+            (true, false) => false,
+            (false, true) => true,
+            (false, false) => return and(self.wide[0], self.wide[1]),
+            (true, true) => return ALL,
+        };
+        let dir = |dim: usize| {
+            let (hi, lo) = WORDS[dim];
+            let mut b = self.wide[dim];
+            if let Site::Sub(top, sub) = site_of(dim, v6, w[hi], w[lo], 128) {
+                for x in [self.tops.get(&top), self.subs.get(&sub_key(top, sub))]
+                    .into_iter()
+                    .flatten()
+                {
+                    b = std::array::from_fn(|i| b[i] | x[i]);
+                }
+            }
+            b
+        };
+        and(dir(0), dir(1))
     }
 
     /// Heap bytes, estimated.
     pub(crate) fn memory(&self) -> usize {
         (self.tops.capacity() + self.subs.capacity()) * (size_of::<(u64, Bits)>() + 1)
             + self.counts.capacity() * (size_of::<(CountKey, u32)>() + 1)
+            + self.top_cells.memory()
+            + self.sub_cells.memory()
     }
 
     /// Sites, top and sub (for figures).
@@ -451,6 +599,52 @@ mod tests {
         assert_eq!(entry_site(&e, 0), Site::Wide);
     }
 
+    impl Sites {
+        /// The exact candidates, after checking that the cells' hold them.
+        fn checked(&self, w: &[u64; 8]) -> Bits {
+            let (exact, got) = (self.exact(w), self.candidates(w));
+            assert_eq!(and(exact, got), exact, "the cells lost slots");
+            exact
+        }
+    }
+
+    /// Entries of random sites in and out of random slots: every key's
+    /// candidates hold the exact set, through the cells' growth.
+    #[test]
+    fn the_cells_never_lose_a_slot() {
+        use crate::classify::r#gen::Rng;
+        let v4 = flag::IP | flag::IP4;
+        let mut rng = Rng::new(3);
+        let mut s = Sites::default();
+        let mut live: Vec<(Entry, u32)> = Vec::new();
+        let addr = |rng: &mut Rng| 0x0a00_0000 | u128::from(rng.below(1 << 12) as u32) << 8;
+        for step in 0..4000 {
+            if rng.chance(60) || live.is_empty() {
+                let len = [16, 24, 32][rng.below(3) as usize];
+                let e = entry(v4, addr(&mut rng), len, addr(&mut rng), len, false);
+                let slot = rng.below(PRUNED_SLOTS as u64) as u32;
+                s.update(&e, slot, true);
+                live.push((e, slot));
+            } else {
+                let (e, slot) = live.swap_remove(rng.below(live.len() as u64) as usize);
+                s.update(&e, slot, false);
+            }
+            if step % 50 == 0 {
+                for _ in 0..50 {
+                    let mut k = Key::default();
+                    k.set(Field::Flags, u128::from(v4));
+                    k.set(
+                        Field::IpDst,
+                        addr(&mut rng) | u128::from(rng.below(256) as u8),
+                    );
+                    k.set(Field::IpSrc, addr(&mut rng));
+                    s.checked(&k.w);
+                }
+            }
+        }
+        assert!(s.sub_cells.cells.len() > 1000);
+    }
+
     #[test]
     fn sets_follow_counts_in_and_out() {
         let v4 = flag::IP | flag::IP4;
@@ -465,26 +659,30 @@ mod tests {
         let mut k = Key::default();
         k.set(Field::Flags, u128::from(v4));
         k.set(Field::IpDst, 0x0a01_02ff);
-        assert_eq!(s.candidates(&k.w), [(1 << 3) | (1 << 5), 0]);
+        assert_eq!(s.checked(&k.w), [(1 << 3) | (1 << 5), 0]);
         k.set(Field::IpDst, 0x0a01_0302);
-        assert_eq!(s.candidates(&k.w), [1 << 5, 0]);
+        assert_eq!(s.checked(&k.w), [1 << 5, 0]);
         s.update(&a, 3, false);
         k.set(Field::IpDst, 0x0a01_0203);
-        assert_eq!(
-            s.candidates(&k.w),
-            [(1 << 3) | (1 << 5), 0],
-            "b still counts"
-        );
+        assert_eq!(s.checked(&k.w), [(1 << 3) | (1 << 5), 0], "b still counts");
         s.update(&b, 3, false);
-        assert_eq!(s.candidates(&k.w), [1 << 5, 0]);
+        assert_eq!(s.checked(&k.w), [1 << 5, 0]);
         assert_eq!(s.sites(), 0);
         // Keys that claim both versions are never pruned; neither, to the wide.
         k.set(Field::Flags, u128::from(v4 | flag::IP6));
-        assert_eq!(s.candidates(&k.w), ALL);
+        assert_eq!(s.checked(&k.w), ALL);
         k.set(Field::Flags, u128::from(flag::ARP));
-        assert_eq!(s.candidates(&k.w), [1 << 5, 0]);
+        assert_eq!(s.checked(&k.w), [1 << 5, 0]);
         s.update(&wide, 5, false);
-        assert_eq!(s.candidates(&k.w), [0, 0]);
+        assert_eq!(s.checked(&k.w), [0, 0]);
         assert!(s.counts.is_empty() && s.tops.is_empty() && s.subs.is_empty());
+        assert!(s.top_cells.counts.is_empty() && s.sub_cells.counts.is_empty());
+        assert!(
+            s.top_cells
+                .cells
+                .iter()
+                .chain(&s.sub_cells.cells)
+                .all(|c| *c == NONE)
+        );
     }
 }
