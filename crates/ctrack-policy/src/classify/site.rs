@@ -23,6 +23,13 @@
 //! keys, before this was written: 5.9 with both levels, 10.9 with the top
 //! level alone).
 //!
+//! The destination port prunes the same way (`FIELDS`): an entry that
+//! fixes the whole port is indexed under its value, and a key meets only
+//! the tuples with an entry of its port or of none. At 10k generated rules
+//! it leaves 24 of the 31 tuples the addresses left, and 5.2 of the 5.9
+//! probes; the input port, tried the same way, left the probes as they
+//! were on the generated rules and is not indexed.
+//!
 //! An entry is indexed under an IPv4 site only if it requires the `ip4`
 //! flag (IPv6: `ip6`), so that a key's site is looked up only for the
 //! version the key says it is; a key that claims both (not a real packet,
@@ -42,7 +49,7 @@ use foldhash::fast::RandomState;
 use hashbrown::HashMap;
 
 use super::entry::Entry;
-use crate::key::flag;
+use crate::key::{Field, flag};
 
 /// Slots below this are pruned by address; the rest are always probed.
 pub(crate) const PRUNED_SLOTS: usize = 128;
@@ -115,8 +122,42 @@ fn fixed_bits(v6: bool, hi: u64, lo: u64) -> u32 {
     }
 }
 
-/// An entry's site in direction `dim`.
+/// The fields past the addresses that prune too, dimensions 2 and up:
+/// an entry that fixes the whole field is indexed by its value, and a key
+/// meets only those of its own value (and those that do not fix it).
+/// Each is 16 bits within one word of the key: the destination port,
+/// which most rules name (see the module documentation for the input
+/// port).
+const FIELDS: [Field; 1] = [Field::L4Dst];
+
+/// Dimensions: the two addresses and [`FIELDS`].
+const DIMS: usize = 2 + FIELDS.len();
+
+/// The value of field `i` of [`FIELDS`] in key words `w`.
+#[inline(always)]
+fn field_of(i: usize, w: &[u64; 8]) -> u64 {
+    let (word, shift, _) = FIELDS[i % FIELDS.len()].place();
+    (w[word % 8] >> shift) & 0xffff
+}
+
+/// The site key of value `v` of field `i` of [`FIELDS`] (beyond every
+/// [`top_key`]).
+#[inline(always)]
+fn field_key(i: usize, v: u64) -> u64 {
+    (1 << 40) | ((i as u64) << 16) | v
+}
+
+/// An entry's site in dimension `dim`: a direction's address, or a
+/// field's value when it fixes the whole field.
 fn entry_site(e: &Entry, dim: usize) -> Site {
+    if dim >= 2 {
+        let i = dim - 2;
+        return if field_of(i, &e.mask) == 0xffff {
+            Site::Top(field_key(i, field_of(i, &e.value)))
+        } else {
+            Site::Wide
+        };
+    }
     let (hi, lo) = WORDS[dim];
     let needs = |f: u64| e.mask[0] & f != 0 && e.value[0] & f != 0;
     let v6 = if needs(IP4) {
@@ -147,9 +188,11 @@ struct CountKey {
 /// The address index of a classifier: see the [module documentation](self).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Sites {
-    wide: [Bits; 2],
-    /// Top sites' slots, by [`top_key`] (for updates; lookups read
-    /// `top_cells`).
+    /// The slots of entries of no site, by dimension: destination,
+    /// source, then [`FIELDS`].
+    wide: [Bits; DIMS],
+    /// Top sites' slots, by [`top_key`], and the fields' values', by
+    /// [`field_key`] (for updates; lookups read `top_cells`).
     tops: HashMap<u64, Bits, RandomState>,
     /// Sub sites' slots, by [`sub_key`] (for updates).
     subs: HashMap<u64, Bits, RandomState>,
@@ -283,7 +326,7 @@ impl Sites {
         if slot as usize >= PRUNED_SLOTS {
             return;
         }
-        for dim in 0..2 {
+        for dim in 0..DIMS {
             let site = entry_site(e, dim);
             let key = match site {
                 Site::Wide => CountKey {
@@ -341,7 +384,7 @@ impl Sites {
 
     /// Forgets everything (before a rebuild).
     pub(crate) fn clear(&mut self) {
-        self.wide = [NONE; 2];
+        self.wide = [NONE; DIMS];
         self.tops.clear();
         self.subs.clear();
         self.counts.clear();
@@ -353,18 +396,24 @@ impl Sites {
     /// with words `w`.
     #[inline]
     pub(crate) fn candidates(&self, w: &[u64; 8]) -> Bits {
+        // By the other fields: whatever the version.
+        let mut port = ALL;
+        for i in 0..FIELDS.len() {
+            let c = self.top_cells.get(field_key(i, field_of(i, w)));
+            let wide = self.wide[2 + i];
+            port = std::array::from_fn(|j| port[j] & (wide[j] | c[j]));
+        }
         let v6 = match (w[0] & IP4 != 0, w[0] & IP6 != 0) {
             (true, false) => false,
             (false, true) => true,
-            // Every sited entry needs a version flag this key lacks.
-            (false, false) => {
-                return and(self.wide[0], self.wide[1]);
-            }
-            (true, true) => return ALL,
+            // Every entry sited by address needs a version flag this key
+            // lacks.
+            (false, false) => return and(and(self.wide[0], self.wide[1]), port),
+            (true, true) => return port,
         };
         let d = self.direction(0, v6, w);
         let s = self.direction(1, v6, w);
-        and(d, s)
+        and(and(d, s), port)
     }
 
     #[inline]
@@ -388,11 +437,17 @@ impl Sites {
     /// extra slots (for tests).
     #[cfg(test)]
     fn exact(&self, w: &[u64; 8]) -> Bits {
+        let mut port = ALL;
+        for i in 0..FIELDS.len() {
+            let x = self.tops.get(&field_key(i, field_of(i, w))).copied();
+            let wide = self.wide[2 + i];
+            port = std::array::from_fn(|j| port[j] & (wide[j] | x.map_or(0, |x| x[j])));
+        }
         let v6 = match (w[0] & IP4 != 0, w[0] & IP6 != 0) {
             (true, false) => false,
             (false, true) => true,
-            (false, false) => return and(self.wide[0], self.wide[1]),
-            (true, true) => return ALL,
+            (false, false) => return and(and(self.wide[0], self.wide[1]), port),
+            (true, true) => return port,
         };
         let dir = |dim: usize| {
             let (hi, lo) = WORDS[dim];
@@ -407,7 +462,7 @@ impl Sites {
             }
             b
         };
-        and(dir(0), dir(1))
+        and(and(dir(0), dir(1)), port)
     }
 
     /// Heap bytes, estimated.
@@ -608,6 +663,10 @@ mod tests {
         }
     }
 
+    /// Destination ports of the churn test's entries and keys (the last
+    /// one no entry fixes).
+    const PORTS: [u16; 5] = [80, 443, 0x1234, 0x12ff, 7];
+
     /// Entries of random sites in and out of random slots: every key's
     /// candidates hold the exact set, through the cells' growth.
     #[test]
@@ -621,7 +680,18 @@ mod tests {
         for step in 0..4000 {
             if rng.chance(60) || live.is_empty() {
                 let len = [16, 24, 32][rng.below(3) as usize];
-                let e = entry(v4, addr(&mut rng), len, addr(&mut rng), len, false);
+                let mut e = entry(v4, addr(&mut rng), len, addr(&mut rng), len, false);
+                // Half of them fix a destination port, some a part of one.
+                if rng.chance(50) {
+                    let mask = [0xffff, 0xff00][rng.below(2) as usize];
+                    let (mut m, mut v) = (Key { w: e.mask }, Key { w: e.value });
+                    m.set(Field::L4Dst, mask);
+                    v.set(
+                        Field::L4Dst,
+                        u128::from(PORTS[rng.below(4) as usize]) & mask,
+                    );
+                    (e.mask, e.value) = (m.w, v.w);
+                }
                 let slot = rng.below(PRUNED_SLOTS as u64) as u32;
                 s.update(&e, slot, true);
                 live.push((e, slot));
@@ -638,11 +708,46 @@ mod tests {
                         addr(&mut rng) | u128::from(rng.below(256) as u8),
                     );
                     k.set(Field::IpSrc, addr(&mut rng));
+                    k.set(Field::L4Dst, u128::from(PORTS[rng.below(5) as usize]));
                     s.checked(&k.w);
                 }
             }
         }
         assert!(s.sub_cells.cells.len() > 1000);
+    }
+
+    /// A key meets the entries that fix its own destination port and
+    /// those that fix none, whatever its addresses say.
+    #[test]
+    fn destination_ports_prune() {
+        let v4 = flag::IP | flag::IP4;
+        let mut s = Sites::default();
+        let with_port = |mask: u128, port: u128| {
+            let mut e = entry(v4, 0, 0, 0, 0, false);
+            let (mut m, mut v) = (Key { w: e.mask }, Key { w: e.value });
+            m.set(Field::L4Dst, mask);
+            v.set(Field::L4Dst, port & mask);
+            (e.mask, e.value) = (m.w, v.w);
+            e
+        };
+        s.update(&with_port(0xffff, 80), 3, true);
+        s.update(&with_port(0xffff, 443), 4, true);
+        s.update(&with_port(0xfc00, 1024), 5, true);
+        s.update(&with_port(0, 0), 6, true);
+        let key = |port: u128, flags: u16| {
+            let mut k = Key::default();
+            k.set(Field::Flags, u128::from(flags));
+            k.set(Field::L4Dst, port);
+            k
+        };
+        let both = v4 | flag::IP6;
+        for flags in [v4, both, flag::ARP] {
+            assert_eq!(s.checked(&key(80, flags).w)[0] >> 3, 0b1101, "{flags:x}");
+            assert_eq!(s.checked(&key(443, flags).w)[0] >> 3, 0b1110, "{flags:x}");
+            assert_eq!(s.checked(&key(1025, flags).w)[0] >> 3, 0b1100, "{flags:x}");
+        }
+        s.update(&with_port(0xffff, 80), 3, false);
+        assert_eq!(s.checked(&key(80, v4).w)[0] >> 3, 0b1100);
     }
 
     #[test]
@@ -668,9 +773,12 @@ mod tests {
         s.update(&b, 3, false);
         assert_eq!(s.checked(&k.w), [1 << 5, 0]);
         assert_eq!(s.sites(), 0);
-        // Keys that claim both versions are never pruned; neither, to the wide.
+        // Keys that claim both versions are not pruned by address (only
+        // by destination port: slot 5's entry fixes none); neither, to the
+        // wide.
         k.set(Field::Flags, u128::from(v4 | flag::IP6));
-        assert_eq!(s.checked(&k.w), ALL);
+        assert_eq!(s.checked(&k.w), [1 << 5, 0]);
+        assert_eq!(s.exact(&k.w), s.wide[2]);
         k.set(Field::Flags, u128::from(flag::ARP));
         assert_eq!(s.checked(&k.w), [1 << 5, 0]);
         s.update(&wide, 5, false);
