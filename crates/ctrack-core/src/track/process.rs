@@ -98,9 +98,11 @@ impl Tracker {
     /// burst is prefetched before the first packet is judged; a packet of a
     /// translated connection is rewritten from the connection the judging
     /// step found (its tuples are read from the record in hand, not looked
-    /// up again). A gateway's control connection, and every TCP packet
-    /// while some gateway has shifted sequence numbers, take the
-    /// per-packet path.
+    /// up again). An IPv6 packet of the common case (no extension header,
+    /// TCP or UDP) is judged in the burst's IPv6 lanes, then translated by
+    /// the per-packet path's stages on its frame parsed again. A gateway's
+    /// control connection, and every TCP packet while some gateway has
+    /// shifted sequence numbers, take the per-packet path.
     pub fn process_burst_mut(
         &self,
         frames: &mut [Vec<u8>],
@@ -508,20 +510,26 @@ impl Tracker {
         let generation = meta.map_or(0, ZoneMeta::generation);
         let policy = self.shared.policy_of(meta, cx.guard);
         let mut lanes = Lanes::new();
+        // IPv6 packets of the common case get lanes of their own, as in
+        // `burst`, made only for a burst with frames the IPv4 lanes left.
+        let mut six: Option<Lanes<V6>> = None;
         {
             let mut refs: [&[u8]; BURST] = [&[]; BURST];
             for (r, f) in refs.iter_mut().zip(frames.iter()) {
                 *r = f.as_slice();
             }
-            self.prefetch(cx, &refs[..frames.len()], link, generation, &mut lanes);
+            let refs = &refs[..frames.len()];
+            if self.prefetch(cx, refs, link, generation, &mut lanes) {
+                self.prefetch6(cx, refs, generation, &lanes, six.insert(Lanes::new()));
+            }
         }
         // While a gateway has shifted sequence numbers somewhere (perhaps
         // for a packet earlier in this burst), a TCP packet's
         // acknowledgment may need putting back before it is judged: the
         // per-packet path does that.
-        let shifted = |p: &Pkt<u32>| {
+        let shifted = |proto: u8| {
             cx.action.nat.is_some()
-                && p.proto == ctrack_wire::ip_proto::TCP
+                && proto == ctrack_wire::ip_proto::TCP
                 && self.shared.seqadj.load(Relaxed) != 0
         };
         // A translated connection keeps its reply tuple (and label) in its
@@ -544,9 +552,31 @@ impl Tracker {
             if translating {
                 ext_ahead(i + AHEAD);
             }
-            let fast = lanes.fast[i].as_ref().filter(|(p, _)| !shifted(p));
+            let fast = lanes.fast[i].as_ref().filter(|(p, _)| !shifted(p.proto));
             let Some((p, hash)) = fast else {
-                self.one_mut(cx, frame, link, cache, v);
+                let six = six
+                    .as_ref()
+                    .and_then(|l| Some((l.fast[i].as_ref()?, l.hints[i])))
+                    .filter(|((p, _), _)| !shifted(p.proto));
+                match six {
+                    Some(((p, hash), hint)) => {
+                        let pre = Pre {
+                            generation,
+                            hash: *hash,
+                            hint,
+                            policy,
+                        };
+                        self.track::<V6>(cx, p, &mut cache.v6, Some(pre), v);
+                        // Translation and gateways as the per-packet path
+                        // runs them (`one_mut`), on the frame parsed again.
+                        if v.conn.is_some() && (translating || v.inspect) {
+                            let layers = parse_frame(frame, link);
+                            self.stages(cx, Buf::Mut(frame), &layers, v);
+                        }
+                        count(cx.stats, v);
+                    }
+                    None => self.one_mut(cx, frame, link, cache, v),
+                }
                 continue;
             };
             let pre = Pre {

@@ -9,7 +9,8 @@
 //! otherwise.
 //!
 //! With `--nat` every connection is committed through source NAT (to an
-//! address of 198.51.0.0/16) and the packets replayed are of the original
+//! address of 198.51.0.0/16, or with `--ipv6` of fd01::/112) and the
+//! packets replayed are of the original
 //! direction, each rewritten (`Tracker::process_burst_mut`, or
 //! `Tracker::process_mut` one per call) from a copy of its frame, as a
 //! datapath's buffer would be.
@@ -65,14 +66,15 @@ pub struct LookupArgs {
     #[arg(long)]
     pub nat: bool,
     /// IPv6 connections (fd00::/16 addresses, 80-byte frames 128 bytes
-    /// apart) instead of IPv4 (64-byte frames 64 bytes apart); not with
-    /// `--nat`.
-    #[arg(long, conflicts_with = "nat")]
+    /// apart) instead of IPv4 (64-byte frames 64 bytes apart).
+    #[arg(long)]
     pub ipv6: bool,
 }
 
 /// The translation `--nat` commits connections with.
 const SNAT: &str = "commit,nat(src=198.51.0.0-198.51.255.255)";
+/// The same for `--ipv6`.
+const SNAT6: &str = "commit,nat(src=fd01::-fd01::ffff)";
 
 /// How `bench lookup` calls the tracker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -235,7 +237,9 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
 /// (through source NAT with `nat`: the answer goes to the translated
 /// address).
 fn fill(tracker: &Tracker, n: u64, threads: usize, nat: bool, v6: bool, now: Time) -> Result<()> {
-    let snat: CtAction = SNAT.parse().expect("a valid action");
+    let snat: CtAction = if v6 { SNAT6 } else { SNAT }
+        .parse()
+        .expect("a valid action");
     let action = &if nat { snat } else { CtAction::commit(0) };
     std::thread::scope(|s| {
         for t in 0..threads {
@@ -247,7 +251,7 @@ fn fill(tracker: &Tracker, n: u64, threads: usize, nat: bool, v6: bool, now: Tim
                 for cs in mine.chunks(BATCH / 2) {
                     if nat {
                         let mut frames: Vec<Vec<u8>> =
-                            cs.iter().map(|&c| packets::udp(c, false)).collect();
+                            cs.iter().map(|&c| packets::udp_of(c, false, v6)).collect();
                         let mut vs = vec![Verdict::default(); frames.len()];
                         let link = LinkType::Ethernet;
                         tracker.process_burst_mut(
@@ -258,7 +262,7 @@ fn fill(tracker: &Tracker, n: u64, threads: usize, nat: bool, v6: bool, now: Tim
                             &mut vs,
                             &mut stats,
                         );
-                        frames.iter_mut().for_each(|f| packets::swap_v4(f));
+                        frames.iter_mut().for_each(|f| packets::swap_of(f, v6));
                         tracker.process_burst_mut(
                             &mut frames,
                             link,

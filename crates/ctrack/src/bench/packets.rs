@@ -74,6 +74,20 @@ pub(crate) fn swap_v4(f: &mut [u8]) {
     }
 }
 
+/// [`swap_v4`] for an untagged IPv6 TCP or UDP frame without extension
+/// headers.
+pub(crate) fn swap_v6(f: &mut [u8]) {
+    for (a, b, n) in [(0, 6, 6), (22, 38, 16), (54, 56, 2)] {
+        let (x, y) = f.split_at_mut(b);
+        x[a..a + n].swap_with_slice(&mut y[..n]);
+    }
+}
+
+/// [`swap_v4`] or [`swap_v6`].
+pub(crate) fn swap_of(f: &mut [u8], v6: bool) {
+    if v6 { swap_v6(f) } else { swap_v4(f) }
+}
+
 /// A TCP segment of connection `i`; with PSH it carries six bytes (a
 /// 64-byte frame), else none.
 pub(crate) fn tcp(i: u64, reply: bool, flags: u16, seq: u32, ack: u32) -> Vec<u8> {
