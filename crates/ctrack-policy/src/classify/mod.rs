@@ -33,10 +33,10 @@
 //! the rest exactly in the bucket. Here the hash mask of an entry is its
 //! mask coarsened so that masks take few shapes:
 //!
-//! - an address keeps only its leading run of ones cut to a multiple of 16
-//!   bits (a /28 hashes as a /16, a /12 not at all), or, when that
-//!   table's bucket for the entry is taken, of 4 bits (a /28 as itself, a
-//!   /26 as a /24);
+//! - an address keeps only its leading run of ones cut to a multiple of 20
+//!   bits (a /28 or a /24 hashes as a /20, a /16 not at all, an IPv6 /64
+//!   as a /60), or, when that table's bucket for the entry is taken, of 4
+//!   bits (a /28 as itself, a /26 as a /24);
 //! - a field masked only in part (a port prefix from a range, a partial
 //!   protocol mask) is not hashed at all, and TCP flags never are;
 //! - fully masked fields and the prerequisite flags are hashed as they are.
