@@ -7,10 +7,11 @@ use core::sync::atomic::Ordering::Relaxed;
 use ctrack_table::Hint;
 use ctrack_wire::LinkType;
 
-use super::packet::{Call, Pkt};
+use super::packet::{Call, Pkt, Pre};
 use super::tracker::{BURST, Tracker};
 use crate::key::{Addr, Tuple, V6};
 use crate::packet::fast::fast_ipv6;
+use crate::zone::Compiled;
 
 /// The fast path's view of a burst: each IPv4 (or, with `A` = [`V6`],
 /// IPv6) packet's key and hash, and a guess at its record.
@@ -27,6 +28,24 @@ impl<A: Addr> Lanes<A> {
             fast: [None; BURST],
             hints: [Hint::default(); BURST],
         }
+    }
+
+    /// Packet `i`'s key, if it has a lane, and what judging it needs.
+    #[inline(always)]
+    pub(super) fn at<'g>(
+        &self,
+        i: usize,
+        generation: u32,
+        policy: &'g Compiled,
+    ) -> Option<(&Pkt<A>, Pre<'g>)> {
+        let (p, hash) = self.fast.get(i)?.as_ref()?;
+        let pre = Pre {
+            generation,
+            hash: *hash,
+            hint: self.hints.get(i).copied().unwrap_or_default(),
+            policy,
+        };
+        Some((p, pre))
     }
 }
 

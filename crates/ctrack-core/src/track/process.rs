@@ -376,18 +376,9 @@ impl Tracker {
         let lean = self.lean_serves(cx.action);
         let mut i = 0;
         while i < n {
-            let Some((p, hash)) = &lanes.fast[i] else {
-                match six
-                    .as_ref()
-                    .and_then(|l| Some((l.fast[i].as_ref()?, l.hints[i])))
-                {
-                    Some(((p, hash), hint)) => {
-                        let pre = Pre {
-                            generation,
-                            hash: *hash,
-                            hint,
-                            policy,
-                        };
+            let Some((p, pre)) = lanes.at(i, generation, policy) else {
+                match six.as_ref().and_then(|l| l.at(i, generation, policy)) {
+                    Some((p, pre)) => {
                         let v = &mut outs[i];
                         if !(lean && self.lean(cx, p, pre, &mut cache.v6, v)) {
                             self.track::<V6>(cx, p, &mut cache.v6, Some(pre), v);
@@ -401,12 +392,6 @@ impl Tracker {
                 }
                 i += 1;
                 continue;
-            };
-            let pre = Pre {
-                generation,
-                hash: *hash,
-                hint: lanes.hints[i],
-                policy,
             };
             if !(lean && self.lean(cx, p, pre, &mut cache.v4, &mut outs[i])) {
                 self.track::<u32>(cx, p, &mut cache.v4, Some(pre), &mut outs[i]);
@@ -552,20 +537,16 @@ impl Tracker {
             if translating {
                 ext_ahead(i + AHEAD);
             }
-            let fast = lanes.fast[i].as_ref().filter(|(p, _)| !shifted(p.proto));
-            let Some((p, hash)) = fast else {
+            let fast = lanes
+                .at(i, generation, policy)
+                .filter(|(p, _)| !shifted(p.proto));
+            let Some((p, pre)) = fast else {
                 let six = six
                     .as_ref()
-                    .and_then(|l| Some((l.fast[i].as_ref()?, l.hints[i])))
-                    .filter(|((p, _), _)| !shifted(p.proto));
+                    .and_then(|l| l.at(i, generation, policy))
+                    .filter(|(p, _)| !shifted(p.proto));
                 match six {
-                    Some(((p, hash), hint)) => {
-                        let pre = Pre {
-                            generation,
-                            hash: *hash,
-                            hint,
-                            policy,
-                        };
+                    Some((p, pre)) => {
                         self.track::<V6>(cx, p, &mut cache.v6, Some(pre), v);
                         // Translation and gateways as the per-packet path
                         // runs them (`one_mut`), on the frame parsed again.
@@ -578,12 +559,6 @@ impl Tracker {
                     None => self.one_mut(cx, frame, link, cache, v),
                 }
                 continue;
-            };
-            let pre = Pre {
-                generation,
-                hash: *hash,
-                hint: lanes.hints[i],
-                policy,
             };
             self.track::<u32>(cx, p, &mut cache.v4, Some(pre), v);
             if v.conn.is_some() {
