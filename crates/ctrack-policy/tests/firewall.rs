@@ -664,3 +664,47 @@ fn a_burst_of_two_zones_judges_each_frame_in_its_own() {
     assert_eq!(got, expect);
     assert_eq!(st.verdicts, o.stats.verdicts);
 }
+
+/// A worker's counters carry the zone of the last MAC pair from one call
+/// to the next; that memo holds for the compiled policy it was made under
+/// only: the same counters handed to another firewall, or to the same
+/// firewall after a change of zones, give the zones of the policy in
+/// force.
+#[test]
+fn the_last_pairs_zone_is_remembered_for_its_own_policy_only() {
+    let zoned = |client, server| {
+        let mut p = web_policy();
+        p.ports[0].zone = client;
+        p.ports[1].zone = server;
+        p
+    };
+    let syn = |i: u16| vec![from_client(S_IP, seg(1000 + i, 80, SYN, 1, 0))];
+    // The zone each frame of a burst was tracked in.
+    let zones = |fw: &Firewall<u64>, mut frames: Vec<Vec<u8>>, st: &mut FwStats| {
+        let mut ds = vec![Decision::default(); frames.len()];
+        let mut replies = Vec::new();
+        fw.process_burst(
+            &mut frames,
+            Time::from_secs(1),
+            BurstOut {
+                decisions: &mut ds,
+                replies: &mut replies,
+                stats: st,
+            },
+        );
+        ds.iter()
+            .map(|d| (d.action, d.ct.map(|v| v.zone)))
+            .collect::<Vec<_>>()
+    };
+    let mut st = FwStats::default();
+    let a = fw(zoned(1, 2));
+    let b = fw(zoned(7, 8));
+    assert_eq!(zones(&a, syn(0), &mut st), [(Action::Allow, Some(1))]);
+    assert_eq!(zones(&a, syn(1), &mut st), [(Action::Allow, Some(1))]);
+    // Another firewall, the same pair of MAC addresses.
+    assert_eq!(zones(&b, syn(2), &mut st), [(Action::Allow, Some(7))]);
+    // The first again, then a change of its zones.
+    assert_eq!(zones(&a, syn(3), &mut st), [(Action::Allow, Some(1))]);
+    a.set_policy(zoned(5, 6)).unwrap();
+    assert_eq!(zones(&a, syn(4), &mut st), [(Action::Allow, Some(5))]);
+}

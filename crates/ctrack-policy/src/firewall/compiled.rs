@@ -107,7 +107,13 @@ pub struct Compiled {
     pub has_nat: bool,
     /// Some ACL names a gateway.
     pub has_alg: bool,
+    /// This compilation's own number, unique in the process: what a
+    /// worker's memo of the last MAC pair's zone is valid for.
+    id: u64,
 }
+
+/// The next [`Compiled::id`].
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Compiled {
     /// Compiles `policy` as generation `generation`.
@@ -145,7 +151,13 @@ impl Compiled {
             stages,
             top_tier,
             macs,
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
+    }
+
+    /// This compilation's number, unique in the process (never 0).
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// The port owning the MAC in `frame[at..at + 6]`.

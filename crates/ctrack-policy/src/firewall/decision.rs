@@ -220,6 +220,10 @@ pub struct FwStats {
     pub generation: u32,
     /// The tracker's counters.
     pub tracker: Stats,
+    /// Not a counter: the worker's memo of the zone of the last pair of
+    /// MAC addresses its bursts carried (see `burst::ZoneCache`), kept
+    /// here because this is what a worker hands every call.
+    pub(crate) zones: super::burst::ZoneCache,
 }
 
 impl FwStats {

@@ -294,7 +294,10 @@ fn judge_all(fw: &Firewall<()>, frames: &mut [Vec<u8>], st: &mut FwStats) -> u64
     let now = Time::from_secs(1);
     let mut decisions = vec![Decision::default(); BURST];
     let mut replies = Vec::new();
-    let mut passed = 0;
+    // What passed, from the firewall's own counters: a pass over the
+    // decisions here would be the bench's cost, not the firewall's, and
+    // the plain lookup it is compared with reads none of its verdicts.
+    let before = st.verdicts[Action::Allow as usize];
     for chunk in frames.chunks_mut(BURST) {
         let d = &mut decisions[..chunk.len()];
         fw.process_burst(
@@ -306,10 +309,9 @@ fn judge_all(fw: &Firewall<()>, frames: &mut [Vec<u8>], st: &mut FwStats) -> u64
                 stats: st,
             },
         );
-        passed += d.iter().filter(|x| x.action == Action::Allow).count() as u64;
         replies.clear();
     }
-    passed
+    st.verdicts[Action::Allow as usize] - before
 }
 
 /// Packets per second of `f` over `runs` runs of `packets` packets, each
