@@ -297,6 +297,90 @@ fn a_policy_change_blocks_what_it_no_longer_allows() {
     assert_eq!(d.action, Action::Drop);
 }
 
+/// After a policy change, a burst holding two packets of one connection
+/// decides as frame by frame: the first judges the connection again, and
+/// the second (looked up before that) takes what the first wrote: the new
+/// verdict word (it leaves by the session fast path; the connection was
+/// judged again once), or the connection's removal (it meets the ACLs as
+/// a new one).
+#[test]
+fn a_burst_after_a_policy_change_takes_what_its_first_packet_wrote() {
+    let https_only = || {
+        policy(
+            DefaultAction::Drop,
+            vec![acl(
+                0,
+                Direction::ToLport,
+                1000,
+                AclAction::AllowRelated,
+                tcp_to(443),
+            )],
+        )
+    };
+    for (change, expect) in [
+        (web_policy(), [Action::Allow, Action::Allow]),
+        (https_only(), [Action::Drop, Action::Drop]),
+    ] {
+        let opening = [
+            from_client(S_IP, seg(1000, 80, SYN, 1, 0)),
+            from_server(S_IP, seg(80, 1000, SYN | ACK, 100, 2)),
+        ];
+        let later = vec![
+            from_client(S_IP, seg(1000, 80, ACK, 2, 101)),
+            from_server(S_IP, seg(80, 1000, ACK, 101, 2)),
+        ];
+        // Frame by frame.
+        let one_by_one = fw(web_policy());
+        let mut o = FwOutputs::default();
+        for f in &opening {
+            one(&one_by_one, f.clone(), &mut o);
+        }
+        one_by_one.set_policy(change.clone()).unwrap();
+        let want: Vec<Decision> = later
+            .iter()
+            .map(|f| one(&one_by_one, f.clone(), &mut o).0)
+            .collect();
+        // The opening frame by frame, the two later packets in one burst.
+        let burst = fw(web_policy());
+        let mut ob = FwOutputs::default();
+        for f in &opening {
+            one(&burst, f.clone(), &mut ob);
+        }
+        burst.set_policy(change).unwrap();
+        let mut frames = later.clone();
+        let mut ds = vec![Decision::default(); 2];
+        let mut replies = Vec::new();
+        burst.process_burst(
+            &mut frames,
+            Time::from_secs(1),
+            BurstOut {
+                decisions: &mut ds,
+                replies: &mut replies,
+                stats: &mut ob.stats,
+            },
+        );
+        let strip = |d: &Decision| {
+            let mut d = *d;
+            if let Some(v) = d.ct.as_mut() {
+                v.conn = None;
+            }
+            d
+        };
+        assert_eq!(want.iter().map(|d| d.action).collect::<Vec<_>>(), expect);
+        assert_eq!(
+            ds.iter().map(strip).collect::<Vec<_>>(),
+            want.iter().map(strip).collect::<Vec<_>>()
+        );
+        assert_eq!(ob.stats.rejudged, o.stats.rejudged);
+        assert_eq!(o.stats.rejudged, 1);
+        assert_eq!(ob.stats.stages, o.stats.stages);
+        assert_eq!(
+            burst.tracker().table_len(),
+            one_by_one.tracker().table_len()
+        );
+    }
+}
+
 #[test]
 fn persist_established_keeps_its_connections() {
     let mut p = web_policy();

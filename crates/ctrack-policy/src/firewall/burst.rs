@@ -7,7 +7,9 @@
 //! fragments to [`Firewall::process`] instead (in a burst, the tracker
 //! finds a fragment invalid and it is dropped).
 
-use ctrack_core::{CtState, LinkType, Time, Verdict};
+use std::cell::Cell;
+
+use ctrack_core::{ConnId, CtState, LinkType, Time, Verdict};
 use ctrack_wire::parse_frame;
 
 use super::compiled::Compiled;
@@ -38,6 +40,14 @@ impl<T> Firewall<T> {
     /// same bytes) as [`Firewall::process`] frame by frame, without
     /// reassembly; cheaper per packet where the policy tracks and the
     /// frames of a burst are of one zone.
+    ///
+    /// One known difference: the tracker looks the whole burst up first,
+    /// so a packet whose judging tracks it a second time (a commit, the
+    /// translation of a `+new` packet, a connection judged again after a
+    /// policy change) is tracked after the lookups of the burst's later
+    /// packets and sees their effects (a reply that established its
+    /// connection, a RST that ended it, a gateway's expectation). See
+    /// docs/firewall.md, "Bursts".
     pub fn process_burst(&self, frames: &mut [Vec<u8>], now: Time, out: BurstOut<'_>) {
         assert_eq!(frames.len(), out.decisions.len(), "one decision per frame");
         let pol = self.policy_guard();
@@ -202,9 +212,8 @@ impl<T> Firewall<T> {
             );
         }
         out.stats.sync(pol.generation, pol.policy.acls.len());
-        // Whether a packet earlier in the burst changed the table: then a
-        // later packet's lookup (done before it) may be out of date.
-        let mut changed = false;
+        // What the slow path's packets did that later ones must know.
+        let mut later = Later::default();
         // Packets that left by the session fast path: counted (as allowed,
         // by the session stage) once for the chunk.
         let mut fast = 0;
@@ -229,34 +238,10 @@ impl<T> Firewall<T> {
                 };
                 continue;
             }
-            // The slow path. A lookup that found no connection changed
-            // nothing and may be done again: it is, when an earlier packet
-            // of the burst changed the table, or when the packet is not for
-            // the tracker at all.
-            let layers = parse_frame(frame, LinkType::Ethernet);
-            let no_conn = v.conn.is_none() || v.state.contains(CtState::NEW);
-            let (d, reply) =
-                if no_conn && (changed || is_nd_or_mld(frame, &layers) || layers.ip.is_err()) {
-                    uncount(&mut st.tracker, v);
-                    self.judge(pol, frame, now, st)
-                } else {
-                    let cx = Cx {
-                        pol,
-                        inport: pol.port_at(frame, 6),
-                        outport: pol.port_at(frame, 0),
-                        zone,
-                        now,
-                    };
-                    let d = self.after_lookup(&cx, frame, *v, st);
-                    st.count(&d);
-                    let reply = if d.action == Action::Reject {
-                        self.reject(frame, now, st)
-                    } else {
-                        None
-                    };
-                    (d, reply)
-                };
-            changed |= d.reason == Some(DropReason::Blocked) || d.ct.is_some_and(|c| c.committed);
+            let (d, reply) = self.slow(pol, frame, v, zone, now, st, &mut later);
+            if std::mem::take(&mut later.left) {
+                fast += 1;
+            }
             out.decisions[i] = d;
             if let Some(r) = reply {
                 out.replies.push((base + i, r));
@@ -264,5 +249,151 @@ impl<T> Firewall<T> {
         }
         out.stats
             .count_many(&Decision::allow(Stage::Session, AclRef::Default), fast);
+    }
+}
+
+impl<T> Firewall<T> {
+    /// A packet of a chunk that did not leave by the session fast path on
+    /// its lookup's verdict `v`. Kept out of the chunk's loop, which it
+    /// would otherwise crowd (the fast path took 4 more instructions a
+    /// packet with it inlined there).
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn slow(
+        &self,
+        pol: &Compiled,
+        frame: &mut Vec<u8>,
+        v: &Verdict,
+        zone: u16,
+        now: Time,
+        st: &mut FwStats,
+        later: &mut Later,
+    ) -> (Decision, Option<Vec<u8>>) {
+        // A packet of a connection an earlier packet of the burst judged
+        // again under a new policy: as its lookup would have found the
+        // connection after that, stamped with the new word (then it
+        // leaves by the session, as frame by frame), or gone.
+        let mut gone = false;
+        match later.stamps.of(v) {
+            Some(Some(word)) => {
+                let mut w = *v;
+                w.word = word;
+                if w.conn.is_some()
+                    && !w.state.contains(CtState::NEW)
+                    && w.invalid.is_none()
+                    && Word::generation_of(w.word) == pol.generation
+                {
+                    let acl = session_acl(pol, w.word);
+                    if let AclRef::Acl(a) = acl
+                        && let Some(c) = st.acls.get_mut(a as usize)
+                    {
+                        c.packets += 1;
+                        c.bytes += frame.len() as u64;
+                    }
+                    later.left = true;
+                    let d = Decision {
+                        ct: Some(w),
+                        ..Decision::allow(Stage::Session, acl)
+                    };
+                    return (d, None);
+                }
+            }
+            Some(None) => gone = true,
+            None => {}
+        }
+        // The slow path. A lookup that found no connection changed
+        // nothing and may be done again: it is, when an earlier packet of
+        // the burst changed the table, or when the packet is not for the
+        // tracker at all.
+        let layers = parse_frame(frame, LinkType::Ethernet);
+        let no_conn = v.conn.is_none() || v.state.contains(CtState::NEW);
+        let mut wrote = None;
+        let (d, reply) = if gone
+            || (no_conn && (later.changed || is_nd_or_mld(frame, &layers) || layers.ip.is_err()))
+        {
+            uncount(&mut st.tracker, v);
+            self.judge(pol, frame, now, st)
+        } else {
+            let cx = Cx {
+                pol,
+                inport: pol.port_at(frame, 6),
+                outport: pol.port_at(frame, 0),
+                zone,
+                now,
+                wrote: Cell::new(None),
+            };
+            let d = self.after_lookup(&cx, frame, *v, st);
+            wrote = cx.wrote.get();
+            st.count(&d);
+            let reply = if d.action == Action::Reject {
+                self.reject(frame, now, st)
+            } else {
+                None
+            };
+            (d, reply)
+        };
+        later.changed |= d.reason == Some(DropReason::Blocked) || d.ct.is_some_and(|c| c.committed);
+        later.stamps.push(wrote);
+        (d, reply)
+    }
+}
+
+/// What the slow path's packets of a chunk did that its later packets,
+/// looked up before, must know.
+#[derive(Default)]
+struct Later {
+    /// An earlier packet changed the table (committed a connection or
+    /// blocked one): a later packet whose lookup found no connection is
+    /// looked up again.
+    changed: bool,
+    /// Connections judged again under a new policy.
+    stamps: Stamps,
+    /// The last packet left by the session (on its connection's new
+    /// word): counted as the fast path's are.
+    left: bool,
+}
+
+/// What the judging of a burst's packets wrote to the connections their
+/// lookups found, when it judged them again under a new policy: each
+/// connection's new verdict word, or `None` where it was removed.
+///
+/// The burst's later packets were looked up before. One of the same
+/// connection takes the word its lookup would have found, and so leaves
+/// by the session fast path (as it would frame by frame, where judging
+/// it again also stamped the word twice and counted two re-judgings); one
+/// of a connection since removed is judged again from its lookup on (its
+/// connection is gone, so the first lookup's effect on it is too).
+#[derive(Default)]
+struct Stamps {
+    /// Empty (and unallocated) but right after a policy change.
+    list: Vec<(ConnId, Option<u64>)>,
+}
+
+impl Stamps {
+    #[inline(always)]
+    fn push(&mut self, w: Option<(ConnId, Option<u64>)>) {
+        if let Some(w) = w {
+            self.list.push(w);
+        }
+    }
+
+    /// What was written to `v`'s connection: its new word, or `None`
+    /// where it was removed; `None` if nothing was.
+    #[inline(always)]
+    fn of(&self, v: &Verdict) -> Option<Option<u64>> {
+        if self.list.is_empty() {
+            return None;
+        }
+        self.find(v.conn?)
+    }
+
+    /// The last write to connection `c`.
+    #[inline(never)]
+    fn find(&self, c: ConnId) -> Option<Option<u64>> {
+        self.list
+            .iter()
+            .rev()
+            .find(|(id, _)| *id == c)
+            .map(|&(_, w)| w)
     }
 }

@@ -71,7 +71,9 @@ impl<T> Firewall<T> {
                 stage: WordStage::Default,
                 persist: true,
             };
-            self.tracker.set_word(id, v.word, stamped.encode(), now);
+            if self.tracker.set_word(id, v.word, stamped.encode(), now) {
+                cx.wrote.set(Some((id, Some(stamped.encode()))));
+            }
             return Decision::allow(Stage::Session, AclRef::Persisted);
         }
         let Some(info) = self.tracker.conn(id, now) else {
@@ -89,13 +91,16 @@ impl<T> Firewall<T> {
         let (stage, _, s) = fd.deciding();
         let acl = s.acl.map_or(AclRef::Default, AclRef::Acl);
         if fd.commits() {
-            self.tracker
-                .set_word(id, v.word, pol.word(&fd).encode(), now);
+            let word = pol.word(&fd).encode();
+            if self.tracker.set_word(id, v.word, word, now) {
+                cx.wrote.set(Some((id, Some(word))));
+            }
             return Decision::allow(Stage::Session, acl);
         }
         // No longer allowed statefully: blocked (or, if the new policy
         // passes it stateless, no longer tracked).
         self.tracker.remove(id, now, &mut st.tracker);
+        cx.wrote.set(Some((id, None)));
         if fd.allows() {
             Decision::allow(stage, acl)
         } else {
