@@ -32,6 +32,9 @@
 //!   tracker.
 //! - [`pipeline_frames`]: real traffic, mutated, through reassembly,
 //!   translation and the FTP gateway.
+//! - [`firewall_frames`]: real traffic, mutated, through the firewall
+//!   (policy, tracker, NAT, gateways) in bursts and one frame at a time:
+//!   the same decisions, answers and bytes.
 //! - [`policy_file`]: arbitrary bytes as a policy file (TOML or JSON): loaded
 //!   or refused with a position, and what loads is coherent.
 //! - [`match_expr`]: arbitrary bytes as an OVN match against a small fixed
@@ -68,6 +71,7 @@ const LINKS: [LinkType; 4] = [
 pub mod campaign;
 mod classifier;
 mod control;
+mod firewall;
 mod gateway;
 pub mod mutate;
 mod offload;
@@ -78,6 +82,7 @@ mod table;
 pub mod targets;
 pub use classifier::classifier_diff;
 pub use control::ctl_request;
+pub use firewall::{FIREWALL_POLICIES, firewall_frames, firewall_frames_bytes};
 pub use gateway::{PIPELINE_ACTIONS, ftp, pipeline_frames, pipeline_frames_bytes, reassembly};
 pub use mutate::Rng;
 pub use policy::{match_expr, match_policy, policy_file};

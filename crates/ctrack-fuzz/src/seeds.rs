@@ -196,6 +196,24 @@ pub fn builtin(name: &str) -> Vec<Vec<u8>> {
                 Some(v)
             })
             .collect(),
+        "firewall_frames" => {
+            // Each capture and NAT scenario under each policy in turn.
+            let lists: Vec<Vec<Vec<u8>>> = capture_files()
+                .iter()
+                .map(|(_, b)| frames_of(b))
+                .chain(nat_scenarios().into_iter().map(|(_, _, f)| f))
+                .filter(|f| !f.is_empty())
+                .collect();
+            lists
+                .iter()
+                .enumerate()
+                .map(|(i, frames)| {
+                    let mut v = vec![(i % crate::FIREWALL_POLICIES.len()) as u8];
+                    v.extend(encode_frames(frames));
+                    v
+                })
+                .collect()
+        }
         "policy_file" => policies(),
         "match_expr" => words(12, MATCH_WORDS, 64),
         "classifier_diff" => random(9, 32, 800),

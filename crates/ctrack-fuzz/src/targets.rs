@@ -192,7 +192,7 @@ const CTL_WORDS: &[&[u8]] = &[
 ];
 
 /// Every target, in the order the driver runs them.
-pub static TARGETS: [Target; 12] = [
+pub static TARGETS: [Target; 13] = [
     t("parse", "frames", true, crate::parse, Shape::Bytes, 4096),
     t(
         "tracker",
@@ -240,6 +240,14 @@ pub static TARGETS: [Target; 12] = [
         "frames",
         true,
         gateway::pipeline_frames_bytes,
+        Shape::Frames { prefix: 1 },
+        65_536,
+    ),
+    t(
+        "firewall_frames",
+        "frames",
+        true,
+        crate::firewall_frames_bytes,
         Shape::Frames { prefix: 1 },
         65_536,
     ),

@@ -181,6 +181,42 @@ fn translating_pipeline_on_mutated_real_traffic() {
 }
 
 #[test]
+fn firewall_bursts_against_frames_one_by_one_on_mutated_real_traffic() {
+    let mut r = rng(13);
+    let mut lists: Vec<Vec<Vec<u8>>> = seeds::nat_scenarios().into_iter().map(|s| s.2).collect();
+    lists.extend(
+        seeds::capture_files()
+            .iter()
+            .take(2)
+            .map(|(_, b)| seeds::frames_of(b)),
+    );
+    assert!(lists.len() >= 9, "the NAT scenarios and captures are seeds");
+    for (n, frames) in lists.iter().enumerate() {
+        for pick in 0..ctrack_fuzz::FIREWALL_POLICIES.len() as u8 {
+            let mut probe = p();
+            ctrack_fuzz::firewall_frames(frames, pick, &mut probe);
+            assert!(
+                probe.units() > 0 || frames.is_empty(),
+                "list {n} judged nothing"
+            );
+        }
+        for _ in 0..iters() {
+            let m: Vec<Vec<u8>> = frames
+                .iter()
+                .map(|f| {
+                    if r.below(4) == 0 {
+                        r.mutate(f)
+                    } else {
+                        f.clone()
+                    }
+                })
+                .collect();
+            ctrack_fuzz::firewall_frames(&m, r.below(256) as u8, &mut p());
+        }
+    }
+}
+
+#[test]
 fn policy_files_mutated() {
     let mut r = rng(11);
     for seed in [seeds::POLICY_TOML, seeds::POLICY_JSON] {
