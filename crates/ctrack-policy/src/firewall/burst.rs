@@ -13,7 +13,7 @@ use ctrack_core::{ConnId, CtState, LinkType, Time, Verdict};
 use ctrack_wire::parse_frame;
 
 use super::compiled::Compiled;
-use super::decision::{AclRef, Action, Decision, DropReason, FwStats, Stage};
+use super::decision::{AclRef, Action, Decision, DropReason, FwStats, Stage, ZoneCache};
 use super::engine::Firewall;
 use super::judge::{Cx, session_acl, uncount};
 use super::nd::is_nd_or_mld;
@@ -105,32 +105,8 @@ impl<T> Firewall<T> {
     }
 }
 
-/// The zone of a burst's frames, remembering the last pair of MAC
-/// addresses: a burst's frames mostly travel between the same two ports,
-/// in either direction, and a frame's zone depends on the pair alone, not
-/// on its direction ([`Compiled::zone_for`]). The frame's first twelve
-/// bytes (destination, source) are compared as they are with the last
-/// pair's, both ways round: two loads and compares a frame instead of two
-/// map lookups (a profile of `bench policy stage` put those at about 150
-/// instructions a frame, and decoding the addresses first at about 35).
-///
-/// The pair is held as two words each way round (the first eight bytes
-/// and the next four), and the check is inlined: as a call comparing byte
-/// arrays it was about 28 instructions a frame (callgrind on `bench policy
-/// stage`), a third of the firewall's own cost over the tracker's.
-///
-/// A worker keeps it from one call to the next (in its [`FwStats`]), for
-/// the policy it was made under (`policy`, a [`Compiled::id`]): made
-/// afresh at every call, it missed once a call, two map lookups (7
-/// instructions a packet on `bench policy stage`'s calls of 32 frames).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct ZoneCache {
-    /// The compiled policy the pair's zone is of (0: none).
-    policy: u64,
-    /// The last pair as it came (destination, source) and the same
-    /// swapped, each as its first eight bytes and next four; and its zone.
-    last: Option<(u64, u32, u64, u32, u16)>,
-}
+// `ZoneCache` (in decision.rs, where a worker's `FwStats` keeps it) is
+// read and written here.
 
 /// A frame's first twelve bytes as two words.
 #[inline(always)]
