@@ -257,6 +257,21 @@ fn reject_answers_with_a_reset() {
     assert!(reply.is_none());
 }
 
+/// The server takes TCP 443 only (a change of `web_policy` that no longer
+/// allows its connections to port 80).
+fn https_only() -> Policy {
+    policy(
+        DefaultAction::Drop,
+        vec![acl(
+            0,
+            Direction::ToLport,
+            1000,
+            AclAction::AllowRelated,
+            tcp_to(443),
+        )],
+    )
+}
+
 #[test]
 fn a_policy_change_blocks_what_it_no_longer_allows() {
     let fw = fw(web_policy());
@@ -276,17 +291,7 @@ fn a_policy_change_blocks_what_it_no_longer_allows() {
     );
     assert_eq!(o.stats.rejudged, 1);
     // Without it: blocked, in the reply direction too, and removed.
-    let https_only = policy(
-        DefaultAction::Drop,
-        vec![acl(
-            0,
-            Direction::ToLport,
-            1000,
-            AclAction::AllowRelated,
-            tcp_to(443),
-        )],
-    );
-    fw.set_policy(https_only).unwrap();
+    fw.set_policy(https_only()).unwrap();
     let (d, _) = one(&fw, from_server(S_IP, seg(80, 1000, ACK, 101, 2)), &mut o);
     assert_eq!(
         (d.action, d.reason),
@@ -305,18 +310,6 @@ fn a_policy_change_blocks_what_it_no_longer_allows() {
 /// a new one).
 #[test]
 fn a_burst_after_a_policy_change_takes_what_its_first_packet_wrote() {
-    let https_only = || {
-        policy(
-            DefaultAction::Drop,
-            vec![acl(
-                0,
-                Direction::ToLport,
-                1000,
-                AclAction::AllowRelated,
-                tcp_to(443),
-            )],
-        )
-    };
     for (change, expect) in [
         (web_policy(), [Action::Allow, Action::Allow]),
         (https_only(), [Action::Drop, Action::Drop]),
