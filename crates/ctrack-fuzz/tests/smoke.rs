@@ -154,6 +154,20 @@ fn reassembler_on_cut_repeated_and_overlapping_fragments() {
     }
 }
 
+/// `frames` with about one in four mutated.
+fn one_in_four_mutated(r: &mut Rng, frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    frames
+        .iter()
+        .map(|f| {
+            if r.below(4) == 0 {
+                r.mutate(f)
+            } else {
+                f.clone()
+            }
+        })
+        .collect()
+}
+
 #[test]
 fn translating_pipeline_on_mutated_real_traffic() {
     let mut r = rng(8);
@@ -165,16 +179,7 @@ fn translating_pipeline_on_mutated_real_traffic() {
         ctrack_fuzz::pipeline_frames(frames, action, &mut probe);
         assert_eq!(probe.units(), frames.len() as u64, "every frame counted");
         for _ in 0..iters() * 4 {
-            let m: Vec<Vec<u8>> = frames
-                .iter()
-                .map(|f| {
-                    if r.below(4) == 0 {
-                        r.mutate(f)
-                    } else {
-                        f.clone()
-                    }
-                })
-                .collect();
+            let m = one_in_four_mutated(&mut r, frames);
             ctrack_fuzz::pipeline_frames(&m, action, &mut p());
         }
     }
@@ -201,16 +206,7 @@ fn firewall_bursts_against_frames_one_by_one_on_mutated_real_traffic() {
             );
         }
         for _ in 0..iters() {
-            let m: Vec<Vec<u8>> = frames
-                .iter()
-                .map(|f| {
-                    if r.below(4) == 0 {
-                        r.mutate(f)
-                    } else {
-                        f.clone()
-                    }
-                })
-                .collect();
+            let m = one_in_four_mutated(&mut r, frames);
             ctrack_fuzz::firewall_frames(&m, r.below(256) as u8, &mut p());
         }
     }
