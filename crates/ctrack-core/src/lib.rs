@@ -73,8 +73,8 @@ pub use frag::{FragConfig, FragError, FragStats, Reassembler};
 pub use key::{ConnId, ConnKey, Dir, Endpoint, Family, KeyHasher, Zone};
 pub use time::{Millis, Time};
 pub use track::{
-    Config, EARLY_DROP_BUCKETS, EARLY_DROP_SCAN, EARLY_DROP_SHARDS, Handle, Out, Outputs, Pipeline,
-    SMALL_SHARD, Sweep, Tracker,
+    AfterEach, Config, EARLY_DROP_BUCKETS, EARLY_DROP_SCAN, EARLY_DROP_SHARDS, Handle, Out,
+    Outputs, Pipeline, SMALL_SHARD, Sweep, Tracker,
 };
 pub use verdict::{CtState, InvalidReason, Refusal, Stats, Verdict};
 pub use zone::{Timeout, TimeoutPolicy};

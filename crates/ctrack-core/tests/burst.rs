@@ -21,8 +21,8 @@
 use std::sync::{Arc, Mutex};
 
 use ctrack_core::{
-    CtAction, Entry, EventKind, EventSink, LinkType, Millis, Stats, Time, TimeoutPolicy, Tracker,
-    Verdict,
+    AfterEach, CtAction, CtState, Entry, EventKind, EventSink, LinkType, Millis, Stats, Time,
+    TimeoutPolicy, Tracker, Verdict,
 };
 use ctrack_wire::build::{self, Frame, L4};
 use ctrack_wire::tcp::flags::{ACK, PSH, SYN};
@@ -344,4 +344,126 @@ fn bursts_with_runs_of_one_flow_judge_as_one_packet_at_a_time() {
         assert_eq!(s1.packets, frames.len() as u64);
     }
     assert!(copied_runs > 1_000, "only {copied_runs} repeated packets");
+}
+
+/// What a firewall does with a lookup's verdict: a packet found `+new`
+/// (and valid) is tracked again with a commit, whose verdict it takes;
+/// every other packet is settled on its lookup.
+struct CommitNew<'a> {
+    t: &'a Tracker,
+    commit: CtAction,
+    now: Time,
+    /// Rewrite the frame (`process_mut`), as the rewriting burst does.
+    rewrite: bool,
+}
+
+impl CommitNew<'_> {
+    fn needs_commit(v: &Verdict) -> bool {
+        v.state.contains(CtState::NEW) && v.invalid.is_none()
+    }
+}
+
+impl AfterEach for CommitNew<'_> {
+    fn settled(&self, v: &Verdict) -> bool {
+        !CommitNew::needs_commit(v)
+    }
+
+    fn after(&mut self, _: usize, frame: &mut Vec<u8>, v: &mut Verdict, stats: &mut Stats) -> bool {
+        if !CommitNew::needs_commit(v) {
+            return false;
+        }
+        *v = if self.rewrite {
+            self.t
+                .process_mut(frame, LinkType::Ethernet, &self.commit, self.now, stats)
+        } else {
+            self.t
+                .process(frame, LinkType::Ethernet, &self.commit, self.now, stats)
+        };
+        true
+    }
+}
+
+/// Bursts whose caller commits each new connection as soon as the
+/// tracker has looked its packet up (`Tracker::process_burst_then` and
+/// `process_burst_mut_then`, as the firewall does) against the same
+/// lookups and commits frame by frame: a commit happens before the
+/// burst's next packet is looked up, so a reply right behind the packet
+/// that opened its connection finds it (and a run of one flow is not
+/// judged past a packet that is to be committed).
+#[test]
+fn bursts_that_commit_after_each_lookup_judge_as_frame_by_frame() {
+    let pairs: Vec<(CtAction, CtAction)> = [
+        ("", "commit"),
+        ("zone=3", "commit,zone=3,label=0x300"),
+        ("zone=8", "commit,zone=8,mark=0x15/0xff"),
+    ]
+    .iter()
+    .map(|(l, c)| (l.parse().unwrap(), c.parse().unwrap()))
+    .collect();
+    for seed in 1..=6u64 {
+        let rewrite = seed % 2 == 0;
+        let mut rng = Rng(0x243f_6a88_85a3_08d3 ^ seed);
+        let frames = traffic(&mut rng, 3_000);
+        let ((one, one_events), (burst, burst_events)) = (tracker(), tracker());
+        let (mut s1, mut s2) = (Stats::default(), Stats::default());
+        let mut now = Time::from_secs(1);
+        let mut at = 0;
+        let mut commits = 0;
+        while at < frames.len() {
+            let n = (1 + rng.below(48) as usize).min(frames.len() - at);
+            let (lookup, commit) = &pairs[rng.below(pairs.len() as u64) as usize];
+            if rng.below(10) == 0 {
+                now = now + Millis(700);
+            }
+            let want: Vec<Verdict> = frames[at..at + n]
+                .iter()
+                .map(|f| {
+                    let v = one.process(f, LinkType::Ethernet, lookup, now, &mut s1);
+                    if CommitNew::needs_commit(&v) {
+                        commits += 1;
+                        one.process(f, LinkType::Ethernet, commit, now, &mut s1)
+                    } else {
+                        v
+                    }
+                })
+                .collect();
+            let mut chunk: Vec<Vec<u8>> = frames[at..at + n].to_vec();
+            let mut got = vec![Verdict::default(); n];
+            let mut then = CommitNew {
+                t: &burst,
+                commit: *commit,
+                now,
+                rewrite,
+            };
+            let l = LinkType::Ethernet;
+            if rewrite {
+                burst.process_burst_mut_then(
+                    &mut chunk, l, lookup, now, &mut got, &mut s2, &mut then,
+                );
+            } else {
+                burst.process_burst_then(&mut chunk, l, lookup, now, &mut got, &mut s2, &mut then);
+            }
+            for (j, (w, g)) in want.iter().zip(&got).enumerate() {
+                let plain = |v: &Verdict| {
+                    let mut v = *v;
+                    (v.conn.take().is_some(), v)
+                };
+                assert_eq!(plain(g), plain(w), "seed {seed}, packet {}", at + j + 1);
+            }
+            assert_eq!(chunk, frames[at..at + n], "seed {seed}: bytes");
+            at += n;
+            assert_eq!(s1, s2, "seed {seed}: counters after packet {at}");
+            assert_eq!(
+                dump(&one, now),
+                dump(&burst, now),
+                "seed {seed}: table after packet {at}"
+            );
+        }
+        assert_eq!(
+            *one_events.0.lock().unwrap(),
+            *burst_events.0.lock().unwrap(),
+            "seed {seed}: events"
+        );
+        assert!(commits > 50, "seed {seed}: only {commits} commits");
+    }
 }

@@ -571,8 +571,9 @@ fn a_flow_nobody_answers_is_committed_once_and_recommitted_on_a_change() {
 /// later packet meets the ACLs as it arrived (before the NAT, as in OVN),
 /// so an ACL on the inside address keeps allowing it, and it leaves
 /// translated as the first did. The burst path agrees, bytes and all.
-#[test]
-fn a_translated_flow_nobody_answers_meets_the_acls_as_it_arrived() {
+/// UDP from the client's address allowed and translated to
+/// 198.51.100.1 (source NAT); to-lport, any IP allowed; else drop.
+fn snat_inside() -> Policy {
     use ctrack_core::{Nat, NatKind, NatMode, NatRange};
     let mut inside = acl(
         0,
@@ -599,7 +600,12 @@ fn a_translated_flow_nobody_answers_meets_the_acls_as_it_arrived() {
         AclAction::AllowRelated,
         Expr::flags(flag::IP),
     );
-    let pol = || policy(DefaultAction::Drop, vec![inside.clone(), any.clone()]);
+    policy(DefaultAction::Drop, vec![inside, any])
+}
+
+#[test]
+fn a_translated_flow_nobody_answers_meets_the_acls_as_it_arrived() {
+    let pol = snat_inside;
     let translated = |f: &[u8]| f[26..30] == [198, 51, 100, 1] && f[30..34] == S_IP;
     let fw = fw(pol());
     let mut o = FwOutputs::default();
@@ -637,6 +643,67 @@ fn a_translated_flow_nobody_answers_meets_the_acls_as_it_arrived() {
         frames = vec![from_client(S_IP, L4::udp(5000, 53, b"q")); 4];
     }
     assert_eq!(burst.tracker().table_len(), 1);
+}
+
+/// A packet whose judging tracks it a second time (here the commit of a
+/// translated `+new` flow) is tracked before the burst's next packet is
+/// looked up: a reply right behind it in the burst does not make it
+/// `+est`, as it would if the whole burst were looked up first. Frame by
+/// frame and in one burst, the same decisions, states and bytes.
+#[test]
+fn a_reply_behind_a_commit_in_a_burst_is_looked_up_after_it() {
+    let request = || from_client(S_IP, L4::udp(5000, 53, b"q"));
+    // The server's answer, to the translated address.
+    let reply = || {
+        let mut f = Frame::v4(S_IP, [198, 51, 100, 1], L4::udp(53, 5000, b"a"));
+        f.eth_src = S_MAC;
+        f.eth_dst = C_MAC;
+        f.build()
+    };
+    let run = |burst: bool| {
+        let fw = fw(snat_inside());
+        let mut o = FwOutputs::default();
+        // The flow, committed and translated; nobody has answered yet.
+        one(&fw, request(), &mut o);
+        let mut frames = vec![request(), reply()];
+        let mut ds = vec![Decision::default(); 2];
+        if burst {
+            fw.process_burst(
+                &mut frames,
+                Time::from_secs(1),
+                BurstOut {
+                    decisions: &mut ds,
+                    replies: &mut Vec::new(),
+                    stats: &mut o.stats,
+                },
+            );
+        } else {
+            for (f, d) in frames.iter_mut().zip(ds.iter_mut()) {
+                o.out.clear();
+                fw.process(f.clone(), 0, Time::from_secs(1), &mut o);
+                let out = o.out.pop().unwrap();
+                (*f, *d) = (out.frame, out.decision);
+            }
+        }
+        let states: Vec<_> = ds.iter().map(|d| d.ct.map(|v| (v.state, v.dir))).collect();
+        let actions: Vec<_> = ds.iter().map(|d| (d.action, d.stage)).collect();
+        (actions, states, frames, o.stats.tracker.packets)
+    };
+    let want = run(false);
+    assert!(
+        want.1[0].is_some_and(|(st, _)| st.contains(CtState::NEW)),
+        "the request is +new frame by frame: {:?}",
+        want.1
+    );
+    assert!(want.1[1].is_some_and(|(st, _)| st.contains(CtState::EST)));
+    assert_eq!(
+        want.0,
+        [
+            (Action::Allow, Stage::ToLport),
+            (Action::Allow, Stage::Session)
+        ]
+    );
+    assert_eq!(run(true), want);
 }
 
 /// Two pairs of ports in two zones carry the same addresses and ports, in

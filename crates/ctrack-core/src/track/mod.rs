@@ -14,6 +14,7 @@
 //! loses a race (its connection removed under it, its zone flushed) is
 //! looked up again.
 
+mod after;
 mod config;
 mod expiry;
 mod flush;
@@ -33,6 +34,7 @@ mod testing;
 mod tracker;
 mod word;
 
+pub use after::AfterEach;
 pub use config::{
     Config, DEFAULT_MAX_CONNS, EARLY_DROP_BUCKETS, EARLY_DROP_SCAN, EARLY_DROP_SHARDS, SMALL_SHARD,
 };

@@ -10,6 +10,7 @@ use core::sync::atomic::Ordering::Relaxed;
 use ctrack_table::{Hint, Seen, pin};
 use ctrack_wire::{Frame, LinkType, parse_frame};
 
+use super::after::{AfterEach, Plain, Side};
 use super::judge::{count, count_many};
 use super::lanes::Lanes;
 use super::packet::{Cache, Call, Hit, Judged, Pkt, Pre};
@@ -115,7 +116,7 @@ impl Tracker {
         assert_eq!(frames.len(), out.len(), "one verdict per frame");
         self.in_bursts(action, now, stats, |t, cx, cache| {
             for (burst, outs) in frames.chunks_mut(BURST).zip(out.chunks_mut(BURST)) {
-                t.burst_mut(cx, burst, link, cache, outs);
+                t.burst_mut(cx, burst, link, cache, outs, &mut (), 0);
             }
         });
     }
@@ -124,7 +125,7 @@ impl Tracker {
     /// call, one cache of the last connection; and, if the bursts evicted
     /// connections, a visit to the collector.
     #[inline]
-    fn in_bursts(
+    pub(super) fn in_bursts(
         &self,
         action: &CtAction,
         now: Time,
@@ -207,7 +208,7 @@ impl Tracker {
         assert_eq!(frames.len(), out.len(), "one verdict per frame");
         self.in_bursts(action, now, stats, |t, cx, cache| {
             for (burst, outs) in frames.chunks(BURST).zip(out.chunks_mut(BURST)) {
-                t.burst(cx, burst, link, cache, outs);
+                t.burst(cx, &mut Plain(burst), link, cache, outs);
             }
         });
     }
@@ -350,11 +351,12 @@ impl Tracker {
     }
 
     /// Up to [`BURST`] frames: the prefetch passes, then each packet in
-    /// order.
-    fn burst<'g>(
+    /// order, each followed by what the caller does with it
+    /// ([`Side::after`]).
+    pub(super) fn burst<'g, S: Side>(
         &'g self,
         cx: &mut Call<'g>,
-        frames: &[&[u8]],
+        side: &mut S,
         link: LinkType,
         cache: &mut Cache<'g>,
         outs: &mut [Verdict],
@@ -364,15 +366,18 @@ impl Tracker {
         let generation = meta.map_or(0, ZoneMeta::generation);
         let policy = self.shared.policy_of(meta, cx.guard);
         let mut lanes = Lanes::new();
-        let left = self.prefetch(cx, frames, link, generation, &mut lanes);
-        let n = frames.len();
         // IPv6 packets of the common case get lanes of their own, made
         // only for a burst with Ethernet frames the IPv4 lanes left (so
         // that an IPv4 burst does not clear them).
         let mut six: Option<Lanes<V6>> = None;
-        if left {
-            self.prefetch6(cx, frames, generation, &lanes, six.insert(Lanes::new()));
+        {
+            let mut buf: [&[u8]; BURST] = [&[]; BURST];
+            let frames = side.refs(&mut buf);
+            if self.prefetch(cx, frames, link, generation, &mut lanes) {
+                self.prefetch6(cx, frames, generation, &lanes, six.insert(Lanes::new()));
+            }
         }
+        let n = outs.len();
         let lean = self.lean_serves(cx.action);
         let mut i = 0;
         while i < n {
@@ -384,11 +389,14 @@ impl Tracker {
                             self.track::<V6>(cx, p, &mut cache.v6, Some(pre), v);
                         }
                         if v.inspect {
-                            self.inspect(cx, frames[i], link, v);
+                            self.inspect(cx, side.frame(i), link, v);
                         }
                         count(cx.stats, v);
                     }
-                    None => self.one(cx, frames[i], link, None, cache, &mut outs[i]),
+                    None => self.one(cx, side.frame(i), link, None, cache, &mut outs[i]),
+                }
+                if side.after(i, &mut outs[i], cx.stats) {
+                    *cache = Cache::default();
                 }
                 i += 1;
                 continue;
@@ -398,14 +406,33 @@ impl Tracker {
             }
             if outs[i].inspect {
                 // A gateway's connection: each packet on its own.
-                self.inspect(cx, frames[i], link, &mut outs[i]);
+                self.inspect(cx, side.frame(i), link, &mut outs[i]);
                 count(cx.stats, &outs[i]);
+                if side.after(i, &mut outs[i], cx.stats) {
+                    *cache = Cache::default();
+                }
                 i += 1;
                 continue;
             }
             count(cx.stats, &outs[i]);
+            if side.after(i, &mut outs[i], cx.stats) {
+                // The caller changed the table: no run from what the
+                // lookup found.
+                *cache = Cache::default();
+                i += 1;
+                continue;
+            }
             i += 1;
-            i = self.run_of_flow(cx, &lanes, i, policy, cache, outs);
+            let start = i;
+            i = self.run_of_flow(cx, &lanes, i, policy, cache, outs, |v| side.settled(v));
+            // Every packet of the run but perhaps its last is settled
+            // (what follows it reads only its verdict), so these come
+            // after the run's lookups without changing anything.
+            for (j, v) in outs.iter_mut().enumerate().take(i).skip(start) {
+                if side.after(j, v, cx.stats) {
+                    *cache = Cache::default();
+                }
+            }
         }
     }
 
@@ -483,13 +510,16 @@ impl Tracker {
     /// Up to [`BURST`] frames of [`Tracker::process_burst_mut`]: the
     /// prefetch passes, then each packet in order, translated as soon as
     /// it is judged.
-    fn burst_mut<'g>(
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn burst_mut<'g, J: AfterEach>(
         &'g self,
         cx: &mut Call<'g>,
         frames: &mut [Vec<u8>],
         link: LinkType,
         cache: &mut Cache<'g>,
         outs: &mut [Verdict],
+        then: &mut J,
+        base: usize,
     ) {
         let meta = self.shared.zones.get(cx.action.zone);
         let generation = meta.map_or(0, ZoneMeta::generation);
@@ -558,6 +588,9 @@ impl Tracker {
                     }
                     None => self.one_mut(cx, frame, link, cache, v),
                 }
+                if then.after(base + i, frame, v, cx.stats) {
+                    *cache = Cache::default();
+                }
                 continue;
             };
             self.track::<u32>(cx, p, &mut cache.v4, Some(pre), v);
@@ -573,6 +606,9 @@ impl Tracker {
                 }
             }
             count(cx.stats, v);
+            if then.after(base + i, frame, v, cx.stats) {
+                *cache = Cache::default();
+            }
         }
     }
 
@@ -631,9 +667,11 @@ impl Tracker {
 
     /// After packet `i - 1` was judged against a connection: the packets
     /// from `i` on of the same connection (a flow's burst) are judged under
-    /// one hold of its entry lock. Returns the index of the first packet
-    /// not judged.
+    /// one hold of its entry lock, up to (and with) the first whose
+    /// verdict is not `settled`. Returns the index of the first packet not
+    /// judged.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn run_of_flow(
         &self,
         cx: &mut Call<'_>,
@@ -642,6 +680,7 @@ impl Tracker {
         policy: &Compiled,
         cache: &Cache<'_>,
         outs: &mut [Verdict],
+        settled: impl Fn(&Verdict) -> bool,
     ) -> usize {
         let Some(hit) = cache.v4.as_ref() else {
             return i;
@@ -672,6 +711,11 @@ impl Tracker {
                 Judged::Done => {
                     count(cx.stats, &outs[i]);
                     i += 1;
+                    if !settled(&outs[i - 1]) {
+                        // What the caller does with it may change the
+                        // table: it must come before the next lookup.
+                        break;
+                    }
                     // The packet left the state as it found it, and the
                     // connection stays live at this time: every further
                     // packet of the run (same tuple, so same direction,

@@ -1,15 +1,14 @@
-//! The burst path: the tracker looks up a whole burst at once (prefetching
-//! the table's memory for every packet before judging the first), and a
-//! packet whose connection's word is current leaves at once. Only the
-//! others take the per-packet path.
+//! The burst path: the tracker looks up a burst as one (prefetching the
+//! table's memory for every packet before judging the first) and hands
+//! each packet to the firewall before it looks up the next; a packet whose
+//! connection's word is current leaves at once. Only the others take the
+//! per-packet path.
 //!
 //! Frames are judged in place and not reassembled: a datapath sends IP
 //! fragments to [`Firewall::process`] instead (in a burst, the tracker
 //! finds a fragment invalid and it is dropped).
 
-use std::cell::Cell;
-
-use ctrack_core::{ConnId, CtState, LinkType, Time, Verdict};
+use ctrack_core::{AfterEach, CtState, LinkType, Stats, Time, Verdict};
 use ctrack_wire::parse_frame;
 
 use super::compiled::Compiled;
@@ -41,13 +40,11 @@ impl<T> Firewall<T> {
     /// reassembly; cheaper per packet where the policy tracks and the
     /// frames of a burst are of one zone.
     ///
-    /// One known difference: the tracker looks the whole burst up first,
-    /// so a packet whose judging tracks it a second time (a commit, the
-    /// translation of a `+new` packet, a connection judged again after a
-    /// policy change) is tracked after the lookups of the burst's later
-    /// packets and sees their effects (a reply that established its
-    /// connection, a RST that ended it, a gateway's expectation). See
-    /// docs/firewall.md, "Bursts".
+    /// Each packet is judged before the burst's next packet is looked up
+    /// ([`ctrack_core::AfterEach`]): what its judging does to the table
+    /// (a commit, a connection judged again and stamped or removed) the
+    /// later packets see, as frame by frame. See docs/firewall.md,
+    /// "Bursts".
     pub fn process_burst(&self, frames: &mut [Vec<u8>], now: Time, out: BurstOut<'_>) {
         assert_eq!(frames.len(), out.decisions.len(), "one decision per frame");
         let pol = self.policy_guard();
@@ -146,7 +143,9 @@ impl ZoneCache {
 }
 
 impl<T> Firewall<T> {
-    /// A chunk of frames of one zone under a tracked policy.
+    /// A chunk of frames of one zone under a tracked policy: the tracker
+    /// looks it up as one burst and hands each packet, before it looks up
+    /// the next, to [`Judging`].
     fn chunk(
         &self,
         pol: &Compiled,
@@ -158,84 +157,134 @@ impl<T> Firewall<T> {
     ) {
         let mut verdicts = [Verdict::default(); BURST];
         let vs = &mut verdicts[..chunk.len()];
+        out.stats.sync(pol.generation, pol.policy.acls.len());
+        // The tracker counts into its own counters; a packet of the slow
+        // path takes them back while it is judged (`Judging::after`).
+        let mut counts = std::mem::take(&mut out.stats.tracker);
+        let mut j = Judging {
+            fw: self,
+            pol,
+            zone,
+            now,
+            base,
+            decisions: &mut *out.decisions,
+            replies: &mut *out.replies,
+            st: &mut *out.stats,
+            fast: 0,
+        };
+        let action = pol.lookup_action(zone);
         if pol.has_nat || pol.has_alg {
             // Translations and gateways rewrite frames: the tracker's
             // rewriting burst path. A packet of a translated connection
             // leaves translated; a `+new` one is left as it came, for the
             // ACLs.
-            let action = pol.lookup_action(zone);
-            self.tracker.process_burst_mut(
+            let t = &self.tracker;
+            t.process_burst_mut_then(
                 chunk,
                 LinkType::Ethernet,
                 &action,
                 now,
                 vs,
-                &mut out.stats.tracker,
+                &mut counts,
+                &mut j,
             );
         } else {
-            let mut refs: [&[u8]; BURST] = [&[]; BURST];
-            for (r, f) in refs.iter_mut().zip(chunk.iter()) {
-                *r = f.as_slice();
-            }
-            let action = pol.lookup_action(zone);
-            self.tracker.process_burst(
-                &refs[..chunk.len()],
+            let t = &self.tracker;
+            t.process_burst_then(
+                chunk,
                 LinkType::Ethernet,
                 &action,
                 now,
                 vs,
-                &mut out.stats.tracker,
+                &mut counts,
+                &mut j,
             );
         }
-        out.stats.sync(pol.generation, pol.policy.acls.len());
-        // What the slow path's packets did that later ones must know.
-        let mut later = Later::default();
         // Packets that left by the session fast path: counted (as allowed,
         // by the session stage) once for the chunk.
-        let mut fast = 0;
-        for (i, (frame, v)) in chunk.iter_mut().zip(vs.iter()).enumerate() {
-            let st = &mut *out.stats;
-            if v.conn.is_some()
-                && !v.state.contains(CtState::NEW)
-                && v.invalid.is_none()
-                && Word::generation_of(v.word) == pol.generation
-            {
-                let acl = session_acl(pol, v.word);
-                if let AclRef::Acl(a) = acl
-                    && let Some(c) = st.acls.get_mut(a as usize)
-                {
-                    c.packets += 1;
-                    c.bytes += frame.len() as u64;
-                }
-                fast += 1;
-                out.decisions[i] = Decision {
-                    ct: Some(*v),
-                    ..Decision::allow(Stage::Session, acl)
-                };
-                continue;
-            }
-            let (d, reply) = self.slow(pol, frame, v, zone, now, st, &mut later);
-            if std::mem::take(&mut later.left) {
-                fast += 1;
-            }
-            out.decisions[i] = d;
-            if let Some(r) = reply {
-                out.replies.push((base + i, r));
-            }
-        }
+        let fast = j.fast;
+        out.stats.tracker = counts;
         out.stats
             .count_many(&Decision::allow(Stage::Session, AclRef::Default), fast);
     }
 }
 
+/// What the firewall does with each packet of a chunk as soon as the
+/// tracker has looked it up, before it looks up the next: a packet of a
+/// connection whose word is current leaves by the session at once; the
+/// others take the per-packet path from their lookup on, which may track
+/// them again (a commit, a translation), judge their connection again, or
+/// remove it, and the chunk's later packets are looked up after that, as
+/// frame by frame.
+struct Judging<'a, T> {
+    fw: &'a Firewall<T>,
+    pol: &'a Compiled,
+    zone: u16,
+    now: Time,
+    /// The chunk's first frame's index in the call.
+    base: usize,
+    /// The chunk's decisions.
+    decisions: &'a mut [Decision],
+    replies: &'a mut Vec<(usize, Vec<u8>)>,
+    /// The worker's counters, but the tracker's (see `Firewall::chunk`).
+    st: &'a mut FwStats,
+    /// Packets that left by the session fast path.
+    fast: u64,
+}
+
+impl<T> AfterEach for Judging<'_, T> {
+    #[inline(always)]
+    fn settled(&self, v: &Verdict) -> bool {
+        v.conn.is_some()
+            && !v.state.contains(CtState::NEW)
+            && v.invalid.is_none()
+            && Word::generation_of(v.word) == self.pol.generation
+    }
+
+    #[inline(always)]
+    fn after(
+        &mut self,
+        i: usize,
+        frame: &mut Vec<u8>,
+        v: &mut Verdict,
+        counts: &mut Stats,
+    ) -> bool {
+        if self.settled(v) {
+            let acl = session_acl(self.pol, v.word);
+            if let AclRef::Acl(a) = acl
+                && let Some(c) = self.st.acls.get_mut(a as usize)
+            {
+                c.packets += 1;
+                c.bytes += frame.len() as u64;
+            }
+            self.fast += 1;
+            self.decisions[i] = Decision {
+                ct: Some(*v),
+                ..Decision::allow(Stage::Session, acl)
+            };
+            return false;
+        }
+        std::mem::swap(&mut self.st.tracker, counts);
+        let (d, reply) = self
+            .fw
+            .slow(self.pol, frame, v, self.zone, self.now, self.st);
+        std::mem::swap(&mut self.st.tracker, counts);
+        self.decisions[i] = d;
+        if let Some(r) = reply {
+            self.replies.push((self.base + i, r));
+        }
+        true
+    }
+}
+
 impl<T> Firewall<T> {
     /// A packet of a chunk that did not leave by the session fast path on
-    /// its lookup's verdict `v`. Kept out of the chunk's loop, which it
-    /// would otherwise crowd: inlined there, the firewall took 802.6
-    /// instructions a packet on `bench policy stage` (callgrind), 792.8
-    /// with it apart.
+    /// its lookup's verdict `v`. Kept out of line, so that it does not
+    /// crowd the tracker's burst loop it is called from: inlined in the
+    /// firewall's own loop (as it was before `Judging`), the firewall
+    /// took 802.6 instructions a packet on `bench policy stage`
+    /// (callgrind), 792.8 with it apart.
     #[inline(never)]
-    #[allow(clippy::too_many_arguments)]
     fn slow(
         &self,
         pol: &Compiled,
@@ -244,133 +293,30 @@ impl<T> Firewall<T> {
         zone: u16,
         now: Time,
         st: &mut FwStats,
-        later: &mut Later,
     ) -> (Decision, Option<Vec<u8>>) {
-        // A packet of a connection an earlier packet of the burst judged
-        // again under a new policy: as its lookup would have found the
-        // connection after that, stamped with the new word (then it
-        // leaves by the session, as frame by frame), or gone.
-        let mut gone = false;
-        match later.stamps.of(v) {
-            Some(Some(word)) => {
-                let mut w = *v;
-                w.word = word;
-                if w.conn.is_some()
-                    && !w.state.contains(CtState::NEW)
-                    && w.invalid.is_none()
-                    && Word::generation_of(w.word) == pol.generation
-                {
-                    let acl = session_acl(pol, w.word);
-                    if let AclRef::Acl(a) = acl
-                        && let Some(c) = st.acls.get_mut(a as usize)
-                    {
-                        c.packets += 1;
-                        c.bytes += frame.len() as u64;
-                    }
-                    later.left = true;
-                    let d = Decision {
-                        ct: Some(w),
-                        ..Decision::allow(Stage::Session, acl)
-                    };
-                    return (d, None);
-                }
-            }
-            Some(None) => gone = true,
-            None => {}
-        }
-        // The slow path. A lookup that found no connection changed
-        // nothing and may be done again: it is, when an earlier packet of
-        // the burst changed the table, or when the packet is not for the
-        // tracker at all.
+        // A packet that is not for the tracker at all (neighbour
+        // discovery, a frame that is not IP) is judged as frame by frame;
+        // its lookup found no connection, so it changed nothing.
         let layers = parse_frame(frame, LinkType::Ethernet);
         let no_conn = v.conn.is_none() || v.state.contains(CtState::NEW);
-        let mut wrote = None;
-        let (d, reply) = if gone
-            || (no_conn && (later.changed || is_nd_or_mld(frame, &layers) || layers.ip.is_err()))
-        {
+        if no_conn && (is_nd_or_mld(frame, &layers) || layers.ip.is_err()) {
             uncount(&mut st.tracker, v);
-            self.judge(pol, frame, now, st)
-        } else {
-            let cx = Cx {
-                pol,
-                inport: pol.port_at(frame, 6),
-                outport: pol.port_at(frame, 0),
-                zone,
-                now,
-                wrote: Cell::new(None),
-            };
-            let d = self.after_lookup(&cx, frame, *v, st);
-            wrote = cx.wrote.get();
-            st.count(&d);
-            let reply = if d.action == Action::Reject {
-                self.reject(frame, now, st)
-            } else {
-                None
-            };
-            (d, reply)
+            return self.judge(pol, frame, now, st);
+        }
+        let cx = Cx {
+            pol,
+            inport: pol.port_at(frame, 6),
+            outport: pol.port_at(frame, 0),
+            zone,
+            now,
         };
-        later.changed |= d.reason == Some(DropReason::Blocked) || d.ct.is_some_and(|c| c.committed);
-        later.stamps.push(wrote);
+        let d = self.after_lookup(&cx, frame, *v, st);
+        st.count(&d);
+        let reply = if d.action == Action::Reject {
+            self.reject(frame, now, st)
+        } else {
+            None
+        };
         (d, reply)
-    }
-}
-
-/// What the slow path's packets of a chunk did that its later packets,
-/// looked up before, must know.
-#[derive(Default)]
-struct Later {
-    /// An earlier packet changed the table (committed a connection or
-    /// blocked one): a later packet whose lookup found no connection is
-    /// looked up again.
-    changed: bool,
-    /// Connections judged again under a new policy.
-    stamps: Stamps,
-    /// The last packet left by the session (on its connection's new
-    /// word): counted as the fast path's are.
-    left: bool,
-}
-
-/// What the judging of a burst's packets wrote to the connections their
-/// lookups found, when it judged them again under a new policy: each
-/// connection's new verdict word, or `None` where it was removed.
-///
-/// The burst's later packets were looked up before. One of the same
-/// connection takes the word its lookup would have found, and so leaves
-/// by the session fast path (as it would frame by frame, where judging
-/// it again also stamped the word twice and counted two re-judgings); one
-/// of a connection since removed is judged again from its lookup on (its
-/// connection is gone, so the first lookup's effect on it is too).
-#[derive(Default)]
-struct Stamps {
-    /// Empty (and unallocated) but right after a policy change.
-    list: Vec<(ConnId, Option<u64>)>,
-}
-
-impl Stamps {
-    #[inline(always)]
-    fn push(&mut self, w: Option<(ConnId, Option<u64>)>) {
-        if let Some(w) = w {
-            self.list.push(w);
-        }
-    }
-
-    /// What was written to `v`'s connection: its new word, or `None`
-    /// where it was removed; `None` if nothing was.
-    #[inline(always)]
-    fn of(&self, v: &Verdict) -> Option<Option<u64>> {
-        if self.list.is_empty() {
-            return None;
-        }
-        self.find(v.conn?)
-    }
-
-    /// The last write to connection `c`.
-    #[inline(never)]
-    fn find(&self, c: ConnId) -> Option<Option<u64>> {
-        self.list
-            .iter()
-            .rev()
-            .find(|(id, _)| *id == c)
-            .map(|&(_, w)| w)
     }
 }

@@ -1,9 +1,7 @@
 //! Judging one whole packet: ND first, then the tracker's lookup, then —
 //! only for what the session does not decide — the classifier.
 
-use std::cell::Cell;
-
-use ctrack_core::{ConnId, CtAction, CtState, LinkType, Refusal, Stats, Time, Verdict, Zone};
+use ctrack_core::{CtAction, CtState, LinkType, Refusal, Stats, Time, Verdict, Zone};
 use ctrack_wire::parse_frame;
 
 use super::compiled::{Compiled, FirstDecision, Kind};
@@ -22,11 +20,6 @@ pub(super) struct Cx<'a> {
     pub(super) outport: PortNo,
     pub(super) zone: Zone,
     pub(super) now: Time,
-    /// What judging the packet again under a new policy wrote to the
-    /// connection its lookup found: its new verdict word, or `None` where
-    /// it was removed. (A burst's later packets of the connection were
-    /// looked up before: see `burst::Stamps`.)
-    pub(super) wrote: Cell<Option<(ConnId, Option<u64>)>>,
 }
 
 impl<T> Firewall<T> {
@@ -60,7 +53,6 @@ impl<T> Firewall<T> {
             outport,
             zone: pol.zone_for(inport, outport),
             now,
-            wrote: Cell::new(None),
         };
         if !pol.tracking || layers.ip.is_err() {
             // Nothing is tracked (no stateful ACL, or not IP): the ACLs

@@ -71,15 +71,13 @@ impl<T> Firewall<T> {
                 stage: WordStage::Default,
                 persist: true,
             };
-            if self.tracker.set_word(id, v.word, stamped.encode(), now) {
-                cx.wrote.set(Some((id, Some(stamped.encode()))));
-            }
+            self.tracker.set_word(id, v.word, stamped.encode(), now);
             return Decision::allow(Stage::Session, AclRef::Persisted);
         }
         let Some(info) = self.tracker.conn(id, now) else {
-            // Gone since the lookup: most likely an earlier packet of the
-            // same burst judged it again and blocked it. The next packet
-            // starts afresh.
+            // Gone since the lookup: another worker judged it again and
+            // blocked it, or it was flushed. The next packet starts
+            // afresh.
             return Decision::drop(Stage::Session, AclRef::Default, DropReason::Blocked);
         };
         let (inport, outport) = match v.dir {
@@ -92,15 +90,12 @@ impl<T> Firewall<T> {
         let acl = s.acl.map_or(AclRef::Default, AclRef::Acl);
         if fd.commits() {
             let word = pol.word(&fd).encode();
-            if self.tracker.set_word(id, v.word, word, now) {
-                cx.wrote.set(Some((id, Some(word))));
-            }
+            self.tracker.set_word(id, v.word, word, now);
             return Decision::allow(Stage::Session, acl);
         }
         // No longer allowed statefully: blocked (or, if the new policy
         // passes it stateless, no longer tracked).
         self.tracker.remove(id, now, &mut st.tracker);
-        cx.wrote.set(Some((id, None)));
         if fd.allows() {
             Decision::allow(stage, acl)
         } else {
