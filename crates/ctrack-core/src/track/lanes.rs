@@ -18,6 +18,9 @@ use crate::zone::Compiled;
 pub(super) struct Lanes<A = u32> {
     pub(super) fast: [Option<(Pkt<A>, u64)>; BURST],
     pub(super) hints: [Hint; BURST],
+    /// Bit `i` set: packet `i` has a lane and the same key as packet
+    /// `i - 1` (IPv4 lanes only).
+    pub(super) runs: u32,
 }
 
 impl<A: Addr> Lanes<A> {
@@ -27,6 +30,7 @@ impl<A: Addr> Lanes<A> {
         Lanes {
             fast: [None; BURST],
             hints: [Hint::default(); BURST],
+            runs: 0,
         }
     }
 
@@ -75,16 +79,20 @@ impl Tracker {
         }
         let mut prev: Option<(Tuple<u32>, u8, u64)> = None;
         let mut left = false;
-        for (slot, f) in lanes.fast.iter_mut().zip(frames) {
+        for (i, (slot, f)) in lanes.fast.iter_mut().zip(frames).enumerate() {
             if !Pkt::read_fast(f, checksums, slot) {
                 left = true;
+                prev = None;
                 continue;
             }
             let Some((x, hash)) = slot else {
                 continue;
             };
             *hash = match prev {
-                Some((t, proto, h)) if t == x.tuple && proto == x.proto => h,
+                Some((t, proto, h)) if t == x.tuple && proto == x.proto => {
+                    lanes.runs |= 1 << i;
+                    h
+                }
                 _ => {
                     let h = self
                         .shared
