@@ -19,7 +19,7 @@ use super::nd::is_nd_or_mld;
 use super::word::Word;
 
 /// Packets per tracker burst.
-const BURST: usize = 32;
+pub(super) const BURST: usize = 32;
 
 /// Where a burst's answers go: a decision per frame, and the `reject`
 /// answers with the index of the frame each answers.
@@ -155,7 +155,13 @@ impl<T> Firewall<T> {
         base: usize,
         out: &mut BurstOut<'_>,
     ) {
-        let mut verdicts = [Verdict::default(); BURST];
+        // The worker's buffer (see `Verdicts`), or a new one.
+        let mut verdicts = out
+            .stats
+            .verdicts_buf
+            .0
+            .take()
+            .unwrap_or_else(|| Box::new([Verdict::default(); BURST]));
         let vs = &mut verdicts[..chunk.len()];
         out.stats.sync(pol.generation, pol.policy.acls.len());
         // The tracker counts into its own counters; a packet of the slow
@@ -204,6 +210,7 @@ impl<T> Firewall<T> {
         // by the session stage) once for the chunk.
         let fast = j.fast;
         out.stats.tracker = counts;
+        out.stats.verdicts_buf.0 = Some(verdicts);
         out.stats
             .count_many(&Decision::allow(Stage::Session, AclRef::Default), fast);
     }

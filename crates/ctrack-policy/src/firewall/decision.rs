@@ -224,6 +224,9 @@ pub struct FwStats {
     /// MAC addresses its bursts carried (see [`ZoneCache`]), kept
     /// here because this is what a worker hands every call.
     pub(crate) zones: ZoneCache,
+    /// Not a counter: the buffer the tracker writes a burst's verdicts
+    /// to, kept from call to call (see [`Verdicts`]).
+    pub(crate) verdicts_buf: Verdicts,
 }
 
 impl FwStats {
@@ -311,4 +314,17 @@ pub(crate) struct ZoneCache {
     /// The last pair as it came (destination, source) and the same
     /// swapped, each as its first eight bytes and next four; and its zone.
     pub(crate) last: Option<(u64, u32, u64, u32, u16)>,
+}
+
+/// A worker's buffer for the tracker's verdicts of one burst of the
+/// burst path. Made afresh for every burst, its 32 verdicts were written
+/// (to their default) before the tracker wrote them again: 208
+/// instructions a burst, 6.5 a packet on `bench policy stage`.
+#[derive(Clone, Default)]
+pub(crate) struct Verdicts(pub(crate) Option<Box<[ctrack_core::Verdict; super::burst::BURST]>>);
+
+impl std::fmt::Debug for Verdicts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Verdicts")
+    }
 }
