@@ -12,14 +12,11 @@ use ctrack_core::{AfterEach, CtState, LinkType, Stats, Time, Verdict};
 use ctrack_wire::parse_frame;
 
 use super::compiled::Compiled;
-use super::decision::{AclRef, Action, Decision, DropReason, FwStats, Stage, ZoneCache};
+use super::decision::{AclRef, Action, BURST, Decision, DropReason, FwStats, Stage, ZoneCache};
 use super::engine::Firewall;
 use super::judge::{Cx, session_acl, uncount};
 use super::nd::is_nd_or_mld;
 use super::word::Word;
-
-/// Packets per tracker burst.
-pub(super) const BURST: usize = 32;
 
 /// Where a burst's answers go: a decision per frame, and the `reject`
 /// answers with the index of the frame each answers.

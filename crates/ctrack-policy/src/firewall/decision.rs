@@ -316,12 +316,16 @@ pub(crate) struct ZoneCache {
     pub(crate) last: Option<(u64, u32, u64, u32, u16)>,
 }
 
+/// Packets per tracker burst of the burst path (burst.rs), here beside
+/// the buffer of their verdicts.
+pub(crate) const BURST: usize = 32;
+
 /// A worker's buffer for the tracker's verdicts of one burst of the
 /// burst path. Made afresh for every burst, its 32 verdicts were written
 /// (to their default) before the tracker wrote them again: 208
 /// instructions a burst, 6.5 a packet on `bench policy stage`.
 #[derive(Clone, Default)]
-pub(crate) struct Verdicts(pub(crate) Option<Box<[ctrack_core::Verdict; super::burst::BURST]>>);
+pub(crate) struct Verdicts(pub(crate) Option<Box<[ctrack_core::Verdict; BURST]>>);
 
 impl std::fmt::Debug for Verdicts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
