@@ -324,8 +324,16 @@ pub(crate) const BURST: usize = 32;
 /// burst path. Made afresh for every burst, its 32 verdicts were written
 /// (to their default) before the tracker wrote them again: 208
 /// instructions a burst, 6.5 a packet on `bench policy stage`.
-#[derive(Clone, Default)]
+#[derive(Default)]
 pub(crate) struct Verdicts(pub(crate) Option<Box<[ctrack_core::Verdict; BURST]>>);
+
+/// A copy of the counters (a datapath publishes them) needs no buffer:
+/// the copy makes its own when it is first used.
+impl Clone for Verdicts {
+    fn clone(&self) -> Verdicts {
+        Verdicts(None)
+    }
+}
 
 impl std::fmt::Debug for Verdicts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
