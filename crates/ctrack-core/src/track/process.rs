@@ -498,7 +498,10 @@ impl Tracker {
             // none, expired or not).
             return match self.open::<A>(cx, p, &key, pre.hash, seen, v) {
                 Some(hit) => {
-                    *cache = hit.map(|(entry, dir)| Hit { key, entry, dir });
+                    *cache = match hit {
+                        Some((entry, dir)) if keep => Some(Hit { key, entry, dir }),
+                        _ => None,
+                    };
                     true
                 }
                 None => false,
