@@ -73,11 +73,11 @@ pub use frag::{FragConfig, FragError, FragStats, Reassembler};
 pub use key::{ConnId, ConnKey, Dir, Endpoint, Family, KeyHasher, Zone};
 pub use time::{Millis, Time};
 pub use track::{
-    AfterEach, Config, EARLY_DROP_BUCKETS, EARLY_DROP_SCAN, EARLY_DROP_SHARDS, Handle, Out,
-    Outputs, Pipeline, SMALL_SHARD, Sweep, Tracker,
+    AfterEach, Config, DEFAULT_SHARDS, EARLY_DROP_BUCKETS, EARLY_DROP_SCAN, EARLY_DROP_SHARDS,
+    Handle, Out, Outputs, Pipeline, SMALL_SHARD, Sweep, Tracker,
 };
 pub use verdict::{CtState, InvalidReason, Refusal, Stats, Verdict};
 pub use zone::{Timeout, TimeoutPolicy};
 
-pub use ctrack_table::{GRACE_SLOTS_PER_SHARD, MAX_SHARDS};
+pub use ctrack_table::{GRACE_SLOTS_PER_SHARD, MAX_SHARDS, SHARD_SHIFT};
 pub use ctrack_wire::LinkType;

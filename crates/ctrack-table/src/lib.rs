@@ -2,8 +2,8 @@
 //! `unsafe` code, confined to the modules that need it (`unsafe_code` is
 //! denied everywhere else) and each block justified where it stands.
 //!
-//! A [`Table`] holds records in [`MAX_SHARDS`] shards chosen by the top bits
-//! of a record's hash. Each shard has:
+//! A [`Table`] holds records in shards (a power of two, up to [`MAX_SHARDS`])
+//! chosen by the top bits of a record's hash. Each shard has:
 //!
 //! - an index of 32-bit entries in cache-line buckets ([`index`]), read with
 //!   plain atomic loads: a lookup takes no lock and writes nothing shared;
@@ -126,7 +126,7 @@ pub use prefetch::prefetch;
 pub use shard::GRACE_SLOTS_PER_SHARD;
 pub use table::{
     APPROX_STEP, EntryLock, EntryRef, Hint, InsertError, MAX_SHARDS, MemoryStats, NEAR_WINDOW,
-    RecordId, Seen, SweepStats, Table, TableConfig, Writer,
+    RecordId, SHARD_SHIFT, Seen, SweepStats, Table, TableConfig, Writer,
 };
 
 /// The index positions of a record: every record has a primary hash, and a

@@ -317,10 +317,6 @@ pub(crate) struct Shard<R> {
     /// Alias number to the [`RecordId`](crate::RecordId) it names (0 once
     /// freed).
     pub(crate) aliases: Slab<AtomicU32>,
-    /// When this shard's wheel next has something due (ms), `u64::MAX` if
-    /// nothing. Read by every sweep of every thread; stored only when it
-    /// changes.
-    pub(crate) next_due: AtomicU64,
     /// Written by writers, on lines of their own.
     pub(crate) hot: CachePadded<Hot>,
     mailbox: Arc<Mailbox>,
@@ -362,7 +358,6 @@ impl<R: Record> Shard<R> {
             index: EpochBox::new(Some(Box::new(Index::new(index_buckets, arena)))),
             slab: Slab::new(share, arena),
             aliases: Slab::new(0, arena),
-            next_due: AtomicU64::new(u64::MAX),
             hot: CachePadded::new(Hot {
                 live: AtomicU64::new(0),
                 inserts: AtomicU32::new(0),
@@ -443,10 +438,13 @@ impl<R: Record> Shard<R> {
     }
 
     /// Files `slot` (whose header is `h`), expiring at `expiry` (ms), in
-    /// the wheel; never in a tick before `min_tick`.
+    /// the wheel; never in a tick before `min_tick`. `due` is the shard's
+    /// entry in the table's times due (`Table::due`).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn file(
         &self,
         inner: &mut Inner,
+        due: &AtomicU64,
         slot: u32,
         h: &Header,
         expiry: u64,
@@ -465,24 +463,26 @@ impl<R: Record> Shard<R> {
         let mut list = inner.wheel[s];
         self.push_front(&mut list, slot, h, Links::Wheel);
         inner.wheel[s] = list;
-        let due = (t + 1) * TICK_MS;
-        if due < self.next_due.load(Ordering::Relaxed) {
-            self.next_due.store(due, Ordering::Relaxed);
+        let at = (t + 1) * TICK_MS;
+        if at < due.load(Ordering::Relaxed) {
+            due.store(at, Ordering::Relaxed);
         }
     }
 
     /// Files `slot` again, now expiring at `expiry`, no earlier than
     /// `min_tick`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn refile(
         &self,
         inner: &mut Inner,
+        due: &AtomicU64,
         slot: u32,
         h: &Header,
         expiry: u64,
         min_tick: u64,
     ) {
         self.unfile(inner, slot, h);
-        self.file(inner, slot, h, expiry, min_tick);
+        self.file(inner, due, slot, h, expiry, min_tick);
     }
 
     /// Takes `slot` (whose header is `h`) out of the wheel, if it is in it.
@@ -526,8 +526,9 @@ impl<R: Record> Shard<R> {
         None
     }
 
-    /// Recomputes when the wheel next has something due.
-    pub(crate) fn update_next_due(&self, inner: &Inner) {
+    /// Recomputes when the wheel next has something due, into `due` (the
+    /// shard's entry in the table's times due, `Table::due`).
+    pub(crate) fn update_next_due(&self, inner: &Inner, due: &AtomicU64) {
         let next = if inner.wheel.is_empty() {
             u64::MAX
         } else {
@@ -536,8 +537,8 @@ impl<R: Record> Shard<R> {
                 .find(|t| inner.wheel[(t % WHEEL_SLOTS as u64) as usize].len > 0)
                 .map_or(u64::MAX, |t| (t + 1) * TICK_MS)
         };
-        if self.next_due.load(Ordering::Relaxed) != next {
-            self.next_due.store(next, Ordering::Relaxed);
+        if due.load(Ordering::Relaxed) != next {
+            due.store(next, Ordering::Relaxed);
         }
     }
 

@@ -6,8 +6,8 @@ use std::fmt::Display;
 use std::num::{IntErrorKind, ParseIntError};
 use std::str::FromStr;
 
-/// The most connections a table may be sized for: its 64 shards hold
-/// 2^23 connections each.
+/// The most connections a table may be sized for: the default 64 shards
+/// hold 2^23 connections each (a shard's slot numbers have 23 bits).
 pub const MAX_CONNS: usize = 1 << 29;
 
 /// The most threads a benchmark may start.

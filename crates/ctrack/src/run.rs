@@ -92,18 +92,21 @@ fn parse_metrics(s: &str) -> Result<SocketAddr, String> {
 /// Runs the datapath until SIGTERM or SIGINT, reloading the policy on
 /// SIGHUP; prints the final counters to `out`.
 pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
+    let workers = args
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let cfg = RunConfig {
         policy_path: args.policy.clone(),
         ports: args.ports.clone(),
         io: args.io,
-        workers: args
-            .workers
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        workers,
         ring_frames: args.ring_frames,
         tracker: Config {
             checksums: !args.no_checksum,
             max_conns: args.max_conns,
             prefault: args.prefault,
+            // Each worker creates connections.
+            shards: Config::shards_for(workers),
             ..Config::default()
         },
         frag: FragConfig {

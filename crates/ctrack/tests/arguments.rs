@@ -99,11 +99,15 @@ fn values_out_of_range_are_usage_errors() {
     usage_error(&["bench", "cps", "--conns", "0"], "from 1 to");
     usage_error(
         &["bench", "lookup", "--shards", "3"],
-        "power of two from 1 to 64",
+        "power of two from 1 to 256",
     );
     usage_error(
-        &["bench", "lookup", "--shards", "128"],
-        "power of two from 1 to 64",
+        &["bench", "lookup", "--shards", "512"],
+        "power of two from 1 to 256",
+    );
+    usage_error(
+        &["bench", "cps", "--shards", "0"],
+        "power of two from 1 to 256",
     );
     usage_error(&["bench", "lookup", "--zipf", "0"], "positive number");
     let out = ctrack(&["bench", "lookup", "--nat", "--calls", "handle"]);
@@ -356,6 +360,47 @@ fn every_benchmark_option_runs_within_its_range() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `cps` takes as many shards as `ctrack run` would for its threads, or
+/// `--shards`; with `--affine` each thread creates connections of its own
+/// shards only, and every connection is still created and answered.
+#[test]
+fn cps_reports_its_shards_and_creates_every_connection_on_own_shards() {
+    for (threads, shards, affine, want) in [
+        ("1", None, false, 64),
+        ("8", None, false, 256),
+        ("3", Some("16"), true, 16),
+        ("2", None, true, 64),
+    ] {
+        let mut args = vec![
+            "bench",
+            "--json",
+            "cps",
+            "--threads",
+            threads,
+            "--conns",
+            "3000",
+            "--steady",
+            "3000",
+            "--runs",
+            "1",
+        ];
+        if let Some(s) = shards {
+            args.extend(["--shards", s]);
+        }
+        if affine {
+            args.push("--affine");
+        }
+        let out = ctrack(&args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+        assert_eq!(v["shards"], want, "{args:?}");
+        assert_eq!(v["affine"], affine, "{args:?}");
+        assert_eq!(v["fill"]["table_len_after"], 3000, "{args:?}");
+        assert_eq!(v["fill"]["committed"], 3000, "{args:?}");
+        assert_eq!(v["steady"]["committed"], 3000, "{args:?}");
+    }
 }
 
 /// The system refuses every thread: a huge minimum stack (RUST_MIN_STACK,

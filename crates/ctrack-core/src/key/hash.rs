@@ -70,9 +70,14 @@ impl KeyHasher {
     /// The hash of `key` in generation 0 of its zone, equal to the hash of
     /// `key.reverse()`.
     pub fn hash(&self, key: &ConnKey) -> u64 {
+        self.hash_in(key, 0)
+    }
+
+    /// The hash of `key` in generation `generation` of its zone.
+    pub(crate) fn hash_in(&self, key: &ConnKey, generation: u32) -> u64 {
         match key.family {
-            Family::V4 => self.hash_tuple(key.zone, 0, key.proto, &Tuple::<u32>::of(key)),
-            Family::V6 => self.hash_tuple(key.zone, 0, key.proto, &Tuple::<V6>::of(key)),
+            Family::V4 => self.hash_tuple(key.zone, generation, key.proto, &Tuple::<u32>::of(key)),
+            Family::V6 => self.hash_tuple(key.zone, generation, key.proto, &Tuple::<V6>::of(key)),
         }
     }
 }

@@ -231,3 +231,46 @@ mod tests {
         assert_eq!(sim.flush_all(), 0);
     }
 }
+
+#[cfg(test)]
+mod shard_tests {
+    use std::collections::HashSet;
+
+    use super::super::config::Config;
+    use super::super::testing::{Sim, udp_key};
+
+    /// `Tracker::shard_of` names the shard each direction's packets find
+    /// the connection in, in the zone's current generation (a flush moves
+    /// the zone's next connections to other shards).
+    #[test]
+    fn shard_of_names_the_shard_a_connection_lives_in() {
+        let sim = Sim::with(Config {
+            shards: ctrack_table::MAX_SHARDS,
+            ..Config::default()
+        });
+        let mut seen = HashSet::new();
+        for port in 1000..1300 {
+            let id = sim.udp_both_ways(port, "commit,zone=3");
+            let key = udp_key(port, 3);
+            let shard = sim.t.shard_of(&key);
+            assert_eq!(id.record().shard(), shard, "port {port}");
+            assert_eq!(sim.t.shard_of(&key.reverse()), shard);
+            seen.insert(shard);
+        }
+        assert!(seen.len() > 150, "{} shards of 256", seen.len());
+        let ports = 2000..2020;
+        let before: Vec<usize> = ports
+            .clone()
+            .map(|p| sim.t.shard_of(&udp_key(p, 3)))
+            .collect();
+        assert!(sim.t.flush_zone(3));
+        let mut moved = 0;
+        for (port, before) in ports.zip(before) {
+            let id = sim.udp_both_ways(port, "commit,zone=3");
+            assert_eq!(id.record().shard(), sim.t.shard_of(&udp_key(port, 3)));
+            moved += usize::from(before != id.record().shard());
+        }
+        // The new generation hashes anew: most keys move.
+        assert!(moved >= 15, "{moved} of 20 moved");
+    }
+}

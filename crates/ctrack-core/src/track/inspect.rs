@@ -130,7 +130,7 @@ impl Tracker {
             let insts: Vec<u64> = match zone {
                 Some(z) => {
                     let Some(m) = zones.get(z) else { return };
-                    if m.occupied(family_index(A::FAMILY)) & (1 << (shard & 63)) == 0 {
+                    if !m.occupied(family_index(A::FAMILY), shard) {
                         continue;
                     }
                     vec![instance(z, m.generation())]

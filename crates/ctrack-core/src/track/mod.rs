@@ -36,7 +36,8 @@ mod word;
 
 pub use after::AfterEach;
 pub use config::{
-    Config, DEFAULT_MAX_CONNS, EARLY_DROP_BUCKETS, EARLY_DROP_SCAN, EARLY_DROP_SHARDS, SMALL_SHARD,
+    Config, DEFAULT_MAX_CONNS, DEFAULT_SHARDS, EARLY_DROP_BUCKETS, EARLY_DROP_SCAN,
+    EARLY_DROP_SHARDS, SMALL_SHARD,
 };
 pub use expiry::Sweep;
 pub use handle::{Handle, REPIN_EVERY};

@@ -11,7 +11,7 @@ use super::config::Config;
 use super::shared::{Dead, NOT_FULL, Shared};
 use crate::alg::expect::Expectations;
 use crate::conn::{Conn, Events};
-use crate::key::{Addr, KeyHasher, V6, Zone, instance};
+use crate::key::{Addr, ConnKey, Family, KeyHasher, V6, Zone, instance};
 use crate::zone::{Compiled, LIMIT_DEFAULT, TimeoutPolicy, Zones};
 
 /// The tables by address family.
@@ -169,6 +169,24 @@ impl Tracker {
             + (0..self.v6.shard_count())
                 .map(|s| self.v6.instance_len(s, inst))
                 .sum::<usize>()
+    }
+
+    /// The table shard (of [`Config::shards`] per family) that `key`'s
+    /// connection lives in, or would, in its zone's current generation. A
+    /// datapath that hands each worker the traffic of its own shards keeps
+    /// each shard's lock and lists on one core (`ctrack bench cps
+    /// --affine` measures what that saves).
+    pub fn shard_of(&self, key: &ConnKey) -> usize {
+        let generation = self
+            .shared
+            .zones
+            .get(key.zone)
+            .map_or(0, |m| m.generation());
+        let hash = self.shared.hasher.hash_in(key, generation);
+        match key.family {
+            Family::V4 => self.v4.shard_of(hash),
+            Family::V6 => self.v6.shard_of(hash),
+        }
     }
 
     /// The hash seed in use.

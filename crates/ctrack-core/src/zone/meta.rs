@@ -35,11 +35,14 @@ pub(crate) struct ZoneMeta {
     count: AtomicU64,
     /// Per family, a bit per shard holding connections of the current
     /// generation.
-    occupied: [AtomicU64; 2],
+    occupied: [[AtomicU64; OCCUPANCY_WORDS]; 2],
 }
 
 /// `ZoneMeta::limit` value meaning "the default zone limit applies".
 pub(crate) const LIMIT_DEFAULT: u32 = u32::MAX;
+
+/// Words of a family's shard bits: one bit for each of the most shards.
+const OCCUPANCY_WORDS: usize = ctrack_table::MAX_SHARDS / 64;
 
 impl ZoneMeta {
     fn new() -> ZoneMeta {
@@ -133,23 +136,28 @@ impl ZoneMeta {
         if generation != self.generation() {
             return;
         }
-        let bit = 1u64 << (shard & 63);
+        let word = &self.occupied[family][shard / 64 % OCCUPANCY_WORDS];
+        let bit = 1u64 << (shard % 64);
         if occupied {
-            self.occupied[family].fetch_or(bit, Ordering::AcqRel);
+            word.fetch_or(bit, Ordering::AcqRel);
         } else {
-            self.occupied[family].fetch_and(!bit, Ordering::AcqRel);
+            word.fetch_and(!bit, Ordering::AcqRel);
         }
     }
 
-    /// The shards of `family` that may hold connections of the current
+    /// Whether `shard` of `family` may hold connections of the current
     /// generation.
-    pub(crate) fn occupied(&self, family: usize) -> u64 {
-        self.occupied[family].load(Ordering::Acquire)
+    pub(crate) fn occupied(&self, family: usize, shard: usize) -> bool {
+        let word = &self.occupied[family][shard / 64 % OCCUPANCY_WORDS];
+        word.load(Ordering::Acquire) & (1u64 << (shard % 64)) != 0
     }
 
     /// True if no shard holds a connection of the current generation.
     pub(crate) fn is_empty(&self) -> bool {
-        self.occupied(0) == 0 && self.occupied(1) == 0
+        self.occupied
+            .iter()
+            .flatten()
+            .all(|w| w.load(Ordering::Acquire) == 0)
     }
 
     /// Starts a new generation: returns the old one. The limit count
@@ -158,8 +166,9 @@ impl ZoneMeta {
         let old = self.generation.fetch_add(1, Ordering::AcqRel);
         let new = old.wrapping_add(1);
         self.count.store(u64::from(new) << 32, Ordering::Release);
-        self.occupied[0].store(0, Ordering::Release);
-        self.occupied[1].store(0, Ordering::Release);
+        for w in self.occupied.iter().flatten() {
+            w.store(0, Ordering::Release);
+        }
         old
     }
 
@@ -258,9 +267,12 @@ mod tests {
         let m = ZoneMeta::new();
         assert!(m.is_empty());
         m.set_occupied(0, 0, 5, true);
-        m.set_occupied(1, 0, 63, true);
-        assert_eq!(m.occupied(0), 1 << 5);
+        m.set_occupied(1, 0, 255, true);
+        assert!(m.occupied(0, 5) && !m.occupied(0, 69) && !m.occupied(1, 5));
+        assert!(m.occupied(1, 255) && !m.occupied(1, 63));
         assert!(!m.is_empty());
+        m.set_occupied(0, 0, 5, false);
+        assert!(!m.occupied(0, 5) && !m.is_empty());
         m.next_generation();
         assert!(m.is_empty());
         // A late report about the old generation changes nothing.

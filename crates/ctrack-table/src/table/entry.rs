@@ -31,7 +31,7 @@ impl RecordId {
         self.0 & SLOT_MASK
     }
 
-    /// The id as a number (29 bits).
+    /// The id as a number (31 bits: eight of shard, 23 of slot).
     pub fn as_u32(self) -> u32 {
         self.0
     }

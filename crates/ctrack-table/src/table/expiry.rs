@@ -68,7 +68,7 @@ impl<R: Record> Table<R> {
         let wait = budget == usize::MAX;
         for i in 0..n {
             let shard = (start + i) & self.mask;
-            let due = self.shards[shard].next_due.load(Ordering::Relaxed);
+            let due = self.due[shard].load(Ordering::Relaxed);
             if due > now {
                 next = next.min(due);
                 continue;
@@ -92,7 +92,7 @@ impl<R: Record> Table<R> {
                     }
                 }
             }
-            next = next.min(self.shards[shard].next_due.load(Ordering::Relaxed));
+            next = next.min(self.due[shard].load(Ordering::Relaxed));
         }
         out.next_due = (next != u64::MAX).then_some(next);
         out
@@ -114,6 +114,7 @@ impl<R: Record> Table<R> {
         out: &mut SweepStats,
     ) -> Option<bool> {
         let sh = &self.shards[shard];
+        let due = &self.due[shard];
         let mut deferred = Vec::new();
         let mut stopped = false;
         {
@@ -158,7 +159,14 @@ impl<R: Record> Table<R> {
                 }
                 let id = RecordId::new(shard, slot);
                 if ctx.expiry(r, guard) > now {
-                    sh.refile(&mut inner, slot, r.header(), ctx.expiry(r, guard), tick + 1);
+                    sh.refile(
+                        &mut inner,
+                        due,
+                        slot,
+                        r.header(),
+                        ctx.expiry(r, guard),
+                        tick + 1,
+                    );
                     continue;
                 }
                 // If its alias lives in another shard that is busy and
@@ -170,9 +178,14 @@ impl<R: Record> Table<R> {
                 });
                 match removed {
                     Some(true) => out.removed += 1,
-                    Some(false) => {
-                        sh.refile(&mut inner, slot, r.header(), ctx.expiry(r, guard), tick + 1)
-                    }
+                    Some(false) => sh.refile(
+                        &mut inner,
+                        due,
+                        slot,
+                        r.header(),
+                        ctx.expiry(r, guard),
+                        tick + 1,
+                    ),
                     None => {
                         sh.unfile(&mut inner, slot, r.header());
                         deferred.push(id);
@@ -180,7 +193,7 @@ impl<R: Record> Table<R> {
                 }
             }
             out.examined += examined;
-            sh.update_next_due(&inner);
+            sh.update_next_due(&inner, due);
             sh.seal_some(&mut inner, guard);
         }
         for id in deferred {
@@ -188,7 +201,7 @@ impl<R: Record> Table<R> {
                 let hashes = ctx.hashes(r, guard);
                 let removed = self.remove_expired(ctx, guard, id, r, hashes, now, home, alias);
                 if !removed && r.header().is_live() {
-                    sh.file(home, id.slot(), r.header(), ctx.expiry(r, guard), 0);
+                    sh.file(home, due, id.slot(), r.header(), ctx.expiry(r, guard), 0);
                 }
                 removed
             });
@@ -260,9 +273,9 @@ impl<R: Record> Table<R> {
 
     /// When some shard next has an expiry due (ms), if any.
     pub fn next_due(&self) -> Option<u64> {
-        self.shards
+        self.due
             .iter()
-            .map(|s| s.next_due.load(Ordering::Relaxed))
+            .map(|d| d.load(Ordering::Relaxed))
             .min()
             .filter(|&t| t != u64::MAX)
     }

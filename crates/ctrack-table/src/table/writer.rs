@@ -311,7 +311,14 @@ impl<'g, R: Record> Writer<'g, R> {
             ctx.occupancy(inst, shard, true);
         }
         sh.start_clock(home, now);
-        sh.file(home, slot, r.header(), ctx.expiry(r, guard), now / TICK_MS);
+        sh.file(
+            home,
+            &table.due[shard],
+            slot,
+            r.header(),
+            ctx.expiry(r, guard),
+            now / TICK_MS,
+        );
         home.live += 1;
         // An announced insert is this one (only this writer inserts here
         // while it holds the shard): the published count stays.

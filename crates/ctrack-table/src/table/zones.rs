@@ -76,7 +76,7 @@ impl<R: Record> Table<R> {
                 at = (at + 1) % REMOVAL_LAG;
                 s = ahead.map_or(0, |(next, _, _)| next);
             }
-            sh.update_next_due(&inner);
+            sh.update_next_due(&inner, &self.due[shard]);
             sh.seal(&mut inner, guard);
         }
         for id in deferred {

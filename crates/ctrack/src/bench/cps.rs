@@ -36,7 +36,9 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
-use ctrack_core::{Config, CtAction, LinkType, Stats, Time, TimeoutPolicy, Tracker};
+use ctrack_core::{
+    Config, ConnKey, CtAction, Endpoint, Family, LinkType, Stats, Time, TimeoutPolicy, Tracker,
+};
 use ctrack_wire::tcp::flags::{ACK, SYN};
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -100,6 +102,17 @@ pub struct CpsArgs {
     /// own.
     #[arg(long, value_enum, default_value_t = Sweeper::Each)]
     pub sweeper: Sweeper,
+    /// Table shards per family (a power of two up to 256; default: as
+    /// `ctrack run` takes for as many workers, `Config::shards_for`):
+    /// fewer shards, more threads meeting at each shard's lock.
+    #[arg(long, value_parser = crate::args::power_of_two(ctrack_core::MAX_SHARDS))]
+    pub shards: Option<usize>,
+    /// Each thread creates only connections of its own shards (shard
+    /// number modulo the threads), as workers would whose traffic is
+    /// steered by the table's own hash: no shard's lock or lists are
+    /// shared between threads. Shows what sharing the shards costs.
+    #[arg(long)]
+    pub affine: bool,
 }
 
 /// Per-batch latency, in nanoseconds.
@@ -162,6 +175,10 @@ struct CpsJson {
     conns: u64,
     proto: Proto,
     sweeper: Sweeper,
+    /// Table shards per family.
+    shards: usize,
+    /// Whether each thread created only connections of its own shards.
+    affine: bool,
     runs: usize,
     fill: Phase,
     steady: Phase,
@@ -211,6 +228,8 @@ pub(crate) fn run(a: &CpsArgs, json: bool, out: &mut dyn Write) -> Result<()> {
         conns: a.conns,
         proto: a.proto,
         sweeper: a.sweeper,
+        shards: shards(a),
+        affine: a.affine,
         runs: a.runs,
         fill: chosen.0,
         steady,
@@ -225,8 +244,14 @@ pub(crate) fn run(a: &CpsArgs, json: bool, out: &mut dyn Write) -> Result<()> {
     }
     writeln!(
         out,
-        "cps: {} thread(s), {} connections, {:?}, sweeper {:?}, median of {} runs",
-        a.threads, a.conns, a.proto, a.sweeper, a.runs
+        "cps: {} thread(s){}, {} connections, {:?}, sweeper {:?}, {} shards, median of {} runs",
+        a.threads,
+        if a.affine { " on their own shards" } else { "" },
+        a.conns,
+        a.proto,
+        a.sweeper,
+        j.shards,
+        a.runs
     )?;
     for (name, p) in [("fill", &j.fill), ("steady", &j.steady)] {
         writeln!(
@@ -293,6 +318,11 @@ fn opening(proto: Proto, i: u64) -> Vec<Vec<u8>> {
     }
 }
 
+/// The table's shards per family.
+fn shards(a: &CpsArgs) -> usize {
+    a.shards.unwrap_or(Config::shards_for(a.threads))
+}
+
 fn run_once(a: &CpsArgs) -> Result<(Phase, Phase)> {
     let steady_conns = a.steady.unwrap_or(a.conns);
     let lifetime_s = (LIFETIME_MS / 1000) as u32;
@@ -314,6 +344,7 @@ fn run_once(a: &CpsArgs) -> Result<(Phase, Phase)> {
         max_conns: (a.conns as usize).saturating_mul(5) / 4 + 1024,
         timeouts: policy,
         prefault: a.prefault,
+        shards: shards(a),
         ..Config::default()
     });
     let action = CtAction::commit(0);
@@ -352,6 +383,27 @@ fn phases(
     Ok((fill, steady))
 }
 
+/// The table shard that connection `i` of [`opening`] lives in.
+fn shard_of(tracker: &Tracker, proto: Proto, i: u64) -> usize {
+    let (c, s, sport) = packets::endpoints(i);
+    let endpoint = |a: [u8; 4], port| Endpoint {
+        addr: u128::from(u32::from_be_bytes(a)),
+        port,
+        ..Endpoint::default()
+    };
+    let (proto, port) = match proto {
+        Proto::Udp => (17, 53),
+        Proto::Tcp => (6, 80),
+    };
+    tracker.shard_of(&ConnKey {
+        src: endpoint(c, sport),
+        dst: endpoint(s, port),
+        zone: 0,
+        proto,
+        family: Family::V4,
+    })
+}
+
 /// Batches of frames in a buffer: each batch's first connection number
 /// and its frames' (offset, length).
 type Batches = Vec<(u64, Vec<(usize, usize)>)>;
@@ -366,12 +418,12 @@ fn thread_batches(
     n: u64,
     first: u64,
     t: usize,
-    threads: usize,
+    owner: &(dyn Fn(u64) -> usize + Sync),
 ) -> (Vec<u8>, Batches) {
     let per_conn = opening(proto, 0).len();
     // Conns per batch: whole openings only.
     let conns_per_batch = (BATCH / per_conn).max(1);
-    let mine: Vec<u64> = (0..n).filter(|c| c % threads as u64 == t as u64).collect();
+    let mine: Vec<u64> = (0..n).filter(|&c| owner(first + c) == t).collect();
     let mut buf: Vec<u8> = Vec::new();
     let mut batches = Vec::new();
     for cs in mine.chunks(conns_per_batch) {
@@ -444,6 +496,11 @@ fn phase(
         .map(|_| Clock(AtomicU64::new(u64::MAX)))
         .collect();
     let done = AtomicBool::new(false);
+    let shard_of = |i: u64| shard_of(tracker, a.proto, i);
+    let owner: &(dyn Fn(u64) -> usize + Sync) = &|i: u64| match a.affine {
+        true => shard_of(i) % threads,
+        false => ((i - first) % threads as u64) as usize,
+    };
     let (elapsed, hist, floors, stats) = std::thread::scope(|s| {
         let line = &line;
         let clock = &clock;
@@ -459,7 +516,7 @@ fn phase(
             false => None,
         };
         let handles = spawn_all(s, threads, line, move |t| -> ThreadOut {
-            let (buf, batches) = thread_batches(a.proto, n, first, t, threads);
+            let (buf, batches) = thread_batches(a.proto, n, first, t, owner);
             let mut h = histogram();
             let mut verdicts = Vec::with_capacity(BATCH);
             let mut stats = Stats::default();

@@ -50,10 +50,10 @@ pub struct LookupArgs {
     /// Runs over the same table; the median rate is reported (1 to 1000).
     #[arg(long, default_value_t = 3, value_parser = bounded(1, MAX_RUNS))]
     pub runs: usize,
-    /// Table shards per family (a power of two up to 64).
-    #[arg(long, default_value_t = ctrack_core::MAX_SHARDS,
-          value_parser = power_of_two(ctrack_core::MAX_SHARDS))]
-    pub shards: usize,
+    /// Table shards per family (a power of two up to 256; default: as
+    /// `ctrack run` takes for as many workers, `Config::shards_for`).
+    #[arg(long, value_parser = power_of_two(ctrack_core::MAX_SHARDS))]
+    pub shards: Option<usize>,
     /// How packets are handed to the tracker: `burst` (32 per call,
     /// `Tracker::process_batch`, prefetching), or one per call, through
     /// a per-thread `handle` (`Tracker::handle`) or `process` (a fresh
@@ -136,7 +136,8 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
     if a.nat && a.calls == Calls::Handle {
         bail!("--nat works with --calls burst or process (a handle does not rewrite)");
     }
-    if !a.shards.is_power_of_two() || a.shards > ctrack_core::MAX_SHARDS {
+    let shards = a.shards.unwrap_or(Config::shards_for(a.threads));
+    if !shards.is_power_of_two() || shards > ctrack_core::MAX_SHARDS {
         bail!(
             "--shards must be a power of two from 1 to {}",
             ctrack_core::MAX_SHARDS
@@ -144,7 +145,7 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
     }
     let tracker = Tracker::new(Config {
         max_conns: (a.conns as usize).saturating_mul(11) / 10 + 1024,
-        shards: a.shards,
+        shards,
         ..Config::default()
     });
     let now = Time::from_secs(1);

@@ -307,7 +307,10 @@ fn benchmark(a: &BenchmarkArgs, json: bool, out: &mut dyn Write) -> Result<()> {
 }
 
 fn benchmark_once(a: &BenchmarkArgs) -> Result<Duration> {
-    let tracker = Tracker::new(Config::default());
+    let tracker = Tracker::new(Config {
+        shards: Config::shards_for(a.n_threads),
+        ..Config::default()
+    });
     let line = StartLine::new(a.n_threads + 1);
     let now = Time::from_secs(1);
     let action = CtAction::commit(0);

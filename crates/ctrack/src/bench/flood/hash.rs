@@ -96,7 +96,7 @@ impl Key {
 /// 0 of `shards` (the top bits) and the first 1/2^B of the home field
 /// (bits 8..40).
 fn target(shards: u64, bits: u32) -> (u64, u64) {
-    let shard_mask = (shards.next_power_of_two() - 1) << 58;
+    let shard_mask = (shards.next_power_of_two() - 1) << ctrack_core::SHARD_SHIFT;
     let region_mask = if bits == 0 {
         0
     } else {
@@ -439,8 +439,10 @@ mod tests {
         assert!(keys.iter().all(|k| known.hash(&k.conn()) & mask == want));
         // Under another seed they are ordinary keys: spread over shards.
         let fresh = KeyHasher::new();
-        let shards: std::collections::HashSet<u64> =
-            keys.iter().map(|k| fresh.hash(&k.conn()) >> 58).collect();
+        let shards: std::collections::HashSet<u64> = keys
+            .iter()
+            .map(|k| fresh.hash(&k.conn()) >> ctrack_core::SHARD_SHIFT & 63)
+            .collect();
         assert!(shards.len() > 16, "{}", shards.len());
     }
 
