@@ -107,11 +107,13 @@ def main():
         rec["benchmark"][t] = run(cmd)
 
     # Connection creation with expiry.
-    def cps(t, sweeper):
+    def cps(t, sweeper, *more):
         return run(b + ["cps", "--threads", str(t), "--conns", conns, "--steady", steady,
-                        "--runs", runs, "--sweeper", sweeper])
+                        "--runs", runs, "--sweeper", sweeper, *more])
     rec["cps"] = {t: cps(t, "each") for t in threads}
     rec["cps_sweeper_thread"] = {top: cps(top, "thread")}
+    # Each thread on shards of its own: what sharing the shards costs.
+    rec["cps_affine"] = {top: cps(top, "each", "--affine")}
 
     # Established packets.
     rec["lookup"] = {}
@@ -166,6 +168,9 @@ def main():
         print(f"cps {t:>3} thread(s), every thread sweeping: steady"
               f" {s['conns_per_sec'] / 1e6:.2f} M/s, p99.9/p50"
               f" {lat['p999'] / max(lat['p50'], 1):.1f}x")
+    s = rec["cps_affine"][top]["steady"]
+    print(f"cps {top:>3} thread(s), each on shards of its own (--affine): steady"
+          f" {s['conns_per_sec'] / 1e6:.2f} M/s")
     s = rec["cps_sweeper_thread"][top]["steady"]
     print(f"cps {top:>3} thread(s), one sweeper thread: steady {s['conns_per_sec'] / 1e6:.2f} M/s;"
           f" evicted {s['evicted']}, refused {s['refused_table_full']}")
