@@ -265,10 +265,22 @@ fn the_same_new_flows_in_bursts_from_many_threads() {
 
 #[test]
 fn flushes_sweeps_and_limits_during_traffic() {
+    flushes_sweeps_and_limits_in(ctrack_core::DEFAULT_SHARDS);
+}
+
+/// As many shards as `ctrack run` takes for eight workers or more: zone
+/// occupancy, sweeps and the limit's sums over 256 shards.
+#[test]
+fn flushes_sweeps_and_limits_during_traffic_in_256_shards() {
+    flushes_sweeps_and_limits_in(ctrack_core::MAX_SHARDS);
+}
+
+fn flushes_sweeps_and_limits_in(shards: usize) {
     const THREADS: u8 = 3;
     let rounds = 300 * scale();
     let t = Arc::new(Tracker::new(Config {
         max_conns: 500,
+        shards,
         ..Config::default()
     }));
     t.set_zone_limit(2, 50);

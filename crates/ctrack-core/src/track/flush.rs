@@ -273,4 +273,35 @@ mod shard_tests {
         // The new generation hashes anew: most keys move.
         assert!(moved >= 15, "{moved} of 20 moved");
     }
+
+    /// A zone's dump skips shards that hold none of its connections; with
+    /// more than 64 shards, a shard emptying must not hide another's (the
+    /// occupancy has a bit for each of the 256).
+    #[test]
+    fn a_zone_dump_sees_every_shard_of_256() {
+        let sim = Sim::with(Config {
+            shards: ctrack_table::MAX_SHARDS,
+            ..Config::default()
+        });
+        let mut by_shard = vec![Vec::new(); ctrack_table::MAX_SHARDS];
+        for port in 1000..1800 {
+            sim.udp_both_ways(port, "commit,zone=7");
+            by_shard[sim.t.shard_of(&udp_key(port, 7))].push(port);
+        }
+        // A shard below 64 whose counterpart 64 above also holds some.
+        let low = (0..64)
+            .find(|&s| !by_shard[s].is_empty() && !by_shard[s + 64].is_empty())
+            .expect("800 connections over 256 shards fill such a pair");
+        for &port in &by_shard[low] {
+            assert!(sim.flush_key(&udp_key(port, 7)));
+        }
+        let mut seen = HashSet::new();
+        sim.t.for_each(Some(7), sim.now, |_, c| {
+            assert!(seen.insert(c.entry.orig.sport.expect("a UDP port")));
+        });
+        assert_eq!(seen.len(), 800 - by_shard[low].len());
+        for &port in &by_shard[low + 64] {
+            assert!(seen.contains(&port), "port {port} of shard {}", low + 64);
+        }
+    }
 }

@@ -140,3 +140,22 @@ impl<R: Record> Drop for EntryLock<'_, R> {
         self.rec.header().unlock();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{MAX_SHARDS, RecordId, SLOT_MASK};
+
+    /// Every shard and slot round-trips, and an id leaves bit 31 free (a
+    /// connection id keeps its address family there).
+    #[test]
+    fn ids_name_every_shard_in_31_bits() {
+        for shard in [0, 1, 63, 64, 200, MAX_SHARDS - 1] {
+            for slot in [0, 1, SLOT_MASK] {
+                let id = RecordId::new(shard, slot);
+                assert_eq!((id.shard(), id.slot()), (shard, slot));
+                assert_eq!(RecordId::from_u32(id.as_u32()), id);
+                assert_eq!(id.as_u32() >> 31, 0);
+            }
+        }
+    }
+}
