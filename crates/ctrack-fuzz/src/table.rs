@@ -83,7 +83,12 @@ struct Run<H> {
 /// the operations (not packets).
 pub fn table(data: &[u8], probe: &mut Probe) {
     let mut u = Unstructured::new(data);
-    let shards = 1usize << u.int_in_range(0..=3u32).unwrap_or(0);
+    // 1 to 8 shards, where few keys share each; or the most (256), where
+    // the shard bits reach the hash's top byte and most shards stay empty.
+    let shards = match u.int_in_range(0..=4u32).unwrap_or(0) {
+        4 => ctrack_table::MAX_SHARDS,
+        b => 1usize << b,
+    };
     let bits = u.int_in_range(3..=20u32).unwrap_or(8);
     let mut run = Run {
         t: Table::new(TableConfig {
