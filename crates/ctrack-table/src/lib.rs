@@ -107,6 +107,7 @@ mod gate;
 mod header;
 #[allow(unsafe_code)]
 pub mod index;
+mod lists;
 #[allow(unsafe_code)]
 mod prefetch;
 #[allow(unsafe_code)]

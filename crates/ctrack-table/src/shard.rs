@@ -6,19 +6,21 @@
 //! atomics: readers never follow them.
 
 use crossbeam_utils::CachePadded;
-use hashbrown::HashMap;
 
 use crate::Record;
 use crate::arena::Arena;
 use crate::epoch::{EpochBox, Guard, defer};
 use crate::header::{Header, NO_WHEEL};
 use crate::index::Index;
+pub(crate) use crate::lists::{Links, List, ZoneLists};
 use crate::slab::{MAX_SLOTS, Slab};
 use crate::sync::{Arc, AtomicU8, AtomicU32, AtomicU64, Mutex, Ordering};
 
 /// Timer-wheel slots per shard. A record expiring further ahead than the
 /// wheel spans is filed in the last slot and filed again when it comes due.
 pub(crate) const WHEEL_SLOTS: usize = 256;
+/// `Inner::hot_slot` when no wheel slot's list is kept beside the lock.
+const NO_HOT: u16 = u16::MAX;
 /// Width of a wheel slot, in milliseconds.
 pub(crate) const TICK_MS: u64 = 1000;
 /// Freed slots handed to the epoch in batches of this many (one at a time
@@ -49,31 +51,6 @@ const SEAL_SOME: usize = 1;
 /// to 30%.
 pub const GRACE_SLOTS_PER_SHARD: usize = 16 * LIMBO_BATCH;
 
-/// A doubly linked list of slots (through a pair of header links).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct List {
-    pub(crate) head: u32,
-    pub(crate) tail: u32,
-    pub(crate) len: u32,
-}
-
-/// Which pair of header links a list uses.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Links {
-    Zone,
-    Wheel,
-}
-
-impl Links {
-    #[inline]
-    fn of(self, h: &Header) -> (&AtomicU32, &AtomicU32) {
-        match self {
-            Links::Zone => (&h.zone_prev, &h.zone_next),
-            Links::Wheel => (&h.wheel_prev, &h.wheel_next),
-        }
-    }
-}
-
 /// Slots whose grace period has passed, ready for reuse.
 #[derive(Debug, Default)]
 pub(crate) struct Mailbox {
@@ -83,91 +60,15 @@ pub(crate) struct Mailbox {
     pending: AtomicU8,
 }
 
-/// A shard's zone lists by instance. The one that most inserts and
-/// removals go to (a shard usually holds records of one zone instance or
-/// a few) is kept inline, on a line that every insert touches anyway; the
-/// others in a map, whose buckets would be one more line to fetch from
-/// another core's cache on each insert.
-#[derive(Debug, Default)]
-#[repr(C)]
-pub(crate) struct ZoneLists {
-    /// The instance of `first`, while `first.len > 0`.
-    first_key: u64,
-    /// Vacant while empty.
-    first: List,
-    /// The others. An instance is in at most one of `first` and `rest`.
-    rest: HashMap<u64, List, foldhash::fast::RandomState>,
-}
-
-impl ZoneLists {
-    /// The list of `instance`, if it has records.
-    #[inline]
-    pub(crate) fn get(&self, instance: u64) -> Option<&List> {
-        if self.first.len > 0 && self.first_key == instance {
-            Some(&self.first)
-        } else {
-            self.rest.get(&instance)
-        }
-    }
-
-    /// The list of `instance`, if it has records, to change.
-    #[inline]
-    pub(crate) fn get_mut(&mut self, instance: u64) -> Option<&mut List> {
-        if self.first.len > 0 && self.first_key == instance {
-            Some(&mut self.first)
-        } else {
-            self.rest.get_mut(&instance)
-        }
-    }
-
-    /// The list of `instance`, made empty if it had none. Its caller puts
-    /// a record in it at once: an empty list is as good as none.
-    #[inline]
-    pub(crate) fn get_or_default(&mut self, instance: u64) -> &mut List {
-        if self.first.len > 0 {
-            if self.first_key == instance {
-                return &mut self.first;
-            }
-        } else if !self.rest.contains_key(&instance) {
-            self.first_key = instance;
-            self.first = List::default();
-            return &mut self.first;
-        }
-        self.rest.entry(instance).or_default()
-    }
-
-    /// Forgets the list of `instance` (emptied by its caller).
-    #[inline]
-    pub(crate) fn remove(&mut self, instance: u64) {
-        debug_assert!(self.get(instance).is_none_or(|l| l.len == 0));
-        if self.first_key == instance {
-            self.first = List::default();
-        }
-        self.rest.remove(&instance);
-    }
-
-    /// Every instance with records, and its list.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &List)> {
-        (self.first.len > 0)
-            .then_some((self.first_key, &self.first))
-            .into_iter()
-            .chain(self.rest.iter().map(|(k, l)| (*k, l)))
-    }
-
-    /// Entries the map has room for.
-    pub(crate) fn capacity(&self) -> usize {
-        self.rest.capacity()
-    }
-}
-
 /// The part of a shard that needs the lock.
 ///
 /// In a fixed order (`repr(C)`), what every insert and removal touches
 /// first: with the lock and the published counts before it ([`Hot`]), the
-/// counts and slot fields share the lock's cache line, the wheel and the
-/// batch of slots being handed out, the first zone list and the wheel the
-/// next one (the pair of lines that the processor fetches together), what
-/// only removals touch the third. A writer on another core than the
+/// counts and slot fields share the lock's cache line, the list of the
+/// wheel slot that new records go to (`hot`), the wheel, the batch of
+/// slots being handed out and the first zone list the next one (the pair
+/// of lines that the processor fetches together), what only removals
+/// touch the third. A writer on another core than the
 /// shard's last one then fetches two lines, not the six or seven that the
 /// compiler's order spread the same fields over, with the zone map's and
 /// the batch list's own (`--threads 2` in `ctrack bench cps`).
@@ -176,8 +77,9 @@ impl ZoneLists {
 pub(crate) struct Inner {
     /// Live records.
     pub(crate) live: usize,
-    /// Change of `live` not yet added to the table's approximate count.
-    pub(crate) pending: i64,
+    /// Change of `live` not yet added to the table's approximate count
+    /// (less than [`crate::APPROX_STEP`] either way).
+    pub(crate) pending: i32,
     /// Vacant slots freed one at a time, linked through their headers.
     free: u32,
     /// Vacant slots counted in `free`, `cur` and `ready`.
@@ -189,10 +91,18 @@ pub(crate) struct Inner {
     /// An insert announced ahead, counted in the published count until it
     /// comes or the writer ends ([`crate::Writer::reserve`]).
     pub(crate) reserved: bool,
+    /// The wheel slot whose list is kept in `hot` rather than in `wheel`
+    /// ([`NO_HOT`] if none): the one new records were last filed in.
+    hot_slot: u16,
+    /// The list of wheel slot `hot_slot`. Every record created in the same
+    /// second of a shard goes to the same wheel slot: kept here, beside the
+    /// lock, its head and count are not one more line that each insert
+    /// takes from the core that inserted last.
+    hot: List,
     /// The next wheel tick to process; every earlier one is done.
     pub(crate) cursor: u64,
-    /// Empty until the first record is filed.
-    wheel: Box<[List]>,
+    /// None until the first record is filed.
+    wheel: Option<Box<[List; WHEEL_SLOTS]>>,
     /// The batch of `ready` that slots are being taken from, kept here so
     /// that taking one reads and writes these lines and the batch's own
     /// numbers, not the list of batches as well.
@@ -222,6 +132,25 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
+    /// The list of wheel slot `s` (empty before the wheel exists).
+    #[inline]
+    fn wheel_list(&self, s: usize) -> List {
+        if s == usize::from(self.hot_slot) {
+            return self.hot;
+        }
+        self.wheel.as_ref().map_or(List::default(), |w| w[s])
+    }
+
+    /// Stores the list of wheel slot `s` (the wheel exists).
+    #[inline]
+    fn set_wheel_list(&mut self, s: usize, list: List) {
+        if s == usize::from(self.hot_slot) {
+            self.hot = list;
+        } else if let Some(w) = self.wheel.as_mut() {
+            w[s] = list;
+        }
+    }
+
     /// The count to publish: the live records and an announced insert.
     pub(crate) fn published(&self) -> u64 {
         self.live as u64 + u64::from(self.reserved)
@@ -254,7 +183,9 @@ impl Inner {
 
     /// Bytes of the wheel.
     pub(crate) fn wheel_bytes(&self) -> usize {
-        self.wheel.len() * core::mem::size_of::<List>()
+        self.wheel
+            .as_ref()
+            .map_or(0, |w| core::mem::size_of_val(&**w))
     }
 
     fn new() -> Inner {
@@ -273,7 +204,9 @@ impl Inner {
             alias_limbo: Vec::new(),
             alias_live: 0,
             zones: ZoneLists::default(),
-            wheel: Box::default(),
+            wheel: None,
+            hot_slot: NO_HOT,
+            hot: List::default(),
             cursor: 0,
             live: 0,
             hidden: false,
@@ -449,10 +382,11 @@ impl<R: Record> Shard<R> {
         h: &Header,
         expiry: u64,
         min_tick: u64,
+        newcomer: bool,
     ) {
-        if inner.wheel.is_empty() {
-            inner.wheel = vec![List::default(); WHEEL_SLOTS].into_boxed_slice();
-        }
+        let wheel = inner
+            .wheel
+            .get_or_insert_with(|| Box::new([List::default(); WHEEL_SLOTS]));
         // Within the lap ahead of the cursor; a wheel that has not been
         // swept for a lap files in its last slot, and sweeping refiles.
         let lo = min_tick.max(inner.cursor);
@@ -460,9 +394,18 @@ impl<R: Record> Shard<R> {
         let t = Self::tick_of(expiry).max(lo).min(hi);
         let s = (t % WHEEL_SLOTS as u64) as usize;
         h.wheel_slot.store(s as u16, Ordering::Relaxed);
-        let mut list = inner.wheel[s];
+        if newcomer && usize::from(inner.hot_slot) != s {
+            // A new second: the slot kept beside the lock goes back to
+            // the wheel, and this one takes its place.
+            if inner.hot_slot != NO_HOT {
+                wheel[usize::from(inner.hot_slot)] = inner.hot;
+            }
+            inner.hot = wheel[s];
+            inner.hot_slot = s as u16;
+        }
+        let mut list = inner.wheel_list(s);
         self.push_front(&mut list, slot, h, Links::Wheel);
-        inner.wheel[s] = list;
+        inner.set_wheel_list(s, list);
         let at = (t + 1) * TICK_MS;
         if at < due.load(Ordering::Relaxed) {
             due.store(at, Ordering::Relaxed);
@@ -482,7 +425,7 @@ impl<R: Record> Shard<R> {
         min_tick: u64,
     ) {
         self.unfile(inner, slot, h);
-        self.file(inner, due, slot, h, expiry, min_tick);
+        self.file(inner, due, slot, h, expiry, min_tick, false);
     }
 
     /// Takes `slot` (whose header is `h`) out of the wheel, if it is in it.
@@ -491,15 +434,15 @@ impl<R: Record> Shard<R> {
         if s == NO_WHEEL {
             return;
         }
-        let mut list = inner.wheel[s as usize];
+        let mut list = inner.wheel_list(usize::from(s));
         self.unlink(&mut list, slot, h, Links::Wheel);
-        inner.wheel[s as usize] = list;
+        inner.set_wheel_list(usize::from(s), list);
         h.wheel_slot.store(NO_WHEEL, Ordering::Relaxed);
     }
 
     /// Starts the wheel's clock at `now` if nothing was ever filed.
     pub(crate) fn start_clock(&self, inner: &mut Inner, now: u64) {
-        if inner.wheel.is_empty() && inner.live == 0 {
+        if inner.wheel.is_none() && inner.live == 0 {
             inner.cursor = Self::tick_of(now);
         }
     }
@@ -507,9 +450,7 @@ impl<R: Record> Shard<R> {
     /// The first slot due at `now`, and the tick it belongs to; moves the
     /// cursor past empty ticks. `None` when nothing is due.
     pub(crate) fn due(&self, inner: &mut Inner, now: u64) -> Option<(u32, u64)> {
-        if inner.wheel.is_empty() {
-            return None;
-        }
+        inner.wheel.as_ref()?;
         let now_tick = Self::tick_of(now);
         if now_tick > inner.cursor + WHEEL_SLOTS as u64 {
             // More than a lap behind: everything filed lies in the last lap.
@@ -517,7 +458,7 @@ impl<R: Record> Shard<R> {
         }
         while inner.cursor < now_tick {
             let s = (inner.cursor % WHEEL_SLOTS as u64) as usize;
-            let slot = inner.wheel[s].head;
+            let slot = inner.wheel_list(s).head;
             if slot != 0 {
                 return Some((slot, inner.cursor));
             }
@@ -529,12 +470,12 @@ impl<R: Record> Shard<R> {
     /// Recomputes when the wheel next has something due, into `due` (the
     /// shard's entry in the table's times due, `Table::due`).
     pub(crate) fn update_next_due(&self, inner: &Inner, due: &AtomicU64) {
-        let next = if inner.wheel.is_empty() {
+        let next = if inner.wheel.is_none() {
             u64::MAX
         } else {
             (0..WHEEL_SLOTS as u64)
                 .map(|i| inner.cursor + i)
-                .find(|t| inner.wheel[(t % WHEEL_SLOTS as u64) as usize].len > 0)
+                .find(|t| inner.wheel_list((t % WHEEL_SLOTS as u64) as usize).len > 0)
                 .map_or(u64::MAX, |t| (t + 1) * TICK_MS)
         };
         if due.load(Ordering::Relaxed) != next {
@@ -913,5 +854,6 @@ mod tests {
         assert!(24 + end <= 128, "the hot fields end at {}", 24 + end);
         assert!(offset_of!(Inner, cur) < offset_of!(Inner, zones));
         assert!(offset_of!(Inner, wheel) < offset_of!(Inner, zones));
+        assert!(offset_of!(Inner, hot) + core::mem::size_of::<List>() <= end);
     }
 }

@@ -340,9 +340,11 @@ impl<R: Record> Table<R> {
     }
 
     fn count_change(&self, inner: &mut Inner, delta: i64) {
-        inner.pending += delta;
-        if inner.pending.abs() >= APPROX_STEP {
-            self.approx.fetch_add(inner.pending, Ordering::Relaxed);
+        // `pending` stays within APPROX_STEP of zero, so within i32.
+        inner.pending += delta as i32;
+        if i64::from(inner.pending.abs()) >= APPROX_STEP {
+            self.approx
+                .fetch_add(i64::from(inner.pending), Ordering::Relaxed);
             inner.pending = 0;
         }
     }

@@ -1,0 +1,110 @@
+//! The lists a shard keeps of its records: doubly linked through a pair of
+//! links in each record's header (a zone instance's records, a wheel
+//! slot's), and a shard's zone lists by instance.
+
+use hashbrown::HashMap;
+
+use crate::header::Header;
+use crate::sync::AtomicU32;
+
+/// A doubly linked list of slots (through a pair of header links).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct List {
+    pub(crate) head: u32,
+    pub(crate) tail: u32,
+    pub(crate) len: u32,
+}
+
+/// Which pair of header links a list uses.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Links {
+    Zone,
+    Wheel,
+}
+
+impl Links {
+    #[inline]
+    pub(crate) fn of(self, h: &Header) -> (&AtomicU32, &AtomicU32) {
+        match self {
+            Links::Zone => (&h.zone_prev, &h.zone_next),
+            Links::Wheel => (&h.wheel_prev, &h.wheel_next),
+        }
+    }
+}
+
+/// A shard's zone lists by instance. The one that most inserts and
+/// removals go to (a shard usually holds records of one zone instance or
+/// a few) is kept inline, on a line that every insert touches anyway; the
+/// others in a map, whose buckets would be one more line to fetch from
+/// another core's cache on each insert.
+#[derive(Debug, Default)]
+#[repr(C)]
+pub(crate) struct ZoneLists {
+    /// The instance of `first`, while `first.len > 0`.
+    pub(crate) first_key: u64,
+    /// Vacant while empty.
+    pub(crate) first: List,
+    /// The others. An instance is in at most one of `first` and `rest`.
+    pub(crate) rest: HashMap<u64, List, foldhash::fast::RandomState>,
+}
+
+impl ZoneLists {
+    /// The list of `instance`, if it has records.
+    #[inline]
+    pub(crate) fn get(&self, instance: u64) -> Option<&List> {
+        if self.first.len > 0 && self.first_key == instance {
+            Some(&self.first)
+        } else {
+            self.rest.get(&instance)
+        }
+    }
+
+    /// The list of `instance`, if it has records, to change.
+    #[inline]
+    pub(crate) fn get_mut(&mut self, instance: u64) -> Option<&mut List> {
+        if self.first.len > 0 && self.first_key == instance {
+            Some(&mut self.first)
+        } else {
+            self.rest.get_mut(&instance)
+        }
+    }
+
+    /// The list of `instance`, made empty if it had none. Its caller puts
+    /// a record in it at once: an empty list is as good as none.
+    #[inline]
+    pub(crate) fn get_or_default(&mut self, instance: u64) -> &mut List {
+        if self.first.len > 0 {
+            if self.first_key == instance {
+                return &mut self.first;
+            }
+        } else if !self.rest.contains_key(&instance) {
+            self.first_key = instance;
+            self.first = List::default();
+            return &mut self.first;
+        }
+        self.rest.entry(instance).or_default()
+    }
+
+    /// Forgets the list of `instance` (emptied by its caller).
+    #[inline]
+    pub(crate) fn remove(&mut self, instance: u64) {
+        debug_assert!(self.get(instance).is_none_or(|l| l.len == 0));
+        if self.first_key == instance {
+            self.first = List::default();
+        }
+        self.rest.remove(&instance);
+    }
+
+    /// Every instance with records, and its list.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &List)> {
+        (self.first.len > 0)
+            .then_some((self.first_key, &self.first))
+            .into_iter()
+            .chain(self.rest.iter().map(|(k, l)| (*k, l)))
+    }
+
+    /// Entries the map has room for.
+    pub(crate) fn capacity(&self) -> usize {
+        self.rest.capacity()
+    }
+}
