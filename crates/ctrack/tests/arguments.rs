@@ -362,11 +362,12 @@ fn every_benchmark_option_runs_within_its_range() {
     );
 }
 
-/// `cps` takes as many shards as `ctrack run` would for its threads, or
-/// `--shards`; with `--affine` each thread creates connections of its own
-/// shards only, and every connection is still created and answered.
+/// `cps` and the floods take as many shards as `ctrack run` would for
+/// their threads, or `--shards`; with `--affine` each thread creates
+/// connections of its own shards only, and every connection is still
+/// created and answered.
 #[test]
-fn cps_reports_its_shards_and_creates_every_connection_on_own_shards() {
+fn cps_and_floods_take_shards_for_their_threads() {
     for (threads, shards, affine, want) in [
         ("1", None, false, 64),
         ("8", None, false, 256),
@@ -400,6 +401,32 @@ fn cps_reports_its_shards_and_creates_every_connection_on_own_shards() {
         assert_eq!(v["fill"]["table_len_after"], 3000, "{args:?}");
         assert_eq!(v["fill"]["committed"], 3000, "{args:?}");
         assert_eq!(v["steady"]["committed"], 3000, "{args:?}");
+    }
+    // The SYN flood's checks hold in 256 shards too (and the report says
+    // how many).
+    for (threads, shards, want) in [("1", Some("256"), 256), ("2", None, 64)] {
+        let mut args = vec![
+            "bench",
+            "--json",
+            "flood",
+            "syn",
+            "--established",
+            "3000",
+            "--flood",
+            "30000",
+            "--newcomers",
+            "100",
+            "--threads",
+            threads,
+        ];
+        if let Some(s) = shards {
+            args.extend(["--shards", s]);
+        }
+        let out = ctrack(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+        assert_eq!(v["shards"], want, "{args:?}");
     }
 }
 

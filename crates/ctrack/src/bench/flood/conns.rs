@@ -101,9 +101,18 @@ pub struct ConnFloodArgs {
     /// opens the newcomers and sends the probes.
     #[arg(long, default_value_t = 1, value_parser = bounded(1, MAX_THREADS))]
     pub threads: usize,
+    /// Table shards per family (a power of two up to 256; default: as
+    /// `ctrack run` takes for as many workers as `--threads`,
+    /// `Config::shards_for`).
+    #[arg(long, value_parser = crate::args::power_of_two(ctrack_core::MAX_SHARDS))]
+    pub shards: Option<usize>,
 }
 
 impl ConnFloodArgs {
+    fn shards(&self) -> usize {
+        self.shards.unwrap_or(Config::shards_for(self.threads))
+    }
+
     fn max_conns(&self) -> usize {
         self.max_conns
             .unwrap_or((self.established as usize).saturating_mul(6) / 5)
@@ -153,6 +162,8 @@ struct FloodJson {
     established: u64,
     max_conns: usize,
     threads: usize,
+    /// Table shards per family.
+    shards: usize,
     flood: u64,
     flood_seconds: f64,
     flood_packets_per_sec: f64,
@@ -425,10 +436,12 @@ fn rss_bytes() -> i64 {
         .map_or(0, |pages| pages * 4096)
 }
 
-/// The memory of a table holding `max` ordinary connections of `proto`.
-fn reference_bytes(proto: Proto, max: usize) -> usize {
+/// The memory of a table of `shards` shards holding `max` ordinary
+/// connections of `proto`.
+fn reference_bytes(proto: Proto, max: usize, shards: usize) -> usize {
     let t = Tracker::new(Config {
         max_conns: max,
+        shards,
         ..Config::default()
     });
     let mut run = Run {
@@ -470,10 +483,12 @@ pub(crate) fn run(
 fn measure(attack: Attack, a: &ConnFloodArgs) -> Result<FloodJson> {
     let max = a.max_conns();
     let proto = attack.proto();
-    let limit_bytes = reference_bytes(proto, max);
+    let shards = a.shards();
+    let limit_bytes = reference_bytes(proto, max, shards);
     let rss0 = rss_bytes();
     let t = Tracker::new(Config {
         max_conns: max,
+        shards,
         ..Config::default()
     });
     let zoned = attack == Attack::Zone;
@@ -524,7 +539,6 @@ fn measure(attack: Attack, a: &ConnFloodArgs) -> Result<FloodJson> {
     // by the slots: 0.5–0.8 MB short of a 16-thread flood with most shards
     // at the cap; BENCHMARKS.md, lease 7.) The flood is IPv4, whose table's
     // sizes `memory` gives.
-    let shards = Config::default().shards;
     let grace = ctrack_core::GRACE_SLOTS_PER_SHARD * shards;
     let bound = limit_bytes
         + grace * (mem_after.slot_bytes + 2 * core::mem::size_of::<u32>())
@@ -552,6 +566,7 @@ fn measure(attack: Attack, a: &ConnFloodArgs) -> Result<FloodJson> {
         established: a.established,
         max_conns: max,
         threads: a.threads,
+        shards,
         flood: a.flood,
         flood_seconds: secs,
         flood_packets_per_sec: a.flood as f64 / secs.max(1e-9),
@@ -681,10 +696,12 @@ fn failures(j: &FloodJson, committed_before: u64) -> Vec<String> {
 fn print_table(j: &FloodJson, out: &mut dyn Write) -> Result<()> {
     writeln!(
         out,
-        "flood {}: {} established, limit {}, {} flood packets in {:.2} s ({:.2} M packets/s)",
+        "flood {}: {} established, limit {}, {} thread(s), {} shards, {} flood packets in {:.2} s ({:.2} M packets/s)",
         j.attack,
         j.established,
         j.max_conns,
+        j.threads,
+        j.shards,
         j.flood,
         j.flood_seconds,
         j.flood_packets_per_sec / 1e6
