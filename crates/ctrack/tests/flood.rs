@@ -89,6 +89,8 @@ fn a_syn_flood_from_several_threads_keeps_the_same_properties() {
     assert!(ok, "{err}\n{j}");
     kept(&j);
     assert_eq!(num(&j, "threads"), 3);
+    // As many shards as `ctrack run` takes for three workers.
+    assert_eq!(num(&j, "shards"), 128);
 }
 
 #[test]
