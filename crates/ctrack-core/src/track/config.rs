@@ -84,8 +84,8 @@ impl Config {
     /// vCPUs, BENCHMARKS.md): 16 threads create 9.8 M connections a second
     /// in 64 shards, 11.1 in 128 and 12.5-13.0 in 256, their slowest
     /// batches 5x-6x the median against 4.4x-4.6x; one thread is as fast
-    /// or up to 7% faster in 64 (its shard headers fit its first-level
-    /// cache). 256 shards also cost memory: 138.0 bytes a connection
+    /// in 64 there and 4-9% faster on the 2-core host (its shard headers
+    /// fit its first-level cache). 256 shards also cost memory: 138.0 bytes a connection
     /// against 135.5 in a table at its limit of 1.2M, 152.8 against 139.0
     /// at 240,000 (`ctrack bench flood syn --shards N`).
     pub fn shards_for(threads: usize) -> usize {
