@@ -109,6 +109,10 @@ fn values_out_of_range_are_usage_errors() {
         &["bench", "cps", "--shards", "0"],
         "power of two from 1 to 256",
     );
+    usage_error(
+        &["bench", "memory", "--shards", "100"],
+        "power of two from 1 to 256",
+    );
     usage_error(&["bench", "lookup", "--zipf", "0"], "positive number");
     let out = ctrack(&["bench", "lookup", "--nat", "--calls", "handle"]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -428,6 +432,41 @@ fn cps_and_floods_take_shards_for_their_threads() {
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
         assert_eq!(v["shards"], want, "{args:?}");
     }
+}
+
+/// `bench memory --shards N` builds its table of N shards and says so;
+/// each shard's fixed structures (two slot directories, the timer wheel,
+/// its state, in both families) show as "other" bytes, the same for every
+/// connection count.
+#[test]
+fn memory_reports_its_shards_and_their_fixed_cost() {
+    let other = |shards: Option<&str>, want: u64| {
+        let mut args = vec!["bench", "--json", "memory", "--conns", "20000"];
+        if let Some(s) = shards {
+            args.extend(["--shards", s]);
+        }
+        let out = ctrack(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+        assert_eq!(v["shards"], want, "{args:?}");
+        assert_eq!(v["conns"], 20000, "{args:?}");
+        let total = v["table_bytes"].as_u64().expect("table_bytes");
+        let parts = ["index_bytes", "record_bytes", "other_bytes"]
+            .map(|k| v[k].as_u64().expect(k))
+            .iter()
+            .sum::<u64>();
+        assert_eq!(total, parts, "{args:?}");
+        v["other_bytes"].as_u64().expect("other_bytes")
+    };
+    let (few, default, most) = (
+        other(Some("16"), 16),
+        other(None, 64),
+        other(Some("256"), 256),
+    );
+    // Sixteen times the shards, about sixteen times their fixed bytes.
+    assert!(few < default && default < most, "{few} {default} {most}");
+    assert!(most > 12 * few, "{few} {most}");
 }
 
 /// The system refuses every thread: a huge minimum stack (RUST_MIN_STACK,

@@ -23,6 +23,11 @@ pub struct MemoryArgs {
     /// `--conns`; at least `--conns`, at most 536870912).
     #[arg(long, value_name = "N", value_parser = bounded(1, MAX_CONNS))]
     pub max_conns: Option<usize>,
+    /// Table shards per family (a power of two up to 256; default 64, as
+    /// `ctrack run` takes for up to two workers; it takes more for more
+    /// workers, `Config::shards_for`).
+    #[arg(long, value_parser = crate::args::power_of_two(ctrack_core::MAX_SHARDS))]
+    pub shards: Option<usize>,
 }
 
 impl MemoryArgs {
@@ -50,6 +55,7 @@ struct MemoryJson {
     bench: &'static str,
     conns: u64,
     max_conns: usize,
+    shards: usize,
     table_bytes: usize,
     table_bytes_per_conn: f64,
     index_bytes: usize,
@@ -75,8 +81,10 @@ pub(crate) fn run(a: &MemoryArgs, json: bool, out: &mut dyn Write) -> Result<()>
         bail!(e);
     }
     let max = a.max_conns.unwrap_or(a.conns as usize);
+    let shards = a.shards.unwrap_or(ctrack_core::DEFAULT_SHARDS);
     let tracker = Tracker::new(Config {
         max_conns: max,
+        shards,
         ..Config::default()
     });
     let before = rss_bytes()?;
@@ -110,6 +118,7 @@ pub(crate) fn run(a: &MemoryArgs, json: bool, out: &mut dyn Write) -> Result<()>
         bench: "memory",
         conns: a.conns,
         max_conns: max,
+        shards,
         table_bytes: m.total(),
         table_bytes_per_conn: m.total() as f64 / a.conns as f64,
         index_bytes: m.index_bytes,
@@ -126,10 +135,12 @@ pub(crate) fn run(a: &MemoryArgs, json: bool, out: &mut dyn Write) -> Result<()>
     }
     writeln!(
         out,
-        "memory: {} IPv4 connections (limit {}): {:.1} bytes/connection by the table's accounting \
-         (index {:.1}, records {:.1}, other {:.1}); {:.1} bytes/connection by resident set growth",
+        "memory: {} IPv4 connections (limit {}, {} shards): {:.1} bytes/connection by the table's \
+         accounting (index {:.1}, records {:.1}, other {:.1}); {:.1} bytes/connection by resident \
+         set growth",
         a.conns,
         max,
+        shards,
         j.table_bytes_per_conn,
         m.index_bytes as f64 / a.conns as f64,
         m.record_bytes as f64 / a.conns as f64,
