@@ -13,7 +13,7 @@ use crate::epoch::{EpochBox, Guard, defer};
 use crate::header::{Header, NO_WHEEL};
 use crate::index::Index;
 pub(crate) use crate::lists::{Links, List, ZoneLists};
-use crate::slab::{MAX_SLOTS, Slab};
+use crate::slab::{AliasSlab, MAX_SLOTS, Slab};
 use crate::sync::{Arc, AtomicU8, AtomicU32, AtomicU64, Mutex, Ordering};
 
 /// Timer-wheel slots per shard. A record expiring further ahead than the
@@ -256,7 +256,7 @@ pub(crate) struct Shard<R> {
     pub(crate) slab: Slab<R>,
     /// Alias number to the [`RecordId`](crate::RecordId) it names (0 once
     /// freed).
-    pub(crate) aliases: Slab<AtomicU32>,
+    pub(crate) aliases: AliasSlab,
     /// Written by writers, on lines of their own.
     pub(crate) hot: CachePadded<Hot>,
     mailbox: Arc<Mailbox>,

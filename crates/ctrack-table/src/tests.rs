@@ -271,8 +271,9 @@ fn shards_grow_past_their_sizing() {
         shards: 2,
         capacity: 16,
     });
-    // Past the first chunk of slots and several index rebuilds.
-    let n = size(2000, 150);
+    // Past the first chunk of slots (and of aliases: 1,024 a chunk) and
+    // several index rebuilds.
+    let n = size(5000, 150);
     for i in 1..=n {
         insert(&t, i, 10_000 + i, 0, 100_000);
     }
