@@ -19,15 +19,6 @@ use crate::sync::{Arc, AtomicU8, AtomicU32, AtomicU64, Mutex, Ordering};
 /// Timer-wheel slots per shard. A record expiring further ahead than the
 /// wheel spans is filed in the last slot and filed again when it comes due.
 pub(crate) const WHEEL_SLOTS: usize = 256;
-/// `Inner::hot_slot` when no wheel slot's list is kept beside the lock.
-const NO_HOT: u16 = u16::MAX;
-
-/// True if wheel slot `s` (not `hot`) is a later second than slot `hot`
-/// (less than half a lap ahead of it), or no slot is kept (`NO_HOT`).
-#[inline]
-fn later(hot: u16, s: usize) -> bool {
-    hot == NO_HOT || (s + WHEEL_SLOTS - usize::from(hot)) % WHEEL_SLOTS < WHEEL_SLOTS / 2
-}
 /// Width of a wheel slot, in milliseconds.
 pub(crate) const TICK_MS: u64 = 1000;
 /// Freed slots handed to the epoch in batches of this many (one at a time
@@ -71,14 +62,20 @@ pub(crate) struct Mailbox {
 ///
 /// In a fixed order (`repr(C)`), what every insert and removal touches
 /// first: with the lock and the published counts before it ([`Hot`]), the
-/// counts and slot fields share the lock's cache line, the list of the
-/// wheel slot that new records go to (`hot`), the wheel, the batch of
-/// slots being handed out and the first zone list the next one (the pair
-/// of lines that the processor fetches together), what only removals
-/// touch the third. A writer on another core than the
-/// shard's last one then fetches two lines, not the six or seven that the
-/// compiler's order spread the same fields over, with the zone map's and
-/// the batch list's own (`--threads 2` in `ctrack bench cps`).
+/// counts and slot fields share the lock's cache line, the wheel, the
+/// batch of slots being handed out and the first zone list the next one
+/// (the pair of lines that the processor fetches together), what only
+/// removals touch the third. A writer on another core than the shard's
+/// last one then fetches these two lines and the wheel slot's, not the
+/// six or seven that the compiler's order spread the same fields over,
+/// with the zone map's and the batch list's own (`--threads 2` in
+/// `ctrack bench cps`).
+///
+/// The wheel slot's list was kept beside the lock for a while (`1d44bdf`):
+/// two threads on machine A made 3–5% more connections, but on 16 vCPUs
+/// 16 threads made 5–27% fewer in 12 of 14 comparisons with the build before
+/// it, over four leases' calls, also once only a later second could take
+/// the kept slot's place (BENCHMARKS.md, lease 10). Taken out.
 #[derive(Debug)]
 #[repr(C)]
 pub(crate) struct Inner {
@@ -98,14 +95,6 @@ pub(crate) struct Inner {
     /// An insert announced ahead, counted in the published count until it
     /// comes or the writer ends ([`crate::Writer::reserve`]).
     pub(crate) reserved: bool,
-    /// The wheel slot whose list is kept in `hot` rather than in `wheel`
-    /// ([`NO_HOT`] if none): the one new records were last filed in.
-    hot_slot: u16,
-    /// The list of wheel slot `hot_slot`. Every record created in the same
-    /// second of a shard goes to the same wheel slot: kept here, beside the
-    /// lock, its head and count are not one more line that each insert
-    /// takes from the core that inserted last.
-    hot: List,
     /// The next wheel tick to process; every earlier one is done.
     pub(crate) cursor: u64,
     /// None until the first record is filed.
@@ -142,18 +131,13 @@ impl Inner {
     /// The list of wheel slot `s` (empty before the wheel exists).
     #[inline]
     fn wheel_list(&self, s: usize) -> List {
-        if s == usize::from(self.hot_slot) {
-            return self.hot;
-        }
         self.wheel.as_ref().map_or(List::default(), |w| w[s])
     }
 
     /// Stores the list of wheel slot `s` (the wheel exists).
     #[inline]
     fn set_wheel_list(&mut self, s: usize, list: List) {
-        if s == usize::from(self.hot_slot) {
-            self.hot = list;
-        } else if let Some(w) = self.wheel.as_mut() {
+        if let Some(w) = self.wheel.as_mut() {
             w[s] = list;
         }
     }
@@ -212,8 +196,6 @@ impl Inner {
             alias_live: 0,
             zones: ZoneLists::default(),
             wheel: None,
-            hot_slot: NO_HOT,
-            hot: List::default(),
             cursor: 0,
             live: 0,
             hidden: false,
@@ -389,9 +371,8 @@ impl<R: Record> Shard<R> {
         h: &Header,
         expiry: u64,
         min_tick: u64,
-        newcomer: bool,
     ) {
-        let wheel = inner
+        inner
             .wheel
             .get_or_insert_with(|| Box::new([List::default(); WHEEL_SLOTS]));
         // Within the lap ahead of the cursor; a wheel that has not been
@@ -401,19 +382,6 @@ impl<R: Record> Shard<R> {
         let t = Self::tick_of(expiry).max(lo).min(hi);
         let s = (t % WHEEL_SLOTS as u64) as usize;
         h.wheel_slot.store(s as u16, Ordering::Relaxed);
-        if newcomer && usize::from(inner.hot_slot) != s && later(inner.hot_slot, s) {
-            // A new second: the slot kept beside the lock goes back to
-            // the wheel, and this one takes its place. Only for a later
-            // second: threads whose clocks straddle a second (each of
-            // `bench cps`'s threads keeps its own) would otherwise swap
-            // the two at every other insert (on 16 vCPUs, 16 threads made
-            // 5-27% fewer connections than with no slot kept at all).
-            if inner.hot_slot != NO_HOT {
-                wheel[usize::from(inner.hot_slot)] = inner.hot;
-            }
-            inner.hot = wheel[s];
-            inner.hot_slot = s as u16;
-        }
         let mut list = inner.wheel_list(s);
         self.push_front(&mut list, slot, h, Links::Wheel);
         inner.set_wheel_list(s, list);
@@ -436,7 +404,7 @@ impl<R: Record> Shard<R> {
         min_tick: u64,
     ) {
         self.unfile(inner, slot, h);
-        self.file(inner, due, slot, h, expiry, min_tick, false);
+        self.file(inner, due, slot, h, expiry, min_tick);
     }
 
     /// Takes `slot` (whose header is `h`) out of the wheel, if it is in it.
@@ -736,64 +704,6 @@ mod tests {
     }
 
     #[test]
-    fn only_a_later_second_takes_the_slot_beside_the_lock() {
-        assert!(later(NO_HOT, 0));
-        assert!(later(10, 11) && later(10, 137) && !later(10, 138));
-        assert!(!later(10, 9) && later(250, 3) && !later(3, 250));
-        let arena = Arc::new(Arena::default());
-        let sh = Shard::<Rec>::new(16, 1024, &arena);
-        let due = AtomicU64::new(u64::MAX);
-        let g = crate::epoch::pin();
-        let mut inner = sh.hot.inner.lock();
-        // Newcomers of two seconds in turn, as from two threads whose
-        // clocks straddle a second, then of the first second again.
-        let mut filed = Vec::new();
-        for i in 0..40u64 {
-            let slot = sh.alloc(&mut inner, &g).unwrap();
-            let second = 100 + (i % 2) + u64::from(i >= 30) * 5;
-            let expiry = second * TICK_MS + 500;
-            sh.file(
-                &mut inner,
-                &due,
-                slot,
-                rec(&sh.slab, slot).header(),
-                expiry,
-                0,
-                true,
-            );
-            filed.push((slot, (second % WHEEL_SLOTS as u64) as usize));
-            // From the first insert of second 101 on, that slot stays
-            // beside the lock, whatever second 100's inserts do, until a
-            // later second comes (105, then 106, and 105's inserts after
-            // that leave 106 there).
-            let want = match i {
-                0 => 100,
-                1..30 => 101,
-                30 => 105,
-                _ => 106,
-            };
-            assert_eq!(usize::from(inner.hot_slot), want, "insert {i}");
-        }
-        // Every record is in the list of its own slot, kept or not.
-        for s in [100, 101, 105, 106] {
-            let list = inner.wheel_list(s);
-            let mut n = 0;
-            let mut at = list.head;
-            while at != 0 {
-                assert!(filed.contains(&(at, s)), "slot {at} in list {s}");
-                at = rec(&sh.slab, at)
-                    .header()
-                    .wheel_next
-                    .load(Ordering::Relaxed);
-                n += 1;
-            }
-            assert_eq!(n, filed.iter().filter(|f| f.1 == s).count(), "list {s}");
-            assert_eq!(list.len as usize, n, "list {s}");
-        }
-        assert_eq!(due.load(Ordering::Relaxed), 101 * TICK_MS);
-    }
-
-    #[test]
     fn the_lists_that_carry_slots_are_reused_not_reallocated() {
         let arena = Arc::new(Arena::default());
         let sh = Shard::<Rec>::new(16, 1024, &arena);
@@ -923,6 +833,5 @@ mod tests {
         assert!(24 + end <= 128, "the hot fields end at {}", 24 + end);
         assert!(offset_of!(Inner, cur) < offset_of!(Inner, zones));
         assert!(offset_of!(Inner, wheel) < offset_of!(Inner, zones));
-        assert!(offset_of!(Inner, hot) + core::mem::size_of::<List>() <= end);
     }
 }

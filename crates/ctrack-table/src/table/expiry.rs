@@ -201,15 +201,7 @@ impl<R: Record> Table<R> {
                 let hashes = ctx.hashes(r, guard);
                 let removed = self.remove_expired(ctx, guard, id, r, hashes, now, home, alias);
                 if !removed && r.header().is_live() {
-                    sh.file(
-                        home,
-                        due,
-                        id.slot(),
-                        r.header(),
-                        ctx.expiry(r, guard),
-                        0,
-                        false,
-                    );
+                    sh.file(home, due, id.slot(), r.header(), ctx.expiry(r, guard), 0);
                 }
                 removed
             });

@@ -318,7 +318,6 @@ impl<'g, R: Record> Writer<'g, R> {
             r.header(),
             ctx.expiry(r, guard),
             now / TICK_MS,
-            true,
         );
         home.live += 1;
         // An announced insert is this one (only this writer inserts here
