@@ -26,12 +26,15 @@ const ALIAS_FIXED: usize = 16;
 const ALIAS_CHUNKS: usize = ALIAS_FIXED + 14;
 /// One more than the largest slot number (slot numbers have 23 bits).
 pub(crate) const MAX_SLOTS: u32 = 1 << 23;
-/// A chunk holds at least this many bytes (and 64 slots).
+/// A chunk holds at least this many bytes (and 32 slots): a page of
+/// 128-byte records. (64 slots at least, a shard of a 1M table in 256
+/// shards left half of 8 KiB unused on average: 0.5 bytes a connection.)
 const MIN_CHUNK_BYTES: usize = 4096;
+const MIN_CHUNK_SLOTS: usize = 32;
 
 /// The aliases of a shard (alias number to record id): four bytes each,
 /// and only translated connections have one, so a directory of 30 chunks
-/// of at least 4 KiB instead of the records' 274 chunks of at least 64
+/// of at least 4 KiB instead of the records' 274 chunks of at least 32
 /// slots. Each directory is part of every shard of both families whether
 /// or not it ever holds anything: with the records' directory's size,
 /// the aliases' took 2,224 of a shard's 4,864 fixed bytes (`bench memory
@@ -134,7 +137,7 @@ impl<T: Default, const F: usize, const C: usize> Slab<T, F, C> {
     /// An empty slab for a shard expected to hold about `share` slots, its
     /// chunks to come from `arena`.
     pub(crate) fn new(share: usize, arena: &Arc<Arena>) -> Self {
-        let least = (MIN_CHUNK_BYTES / core::mem::size_of::<T>().max(1)).max(64);
+        let least = (MIN_CHUNK_BYTES / core::mem::size_of::<T>().max(1)).max(MIN_CHUNK_SLOTS);
         let s = (share / F).clamp(least, 1 << 15).next_power_of_two();
         // The last chunk ends past the last slot number: chunk F + j
         // starts at slot `F * s * 2^j`.
