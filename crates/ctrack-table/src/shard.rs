@@ -74,8 +74,8 @@ pub(crate) struct Mailbox {
 /// The wheel slot's list was kept beside the lock for a while (`1d44bdf`):
 /// two threads on machine A made 3–5% more connections, but on 16 vCPUs
 /// 16 threads made 5–27% fewer in 12 of 14 comparisons with the build before
-/// it, over four leases' calls, also once only a later second could take
-/// the kept slot's place (BENCHMARKS.md, lease 10). Taken out.
+/// it, over five calls of one lease, also once only a later second could
+/// take the kept slot's place (BENCHMARKS.md, lease 10). Taken out.
 #[derive(Debug)]
 #[repr(C)]
 pub(crate) struct Inner {
