@@ -39,7 +39,11 @@ impl Tracker {
         out.examined = flushed;
         let left = budget - flushed;
         let s4 = self.v4.sweep(&counted, &guard, now_ms, left);
-        let s6 = self.v6.sweep(&counted, &guard, now_ms, left - s4.examined);
+        let s6 = self
+            .v6
+            .get()
+            .map(|t| t.sweep(&counted, &guard, now_ms, left - s4.examined))
+            .unwrap_or_default();
         out.expired = s4.removed + s6.removed;
         out.examined += s4.examined + s6.examined;
         let gone = self.expect.sweep(now_ms, |x| self.master_alive(&guard, x));
@@ -79,22 +83,22 @@ impl Tracker {
         let mut removed = 0;
         while let Some(d) = dead.front_mut() {
             let inst = instance(d.zone, d.generation);
+            // An IPv6 table not made yet holds nothing to reclaim.
+            let v6 = self.v6.get();
             while d.family < 2 {
-                let shards = if d.family == 0 {
-                    self.v4.shard_count()
-                } else {
-                    self.v6.shard_count()
+                let shards = match (d.family, v6) {
+                    (0, _) => self.v4.shard_count(),
+                    (_, Some(t)) => t.shard_count(),
+                    (_, None) => 0,
                 };
                 while d.shard < shards {
                     if removed >= budget {
                         // Out of budget: work is left only if a shard still
                         // holds connections of this instance.
-                        let table_len = |s| {
-                            if d.family == 0 {
-                                self.v4.instance_len(s, inst)
-                            } else {
-                                self.v6.instance_len(s, inst)
-                            }
+                        let table_len = |s| match (d.family, v6) {
+                            (0, _) => self.v4.instance_len(s, inst),
+                            (_, Some(t)) => t.instance_len(s, inst),
+                            (_, None) => 0,
                         };
                         if table_len(d.shard) != 0 {
                             return (removed, true);
@@ -102,12 +106,15 @@ impl Tracker {
                         d.shard += 1;
                         continue;
                     }
-                    let (n, more) = if d.family == 0 {
-                        self.v4
-                            .reclaim_instance(ctx, guard, d.shard, inst, budget - removed)
-                    } else {
-                        self.v6
-                            .reclaim_instance(ctx, guard, d.shard, inst, budget - removed)
+                    let (n, more) = match (d.family, v6) {
+                        (0, _) => {
+                            self.v4
+                                .reclaim_instance(ctx, guard, d.shard, inst, budget - removed)
+                        }
+                        (_, Some(t)) => {
+                            t.reclaim_instance(ctx, guard, d.shard, inst, budget - removed)
+                        }
+                        (_, None) => (0, false),
                     };
                     removed += n;
                     if more {

@@ -63,7 +63,8 @@ impl Tracker {
         let counted = Counted::new(&self.shared);
         let mut n = self.reclaim_dead(&counted, &guard, usize::MAX).0;
         // Connections of zone instances a racing flush left behind.
-        n += self.v4.clear(&counted, &guard) + self.v6.clear(&counted, &guard);
+        n += self.v4.clear(&counted, &guard)
+            + self.v6.get().map_or(0, |t| t.clear(&counted, &guard));
         counted.count_into(stats);
         n
     }
@@ -235,9 +236,67 @@ mod tests {
 #[cfg(test)]
 mod shard_tests {
     use std::collections::HashSet;
+    use std::net::Ipv6Addr;
+
+    use ctrack_wire::build::{Frame, L4};
+    use ctrack_wire::ip_proto;
 
     use super::super::config::Config;
     use super::super::testing::{Sim, udp_key};
+    use crate::key::{ConnKey, Endpoint, Family};
+
+    /// The IPv6 table is made by the first IPv6 packet: until then an
+    /// IPv4-only tracker holds none of its memory, and sweeps, flushes,
+    /// counts and lookups by id pass over it; then its connections live in
+    /// the shards `shard_of` names, and a zone's flush reclaims them.
+    #[test]
+    fn the_ipv6_table_is_made_by_the_first_ipv6_packet() {
+        let mut sim = Sim::with(Config {
+            shards: ctrack_table::MAX_SHARDS,
+            ..Config::default()
+        });
+        sim.udp_both_ways(1000, "commit,zone=3");
+        let before = sim.t.memory();
+        assert!(sim.t.v6.get().is_none());
+        assert_eq!(sim.sweep(sim.now, usize::MAX).expired, 0);
+        assert_eq!(sim.t.zone_len(3), 1);
+        sim.udp_both_ways(1001, "commit,zone=4");
+        assert_eq!(sim.flush_zone_now(4), 1);
+        assert!(sim.t.v6.get().is_none());
+        let (c, s) = ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
+        let key = |port: u16| ConnKey {
+            src: Endpoint::v6(c, port),
+            dst: Endpoint::v6(s, 53),
+            zone: 3,
+            proto: ip_proto::UDP,
+            family: Family::V6,
+        };
+        let frame = |a: Ipv6Addr, b: Ipv6Addr, sp, dp| Frame::v6(a, b, L4::udp(sp, dp, b"q"));
+        for port in 2000..2100 {
+            let v = sim.send(&frame(c, s, port, 53), "commit,zone=3");
+            assert!(v.committed, "{v:?}");
+            let id = v.conn.expect("a connection");
+            assert_eq!(id.family(), Family::V6);
+            assert_eq!(
+                id.record().shard(),
+                sim.t.shard_of(&key(port)),
+                "port {port}"
+            );
+            let r = sim.send(&frame(s, c, 53, port), "commit,zone=3");
+            assert_eq!(r.conn, Some(id));
+        }
+        let after = sim.t.memory();
+        assert!(sim.t.v6.get().is_some());
+        assert!(after.other_bytes > before.other_bytes + 256 * 1024);
+        assert_eq!(sim.t.zone_len(3), 101);
+        assert_eq!(sim.t.table_len(), 101);
+        // The zone's flush leaves its connections to the sweeps, which
+        // reclaim them in both families.
+        assert!(sim.t.flush_zone(3));
+        sim.at(super::super::testing::T0 + 1_000);
+        assert_eq!(sim.sweep(sim.now, usize::MAX).flushed, 101);
+        assert_eq!(sim.t.table_len(), 0);
+    }
 
     /// `Tracker::shard_of` names the shard each direction's packets find
     /// the connection in, in the zone's current generation (a flush moves

@@ -87,7 +87,7 @@ impl Tracker {
                 self.info(e.record(), now, &guard)
             }
             Family::V6 => {
-                let e = self.v6.get(&guard, id.record())?;
+                let e = self.v6.get()?.get(&guard, id.record())?;
                 self.info(e.record(), now, &guard)
             }
         }?;
@@ -223,7 +223,7 @@ impl Tracker {
     pub fn memory(&self) -> ctrack_table::MemoryStats {
         // No pin held here: `Table::memory` waits for shard locks.
         let a = self.v4.memory();
-        let b = self.v6.memory();
+        let b = self.v6.get().map(|t| t.memory()).unwrap_or_default();
         ctrack_table::MemoryStats {
             index_bytes: a.index_bytes + b.index_bytes,
             record_bytes: a.record_bytes + b.record_bytes,
@@ -249,7 +249,7 @@ impl Tracker {
         let guard = pin();
         self.v4
             .longest_probe(&guard)
-            .max(self.v6.longest_probe(&guard))
+            .max(self.v6.get().map_or(0, |t| t.longest_probe(&guard)))
     }
 }
 

@@ -139,13 +139,13 @@ impl Tracker {
                     .shared
                     .hasher
                     .hash_tuple(zone, generation, x.proto, &x.tuple);
-                self.v6.prefetch(cx.guard, h);
+                self.v6_table().prefetch(cx.guard, h);
                 *slot = Some((Pkt::fast(&x), h));
             }
         }
         for (hint, pre) in lanes.hints.iter_mut().zip(&lanes.fast) {
             if let Some((_, h)) = pre {
-                *hint = self.v6.probe(cx.guard, *h);
+                *hint = self.v6_table().probe(cx.guard, *h);
             }
         }
     }

@@ -2,8 +2,8 @@
 
 use core::sync::atomic::Ordering::Relaxed;
 use std::collections::VecDeque;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
+use std::sync::{Mutex, OnceLock};
 
 use ctrack_table::{Table, TableConfig, pin};
 
@@ -11,7 +11,7 @@ use super::config::Config;
 use super::shared::{Dead, NOT_FULL, Shared};
 use crate::alg::expect::Expectations;
 use crate::conn::{Conn, Events};
-use crate::key::{Addr, ConnKey, Family, KeyHasher, V6, Zone, instance};
+use crate::key::{Addr, ConnKey, KeyHasher, V6, Zone, instance};
 use crate::zone::{Compiled, LIMIT_DEFAULT, TimeoutPolicy, Zones};
 
 /// The tables by address family.
@@ -29,7 +29,7 @@ impl Fam for u32 {
 impl Fam for V6 {
     #[inline]
     fn table(t: &Tracker) -> &Table<Conn<V6>> {
-        &t.v6
+        t.v6_table()
     }
 }
 
@@ -45,7 +45,12 @@ pub struct Tracker {
     pub(super) max_conns: AtomicUsize,
     pub(super) shared: Shared,
     pub(super) v4: Table<Conn<u32>>,
-    pub(super) v6: Table<Conn<V6>>,
+    /// Made when an IPv6 packet first needs it ([`Tracker::v6_table`]);
+    /// code that only reads or maintains the tables passes over it while
+    /// it is not there.
+    pub(super) v6: OnceLock<Table<Conn<V6>>>,
+    /// The IPv6 table's shards when it is made.
+    v6_shards: usize,
     pub(super) dead: Mutex<VecDeque<Dead>>,
     /// True while `dead` holds something: set and cleared under its lock,
     /// read without it, so that a sweep finding nothing to reclaim (nearly
@@ -85,17 +90,15 @@ impl Tracker {
     /// A tracker with the given hasher (a fixed seed makes runs
     /// reproducible; use a random one in production).
     pub fn with_hasher(config: Config, hasher: KeyHasher) -> Tracker {
-        // The IPv4 table is sized for the whole limit; the IPv6 table starts
-        // small and grows shard by shard (an IPv6 shard's index is rebuilt,
-        // under its own lock, when it passes 90% load), so that an IPv4-only
-        // deployment pays nothing for it.
+        // The IPv4 table is sized for the whole limit; the IPv6 table is
+        // made when the first IPv6 packet comes, small, and grows shard by
+        // shard (an IPv6 shard's index is rebuilt, under its own lock, when
+        // it passes 90% load), so that an IPv4-only deployment pays nothing
+        // for it (its shards' fixed structures were 0.75 MB in 256 shards:
+        // BENCHMARKS.md, `memory`).
         let v4 = TableConfig {
             shards: config.shards,
             capacity: config.max_conns,
-        };
-        let v6 = TableConfig {
-            shards: config.shards,
-            capacity: (config.max_conns / 64).max(4096),
         };
         let t = Tracker {
             tcp_seq_check: AtomicBool::new(config.tcp_seq_check),
@@ -117,7 +120,8 @@ impl Tracker {
                 events: Events::default(),
             },
             v4: Table::new(v4),
-            v6: Table::new(v6),
+            v6: OnceLock::new(),
+            v6_shards: config.shards,
             dead: Mutex::new(VecDeque::new()),
             dead_pending: AtomicBool::new(false),
             expect: Expectations::default(),
@@ -141,7 +145,22 @@ impl Tracker {
     /// (before Linux 5.14), it does nothing. The alternative for a known
     /// limit is [`Config::prefault`](crate::Config::prefault), at start.
     pub fn populate_ahead(&self) -> usize {
-        self.v4.populate_ahead() + self.v6.populate_ahead()
+        self.v4.populate_ahead() + self.v6.get().map_or(0, Table::populate_ahead)
+    }
+
+    /// The IPv6 table, made now if it was not yet: sized for a 64th of the
+    /// limit (at least 4,096), in as many shards as the IPv4 table.
+    #[inline]
+    pub(super) fn v6_table(&self) -> &Table<Conn<V6>> {
+        self.v6.get_or_init(|| self.make_v6())
+    }
+
+    #[cold]
+    fn make_v6(&self) -> Table<Conn<V6>> {
+        Table::new(TableConfig {
+            shards: self.v6_shards,
+            capacity: (self.max_conns.load(Relaxed) / 64).max(4096),
+        })
     }
 
     /// Sends connection events (NEW, UPDATE, DESTROY) to `sink`, or stops
@@ -154,7 +173,7 @@ impl Tracker {
     /// Connections held (expired ones not yet swept, and flushed ones not
     /// yet reclaimed, included).
     pub fn table_len(&self) -> usize {
-        self.v4.len() + self.v6.len()
+        self.v4.len() + self.v6.get().map_or(0, Table::len)
     }
 
     /// Connections of `zone`'s current generation, summed over shards.
@@ -166,9 +185,11 @@ impl Tracker {
         (0..self.v4.shard_count())
             .map(|s| self.v4.instance_len(s, inst))
             .sum::<usize>()
-            + (0..self.v6.shard_count())
-                .map(|s| self.v6.instance_len(s, inst))
-                .sum::<usize>()
+            + self.v6.get().map_or(0, |t| {
+                (0..t.shard_count())
+                    .map(|s| t.instance_len(s, inst))
+                    .sum::<usize>()
+            })
     }
 
     /// The table shard (of [`Config::shards`] per family) that `key`'s
@@ -183,10 +204,10 @@ impl Tracker {
             .get(key.zone)
             .map_or(0, |m| m.generation());
         let hash = self.shared.hasher.hash_in(key, generation);
-        match key.family {
-            Family::V4 => self.v4.shard_of(hash),
-            Family::V6 => self.v6.shard_of(hash),
-        }
+        // Both families' tables have the same shards, picked by the same
+        // bits of the hash: the IPv4 table answers for both (and the IPv6
+        // table need not be made for a question).
+        self.v4.shard_of(hash)
     }
 
     /// The hash seed in use.
@@ -206,7 +227,9 @@ impl Tracker {
         self.shared.remember(NOT_FULL, 0);
         let guard = pin();
         self.v4.reserve(&self.shared, &guard, max);
-        self.v6.reserve(&self.shared, &guard, (max / 64).max(4096));
+        if let Some(t) = self.v6.get() {
+            t.reserve(&self.shared, &guard, (max / 64).max(4096));
+        }
     }
 
     /// Checks TCP sequence numbers and windows, or not.
