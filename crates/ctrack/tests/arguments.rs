@@ -404,7 +404,11 @@ fn cps_and_floods_take_shards_for_their_threads() {
         assert_eq!(v["affine"], affine, "{args:?}");
         assert_eq!(v["fill"]["table_len_after"], 3000, "{args:?}");
         assert_eq!(v["fill"]["committed"], 3000, "{args:?}");
-        assert_eq!(v["steady"]["committed"], 3000, "{args:?}");
+        // With expiry, a few more when one thread's clock runs ahead of
+        // another's and expires its connection before the answer, which
+        // then opens one of its own (see `cps`'s `committed`).
+        let steady = v["steady"]["committed"].as_u64().expect("committed");
+        assert!((3000..=3300).contains(&steady), "{args:?}: {steady}");
     }
     // The SYN flood's checks hold in 256 shards too (and the report says
     // how many).
