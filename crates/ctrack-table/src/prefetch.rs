@@ -28,8 +28,10 @@ fn hint(p: *const u8) {
     }
 }
 
-/// Prefetches every cache line a record at `p` touches (a 120-byte record
-/// straddles three lines more often than two).
+/// Prefetches every cache line a record at `p` touches: its lines, when it
+/// is whole lines at a line's start (a slot of a slab: 128 bytes in
+/// line-aligned chunks), else every line from its first byte's to its
+/// last's (a record of another size may straddle one more).
 #[inline(always)]
 pub(crate) fn prefetch_lines<R>(p: *const R) {
     if p.is_null() {
