@@ -1,0 +1,178 @@
+//! The bundled policy examples (`examples/policy/`): every policy loads, and
+//! replaying each one's capture through it decides every flow of its
+//! `NAME.traffic` as the flow's comment says (the first packet of the flow:
+//! a TCP SYN, a UDP datagram, an ICMP echo request).
+
+mod common;
+
+use std::net::IpAddr;
+use std::path::Path;
+
+use common::{ctrack, root};
+use ctrack_policy::model::Policy;
+
+/// The policy examples, by name (`examples/policy/NAME.toml`).
+fn examples() -> Vec<String> {
+    let dir = root().join("examples/policy");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("examples/policy")
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            (p.extension()? == "toml").then(|| p.file_stem()?.to_str().map(str::to_owned))?
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn every_policy_example_loads() {
+    let names = examples();
+    assert!(names.len() >= 2, "examples/policy has {names:?}");
+    for name in names {
+        let path = root().join(format!("examples/policy/{name}.toml"));
+        if let Err(e) = Policy::load(&path) {
+            panic!("{name}.toml does not load: {e}");
+        }
+        let out = ctrack(&["policy", "check", &format!("examples/policy/{name}.toml")]);
+        assert!(
+            out.status.success(),
+            "ctrack policy check {name}.toml: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+/// One packet of the replay: its addresses, ports, what it is, the verdict.
+struct Seen {
+    src: IpAddr,
+    dst: IpAddr,
+    dport: Option<u16>,
+    /// `tcp [S]`, `udp`, `echo-request`, or empty.
+    kind: &'static str,
+    verdict: String,
+}
+
+/// `10.0.0.1:80`, `[fd00::1]:80` or a bare address.
+fn endpoint(s: &str) -> Option<(IpAddr, Option<u16>)> {
+    if let Ok(a) = s.parse() {
+        return Some((a, None));
+    }
+    let (a, p) = s.rsplit_once(':')?;
+    let a = a.trim_start_matches('[').trim_end_matches(']');
+    Some((a.parse().ok()?, Some(p.parse().ok()?)))
+}
+
+fn seen(line: &serde_json::Value) -> Option<Seen> {
+    let summary = line.get("summary")?.as_str()?;
+    let mut w = summary.split(' ');
+    let (src, _) = endpoint(w.next()?)?;
+    if w.next()? != ">" {
+        return None;
+    }
+    let (dst, dport) = endpoint(w.next()?)?;
+    let rest: Vec<&str> = w.collect();
+    let kind = match rest.as_slice() {
+        ["tcp", "[S]", ..] => "tcp [S]",
+        ["udp", ..] => "udp",
+        ["icmp" | "icmpv6", "echo-request", ..] => "echo-request",
+        _ => "",
+    };
+    Some(Seen {
+        src,
+        dst,
+        dport,
+        kind,
+        verdict: line.get("verdict")?.as_str()?.to_owned(),
+    })
+}
+
+/// Port `name`'s address of the family asked for.
+fn address(policy: &Policy, name: &str, v6: bool) -> IpAddr {
+    let port = policy
+        .ports
+        .iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("no port {name}"));
+    *port
+        .ips
+        .iter()
+        .find(|a| a.is_ipv6() == v6)
+        .unwrap_or_else(|| panic!("port {name} has no address of that family"))
+}
+
+#[test]
+fn each_example_capture_is_decided_as_its_traffic_file_says() {
+    let mut checked = 0;
+    for name in examples() {
+        let dir = root().join("examples/policy");
+        let traffic = dir.join(format!("{name}.traffic"));
+        if !traffic.exists() || !dir.join(format!("{name}.pcap")).exists() {
+            continue;
+        }
+        let policy = Policy::load(&dir.join(format!("{name}.toml"))).expect("loads");
+        let out = ctrack(&[
+            "replay",
+            "--format",
+            "json",
+            "--policy",
+            &format!("examples/policy/{name}.toml"),
+            &format!("examples/policy/{name}.pcap"),
+        ]);
+        assert!(
+            out.status.success(),
+            "replay {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let packets: Vec<Seen> = String::from_utf8(out.stdout)
+            .expect("UTF-8")
+            .lines()
+            .filter_map(|l| seen(&serde_json::from_str(l).expect("JSON line")))
+            .collect();
+        checked += check_flows(&name, &traffic, &policy, &packets);
+    }
+    assert!(checked >= 20, "only {checked} flows checked");
+}
+
+/// Checks every flow line of `traffic` whose comment starts with a
+/// verdict; returns how many it checked.
+fn check_flows(name: &str, traffic: &Path, policy: &Policy, packets: &[Seen]) -> usize {
+    let text = std::fs::read_to_string(traffic).expect("traffic file");
+    let mut checked = 0;
+    for line in text.lines() {
+        let Some((flow, comment)) = line.split_once('#') else {
+            continue;
+        };
+        let f: Vec<&str> = flow.split_whitespace().collect();
+        let want = comment.split_whitespace().next().unwrap_or("");
+        let want = want.trim_end_matches([',', ':']);
+        if f.is_empty() || !["allow", "drop", "reject"].contains(&want) {
+            continue;
+        }
+        let v6 = f.contains(&"-6");
+        let (kind, port) = match f[0] {
+            "tcp" => ("tcp [S]", f.get(3).and_then(|p| p.parse().ok())),
+            "udp" => ("udp", f.get(3).and_then(|p| p.parse().ok())),
+            "ping" => ("echo-request", None),
+            other => panic!("{name}.traffic: unknown flow kind {other:?}"),
+        };
+        let (src, dst) = (address(policy, f[1], v6), address(policy, f[2], v6));
+        let first = packets
+            .iter()
+            .find(|p| {
+                p.src == src
+                    && p.dst == dst
+                    && p.kind == kind
+                    && (port.is_none() || p.dport == port)
+            })
+            .unwrap_or_else(|| panic!("{name}.pcap has no packet of '{}'", flow.trim()));
+        assert_eq!(
+            first.verdict,
+            want,
+            "{name}: the first packet of '{}' ({src} > {dst})",
+            flow.trim()
+        );
+        checked += 1;
+    }
+    checked
+}
