@@ -520,6 +520,23 @@ impl fmt::Display for NatRange {
     }
 }
 
+impl fmt::Display for Nat {
+    /// What goes inside `nat(...)` (and in a policy ACL's `nat` key): the
+    /// range, then the mode unless it is the default (`hash`); empty for a
+    /// bare `nat`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Some(r) = self.range else {
+            return Ok(());
+        };
+        write!(f, "{r}")?;
+        f.write_str(match self.mode {
+            NatMode::Hash => "",
+            NatMode::Random => ",random",
+            NatMode::Persistent => ",persistent",
+        })
+    }
+}
+
 impl fmt::Display for CtAction {
     /// The textual form, which parses back to the same action but for
     /// [`CtAction::word`] and [`CtAction::untranslated_new`], which have
@@ -544,14 +561,7 @@ impl fmt::Display for CtAction {
         if let Some(n) = self.nat {
             match n.range {
                 None => parts.push("nat".into()),
-                Some(r) => {
-                    let mode = match n.mode {
-                        NatMode::Hash => "",
-                        NatMode::Random => ",random",
-                        NatMode::Persistent => ",persistent",
-                    };
-                    parts.push(format!("nat({r}{mode})"));
-                }
+                Some(_) => parts.push(format!("nat({n})")),
             }
         }
         if let Some(a) = self.alg {
@@ -596,6 +606,13 @@ mod tests {
         assert_eq!(r.ports, Some((20000, 20100)));
         // Display round-trips.
         assert_eq!(p(&a.to_string()), a);
+        // The translation alone prints as it is written inside `nat(...)`.
+        assert_eq!(n.to_string(), "src=10.0.0.1-10.0.0.9:20000-20100,random");
+        assert_eq!(
+            p("commit,nat(dst=[fd00::1]:80)").nat.unwrap().to_string(),
+            "dst=[fd00::1]:80"
+        );
+        assert_eq!(p("nat").nat.unwrap().to_string(), "");
     }
 
     #[test]

@@ -284,7 +284,11 @@ fn stats_ports_and_policy_counters() {
         show.contains("generation 1, default allow, stateful"),
         "{show}"
     );
-    assert!(show.contains("to-lport tier 0: 1 ACLs"), "{show}");
+    assert!(
+        show.contains("to-lport tier 0: 1 ACLs, compiled to 1 rule ("),
+        "{show}"
+    );
+    assert!(!show.contains('{') && !show.contains("Some("), "{show}");
     assert!(show.contains("priority=1000  web"), "{show}");
     assert!(show.contains("conns=2"), "{show}");
     env.fails(&["policy"]);

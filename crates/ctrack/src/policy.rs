@@ -96,14 +96,15 @@ fn show(file: &std::path::Path, out: &mut dyn Write) -> Result<()> {
                     .join(":")
             })
             .collect();
+        let ips: Vec<String> = port.ips.iter().map(|ip| ip.to_string()).collect();
         writeln!(
             out,
-            "port {} ({}): zone {}, {} {:?}",
+            "port {} ({}): zone {}, {} {}",
             port.name,
             i + 1,
             port.zone,
             macs.join(" "),
-            port.ips
+            ips.join(" ")
         )?;
     }
     for (dir, tier, cls) in c.classifiers() {
@@ -120,7 +121,7 @@ fn show(file: &std::path::Path, out: &mut dyn Write) -> Result<()> {
         let s = cls.stats();
         writeln!(
             out,
-            "\n{} tier {}: {} ACLs, compiled to {:?}, {} bytes",
+            "\n{} tier {}: {} ACLs, compiled to {}, {} bytes",
             dir.name(),
             tier,
             acls.len(),
@@ -135,7 +136,7 @@ fn show(file: &std::path::Path, out: &mut dyn Write) -> Result<()> {
                 a.name,
                 a.action.name(),
                 a.match_text,
-                a.nat.map_or(String::new(), |n| format!(" nat={n:?}")),
+                a.nat.map_or(String::new(), |n| format!(" nat=({n})")),
                 a.alg
                     .map_or(String::new(), |g| format!(" alg={}", g.name()))
             )?;

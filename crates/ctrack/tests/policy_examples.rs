@@ -176,3 +176,46 @@ fn check_flows(name: &str, traffic: &Path, policy: &Policy, packets: &[Seen]) ->
     }
     checked
 }
+
+/// The policies written out in docs/policy.md (its TOML and JSON blocks)
+/// load, and are the same policy.
+#[test]
+fn the_policies_in_the_docs_load() {
+    let text = std::fs::read_to_string(root().join("docs/policy.md")).expect("docs/policy.md");
+    let mut shown = Vec::new();
+    for (fence, ext) in [("```toml\n", "toml"), ("```json\n", "json")] {
+        let start = text.find(fence).expect("a block") + fence.len();
+        let body = &text[start..start + text[start..].find("```").expect("its end")];
+        let path = std::env::temp_dir().join(format!("ctrack-doc-{}.{ext}", std::process::id()));
+        std::fs::write(&path, body).expect("write");
+        let out = ctrack(&["policy", "show", path.to_str().expect("UTF-8 path")]);
+        let _ = std::fs::remove_file(&path);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "docs/policy.md's {ext} block: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // `policy show` prints the policy as it is written, not as Rust
+        // debugging output.
+        assert!(
+            stdout.contains("nat=(src=198.51.100.1:1024-65535) alg=ftp"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("compiled to 1 rule (8 conjunctions)"),
+            "{stdout}"
+        );
+        assert!(
+            !stdout.contains('{') || stdout.contains("{80, 443}"),
+            "{stdout}"
+        );
+        assert!(!stdout.contains("Some("), "{stdout}");
+        // The first line names the file; the rest must be alike.
+        shown.push(stdout.lines().skip(1).collect::<Vec<_>>().join("\n"));
+    }
+    assert_eq!(
+        shown[0], shown[1],
+        "the TOML and the JSON are the same policy"
+    );
+}

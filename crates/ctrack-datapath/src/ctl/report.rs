@@ -433,7 +433,7 @@ pub(crate) fn policy_show(ctx: &Ctx, rest: &[String]) -> Result<String, String> 
         }
         let _ = writeln!(
             o,
-            "\n{} tier {}: {} ACLs, compiled to {:?}, {} bytes",
+            "\n{} tier {}: {} ACLs, compiled to {}, {} bytes",
             dir.name(),
             tier,
             acls.len(),
@@ -449,7 +449,7 @@ pub(crate) fn policy_show(ctx: &Ctx, rest: &[String]) -> Result<String, String> 
                 a.name,
                 a.action.name(),
                 a.match_text,
-                a.nat.map_or(String::new(), |n| format!(" nat={n:?}")),
+                a.nat.map_or(String::new(), |n| format!(" nat=({n})")),
                 a.alg
                     .map_or(String::new(), |g| format!(" alg={}", g.name())),
                 k.packets,

@@ -74,6 +74,29 @@ pub struct ClassifierStats {
     pub memory: usize,
 }
 
+impl std::fmt::Display for ClassifierStats {
+    /// `3 rules (8 conjunctions): 8 entries in 2 tuples, 8 buckets
+    /// (longest 1)`: what `ctrack policy show` prints.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = |n: usize| if n == 1 { "" } else { "s" };
+        write!(
+            f,
+            "{} rule{} ({} conjunction{}): {} entr{} in {} tuple{}, {} bucket{} (longest {})",
+            self.rules,
+            s(self.rules),
+            self.conjunctions,
+            s(self.conjunctions),
+            self.entries,
+            if self.entries == 1 { "y" } else { "ies" },
+            self.tuples,
+            s(self.tuples),
+            self.buckets,
+            s(self.buckets),
+            self.longest_bucket
+        )
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Rule {
     score: u128,
