@@ -13,6 +13,7 @@ use std::fmt;
 
 use crate::classify::{Conj, normalise};
 use crate::firewall::rank;
+use crate::key::{Field, flag};
 use crate::model::Policy;
 
 /// Conjunction pairs compared at most.
@@ -67,12 +68,57 @@ fn covers(outer: &Conj, inner: &Conj) -> bool {
     })
 }
 
+/// Protocol flags of which a packet's key has at most one set: a frame is
+/// ARP or IP; IPv4 or IPv6; its transport header TCP, UDP, SCTP or ICMP,
+/// or it is a later fragment with none; ICMP is ICMPv4 or ICMPv6.
+const EXCLUSIVE: [u16; 4] = [
+    flag::ARP | flag::IP,
+    flag::IP4 | flag::IP6,
+    flag::TCP | flag::UDP | flag::SCTP | flag::ICMP | flag::LATER_FRAG,
+    flag::ICMP4 | flag::ICMP6,
+];
+
+/// What a protocol flag implies of another field of the key: a frame of
+/// that flag always has that value there (the ethertype of an IPv4 frame,
+/// the IP protocol of a TCP segment...).
+const IMPLIES: [(u16, Field, u128); 8] = [
+    (flag::ARP, Field::EthType, 0x0806),
+    (flag::IP4, Field::EthType, 0x0800),
+    (flag::IP6, Field::EthType, 0x86dd),
+    (flag::TCP, Field::IpProto, 6),
+    (flag::UDP, Field::IpProto, 17),
+    (flag::SCTP, Field::IpProto, 132),
+    (flag::ICMP4, Field::IpProto, 1),
+    (flag::ICMP6, Field::IpProto, 58),
+];
+
+/// False when no frame can match `c`, although as bits it is satisfiable:
+/// it requires two protocols at once (`tcp && udp` sets two flags that a
+/// frame's key never has together), or a protocol and a field value that
+/// protocol never has (`tcp && ip.proto == 17`, `ip4 && eth.type ==
+/// 0x86dd`). The classifier needs no such check (such an entry is never
+/// met); `ctrack policy check` does, to report what can never match.
+fn possible(c: &Conj) -> bool {
+    let required = (c.mask.get(Field::Flags) & c.value.get(Field::Flags)) as u16;
+    if EXCLUSIVE.iter().any(|&g| (required & g).count_ones() > 1) {
+        return false;
+    }
+    IMPLIES.iter().all(|&(f, field, v)| {
+        let m = c.mask.get(field);
+        required & f == 0 || v & m == c.value.get(field)
+    })
+}
+
 /// Analyses `p`.
 pub fn analyze(p: &Policy) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut dnfs: Vec<Option<Vec<Conj>>> = Vec::with_capacity(p.acls.len());
     for a in &p.acls {
-        match normalise(&a.expr) {
+        let d = normalise(&a.expr).map(|mut d| {
+            d.retain(possible);
+            d
+        });
+        match d {
             Ok(d) if d.is_empty() => {
                 out.push(Finding::NeverMatches {
                     acl: a.name.clone(),
@@ -118,4 +164,86 @@ pub fn analyze(p: &Policy) -> Vec<Finding> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Finding, analyze};
+    use crate::model::Policy;
+
+    /// The findings for ACLs `(priority, match)`, all to-lport, named
+    /// `a0`, `a1`...
+    fn findings(acls: &[(u16, &str)]) -> Vec<Finding> {
+        let mut text = String::new();
+        for (i, (prio, m)) in acls.iter().enumerate() {
+            text.push_str(&format!(
+                "[[acl]]\nname = \"a{i}\"\ndirection = \"to-lport\"\npriority = {prio}\nmatch = '{m}'\naction = \"drop\"\n"
+            ));
+        }
+        analyze(&Policy::from_str(&text, "t.toml").expect("policy"))
+    }
+
+    fn never(m: &str) -> bool {
+        findings(&[(100, m)]) == [Finding::NeverMatches { acl: "a0".into() }]
+    }
+
+    #[test]
+    fn two_protocols_at_once_never_match() {
+        for m in [
+            "tcp && udp",
+            "ip4 && ip6",
+            "arp && ip",
+            "icmp4 && icmp6",
+            "sctp && icmp",
+            "ip.later_frag && tcp",
+            "tcp.dst == 80 && udp.src == 53",
+            "tcp && ip.proto == 17",
+            "udp && ip.proto == {1, 6}",
+            "ip4 && eth.type == 0x86dd",
+            "arp && eth.type == 0x800",
+            "icmp6 && ip.proto == 1",
+            "tcp.dst == 80 && tcp.dst == 81",
+            "0",
+        ] {
+            assert!(never(m), "{m}");
+        }
+    }
+
+    #[test]
+    fn what_a_frame_can_be_is_not_reported() {
+        for m in [
+            "tcp",
+            "tcp && ip.proto == 6",
+            "ip4 && tcp && eth.type == 0x800",
+            "icmp && icmp4",
+            "ip && ip6",
+            "ip4 && udp.dst != 53",
+            "tcp || udp",
+            "(tcp && udp) || ip4",
+            "ip.later_frag && ip.proto == 6",
+            "ip4 && eth.type == 0x800/0xff00",
+            "1",
+        ] {
+            assert_eq!(findings(&[(100, m)]), [], "{m}");
+        }
+    }
+
+    #[test]
+    fn an_acl_covered_by_one_above_it_is_shadowed() {
+        let f = findings(&[
+            (1000, "ip"),
+            (900, "(tcp && udp.dst == 53) || tcp.dst == 80"),
+        ]);
+        assert_eq!(
+            f,
+            [Finding::Shadowed {
+                acl: "a1".into(),
+                by: "a0".into()
+            }]
+        );
+        // tcp over IPv6 is not ip4's.
+        assert_eq!(findings(&[(1000, "ip4"), (900, "tcp")]), []);
+        // Below it, not above.
+        assert_eq!(findings(&[(900, "ip"), (1000, "tcp")]), []);
+    }
 }
