@@ -219,3 +219,100 @@ fn the_policies_in_the_docs_load() {
         "the TOML and the JSON are the same policy"
     );
 }
+
+/// The frames of a little-endian pcap file (what `--write` writes, and the
+/// bundled captures are).
+fn pcap_frames(path: &Path) -> Vec<Vec<u8>> {
+    let b = std::fs::read(path).expect("pcap");
+    let u32_at =
+        |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes")) as usize;
+    assert!(
+        [0xa1b2_c3d4, 0xa1b2_3c4d].contains(&(u32_at(0) as u32)),
+        "{}: not a little-endian pcap",
+        path.display()
+    );
+    let mut out = Vec::new();
+    let mut at = 24;
+    while at + 16 <= b.len() {
+        let len = u32_at(at + 8);
+        out.push(b[at + 16..at + 16 + len].to_vec());
+        at += 16 + len;
+    }
+    assert_eq!(at, b.len(), "{}: a cut record", path.display());
+    out
+}
+
+/// The 16-bit one's complement sum of `b`, folded.
+fn ones_sum(b: &[u8]) -> u16 {
+    let mut s: u32 = b
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+        .sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}
+
+/// `replay --policy --write` writes what passes, as it came, and after each
+/// rejected packet the answer `reject` sent: for the UDP rejects of
+/// `mixed`, an ICMP port unreachable back to the sender, quoting it.
+#[test]
+fn a_policy_replay_writes_what_passes_and_the_answers_to_rejects() {
+    let written = std::env::temp_dir().join(format!("ctrack-mixed-{}.pcap", std::process::id()));
+    let out = ctrack(&[
+        "replay",
+        "--format",
+        "json",
+        "--policy",
+        "examples/policy/mixed.toml",
+        "--write",
+        written.to_str().expect("UTF-8 path"),
+        "examples/policy/mixed.pcap",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let frames_out = pcap_frames(&written);
+    let _ = std::fs::remove_file(&written);
+    let frames_in = pcap_frames(&root().join("examples/policy/mixed.pcap"));
+    let verdicts: Vec<String> = String::from_utf8(out.stdout)
+        .expect("UTF-8")
+        .lines()
+        .filter_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).ok()?;
+            v.get("packet")?;
+            Some(v.get("verdict")?.as_str()?.to_owned())
+        })
+        .collect();
+    assert_eq!(verdicts.len(), frames_in.len());
+    let mut next = frames_out.iter();
+    let mut rejects = 0;
+    for (frame, verdict) in frames_in.iter().zip(&verdicts) {
+        match verdict.as_str() {
+            "allow" => assert_eq!(next.next(), Some(frame), "an allowed frame, unchanged"),
+            "drop" => {}
+            "reject" => {
+                rejects += 1;
+                let a = next.next().expect("the reject's answer");
+                // Ethernet and IPv4 turned around, ICMP type 3 code 3.
+                assert_eq!((&a[0..6], &a[6..12]), (&frame[6..12], &frame[0..6]));
+                assert_eq!(&a[12..14], &[0x08, 0x00]);
+                let (ip, orig) = (&a[14..], &frame[14..]);
+                assert_eq!(ip[9], 1, "ICMP");
+                assert_eq!((&ip[12..16], &ip[16..20]), (&orig[16..20], &orig[12..16]));
+                assert_eq!(ones_sum(&ip[..20]), 0xffff, "IPv4 header checksum");
+                let icmp = &ip[20..usize::from(u16::from_be_bytes([ip[2], ip[3]]))];
+                assert_eq!((icmp[0], icmp[1]), (3, 3), "port unreachable");
+                assert_eq!(ones_sum(icmp), 0xffff, "ICMP checksum");
+                // It quotes the rejected datagram's header and more.
+                assert_eq!(&icmp[8..8 + 28], &orig[..28]);
+            }
+            other => panic!("verdict {other:?}"),
+        }
+    }
+    assert_eq!(next.next(), None, "nothing more written");
+    assert_eq!(rejects, 2, "mixed.pcap's two rejected UDP flows");
+}
