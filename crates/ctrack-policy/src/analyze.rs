@@ -44,6 +44,14 @@ pub enum Finding {
     },
     /// The work bound was reached: later ACLs were not compared.
     Incomplete,
+    /// Several ACLs have the same name (OVN allows it): what is reported
+    /// per ACL, per packet and in counters, names them alike.
+    SharedName {
+        /// The name.
+        name: String,
+        /// The ACLs' indexes in the file.
+        acls: Vec<usize>,
+    },
 }
 
 impl fmt::Display for Finding {
@@ -56,6 +64,15 @@ impl fmt::Display for Finding {
             ),
             Finding::TooLarge { acl, why } => write!(f, "note: ACL {acl} not analysed: {why}"),
             Finding::Incomplete => write!(f, "note: shadowing analysis stopped at its work bound"),
+            Finding::SharedName { name, acls } => {
+                let list: Vec<String> = acls.iter().map(|i| format!("#{i}")).collect();
+                write!(
+                    f,
+                    "warning: {} ACLs are named {name} (the file's ACLs {}): reports and counters cannot tell them apart",
+                    acls.len(),
+                    list.join(", ")
+                )
+            }
         }
     }
 }
@@ -111,9 +128,49 @@ fn possible(c: &Conj) -> bool {
 
 /// Analyses `p`.
 pub fn analyze(p: &Policy) -> Vec<Finding> {
+    let mut out = shared_names(p);
+    // A shared name alone would make a finding ambiguous: such an ACL is
+    // named with its index as well.
+    let shared: std::collections::HashSet<&str> = out
+        .iter()
+        .filter_map(|f| match f {
+            Finding::SharedName { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    let names: Vec<String> = p
+        .acls
+        .iter()
+        .enumerate()
+        .map(|(i, a)| match shared.contains(a.name.as_str()) {
+            true => format!("{} (#{i})", a.name),
+            false => a.name.clone(),
+        })
+        .collect();
+    out.extend(matches(p, &names));
+    out
+}
+
+/// ACL names that more than one ACL has.
+fn shared_names(p: &Policy) -> Vec<Finding> {
+    let mut by: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+    for (i, a) in p.acls.iter().enumerate() {
+        by.entry(a.name.as_str()).or_default().push(i);
+    }
+    by.into_iter()
+        .filter(|(_, v)| v.len() > 1)
+        .map(|(name, acls)| Finding::SharedName {
+            name: name.to_owned(),
+            acls,
+        })
+        .collect()
+}
+
+/// Never-matching and shadowed ACLs, each called by `names[i]`.
+fn matches(p: &Policy, names: &[String]) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut dnfs: Vec<Option<Vec<Conj>>> = Vec::with_capacity(p.acls.len());
-    for a in &p.acls {
+    for (i, a) in p.acls.iter().enumerate() {
         let d = normalise(&a.expr).map(|mut d| {
             d.retain(possible);
             d
@@ -121,14 +178,14 @@ pub fn analyze(p: &Policy) -> Vec<Finding> {
         match d {
             Ok(d) if d.is_empty() => {
                 out.push(Finding::NeverMatches {
-                    acl: a.name.clone(),
+                    acl: names[i].clone(),
                 });
                 dnfs.push(None);
             }
             Ok(d) => dnfs.push(Some(d)),
             Err(e) => {
                 out.push(Finding::TooLarge {
-                    acl: a.name.clone(),
+                    acl: names[i].clone(),
                     why: e.to_string(),
                 });
                 dnfs.push(None);
@@ -156,8 +213,8 @@ pub fn analyze(p: &Policy) -> Vec<Finding> {
             }
             if da.iter().all(|ca| db.iter().any(|cb| covers(cb, ca))) {
                 out.push(Finding::Shadowed {
-                    acl: a.name.clone(),
-                    by: b.name.clone(),
+                    acl: names[i].clone(),
+                    by: names[j].clone(),
                 });
                 break;
             }
@@ -245,5 +302,38 @@ mod tests {
         assert_eq!(findings(&[(1000, "ip4"), (900, "tcp")]), []);
         // Below it, not above.
         assert_eq!(findings(&[(900, "ip"), (1000, "tcp")]), []);
+    }
+
+    #[test]
+    fn acls_that_share_a_name_are_reported_and_told_apart() {
+        let text = "[[acl]]\nname = \"x\"\ndirection = \"to-lport\"\npriority = 2\nmatch = 'ip'\naction = \"drop\"\n\
+                    [[acl]]\nname = \"y\"\ndirection = \"to-lport\"\npriority = 1\nmatch = 'tcp && udp'\naction = \"drop\"\n\
+                    [[acl]]\nname = \"x\"\ndirection = \"to-lport\"\npriority = 1\nmatch = 'tcp'\naction = \"allow\"\n";
+        let f = analyze(&Policy::from_str(text, "t.toml").expect("policy"));
+        assert_eq!(
+            f,
+            [
+                Finding::SharedName {
+                    name: "x".into(),
+                    acls: vec![0, 2]
+                },
+                Finding::NeverMatches { acl: "y".into() },
+                Finding::Shadowed {
+                    acl: "x (#2)".into(),
+                    by: "x (#0)".into()
+                },
+            ]
+        );
+        assert_eq!(
+            f[0].to_string(),
+            "warning: 2 ACLs are named x (the file's ACLs #0, #2): reports and counters cannot tell them apart"
+        );
+        // Unnamed ACLs are called acl#N, which no named one may be.
+        let unnamed = "[[acl]]\ndirection = \"to-lport\"\npriority = 1\nmatch = 'ip'\naction = \"drop\"\n\
+                       [[acl]]\ndirection = \"from-lport\"\npriority = 1\nmatch = 'ip'\naction = \"drop\"\n";
+        assert_eq!(
+            analyze(&Policy::from_str(unnamed, "t.toml").expect("policy")),
+            []
+        );
     }
 }

@@ -342,6 +342,20 @@ impl<'a> Lexer<'a> {
                 u128::MAX.checked_shl(128 - mask.value as u32).unwrap_or(0)
             }
             (Format::Decimal, Format::Hex) if value.value == 0 => mask.value,
+            (f @ (Format::Ipv4 | Format::Ipv6), Format::Decimal) => {
+                let (family, most) = if f == Format::Ipv4 {
+                    ("IPv4", 32)
+                } else {
+                    ("IPv6", 128)
+                };
+                return Err(err(
+                    mask_at,
+                    format!(
+                        "prefix length {} is longer than an {family} address (at most /{most})",
+                        mask.value
+                    ),
+                ));
+            }
             _ => {
                 return Err(err(
                     mask_at,

@@ -463,7 +463,16 @@ const ERRORS: &[(&str, usize, &str)] = &[
     ("tcp.dst == 080", 11, "leading zeros"),
     ("tcp.dst == 0x", 11, "hex digits expected"),
     ("tcp.dst == 0xfg", 11, "invalid hexadecimal"),
-    ("ip4.src == 1.2.3.4/33", 19, "incompatible forms"),
+    (
+        "ip4.src == 1.2.3.4/33",
+        19,
+        "prefix length 33 is longer than an IPv4 address (at most /32)",
+    ),
+    (
+        "ip6.src == fd00::/129",
+        18,
+        "prefix length 129 is longer than an IPv6 address (at most /128)",
+    ),
     ("ip4.src == 10.0.0.1/0x8", 20, "incompatible forms"),
     ("tcp.dst == 80 &", 14, "`&` is only valid as part of `&&`"),
     ("tcp.dst == 80 | udp", 14, "`|`"),
