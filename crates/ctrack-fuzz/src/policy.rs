@@ -125,6 +125,11 @@ pub fn match_expr(data: &[u8], probe: &mut Probe) {
             for (i, k) in keys().iter().enumerate() {
                 hits |= u32::from(e.eval(k)) << i;
             }
+            // `policy check`'s "can never match" is never said of a match
+            // that a real frame's key satisfies.
+            if let Ok(true) = ctrack_policy::analyze::never_matches(&e) {
+                assert_eq!(hits & 0x1f, 0, "{text}: said never to match");
+            }
             probe.feature(73, (hits, e.size().min(32)));
             match cx.parse(&format!("({text}\n)")) {
                 Ok(again) => assert_eq!(again, e, "{text}"),

@@ -11,7 +11,8 @@
 
 use std::fmt;
 
-use crate::classify::{Conj, normalise};
+use crate::classify::{CompileError, Conj, normalise};
+use crate::expr::Expr;
 use crate::firewall::rank;
 use crate::key::{Field, flag};
 use crate::model::Policy;
@@ -126,6 +127,20 @@ fn possible(c: &Conj) -> bool {
     })
 }
 
+/// The DNF of `expr` without the conjunctions no frame can match (see
+/// [`possible`]): empty when the expression never matches a frame.
+fn frame_dnf(expr: &Expr) -> Result<Vec<Conj>, CompileError> {
+    let mut d = normalise(expr)?;
+    d.retain(possible);
+    Ok(d)
+}
+
+/// True when no frame can match `expr` (what `ctrack policy check` reports
+/// as "can never match"); an error when it is too large to tell.
+pub fn never_matches(expr: &Expr) -> Result<bool, CompileError> {
+    Ok(frame_dnf(expr)?.is_empty())
+}
+
 /// Analyses `p`.
 pub fn analyze(p: &Policy) -> Vec<Finding> {
     let mut out = shared_names(p);
@@ -171,11 +186,7 @@ fn matches(p: &Policy, names: &[String]) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut dnfs: Vec<Option<Vec<Conj>>> = Vec::with_capacity(p.acls.len());
     for (i, a) in p.acls.iter().enumerate() {
-        let d = normalise(&a.expr).map(|mut d| {
-            d.retain(possible);
-            d
-        });
-        match d {
+        match frame_dnf(&a.expr) {
             Ok(d) if d.is_empty() => {
                 out.push(Finding::NeverMatches {
                     acl: names[i].clone(),
