@@ -28,13 +28,14 @@ pub enum Finding {
         /// Its name.
         acl: String,
     },
-    /// A higher-ranked ACL of the same stage and tier matches every packet
-    /// it matches.
+    /// Higher-ranked ACLs of the same stage and tier (one, or a few
+    /// together: one for IPv4 and one for IPv6, say) match every packet it
+    /// matches.
     Shadowed {
         /// Its name.
         acl: String,
-        /// The shadowing ACL's name.
-        by: String,
+        /// The shadowing ACLs' names, best ranked first.
+        by: Vec<String>,
     },
     /// The ACL's match is too large to analyse.
     TooLarge {
@@ -59,9 +60,15 @@ impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Finding::NeverMatches { acl } => write!(f, "warning: ACL {acl} can never match"),
+            Finding::Shadowed { acl, by } if by.len() == 1 => write!(
+                f,
+                "warning: ACL {acl} is shadowed by {}, which ranks above it and matches every packet it matches",
+                by[0]
+            ),
             Finding::Shadowed { acl, by } => write!(
                 f,
-                "warning: ACL {acl} is shadowed by {by}, which ranks above it and matches every packet it matches"
+                "warning: ACL {acl} is shadowed by {}, which rank above it and together match every packet it matches",
+                by.join(" and ")
             ),
             Finding::TooLarge { acl, why } => write!(f, "note: ACL {acl} not analysed: {why}"),
             Finding::Incomplete => write!(f, "note: shadowing analysis stopped at its work bound"),
@@ -88,12 +95,15 @@ fn covers(outer: &Conj, inner: &Conj) -> bool {
 
 /// Protocol flags of which a packet's key has at most one set: a frame is
 /// ARP or IP; IPv4 or IPv6; its transport header TCP, UDP, SCTP or ICMP,
-/// or it is a later fragment with none; ICMP is ICMPv4 or ICMPv6.
-const EXCLUSIVE: [u16; 4] = [
+/// or it is a later fragment with none; ICMP is ICMPv4 or ICMPv6, the
+/// first only over IPv4, the second only over IPv6.
+const EXCLUSIVE: [u16; 6] = [
     flag::ARP | flag::IP,
     flag::IP4 | flag::IP6,
     flag::TCP | flag::UDP | flag::SCTP | flag::ICMP | flag::LATER_FRAG,
     flag::ICMP4 | flag::ICMP6,
+    flag::ICMP4 | flag::IP6,
+    flag::ICMP6 | flag::IP4,
 ];
 
 /// What a protocol flag implies of another field of the key: a frame of
@@ -210,28 +220,84 @@ fn matches(p: &Policy, names: &[String]) -> Vec<Finding> {
         let (a, Some(da)) = (&p.acls[i], &dnfs[i]) else {
             continue;
         };
-        for &j in &order[..pos] {
-            let (b, Some(db)) = (&p.acls[j], &dnfs[j]) else {
-                continue;
-            };
-            if b.direction != a.direction || b.tier != a.tier {
-                continue;
-            }
-            work += (da.len() * db.len()) as u64;
-            if work > MAX_PAIRS {
-                out.push(Finding::Incomplete);
-                return out;
-            }
-            if da.iter().all(|ca| db.iter().any(|cb| covers(cb, ca))) {
-                out.push(Finding::Shadowed {
-                    acl: names[i].clone(),
-                    by: names[j].clone(),
-                });
-                break;
-            }
+        // The ACLs ranked above it in its stage and tier, best first.
+        let above: Vec<(usize, &Vec<Conj>)> = order[..pos]
+            .iter()
+            .filter_map(|&j| {
+                let b = &p.acls[j];
+                let db = dnfs[j].as_ref()?;
+                (b.direction == a.direction && b.tier == a.tier).then_some((j, db))
+            })
+            .collect();
+        let parts: Vec<Conj> = da.iter().flat_map(frame_kinds).collect();
+        work += (parts.len() * above.iter().map(|(_, d)| d.len()).sum::<usize>()) as u64;
+        if work > MAX_PAIRS {
+            out.push(Finding::Incomplete);
+            return out;
+        }
+        if let Some(by) = shadowers(&parts, &above) {
+            out.push(Finding::Shadowed {
+                acl: names[i].clone(),
+                by: by.iter().map(|&j| names[j].clone()).collect(),
+            });
         }
     }
     out
+}
+
+/// `c` split by the kinds of frame it leaves open: a conjunction that
+/// requires IP but neither IPv4 nor IPv6 becomes one for each (and
+/// likewise ICMP into ICMPv4 and ICMPv6), so that `ip4 || ip6`, or an
+/// `ip4` ACL with an `ip6` one, is seen to cover `tcp`. The parts match
+/// the frames `c` matches, no more, no fewer.
+fn frame_kinds(c: &Conj) -> Vec<Conj> {
+    let mut out = vec![*c];
+    for (whole, halves) in [
+        (flag::IP, [flag::IP4, flag::IP6]),
+        (flag::ICMP, [flag::ICMP4, flag::ICMP6]),
+    ] {
+        out = out
+            .into_iter()
+            .flat_map(|c| {
+                let required = c.mask.get(Field::Flags) & c.value.get(Field::Flags);
+                let looked = c.mask.get(Field::Flags);
+                let open = required & u128::from(whole) != 0
+                    && looked & u128::from(halves[0] | halves[1]) == 0;
+                let split: Vec<Conj> = match open {
+                    false => vec![c],
+                    true => halves
+                        .iter()
+                        .filter_map(|&h| c.and(&Conj::field(Field::Flags, h.into(), h.into())))
+                        .filter(possible)
+                        .collect(),
+                };
+                split
+            })
+            .collect();
+    }
+    out
+}
+
+/// The ACLs among `above` (best first) that together match every frame
+/// of `parts`: one of them alone if one does, else for each part the best
+/// that covers it; `None` if some part is covered by none.
+fn shadowers(parts: &[Conj], above: &[(usize, &Vec<Conj>)]) -> Option<Vec<usize>> {
+    let covered_by = |db: &Vec<Conj>, part: &Conj| db.iter().any(|cb| covers(cb, part));
+    if let Some(&(j, _)) = above
+        .iter()
+        .find(|(_, db)| parts.iter().all(|part| covered_by(db, part)))
+    {
+        return Some(vec![j]);
+    }
+    let mut by: Vec<usize> = Vec::new();
+    for part in parts {
+        let &(j, _) = above.iter().find(|(_, db)| covered_by(db, part))?;
+        if !by.contains(&j) {
+            by.push(j);
+        }
+    }
+    // An empty `parts` (a match no frame can match) was reported already.
+    (!by.is_empty()).then_some(by)
 }
 
 #[cfg(test)]
@@ -270,6 +336,8 @@ mod tests {
             "ip4 && eth.type == 0x86dd",
             "arp && eth.type == 0x800",
             "icmp6 && ip.proto == 1",
+            "icmp4 && ip6",
+            "icmp6 && ip4.src == 10.0.0.1",
             "tcp.dst == 80 && tcp.dst == 81",
             "0",
         ] {
@@ -306,13 +374,58 @@ mod tests {
             f,
             [Finding::Shadowed {
                 acl: "a1".into(),
-                by: "a0".into()
+                by: vec!["a0".into()]
             }]
         );
         // tcp over IPv6 is not ip4's.
         assert_eq!(findings(&[(1000, "ip4"), (900, "tcp")]), []);
         // Below it, not above.
         assert_eq!(findings(&[(900, "ip"), (1000, "tcp")]), []);
+    }
+
+    fn shadowed_by(acls: &[(u16, &str)]) -> Vec<Vec<String>> {
+        findings(acls)
+            .into_iter()
+            .map(|f| match f {
+                Finding::Shadowed { by, .. } => by,
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn both_families_together_shadow_what_either_leaves_open() {
+        let by = |v: &[&str]| vec![v.iter().map(|s| s.to_string()).collect::<Vec<_>>()];
+        // One ACL of both families.
+        assert_eq!(
+            shadowed_by(&[(1000, "ip4 || ip6"), (900, "tcp")]),
+            by(&["a0"])
+        );
+        // One ACL each, as security groups write them.
+        assert_eq!(
+            shadowed_by(&[(1000, "ip4"), (1000, "ip6"), (900, "tcp.dst == 22")]),
+            by(&["a0", "a1"])
+        );
+        assert_eq!(
+            shadowed_by(&[(1000, "icmp4"), (1000, "icmp6"), (900, "icmp")]),
+            by(&["a0", "a1"])
+        );
+        // A family left open stays open: IPv6 TCP reaches a2.
+        assert_eq!(
+            shadowed_by(&[(1000, "ip4"), (1000, "udp"), (900, "tcp")]),
+            Vec::<Vec<String>>::new()
+        );
+        // One ACL alone is named when it covers everything, even below
+        // others that cover a part.
+        assert_eq!(
+            shadowed_by(&[(1000, "ip4 && tcp"), (999, "ip"), (900, "tcp")]),
+            by(&["a1"])
+        );
+        let f = findings(&[(1000, "ip4"), (1000, "ip6"), (900, "tcp")]);
+        assert_eq!(
+            f[0].to_string(),
+            "warning: ACL a2 is shadowed by a0 and a1, which rank above it and together match every packet it matches"
+        );
     }
 
     #[test]
@@ -331,7 +444,7 @@ mod tests {
                 Finding::NeverMatches { acl: "y".into() },
                 Finding::Shadowed {
                     acl: "x (#2)".into(),
-                    by: "x (#0)".into()
+                    by: vec!["x (#0)".into()]
                 },
             ]
         );
