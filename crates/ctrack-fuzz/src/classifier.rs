@@ -5,9 +5,11 @@
 //! classification must equal the linear scan's.
 
 use arbitrary::{Arbitrary, Result, Unstructured};
+use ctrack_policy::analyze::{Finding, analyze};
 use ctrack_policy::classify::{Classifier, Rank, RuleId, naive, normalise};
 use ctrack_policy::expr::Expr;
 use ctrack_policy::key::{Field, Key, flag};
+use ctrack_policy::model::{Acl, AclAction, Direction, Policy};
 
 use crate::Probe;
 
@@ -160,9 +162,107 @@ pub fn classifier_diff(data: &[u8], probe: &mut Probe) {
     let built = Classifier::build(rules.iter().map(|(i, r, e)| (*i, *r, e)));
     let built = built.expect("rules that were inserted compile");
     let mut u = Unstructured::new(data);
+    let mut keys = Vec::new();
     for _ in 0..16 {
         let Ok(k) = key(&mut u, &rules) else { break };
         assert_eq!(built.classify(&k), naive(&rules, &k));
         assert_eq!(c.classify(&k), naive(&rules, &k));
+        keys.push(k);
+    }
+    if rules.len() <= 32 {
+        analysis_holds(&rules, &keys, probe);
+    }
+}
+
+/// `k` made a key a frame could have, if its flags allow: the ethertype
+/// and IP protocol its flags imply; `None` when its flags are not a
+/// frame's (IP without a family, ICMP without a version, two transports).
+fn frame_key(k: &Key) -> Option<Key> {
+    let f = k.get(Field::Flags) as u16;
+    let has = |b: u16| f & b != 0;
+    let ip = has(flag::IP);
+    let family_ok = match ip {
+        true => has(flag::IP4) != has(flag::IP6) && !has(flag::ARP),
+        false => f & !(flag::ARP | flag::VLAN) == 0,
+    };
+    let l4 = f & (flag::TCP | flag::UDP | flag::SCTP | flag::ICMP);
+    let icmp_ok = match has(flag::ICMP) {
+        true => has(flag::ICMP4) == has(flag::IP4) && has(flag::ICMP6) == has(flag::IP6),
+        false => !has(flag::ICMP4) && !has(flag::ICMP6),
+    };
+    if !family_ok || l4.count_ones() > 1 || !icmp_ok || (has(flag::LATER_FRAG) && l4 != 0) {
+        return None;
+    }
+    let mut k = *k;
+    let ethertype = match (has(flag::ARP), has(flag::IP4), has(flag::IP6)) {
+        (true, _, _) => 0x0806,
+        (_, true, _) => 0x0800,
+        (_, _, true) => 0x86dd,
+        _ => k.get(Field::EthType),
+    };
+    k.set(Field::EthType, ethertype);
+    let proto = [
+        (flag::TCP, 6),
+        (flag::UDP, 17),
+        (flag::SCTP, 132),
+        (flag::ICMP4, 1),
+        (flag::ICMP6, 58),
+    ]
+    .iter()
+    .find(|(b, _)| has(*b))
+    .map_or(k.get(Field::IpProto), |&(_, p)| p);
+    k.set(Field::IpProto, proto);
+    Some(k)
+}
+
+/// `policy check`'s findings on the rules as to-lport ACLs hold on every
+/// key a frame could have: a match said never to match matches none, and
+/// a shadowed ACL matches a key only where one of its shadowers does.
+fn analysis_holds(rules: &[(RuleId, Rank, Expr)], keys: &[Key], probe: &mut Probe) {
+    let acls = rules
+        .iter()
+        .enumerate()
+        .map(|(i, (_, rank, e))| {
+            Acl::new(
+                i,
+                Direction::ToLport,
+                *rank as u16,
+                AclAction::Drop,
+                e.clone(),
+            )
+        })
+        .collect();
+    let p = Policy {
+        acls,
+        ..Policy::default()
+    };
+    let index = |name: &str| -> usize {
+        name.strip_prefix("acl#")
+            .and_then(|n| n.parse().ok())
+            .expect("an unnamed ACL")
+    };
+    let findings = analyze(&p);
+    let keys: Vec<Key> = keys.iter().filter_map(frame_key).collect();
+    probe.feature(83, (findings.len().min(8), keys.len().min(16)));
+    for f in &findings {
+        for k in &keys {
+            match f {
+                Finding::NeverMatches { acl } => {
+                    assert!(
+                        !p.acls[index(acl)].expr.eval(k),
+                        "{acl} never matches, yet {:x?}",
+                        k.w
+                    );
+                }
+                Finding::Shadowed { acl, by } if p.acls[index(acl)].expr.eval(k) => {
+                    assert!(
+                        by.iter().any(|b| p.acls[index(b)].expr.eval(k)),
+                        "{acl} shadowed by {by:?}, yet key {:x?} meets it alone",
+                        k.w
+                    );
+                }
+                _ => {}
+            }
+        }
     }
 }
