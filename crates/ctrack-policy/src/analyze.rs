@@ -15,6 +15,7 @@ use crate::classify::{CompileError, Conj, normalise};
 use crate::expr::Expr;
 use crate::firewall::rank;
 use crate::key::{Field, flag};
+use crate::lang::Context;
 use crate::model::Policy;
 
 /// Conjunction pairs compared at most.
@@ -46,6 +47,15 @@ pub enum Finding {
     },
     /// The work bound was reached: later ACLs were not compared.
     Incomplete,
+    /// An address set or port group that no ACL's match names (a port
+    /// group counts as named when one of its derived sets, `$G_ip4` or
+    /// `$G_ip6`, is).
+    Unused {
+        /// `address set` or `port group`.
+        kind: &'static str,
+        /// Its name.
+        name: String,
+    },
     /// Several ACLs have the same name (OVN allows it): what is reported
     /// per ACL, per packet and in counters, names them alike.
     SharedName {
@@ -72,6 +82,9 @@ impl fmt::Display for Finding {
             ),
             Finding::TooLarge { acl, why } => write!(f, "note: ACL {acl} not analysed: {why}"),
             Finding::Incomplete => write!(f, "note: shadowing analysis stopped at its work bound"),
+            Finding::Unused { kind, name } => {
+                write!(f, "note: {kind} {name} is not used by any ACL")
+            }
             Finding::SharedName { name, acls } => {
                 let list: Vec<String> = acls.iter().map(|i| format!("#{i}")).collect();
                 write!(
@@ -172,8 +185,38 @@ pub fn analyze(p: &Policy) -> Vec<Finding> {
             false => a.name.clone(),
         })
         .collect();
+    out.extend(unused(p));
     out.extend(matches(p, &names));
     out
+}
+
+/// Address sets and port groups no ACL names: each ACL's match is parsed
+/// again with a context that records what it looks up.
+fn unused(p: &Policy) -> Vec<Finding> {
+    let cx = Context::new(p);
+    for a in &p.acls {
+        // A loaded policy's matches parse; one that does not (a policy
+        // built in code) simply names nothing.
+        let _ = cx.parse(&a.match_text);
+    }
+    let used = cx.used();
+    let sets = p
+        .address_sets
+        .keys()
+        .filter(|n| !used.address_sets.contains(n.as_str()))
+        .map(|n| Finding::Unused {
+            kind: "address set",
+            name: n.clone(),
+        });
+    let groups = p
+        .port_groups
+        .keys()
+        .filter(|n| !used.port_groups.contains(n.as_str()))
+        .map(|n| Finding::Unused {
+            kind: "port group",
+            name: n.clone(),
+        });
+    sets.chain(groups).collect()
 }
 
 /// ACL names that more than one ACL has.
@@ -381,6 +424,53 @@ mod tests {
         assert_eq!(findings(&[(1000, "ip4"), (900, "tcp")]), []);
         // Below it, not above.
         assert_eq!(findings(&[(900, "ip"), (1000, "tcp")]), []);
+    }
+
+    #[test]
+    fn sets_and_groups_no_acl_names_are_noted() {
+        let text = r#"
+[[port]]
+name = "p1"
+addresses = ["02:00:00:00:00:01 10.0.0.1"]
+[[port]]
+name = "p2"
+addresses = ["02:00:00:00:00:02 10.0.0.2"]
+[address_sets]
+used = ["10.0.0.0/8"]
+spare = ["192.0.2.0/24"]
+[port_groups]
+named = ["p1"]
+derived = ["p2"]
+idle = ["p1", "p2"]
+[[acl]]
+direction = "to-lport"
+priority = 1
+match = "outport == @named && ip4.src == $used"
+action = "allow"
+[[acl]]
+direction = "from-lport"
+priority = 1
+match = "ip4.dst == $derived_ip4"
+action = "allow"
+"#;
+        let f = analyze(&Policy::from_str(text, "t.toml").expect("policy"));
+        assert_eq!(
+            f,
+            [
+                Finding::Unused {
+                    kind: "address set",
+                    name: "spare".into()
+                },
+                Finding::Unused {
+                    kind: "port group",
+                    name: "idle".into()
+                },
+            ]
+        );
+        assert_eq!(
+            f[0].to_string(),
+            "note: address set spare is not used by any ACL"
+        );
     }
 
     fn shadowed_by(acls: &[(u16, &str)]) -> Vec<Vec<String>> {

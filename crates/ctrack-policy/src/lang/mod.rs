@@ -25,7 +25,8 @@
 //! ```
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::net::IpAddr;
 
@@ -73,6 +74,19 @@ impl std::error::Error for LangError {}
 pub struct Context<'p> {
     policy: &'p Policy,
     ports: HashMap<&'p str, usize>,
+    /// The address sets and port groups the matches parsed so far named
+    /// (a group also when one of its derived sets was named).
+    used: RefCell<Used<'p>>,
+}
+
+/// What [`Context::used`] returns: names of address sets and of port
+/// groups.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Used<'p> {
+    /// Address sets named with `$`.
+    pub address_sets: BTreeSet<&'p str>,
+    /// Port groups named with `@`, or through `$G_ip4` / `$G_ip6`.
+    pub port_groups: BTreeSet<&'p str>,
 }
 
 impl<'p> Context<'p> {
@@ -84,7 +98,17 @@ impl<'p> Context<'p> {
             .enumerate()
             .map(|(i, p)| (p.name.as_str(), i))
             .collect();
-        Context { policy, ports }
+        Context {
+            policy,
+            ports,
+            used: RefCell::default(),
+        }
+    }
+
+    /// The address sets and port groups that the matches this context
+    /// parsed named (what `ctrack policy check` reports unused).
+    pub fn used(&self) -> Used<'p> {
+        self.used.borrow().clone()
     }
 
     /// Parses and resolves `text`, bounded by [`MAX_NODES`].
@@ -123,14 +147,17 @@ impl<'p> Context<'p> {
 
     /// The ports of group `name`.
     fn group(&self, name: &str) -> Option<&'p [usize]> {
-        self.policy.port_groups.get(name).map(Vec::as_slice)
+        let (key, ports) = self.policy.port_groups.get_key_value(name)?;
+        self.used.borrow_mut().port_groups.insert(key.as_str());
+        Some(ports.as_slice())
     }
 
     /// The prefixes of address set `name`; failing that, for `name` of the
     /// form `G_ip4` or `G_ip6` where `G` is a port group, the addresses of
     /// that family of the group's ports (as OVN derives them).
     fn address_set(&self, name: &str) -> Option<Cow<'p, [Prefix]>> {
-        if let Some(s) = self.policy.address_sets.get(name) {
+        if let Some((key, s)) = self.policy.address_sets.get_key_value(name) {
+            self.used.borrow_mut().address_sets.insert(key.as_str());
             return Some(Cow::Borrowed(s.as_slice()));
         }
         let (group, v6) = match (name.strip_suffix("_ip4"), name.strip_suffix("_ip6")) {
