@@ -66,6 +66,17 @@ pub enum Finding {
     },
 }
 
+impl Finding {
+    /// A warning (the policy likely does not do what was meant), not a
+    /// note (the analysis was cut short, or something is merely unused).
+    pub fn is_warning(&self) -> bool {
+        matches!(
+            self,
+            Finding::NeverMatches { .. } | Finding::Shadowed { .. } | Finding::SharedName { .. }
+        )
+    }
+}
+
 impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -55,7 +55,7 @@ fn check(file: &std::path::Path, out: &mut dyn Write) -> Result<()> {
     }
     writeln!(
         out,
-        "{}: ok: {} ports, {} address sets, {} port groups, {} ACLs ({} stateful), default {}; {} warning(s)",
+        "{}: ok: {} ports, {} address sets, {} port groups, {} ACLs ({} stateful), default {}; {} warning(s), {} note(s)",
         file.display(),
         p.ports.len(),
         p.address_sets.len(),
@@ -66,7 +66,8 @@ fn check(file: &std::path::Path, out: &mut dyn Write) -> Result<()> {
             ctrack_policy::model::DefaultAction::Allow => "allow",
             ctrack_policy::model::DefaultAction::Drop => "drop",
         },
-        findings.len()
+        findings.iter().filter(|f| f.is_warning()).count(),
+        findings.iter().filter(|f| !f.is_warning()).count()
     )?;
     Ok(())
 }

@@ -316,3 +316,54 @@ fn a_policy_replay_writes_what_passes_and_the_answers_to_rejects() {
     assert_eq!(next.next(), None, "nothing more written");
     assert_eq!(rejects, 2, "mixed.pcap's two rejected UDP flows");
 }
+
+/// `ctrack policy check` prints each finding on a line of its own and
+/// counts warnings and notes; findings do not fail the command.
+#[test]
+fn policy_check_reports_findings_and_counts_them() {
+    let path = std::env::temp_dir().join(format!("ctrack-check-{}.toml", std::process::id()));
+    std::fs::write(
+        &path,
+        r#"
+[address_sets]
+spare = ["192.0.2.0/24"]
+[[acl]]
+name = "v4"
+direction = "to-lport"
+priority = 100
+match = "ip4"
+action = "drop"
+[[acl]]
+name = "v6"
+direction = "to-lport"
+priority = 100
+match = "ip6"
+action = "drop"
+[[acl]]
+name = "ssh"
+direction = "to-lport"
+priority = 50
+match = "tcp.dst == 22"
+action = "allow"
+[[acl]]
+name = "odd"
+direction = "from-lport"
+priority = 50
+match = "tcp && udp"
+action = "allow"
+"#,
+    )
+    .expect("write");
+    let out = ctrack(&["policy", "check", path.to_str().expect("UTF-8 path")]);
+    let _ = std::fs::remove_file(&path);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}");
+    for want in [
+        "note: address set spare is not used by any ACL",
+        "warning: ACL odd can never match",
+        "warning: ACL ssh is shadowed by v4 and v6, which rank above it and together match every packet it matches",
+        "4 ACLs (0 stateful), default allow; 2 warning(s), 1 note(s)",
+    ] {
+        assert!(text.contains(want), "{want:?} in {text}");
+    }
+}
