@@ -48,6 +48,20 @@ pub fn policy_file(data: &[u8], probe: &mut Probe) {
                     .expect("a loaded match parses again");
                 assert_eq!(again, a.expr, "{}", a.match_text);
             }
+            // What `ctrack policy check` does with it: findings name ACLs,
+            // sets and groups of the policy, and print.
+            if p.acls.len() <= 64 {
+                for f in ctrack_policy::analyze::analyze(&p) {
+                    probe.feature(74, std::mem::discriminant(&f));
+                    assert!(!f.to_string().is_empty());
+                    if let ctrack_policy::analyze::Finding::Unused { name, .. } = &f {
+                        assert!(
+                            p.address_sets.contains_key(name) || p.port_groups.contains_key(name),
+                            "{name}"
+                        );
+                    }
+                }
+            }
         }
     }
 }
