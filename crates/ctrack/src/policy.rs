@@ -18,12 +18,17 @@ pub struct PolicyArgs {
 /// `ctrack policy` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
-    /// Parse and resolve a policy; report ACLs that can never match and
-    /// ACLs shadowed by a higher-priority one. Exit 1 if the file is
-    /// refused, 0 otherwise (warnings included).
+    /// Parse and resolve a policy; warn of ACLs that can never match, ACLs
+    /// shadowed by higher-ranked ones and ACLs that share a name, and note
+    /// address sets and port groups no ACL names. Exit 1 if the file is
+    /// refused (or, with --strict, if there is a warning), 0 otherwise.
     Check {
         /// The policy file (TOML, or JSON of the same shape).
         file: PathBuf,
+        /// Exit 1 when there is a warning (notes do not count): for
+        /// checking policies before they are deployed.
+        #[arg(long)]
+        strict: bool,
     },
     /// Print the compiled view: the ACLs by stage, tier and priority, in
     /// the order they are evaluated, and the classifiers' sizes.
@@ -36,7 +41,7 @@ pub enum PolicyCommand {
 /// Runs `ctrack policy`.
 pub fn run(args: &PolicyArgs, out: &mut dyn Write) -> Result<()> {
     match &args.command {
-        PolicyCommand::Check { file } => check(file, out),
+        PolicyCommand::Check { file, strict } => check(file, *strict, out),
         PolicyCommand::Show { file } => show(file, out),
     }
 }
@@ -46,7 +51,7 @@ fn load(file: &std::path::Path) -> Result<Compiled> {
     Compiled::new(policy, 1).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))
 }
 
-fn check(file: &std::path::Path, out: &mut dyn Write) -> Result<()> {
+fn check(file: &std::path::Path, strict: bool, out: &mut dyn Write) -> Result<()> {
     let c = load(file)?;
     let p = &c.policy;
     let findings = ctrack_policy::analyze::analyze(p);
@@ -69,6 +74,13 @@ fn check(file: &std::path::Path, out: &mut dyn Write) -> Result<()> {
         findings.iter().filter(|f| f.is_warning()).count(),
         findings.iter().filter(|f| !f.is_warning()).count()
     )?;
+    let warnings = findings.iter().filter(|f| f.is_warning()).count();
+    if strict && warnings > 0 {
+        anyhow::bail!(
+            "{}: {warnings} warning(s), refused by --strict",
+            file.display()
+        );
+    }
     Ok(())
 }
 

@@ -354,10 +354,26 @@ action = "allow"
 "#,
     )
     .expect("write");
-    let out = ctrack(&["policy", "check", path.to_str().expect("UTF-8 path")]);
+    let file = path.to_str().expect("UTF-8 path");
+    let out = ctrack(&["policy", "check", file]);
+    let strict = ctrack(&["policy", "check", "--strict", file]);
+    let strict_clean = ctrack(&[
+        "policy",
+        "check",
+        "--strict",
+        "examples/policy/three-tier.toml",
+    ]);
     let _ = std::fs::remove_file(&path);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{text}");
+    // --strict refuses warnings, and only warnings.
+    assert_eq!(strict.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&strict.stderr).contains("2 warning(s), refused by --strict"),
+        "{}",
+        String::from_utf8_lossy(&strict.stderr)
+    );
+    assert!(strict_clean.status.success());
     for want in [
         "note: address set spare is not used by any ACL",
         "warning: ACL odd can never match",
