@@ -25,6 +25,19 @@ pub enum LinkType {
     LinuxSll2,
 }
 
+impl core::fmt::Display for LinkType {
+    /// What the link type is called in messages (`raw IP`, `Linux cooked
+    /// (SLL)`).
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            LinkType::Ethernet => "Ethernet",
+            LinkType::RawIp => "raw IP",
+            LinkType::LinuxSll => "Linux cooked (SLL)",
+            LinkType::LinuxSll2 => "Linux cooked v2 (SLL2)",
+        })
+    }
+}
+
 /// IP version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IpVersion {

@@ -122,7 +122,7 @@ impl Run<'_> {
         self.n += 1;
         if pkt.link != LinkType::Ethernet {
             bail!(
-                "{}: packet {}: a policy needs Ethernet frames (ports are told apart by MAC); this capture's link type is {:?}",
+                "{}: packet {}: a policy needs Ethernet frames (ports are told apart by MAC); this capture's link type is {}",
                 self.args.file.display(),
                 self.n,
                 pkt.link

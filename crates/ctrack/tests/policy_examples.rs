@@ -383,3 +383,41 @@ action = "allow"
         assert!(text.contains(want), "{want:?} in {text}");
     }
 }
+
+/// A policy needs Ethernet frames: a raw-IP capture is refused, naming its
+/// link type in words.
+#[test]
+fn a_policy_replay_of_raw_ip_is_refused_in_words() {
+    let ip: Vec<u8> = [
+        "450000280001000040067cce0a0000010a00000b",
+        "a4b20050000000000000000050022000917c0000",
+    ]
+    .concat()
+    .as_bytes()
+    .chunks(2)
+    .map(|h| u8::from_str_radix(std::str::from_utf8(h).expect("hex"), 16).expect("hex"))
+    .collect();
+    let mut file = Vec::new();
+    for w in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65535, 101] {
+        file.extend_from_slice(&w.to_le_bytes());
+    }
+    for w in [1u32, 0, ip.len() as u32, ip.len() as u32] {
+        file.extend_from_slice(&w.to_le_bytes());
+    }
+    file.extend_from_slice(&ip);
+    let path = std::env::temp_dir().join(format!("ctrack-raw-{}.pcap", std::process::id()));
+    std::fs::write(&path, &file).expect("write");
+    let out = ctrack(&[
+        "replay",
+        "--policy",
+        "examples/policy/mixed.toml",
+        path.to_str().expect("UTF-8 path"),
+    ]);
+    let _ = std::fs::remove_file(&path);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("a policy needs Ethernet frames (ports are told apart by MAC); this capture's link type is raw IP"),
+        "{err}"
+    );
+}
