@@ -47,6 +47,12 @@ use super::threads::{StartLine, spawn_all};
 use super::{MAX_BENCH_CONNS, Machine, median, packets};
 use crate::args::{MAX_RUNS, MAX_THREADS, bounded};
 
+/// An option's value as the command line writes it (`udp`, `each`).
+fn value_name(v: impl ValueEnum) -> String {
+    v.to_possible_value()
+        .map_or_else(String::new, |p| p.get_name().to_owned())
+}
+
 /// Protocols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -244,12 +250,12 @@ pub(crate) fn run(a: &CpsArgs, json: bool, out: &mut dyn Write) -> Result<()> {
     }
     writeln!(
         out,
-        "cps: {} thread(s){}, {} connections, {:?}, sweeper {:?}, {} shards, median of {} runs",
+        "cps: {} thread(s){}, {} connections, {}, sweeper {}, {} shards, median of {} runs",
         a.threads,
         if a.affine { " on their own shards" } else { "" },
         a.conns,
-        a.proto,
-        a.sweeper,
+        value_name(a.proto),
+        value_name(a.sweeper),
         j.shards,
         a.runs
     )?;

@@ -200,7 +200,7 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
     }
     writeln!(
         out,
-        "lookup: {} {} connections, {} thread(s), {}, batches of {BATCH}{}{}: {:.2} Mpps ({:.2} Mpps/thread, {:.1} ns/packet), runs {:?}",
+        "lookup: {} {} connections, {} thread(s), {}, batches of {BATCH}{}{}: {:.2} Mpps ({:.2} Mpps/thread, {:.1} ns/packet), runs {}",
         a.conns,
         if a.ipv6 { "IPv6" } else { "IPv4" },
         a.threads,
@@ -220,7 +220,8 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
         j.runs_mpps
             .iter()
             .map(|m| format!("{m:.2}"))
-            .collect::<Vec<_>>(),
+            .collect::<Vec<_>>()
+            .join(", "),
     )?;
     writeln!(
         out,
