@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
+use ctrack_policy::analyze::Finding;
 use ctrack_policy::firewall::Compiled;
 use ctrack_policy::model::Policy;
 
@@ -29,6 +30,10 @@ pub enum PolicyCommand {
         /// checking policies before they are deployed.
         #[arg(long)]
         strict: bool,
+        /// `text` (a line per finding, then a summary) or `json` (one
+        /// document: the summary's counts and a `findings` array).
+        #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
+        format: CheckFormat,
     },
     /// Print the compiled view: the ACLs by stage, tier and priority, in
     /// the order they are evaluated, and the classifiers' sizes.
@@ -38,10 +43,99 @@ pub enum PolicyCommand {
     },
 }
 
+/// How `ctrack policy check` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckFormat {
+    /// A line per finding, then a summary.
+    Text,
+    /// One JSON document.
+    Json,
+}
+
+/// `ctrack policy check --format json`.
+#[derive(Debug, serde::Serialize)]
+struct CheckJson {
+    file: String,
+    ports: usize,
+    address_sets: usize,
+    port_groups: usize,
+    acls: usize,
+    stateful_acls: usize,
+    default: &'static str,
+    warnings: usize,
+    notes: usize,
+    findings: Vec<FindingJson>,
+}
+
+/// One finding in `--format json`: its level and kind, what it names, and
+/// the text line's message.
+#[derive(Debug, serde::Serialize)]
+struct FindingJson {
+    level: &'static str,
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    acl: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    by: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    indexes: Vec<usize>,
+    message: String,
+}
+
+impl FindingJson {
+    fn of(f: &Finding) -> FindingJson {
+        let mut j = FindingJson {
+            level: if f.is_warning() { "warning" } else { "note" },
+            kind: "",
+            acl: None,
+            by: Vec::new(),
+            name: None,
+            indexes: Vec::new(),
+            message: f.to_string(),
+        };
+        match f {
+            Finding::NeverMatches { acl } => {
+                j.kind = "never_matches";
+                j.acl = Some(acl.clone());
+            }
+            Finding::Shadowed { acl, by } => {
+                j.kind = "shadowed";
+                j.acl = Some(acl.clone());
+                j.by = by.clone();
+            }
+            Finding::TooLarge { acl, .. } => {
+                j.kind = "too_large";
+                j.acl = Some(acl.clone());
+            }
+            Finding::Incomplete => j.kind = "incomplete",
+            Finding::Unused { kind, name } => {
+                j.kind = if *kind == "address set" {
+                    "unused_address_set"
+                } else {
+                    "unused_port_group"
+                };
+                j.name = Some(name.clone());
+            }
+            Finding::SharedName { name, acls } => {
+                j.kind = "shared_name";
+                j.name = Some(name.clone());
+                j.indexes = acls.clone();
+            }
+        }
+        j
+    }
+}
+
 /// Runs `ctrack policy`.
 pub fn run(args: &PolicyArgs, out: &mut dyn Write) -> Result<()> {
     match &args.command {
-        PolicyCommand::Check { file, strict } => check(file, *strict, out),
+        PolicyCommand::Check {
+            file,
+            strict,
+            format,
+        } => check(file, *strict, *format, out),
         PolicyCommand::Show { file } => show(file, out),
     }
 }
@@ -51,30 +145,55 @@ fn load(file: &std::path::Path) -> Result<Compiled> {
     Compiled::new(policy, 1).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))
 }
 
-fn check(file: &std::path::Path, strict: bool, out: &mut dyn Write) -> Result<()> {
+fn check(
+    file: &std::path::Path,
+    strict: bool,
+    format: CheckFormat,
+    out: &mut dyn Write,
+) -> Result<()> {
     let c = load(file)?;
     let p = &c.policy;
     let findings = ctrack_policy::analyze::analyze(p);
-    for f in &findings {
-        writeln!(out, "{}: {f}", file.display())?;
-    }
-    writeln!(
-        out,
-        "{}: ok: {} ports, {} address sets, {} port groups, {} ACLs ({} stateful), default {}; {} warning(s), {} note(s)",
-        file.display(),
-        p.ports.len(),
-        p.address_sets.len(),
-        p.port_groups.len(),
-        p.acls.len(),
-        p.acls.iter().filter(|a| a.action.is_stateful()).count(),
-        match p.default {
+    let warnings = findings.iter().filter(|f| f.is_warning()).count();
+    let j = CheckJson {
+        file: file.display().to_string(),
+        ports: p.ports.len(),
+        address_sets: p.address_sets.len(),
+        port_groups: p.port_groups.len(),
+        acls: p.acls.len(),
+        stateful_acls: p.acls.iter().filter(|a| a.action.is_stateful()).count(),
+        default: match p.default {
             ctrack_policy::model::DefaultAction::Allow => "allow",
             ctrack_policy::model::DefaultAction::Drop => "drop",
         },
-        findings.iter().filter(|f| f.is_warning()).count(),
-        findings.iter().filter(|f| !f.is_warning()).count()
-    )?;
-    let warnings = findings.iter().filter(|f| f.is_warning()).count();
+        warnings,
+        notes: findings.len() - warnings,
+        findings: findings.iter().map(FindingJson::of).collect(),
+    };
+    match format {
+        CheckFormat::Json => {
+            serde_json::to_writer_pretty(&mut *out, &j)?;
+            writeln!(out)?;
+        }
+        CheckFormat::Text => {
+            for f in &j.findings {
+                writeln!(out, "{}: {}", j.file, f.message)?;
+            }
+            writeln!(
+                out,
+                "{}: ok: {} ports, {} address sets, {} port groups, {} ACLs ({} stateful), default {}; {} warning(s), {} note(s)",
+                j.file,
+                j.ports,
+                j.address_sets,
+                j.port_groups,
+                j.acls,
+                j.stateful_acls,
+                j.default,
+                j.warnings,
+                j.notes
+            )?;
+        }
+    }
     if strict && warnings > 0 {
         anyhow::bail!(
             "{}: {warnings} warning(s), refused by --strict",

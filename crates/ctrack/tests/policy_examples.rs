@@ -363,6 +363,7 @@ action = "allow"
         "--strict",
         "examples/policy/three-tier.toml",
     ]);
+    let json = ctrack(&["policy", "check", "--format", "json", file]);
     let _ = std::fs::remove_file(&path);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{text}");
@@ -374,6 +375,45 @@ action = "allow"
         String::from_utf8_lossy(&strict.stderr)
     );
     assert!(strict_clean.status.success());
+    // The same findings as one JSON document.
+    assert!(json.status.success());
+    let j: serde_json::Value = serde_json::from_slice(&json.stdout).expect("one JSON document");
+    assert_eq!(
+        (
+            j["acls"].as_u64(),
+            j["warnings"].as_u64(),
+            j["notes"].as_u64()
+        ),
+        (Some(4), Some(2), Some(1))
+    );
+    let kinds: Vec<(&str, &str)> = j["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| {
+            (
+                f["level"].as_str().unwrap_or(""),
+                f["kind"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("note", "unused_address_set"),
+            ("warning", "never_matches"),
+            ("warning", "shadowed")
+        ]
+    );
+    let shadow = &j["findings"][2];
+    assert_eq!(
+        (
+            shadow["acl"].as_str(),
+            shadow["by"][0].as_str(),
+            shadow["by"][1].as_str()
+        ),
+        (Some("ssh"), Some("v4"), Some("v6"))
+    );
     for want in [
         "note: address set spare is not used by any ACL",
         "warning: ACL odd can never match",
