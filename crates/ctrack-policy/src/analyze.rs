@@ -1,13 +1,20 @@
 //! What `ctrack policy check` reports beyond refusing a bad file: ACLs that
-//! can never match, and ACLs that never decide because a single ACL ranked
-//! above them in the same stage and tier matches everything they match.
+//! no frame can match, ACLs that never decide because ACLs ranked above
+//! them in the same stage and tier match everything they match, ACLs that
+//! share a name, and address sets and port groups no ACL names.
 //!
-//! Shadowing is checked conjunction by conjunction on the compiled form:
-//! ACL A is shadowed by B when every conjunction of A's match is contained
-//! in one conjunction of B's (B looks at a subset of A's bits, with the
-//! same values). That is sufficient, not necessary: an ACL covered only by
-//! several others together is not reported. The work is bounded, so a
-//! huge policy is checked in part and says so.
+//! Both ACL checks work on the compiled form (a DNF of mask and value
+//! conjunctions), leaving out the conjunctions no frame's key can have
+//! (two protocols at once, a protocol with a field value it never has).
+//! ACL A is shadowed when each of its conjunctions is contained in a
+//! conjunction of a higher-ranked ACL (which looks at a subset of A's
+//! bits, with the same values), after splitting a conjunction that leaves
+//! the IP family or the ICMP version open into one for each; the message
+//! names one ACL when one covers everything, else each that covers a
+//! part. That is sufficient, not necessary: coverage that needs finer
+//! splits (port ranges that together make another) is not seen, so a
+//! shadow may go unreported but is never reported wrongly. The work is
+//! bounded, so a huge policy is checked in part and says so.
 
 use std::fmt;
 
