@@ -16,6 +16,7 @@
 //! shadow may go unreported but is never reported wrongly. The work is
 //! bounded, so a huge policy is checked in part and says so.
 
+use std::collections::BTreeSet;
 use std::fmt;
 
 use crate::classify::{CompileError, Conj, normalise};
@@ -218,23 +219,27 @@ fn unused(p: &Policy) -> Vec<Finding> {
         let _ = cx.parse(&a.match_text);
     }
     let used = cx.used();
-    let sets = p
-        .address_sets
-        .keys()
-        .filter(|n| !used.address_sets.contains(n.as_str()))
-        .map(|n| Finding::Unused {
-            kind: "address set",
-            name: n.clone(),
-        });
-    let groups = p
-        .port_groups
-        .keys()
-        .filter(|n| !used.port_groups.contains(n.as_str()))
-        .map(|n| Finding::Unused {
-            kind: "port group",
-            name: n.clone(),
-        });
-    sets.chain(groups).collect()
+    let of = |kind: &'static str, names: Vec<&String>, used: &BTreeSet<&str>| {
+        names
+            .into_iter()
+            .filter(|n| !used.contains(n.as_str()))
+            .map(|n| Finding::Unused {
+                kind,
+                name: n.clone(),
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut out = of(
+        "address set",
+        p.address_sets.keys().collect(),
+        &used.address_sets,
+    );
+    out.extend(of(
+        "port group",
+        p.port_groups.keys().collect(),
+        &used.port_groups,
+    ));
+    out
 }
 
 /// ACL names that more than one ACL has.
