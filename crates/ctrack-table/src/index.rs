@@ -241,13 +241,13 @@ impl Index {
         None
     }
 
-    /// The first reference to a record slot (not an alias) in the home
-    /// bucket of `hash` whose tag matches, or 0: a guess made ahead of the
-    /// real lookup, to prefetch the record.
+    /// The first reference to a record slot (not an alias) in `bucket`,
+    /// the home bucket of `hash` ([`Index::bucket`]), whose tag matches,
+    /// or 0: a guess made ahead of the real lookup, to prefetch the
+    /// record.
     #[inline]
-    pub(crate) fn first(&self, hash: u64) -> u32 {
+    pub(crate) fn first_in(bucket: &Bucket, hash: u64) -> u32 {
         let tag = tag_of(hash);
-        let bucket = &self.b()[self.home(hash)];
         let m0 = bucket.meta[0].load(Ordering::Relaxed);
         let m1 = bucket.meta[1].load(Ordering::Relaxed);
         let (lo, hi) = tag_mask(m0, m1, tag);
@@ -266,7 +266,13 @@ impl Index {
     /// The home bucket of `hash`, for prefetching.
     #[inline]
     pub(crate) fn bucket_addr(&self, hash: u64) -> *const u8 {
-        (&self.b()[self.home(hash)] as *const Bucket).cast()
+        (self.bucket(hash) as *const Bucket).cast()
+    }
+
+    /// The home bucket of `hash`.
+    #[inline]
+    pub(crate) fn bucket(&self, hash: u64) -> &Bucket {
+        &self.b()[self.home(hash)]
     }
 
     /// True if [`Index::insert`] of `hash` would find a free entry within
@@ -479,14 +485,14 @@ mod tests {
         let h = 0x1234_5678_9abc_de01u64;
         ix.insert(h, 7).unwrap();
         assert_eq!(ix.find(h, |r| (r == 7).then_some(r)), Some(7));
-        assert_eq!(ix.first(h), 7);
+        assert_eq!(Index::first_in(ix.bucket(h), h), 7);
         // Same home, different tag: not reported.
         let other = h ^ 0x02;
         assert_eq!(ix.find(other, Some), None);
         assert!(ix.remove(h, 7));
         assert!(!ix.remove(h, 7));
         assert_eq!(ix.find(h, Some), None);
-        assert_eq!(ix.first(h), 0);
+        assert_eq!(Index::first_in(ix.bucket(h), h), 0);
         assert_eq!(ix.occupied(), 0);
     }
 

@@ -126,8 +126,8 @@ pub use header::Header;
 pub use prefetch::prefetch;
 pub use shard::GRACE_SLOTS_PER_SHARD;
 pub use table::{
-    APPROX_STEP, EntryLock, EntryRef, Hint, InsertError, MAX_SHARDS, MemoryStats, NEAR_WINDOW,
-    RecordId, SHARD_SHIFT, Seen, SweepStats, Table, TableConfig, Writer,
+    APPROX_STEP, EntryLock, EntryRef, Hint, Home, InsertError, MAX_SHARDS, MemoryStats,
+    NEAR_WINDOW, RecordId, SHARD_SHIFT, Seen, SweepStats, Table, TableConfig, Writer,
 };
 
 /// The index positions of a record: every record has a primary hash, and a

@@ -134,6 +134,66 @@ pub fn is_valid(acc: u64) -> bool {
     fold(acc) == 0xffff
 }
 
+/// The one's-complement sum of `data` read as little-endian 16-bit words,
+/// unfolded, for verifying a checksum ([`is_valid`] of it plus
+/// [`pseudo_header_v4_le`] or [`pseudo_header_v6_le`]): not to be mixed
+/// with the big-endian sums of [`sum`].
+///
+/// Verifying needs no byte order: read little-endian, every 16-bit word is
+/// its big-endian value times 256 modulo 0xffff (a byte swap), so the area
+/// sums to 0 modulo 0xffff in one order exactly when it does in the other,
+/// and to zero only when every word is zero. Read as they lie, the words
+/// take no byte swap, and a tail of 1 to 7 bytes is one load of the last
+/// 8 bytes shifted (the tail starts 8-aligned from `data`'s start, so its
+/// words pair as the rest's): written by hand for the packet path, where
+/// the big-endian [`sum`] of a 64-byte frame's UDP datagram took about 60
+/// instructions (callgrind, `bench policy stage`).
+#[inline(always)]
+pub fn sum_le(data: &[u8]) -> u64 {
+    let halves = |w: u64| (w >> 32) + (w & 0xffff_ffff);
+    let mut acc = 0u64;
+    let mut chunks = data.chunks_exact(8);
+    for c in &mut chunks {
+        acc += halves(u64::from_le_bytes([
+            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
+        ]));
+    }
+    let r = chunks.remainder().len();
+    if r != 0 {
+        let w = match data.last_chunk::<8>() {
+            // The last 8 bytes, of which the tail is the high `r`: shifted
+            // down, the bytes before it fall off (r is 1 to 7, so the
+            // shift is 8 to 56 bits).
+            Some(last) => u64::from_le_bytes(*last) >> (8 * (8 - r)),
+            None => {
+                let mut b = [0u8; 8];
+                b[..r].copy_from_slice(chunks.remainder());
+                u64::from_le_bytes(b)
+            }
+        };
+        acc += halves(w);
+    }
+    acc
+}
+
+/// The IPv4 pseudo-header's sum for [`sum_le`]: the same 12 bytes read as
+/// little-endian words (the zero byte and the protocol make `proto << 8`,
+/// the length its bytes swapped).
+#[inline(always)]
+pub fn pseudo_header_v4_le(src: [u8; 4], dst: [u8; 4], proto: u8, len: u16) -> u64 {
+    u64::from(u32::from_le_bytes(src))
+        + u64::from(u32::from_le_bytes(dst))
+        + (u64::from(proto) << 8)
+        + u64::from(len.swap_bytes())
+}
+
+/// The IPv6 pseudo-header's sum for [`sum_le`] (RFC 8200 §8.1, 40 bytes
+/// read as little-endian words).
+#[inline(always)]
+pub fn pseudo_header_v6_le(src: &[u8; 16], dst: &[u8; 16], next_header: u8, len: u32) -> u64 {
+    sum_le(src) + sum_le(dst) + u64::from(len.swap_bytes()) + (u64::from(next_header) << 8)
+}
+
 /// The CRC32c of an SCTP packet, computed with the checksum field taken as
 /// zero. The value is returned in the byte order it is stored in the packet
 /// (SCTP stores the CRC little-endian, unlike every other field).

@@ -39,10 +39,12 @@ pub struct Fast<A = u32> {
 }
 
 /// The one's-complement sum of a 20-byte IPv4 header, unfolded: five
-/// 32-bit words (a fixed-size version of `checksum::sum`, which loops).
+/// 32-bit words (a fixed-size version of `checksum::sum`, which loops),
+/// read as they lie (little-endian, as [`checksum::sum_le`]: a sum only
+/// checked, never written, needs no byte swaps).
 #[inline(always)]
 fn sum_header(h: &[u8; 34]) -> u64 {
-    let w = |i: usize| u64::from(u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+    let w = |i: usize| u64::from(u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
     w(14) + w(18) + w(22) + w(26) + w(30)
 }
 
@@ -81,11 +83,11 @@ pub(crate) fn fast_ipv4_inline(frame: &[u8], checksums: bool) -> Option<Fast> {
         return None;
     }
     let proto = h[23];
-    let src = u32::from_be_bytes([h[26], h[27], h[28], h[29]]);
-    let dst = u32::from_be_bytes([h[30], h[31], h[32], h[33]]);
+    let (src_bytes, dst_bytes) = ([h[26], h[27], h[28], h[29]], [h[30], h[31], h[32], h[33]]);
+    let (src, dst) = (u32::from_be_bytes(src_bytes), u32::from_be_bytes(dst_bytes));
     let l4 = frame.get(ETH + IP..ETH + total)?;
-    let pseudo =
-        || checksum::pseudo_header_v4(src.to_be_bytes(), dst.to_be_bytes(), proto, l4.len() as u32);
+    // `l4` lies within the datagram, whose length is 16 bits.
+    let pseudo = || checksum::pseudo_header_v4_le(src_bytes, dst_bytes, proto, l4.len() as u16);
     // A zero UDP checksum over IPv4 means "none".
     let (sport, dport, info) = transport(proto, l4, checksums, true, pseudo)?;
     Some(Fast {
@@ -128,7 +130,7 @@ pub fn fast_ipv6(frame: &[u8], checksums: bool) -> Option<Fast<V6>> {
     let src: &[u8; 16] = h[22..38].try_into().ok()?;
     let dst: &[u8; 16] = h[38..54].try_into().ok()?;
     let l4 = frame.get(ETH + IP..ETH + total)?;
-    let pseudo = || checksum::pseudo_header_v6(src, dst, proto, l4.len() as u32);
+    let pseudo = || checksum::pseudo_header_v6_le(src, dst, proto, l4.len() as u32);
     // Over IPv6 a UDP checksum is never optional.
     let (sport, dport, info) = transport(proto, l4, checksums, false, pseudo)?;
     let addr = |a: &[u8; 16]| {
@@ -150,7 +152,8 @@ pub fn fast_ipv6(frame: &[u8], checksums: bool) -> Option<Fast<V6>> {
 
 /// The ports and details of a TCP or UDP header `l4` (of protocol
 /// `proto`) that passes every check, its checksum verified with the
-/// pseudo-header sum `pseudo` when `checksums` says so (for UDP not when
+/// pseudo-header sum `pseudo` (little-endian, as [`checksum::sum_le`])
+/// when `checksums` says so (for UDP not when
 /// its checksum is zero and `zero_is_none`, as over IPv4); `None` for
 /// anything else.
 #[inline(always)]
@@ -173,7 +176,7 @@ fn transport(
                 return None;
             }
             let none = zero_is_none && (u[6] | u[7]) == 0;
-            if checksums && !none && !checksum::is_valid(checksum::sum(pseudo(), l4)) {
+            if checksums && !none && !checksum::is_valid(pseudo() + checksum::sum_le(l4)) {
                 return None;
             }
             (be16(u, 0), be16(u, 2), L4Info::Other)
@@ -187,7 +190,7 @@ fn transport(
             if header_len < 20 || header_len > l4.len() {
                 return None;
             }
-            if checksums && !checksum::is_valid(checksum::sum(pseudo(), l4)) {
+            if checksums && !checksum::is_valid(pseudo() + checksum::sum_le(l4)) {
                 return None;
             }
             let word = |i: usize| u32::from_be_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]]);

@@ -77,7 +77,7 @@ impl Tracker {
         cx: &mut Call<'g>,
         p: &Pkt<A>,
         cache: &mut Option<Hit<'g, A>>,
-        pre: Option<Pre<'g>>,
+        pre: Option<Pre<'g, A>>,
         v: &mut Verdict,
     ) {
         let zone = cx.action.zone;
@@ -121,7 +121,7 @@ impl Tracker {
         cx: &mut Call<'g>,
         p: &Pkt<A>,
         cache: &mut Option<Hit<'g, A>>,
-        pre: Pre<'g>,
+        pre: Pre<'g, A>,
         v: &mut Verdict,
     ) -> bool {
         let action = cx.action;
@@ -266,7 +266,7 @@ impl Tracker {
         cx: &mut Call<'g>,
         p: &Pkt<A>,
         key: &LookupKey<A>,
-        pre: Pre<'_>,
+        pre: Pre<'g, A>,
         v: &mut Verdict,
     ) -> Option<Found<'g, A>> {
         let (guard, action, now) = (cx.guard, cx.action, cx.now.as_millis());

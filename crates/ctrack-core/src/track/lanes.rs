@@ -4,29 +4,30 @@
 
 use core::sync::atomic::Ordering::Relaxed;
 
-use ctrack_table::Hint;
+use ctrack_table::{Hint, Home};
 use ctrack_wire::LinkType;
 
 use super::packet::{Call, Pkt, Pre};
 use super::tracker::{BURST, Tracker};
+use crate::conn::Conn;
 use crate::key::{Addr, Tuple, V6};
 use crate::packet::fast::fast_ipv6;
 use crate::zone::Compiled;
 
 /// The fast path's view of a burst: each IPv4 (or, with `A` = [`V6`],
 /// IPv6) packet's key and hash, and a guess at its record.
-pub(super) struct Lanes<A = u32> {
+pub(super) struct Lanes<'g, A: Addr = u32> {
     pub(super) fast: [Option<(Pkt<A>, u64)>; BURST],
-    pub(super) hints: [Hint; BURST],
+    pub(super) hints: [Hint<'g, Conn<A>>; BURST],
     /// Bit `i` set: packet `i` has a lane and the same key as packet
     /// `i - 1` (IPv4 lanes only).
     pub(super) runs: u32,
 }
 
-impl<A: Addr> Lanes<A> {
+impl<'g, A: Addr> Lanes<'g, A> {
     /// Empty lanes, filled where they stay ([`Tracker::prefetch`] takes
     /// them by reference: returned, the 2.5 KB were copied each burst).
-    pub(super) fn new() -> Lanes<A> {
+    pub(super) fn new() -> Lanes<'g, A> {
         Lanes {
             fast: [None; BURST],
             hints: [Hint::default(); BURST],
@@ -36,12 +37,12 @@ impl<A: Addr> Lanes<A> {
 
     /// Packet `i`'s key, if it has a lane, and what judging it needs.
     #[inline(always)]
-    pub(super) fn at<'g>(
+    pub(super) fn at(
         &self,
         i: usize,
         generation: u32,
         policy: &'g Compiled,
-    ) -> Option<(&Pkt<A>, Pre<'g>)> {
+    ) -> Option<(&Pkt<A>, Pre<'g, A>)> {
         let (p, hash) = self.fast.get(i)?.as_ref()?;
         let pre = Pre {
             generation,
@@ -59,13 +60,13 @@ impl Tracker {
     /// packet's record from its bucket, prefetching the record. True if
     /// it left some of the Ethernet frames (for [`Tracker::prefetch6`]).
     #[inline]
-    pub(super) fn prefetch(
-        &self,
-        cx: &Call<'_>,
+    pub(super) fn prefetch<'g>(
+        &'g self,
+        cx: &Call<'g>,
         frames: &[&[u8]],
         link: LinkType,
         generation: u32,
-        lanes: &mut Lanes,
+        lanes: &mut Lanes<'g>,
     ) -> bool {
         if link != LinkType::Ethernet {
             return false;
@@ -79,7 +80,16 @@ impl Tracker {
         }
         let mut prev: Option<(Tuple<u32>, u8, u64)> = None;
         let mut left = false;
-        for (i, (slot, f)) in lanes.fast.iter_mut().zip(frames).enumerate() {
+        // Each packet's index bucket, found in the first pass for the
+        // second.
+        let mut homes = [Home::default(); BURST];
+        for (i, ((slot, f), home)) in lanes
+            .fast
+            .iter_mut()
+            .zip(frames)
+            .zip(&mut homes)
+            .enumerate()
+        {
             if !Pkt::read_fast(f, checksums, slot) {
                 left = true;
                 prev = None;
@@ -98,19 +108,17 @@ impl Tracker {
                         .shared
                         .hasher
                         .hash_tuple(zone, generation, x.proto, &x.tuple);
-                    self.v4.prefetch(cx.guard, h);
+                    *home = self.v4.prefetch_home(cx.guard, h);
                     prev = Some((x.tuple, x.proto, h));
                     h
                 }
             };
         }
-        let mut last = None;
-        for (hint, pre) in lanes.hints.iter_mut().zip(&lanes.fast) {
-            if let Some((_, h)) = pre
-                && last != Some(*h)
-            {
-                *hint = self.v4.probe(cx.guard, *h);
-                last = Some(*h);
+        // A packet of a run has no home of its own: only the run's first
+        // is probed.
+        for ((hint, pre), home) in lanes.hints.iter_mut().zip(&lanes.fast).zip(homes) {
+            if let Some((_, h)) = pre {
+                *hint = self.v4.probe(home, *h);
             }
         }
         left
@@ -120,17 +128,24 @@ impl Tracker {
     /// the frames the IPv4 lanes left (whose first lines it fetched
     /// already): read, hashed, their index buckets fetched, then their
     /// records guessed and fetched.
-    pub(super) fn prefetch6(
-        &self,
-        cx: &Call<'_>,
+    pub(super) fn prefetch6<'g>(
+        &'g self,
+        cx: &Call<'g>,
         frames: &[&[u8]],
         generation: u32,
-        v4: &Lanes,
-        lanes: &mut Lanes<V6>,
+        v4: &Lanes<'g>,
+        lanes: &mut Lanes<'g, V6>,
     ) {
         let checksums = self.checksums.load(Relaxed);
         let zone = cx.action.zone;
-        for ((slot, f), taken) in lanes.fast.iter_mut().zip(frames).zip(&v4.fast) {
+        let mut homes = [Home::default(); BURST];
+        for (((slot, f), taken), home) in lanes
+            .fast
+            .iter_mut()
+            .zip(frames)
+            .zip(&v4.fast)
+            .zip(&mut homes)
+        {
             if taken.is_some() {
                 continue;
             }
@@ -139,13 +154,13 @@ impl Tracker {
                     .shared
                     .hasher
                     .hash_tuple(zone, generation, x.proto, &x.tuple);
-                self.v6_table().prefetch(cx.guard, h);
+                *home = self.v6_table().prefetch_home(cx.guard, h);
                 *slot = Some((Pkt::fast(&x), h));
             }
         }
-        for (hint, pre) in lanes.hints.iter_mut().zip(&lanes.fast) {
+        for ((hint, pre), home) in lanes.hints.iter_mut().zip(&lanes.fast).zip(homes) {
             if let Some((_, h)) = pre {
-                *hint = self.v6_table().probe(cx.guard, *h);
+                *hint = self.v6_table().probe(home, *h);
             }
         }
     }

@@ -83,10 +83,10 @@ impl Pkt<u32> {
 
 /// What a burst worked out for a packet before judging it.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Pre<'g> {
+pub(super) struct Pre<'g, A: Addr> {
     pub(super) generation: u32,
     pub(super) hash: u64,
-    pub(super) hint: Hint,
+    pub(super) hint: Hint<'g, Conn<A>>,
     pub(super) policy: &'g Compiled,
 }
 

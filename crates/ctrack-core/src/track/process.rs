@@ -469,7 +469,7 @@ impl Tracker {
         &'g self,
         cx: &mut Call<'g>,
         p: &Pkt<A>,
-        pre: Pre<'g>,
+        pre: Pre<'g, A>,
         keep: bool,
         cache: &mut Option<Hit<'g, A>>,
         v: &mut Verdict,
@@ -569,9 +569,7 @@ impl Tracker {
         // (prefetched in pass 2) is likely in.
         const AHEAD: usize = 4;
         let ext_ahead = |j: usize| {
-            if let Some((_, h)) = lanes.fast.get(j).and_then(Option::as_ref)
-                && let Some(c) = self.v4.hinted(cx.guard, *h, lanes.hints[j])
-            {
+            if let Some(c) = lanes.hints.get(j).and_then(|h| h.record()) {
                 c.prefetch_ext();
             }
         };

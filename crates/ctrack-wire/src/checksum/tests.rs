@@ -359,6 +359,55 @@ mod prop {
             }
         }
 
+        /// The little-endian sum folds to the big-endian one's bytes
+        /// swapped, on every length (the tail's shifted load included), and
+        /// verifies an area with its pseudo-header exactly when the
+        /// big-endian sum does: with its checksum right, and with any one
+        /// word of it changed.
+        #[test]
+        fn the_little_endian_sum_verifies_as_the_big_endian_one(
+            data in vec(any::<u8>(), 0..300),
+            src in any::<[u8; 4]>(),
+            dst in any::<[u8; 4]>(),
+            src6 in any::<[u8; 16]>(),
+            dst6 in any::<[u8; 16]>(),
+            proto in any::<u8>(),
+            zeros in any::<bool>(),
+            flip in any::<(usize, u16)>(),
+        ) {
+            let data = if zeros { vec![0; data.len()] } else { data };
+            prop_assert_eq!(fold(sum_le(&data)), fold(sum(0, &data)).swap_bytes());
+            for start in 0..data.len().min(9) {
+                let d = &data[start..];
+                prop_assert_eq!(fold(sum_le(d)), fold(sum(0, d)).swap_bytes());
+            }
+            // The area with a right checksum in its first two bytes.
+            let mut area = data.clone();
+            area.resize(area.len().max(2), 0);
+            area[0] = 0;
+            area[1] = 0;
+            let len = area.len() as u16;
+            let be4 = pseudo_header_v4(src, dst, proto, u32::from(len));
+            let be6 = pseudo_header_v6(&src6, &dst6, proto, u32::from(len));
+            let le4 = pseudo_header_v4_le(src, dst, proto, len);
+            let le6 = pseudo_header_v6_le(&src6, &dst6, proto, u32::from(len));
+            for (be, le) in [(be4, le4), (be6, le6)] {
+                let mut a = area.clone();
+                let c = finish(sum(be, &a));
+                a[..2].copy_from_slice(&c.to_be_bytes());
+                prop_assert!(is_valid(sum(be, &a)));
+                prop_assert!(is_valid(le + sum_le(&a)));
+                let at = (flip.0 % a.len()) & !1;
+                let w = u16::from_be_bytes([a[at], a.get(at + 1).copied().unwrap_or(0)]);
+                let nw = w ^ flip.1;
+                a[at] = (nw >> 8) as u8;
+                if let Some(b) = a.get_mut(at + 1) {
+                    *b = nw as u8;
+                }
+                prop_assert_eq!(is_valid(sum(be, &a)), is_valid(le + sum_le(&a)));
+            }
+        }
+
         #[test]
         fn update_equals_recomputation(
             (mut a, at) in area(),
