@@ -47,10 +47,8 @@ impl KeyHasher {
     /// reverse.
     #[inline]
     pub fn hash_tuple<A: Addr>(&self, zone: Zone, generation: u32, proto: u8, t: &Tuple<A>) -> u64 {
-        let ((a, al4), (b, bl4)) = t.canonical();
         let mut h = self.state.build_hasher();
-        a.hash_with(al4, &mut h);
-        b.hash_with(bl4, &mut h);
+        A::hash_endpoints((t.src, t.src_l4), (t.dst, t.dst_l4), &mut h);
         h.write_u64(
             (u64::from(generation) << 32)
                 | (u64::from(zone) << 16)

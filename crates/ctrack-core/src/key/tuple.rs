@@ -63,14 +63,6 @@ impl<A: Addr> Tuple<A> {
             family: A::FAMILY,
         }
     }
-
-    /// The two endpoints in a fixed order, whichever the direction.
-    #[inline]
-    pub(crate) fn canonical(&self) -> ((A, u32), (A, u32)) {
-        let a = (self.src, self.src_l4);
-        let b = (self.dst, self.dst_l4);
-        if a <= b { (a, b) } else { (b, a) }
-    }
 }
 
 /// What a lookup compares: a tuple in a zone instance.
