@@ -196,7 +196,7 @@ impl Tracker {
 
     /// [`Tracker::track_hit`] with the connection's entry lock held by the
     /// caller.
-    #[inline]
+    #[inline(always)]
     pub(super) fn judge_locked<A: Fam>(
         &self,
         cx: &Call<'_>,
