@@ -332,7 +332,7 @@ impl Tracker {
 
     /// Runs the protocol tracker of a connection for the packet, refreshes
     /// its timeout and counts it. The connection's entry lock is held.
-    #[inline]
+    #[inline(always)]
     pub(super) fn update<A: Addr>(&self, c: &Conn<A>, p: &Pkt<A>, dir: Dir, now: u64) -> Update {
         let reply = dir.is_reply();
         // Per kind, reading and writing only what the kind uses (building a
