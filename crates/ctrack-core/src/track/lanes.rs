@@ -78,8 +78,6 @@ impl Tracker {
         for f in frames {
             ctrack_table::prefetch(f.as_ptr());
         }
-        // The previous frame's hash, if it has a lane.
-        let mut prev: Option<u64> = None;
         let mut left = false;
         // Each packet's index bucket, found in the first pass for the
         // second.
@@ -90,32 +88,32 @@ impl Tracker {
             let slot = &mut this[0];
             if !Pkt::read_fast(frames[i], checksums, slot) {
                 left = true;
-                prev = None;
                 continue;
             }
             let Some((x, hash)) = slot else {
                 continue;
             };
-            let h = self
-                .shared
-                .hasher
-                .hash_tuple(zone, generation, x.proto, &x.tuple);
-            *hash = h;
-            // The same flow as the frame before (a run) has its hash; the
-            // keys are compared only then. (Keeping the previous key to
-            // compare every packet's with cost about 30 instructions a
-            // packet, callgrind on `bench policy stage`; the hash, which
-            // a run's packets then compute again, about 10.)
-            if prev == Some(h)
-                && let Some(Some((q, _))) = before.last()
+            // The same flow as the frame before (a run) takes its hash.
+            // The key is compared with the one in that frame's lane, where
+            // it is already: keeping a copy of the previous key to compare
+            // cost about 30 instructions a packet (callgrind, `bench policy
+            // stage`); hashing every packet and comparing keys only where
+            // the hashes matched, 10 fewer on different flows but 15 more
+            // on a run (`bench benchmark 1 4000000 32`: 20% slower).
+            if let Some(Some((q, h))) = before.last()
                 && q.tuple == x.tuple
                 && q.proto == x.proto
             {
+                *hash = *h;
                 lanes.runs |= 1 << i;
             } else {
+                let h = self
+                    .shared
+                    .hasher
+                    .hash_tuple(zone, generation, x.proto, &x.tuple);
+                *hash = h;
                 homes[i] = self.v4.prefetch_home(cx.guard, h);
             }
-            prev = Some(h);
         }
         // A packet of a run has no home of its own: only the run's first
         // is probed.
