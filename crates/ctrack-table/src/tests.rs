@@ -105,6 +105,46 @@ fn insert_find_remove() {
     assert_eq!(t.len(), 0);
 }
 
+/// A probe's hint holds the record its home bucket names, from the bucket
+/// the prefetch found; it is only a guess: a lookup with it still checks
+/// the record (removed, or of another key, it falls back to the search),
+/// and a home found for nothing guesses nothing.
+#[test]
+fn a_probe_guesses_the_record_and_a_lookup_checks_the_guess() {
+    let t = table();
+    let id = insert(&t, 7, 0, 1, 100_000);
+    let g = pin();
+    let hint = t.probe(t.prefetch_home(&g, mix(7)), mix(7));
+    assert!(hint.is_guess());
+    assert_eq!(hint.record().map(|r| r.key), Some(7));
+    let found = t.find_hinted(&g, mix(7), hint, |r| r.has_key(7));
+    assert_eq!(found.map(|e| e.id()), Some(id));
+    // Of another key, in a shard with no record: no guess, no record.
+    let absent = (8..)
+        .find(|&k| t.shard_of(mix(k)) != t.shard_of(mix(7)))
+        .unwrap();
+    let none = t.probe(t.prefetch_home(&g, mix(absent)), mix(absent));
+    assert!(!none.is_guess());
+    assert!(
+        t.find_hinted(&g, mix(absent), none, |r| r.has_key(absent))
+            .is_none()
+    );
+    assert!(!t.probe(Home::default(), mix(7)).is_guess());
+    // A guess used for a key it is not the record of: the search decides.
+    assert!(t.find_hinted(&g, mix(7), hint, |r| r.has_key(9)).is_none());
+    // The record removed, then the key inserted again: the old guess is
+    // refused (not live) and the search finds the new record.
+    let e = t.get(&g, id).unwrap();
+    let h = MIXED.hashes(e.record(), &g);
+    let mut w = t.write(&g, &h);
+    assert!(w.remove(&MIXED, e, Removal::Deleted));
+    drop(w);
+    assert!(t.find_hinted(&g, mix(7), hint, |r| r.has_key(7)).is_none());
+    let again = insert(&t, 7, 0, 1, 100_000);
+    let found = t.find_hinted(&g, mix(7), hint, |r| r.has_key(7));
+    assert_eq!(found.map(|e| e.id()), Some(again));
+}
+
 #[test]
 fn secondary_key_finds_and_goes_with_the_record() {
     let t = table();
