@@ -247,8 +247,7 @@ impl<R: Record> Table<R> {
     /// Asks the processor to fetch the index bucket `hash` starts in.
     #[inline]
     pub fn prefetch(&self, guard: &Guard, hash: u64) {
-        let shard = self.shard_of(hash);
-        crate::prefetch(self.index(shard, guard).bucket_addr(hash));
+        self.prefetch_home(guard, hash);
     }
 
     /// [`Table::prefetch`], keeping where the bucket is for
@@ -278,7 +277,7 @@ impl<R: Record> Table<R> {
             return Hint(None);
         };
         let shard = home.shard as usize;
-        // Never an alias (`Index::first`): the record is in this shard.
+        // Never an alias (`Index::first_in`): the record is in this shard.
         let r = Index::first_in(bucket, hash);
         if r == 0 {
             return Hint(None);

@@ -54,19 +54,14 @@ impl RecordId {
 /// its prefetch already.
 pub struct Hint<'g, R>(pub(crate) Option<EntryRef<'g, R>>);
 
-impl<R> Hint<'_, R> {
-    /// No guess.
-    pub const NONE: Self = Hint(None);
-
+impl<'g, R> Hint<'g, R> {
     /// Whether the probe guessed a record (else the lookup is likely to
     /// find none: see [`Table::seen`](crate::Table::seen)).
     #[inline]
     pub fn is_guess(self) -> bool {
         self.0.is_some()
     }
-}
 
-impl<'g, R> Hint<'g, R> {
     /// The record guessed (live or not, and not necessarily the one the
     /// probe's hash is for), to prefetch what it points to; `None` for
     /// an empty guess.
