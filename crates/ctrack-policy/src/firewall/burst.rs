@@ -14,7 +14,7 @@ use ctrack_wire::parse_frame;
 use super::compiled::Compiled;
 use super::decision::{AclRef, Action, BURST, Decision, DropReason, FwStats, Stage, ZoneCache};
 use super::engine::Firewall;
-use super::judge::{Cx, session_acl, uncount};
+use super::judge::{Cx, uncount};
 use super::nd::is_nd_or_mld;
 use super::word::Word;
 
@@ -58,9 +58,7 @@ impl<T> Firewall<T> {
             let n = chunk.len();
             let decisions = &mut out.decisions[base..base + n];
             let zone = zones.zone_of(&pol, &chunk[0]);
-            let same_zone = chunk
-                .iter()
-                .all(|f| f.len() >= 14 && zones.zone_of(&pol, f) == zone);
+            let same_zone = zones.all_of_last(chunk);
             if pol.tracking && same_zone {
                 let mut o = BurstOut {
                     decisions,
@@ -126,6 +124,25 @@ impl ZoneCache {
         self.miss(pol, f, pair)
     }
 
+    /// Whether every frame is at least an Ethernet header long and carries
+    /// the memo's MAC pair, either way round: after [`ZoneCache::zone_of`]
+    /// of the first frame, whether all are of its zone. The pair words
+    /// are compared whole, without branching on each (about 10
+    /// instructions a frame fewer than asking `zone_of` of each).
+    #[inline(always)]
+    fn all_of_last(&self, frames: &[Vec<u8>]) -> bool {
+        let Some((fa, fb, ra, rb, _)) = self.last else {
+            return false;
+        };
+        frames.iter().all(|f| {
+            let Some(h) = f.first_chunk::<14>() else {
+                return false;
+            };
+            let (a, b) = pair_words(h.first_chunk::<12>().unwrap_or(&[0; 12]));
+            ((a ^ fa) | u64::from(b ^ fb)) == 0 || ((a ^ ra) | u64::from(b ^ rb)) == 0
+        })
+    }
+
     #[inline(never)]
     fn miss(&mut self, pol: &Compiled, f: &[u8], pair: &[u8; 12]) -> u16 {
         let z = pol.zone_for(pol.port_at(f, 6), pol.port_at(f, 0));
@@ -174,6 +191,7 @@ impl<T> Firewall<T> {
             replies: &mut *out.replies,
             st: &mut *out.stats,
             fast: 0,
+            run: Run::default(),
         };
         let action = pol.lookup_action(zone);
         if pol.has_nat || pol.has_alg {
@@ -205,6 +223,7 @@ impl<T> Firewall<T> {
         }
         // Packets that left by the session fast path: counted (as allowed,
         // by the session stage) once for the chunk.
+        j.count_run();
         let fast = j.fast;
         out.stats.tracker = counts;
         out.stats.verdicts_buf.0 = Some(verdicts);
@@ -234,6 +253,36 @@ struct Judging<'a, T> {
     st: &'a mut FwStats,
     /// Packets that left by the session fast path.
     fast: u64,
+    /// The fast path's packets of one ACL in a row, not yet in its
+    /// counters.
+    run: Run,
+}
+
+/// Consecutive packets of the session fast path allowed by one ACL,
+/// counted here and added to the ACL's counters when the ACL changes or
+/// the chunk ends: one comparison a packet instead of finding the ACL's
+/// counters (about 6 instructions a packet fewer on `bench policy
+/// stage`).
+#[derive(Default)]
+struct Run {
+    /// The ACL's index plus one; 0: no ACL (the default), not counted.
+    acl: u32,
+    packets: u64,
+    bytes: u64,
+}
+
+impl<T> Judging<'_, T> {
+    /// Adds the run to its ACL's counters and starts an empty one.
+    #[inline]
+    fn count_run(&mut self) {
+        let r = std::mem::take(&mut self.run);
+        if let Some(i) = r.acl.checked_sub(1)
+            && let Some(c) = self.st.acls.get_mut(i as usize)
+        {
+            c.packets += r.packets;
+            c.bytes += r.bytes;
+        }
+    }
 }
 
 impl<T> AfterEach for Judging<'_, T> {
@@ -254,13 +303,25 @@ impl<T> AfterEach for Judging<'_, T> {
         counts: &mut Stats,
     ) -> bool {
         if self.settled(v) {
-            let acl = session_acl(self.pol, v.word);
-            if let AclRef::Acl(a) = acl
-                && let Some(c) = self.st.acls.get_mut(a as usize)
-            {
-                c.packets += 1;
-                c.bytes += frame.len() as u64;
+            // The word is of this policy (`settled`): its ACL is the one
+            // `session_acl` would name.
+            let a1 = Word::acl_plus_one(v.word);
+            let len = frame.len() as u64;
+            if a1 == self.run.acl {
+                self.run.packets += 1;
+                self.run.bytes += len;
+            } else {
+                self.count_run();
+                self.run = Run {
+                    acl: a1,
+                    packets: 1,
+                    bytes: len,
+                };
             }
+            let acl = match a1.checked_sub(1) {
+                Some(a) => AclRef::Acl(a),
+                None => AclRef::Default,
+            };
             self.fast += 1;
             self.decisions[i] = Decision {
                 ct: Some(*v),

@@ -90,6 +90,13 @@ impl Word {
 
     /// The generation of a raw word (0 for none), without decoding the
     /// rest: the fast path's one comparison.
+    /// The word's ACL plus one, 0 for none (as [`Word::decode`]'s `acl`,
+    /// without the rest).
+    #[inline(always)]
+    pub fn acl_plus_one(w: u64) -> u32 {
+        ((w >> ACL_SHIFT) & ACL_MASK) as u32
+    }
+
     #[inline]
     pub fn generation_of(w: u64) -> u32 {
         (w & GEN_MASK) as u32
@@ -113,6 +120,7 @@ mod tests {
                     };
                     assert_eq!(Word::decode(w.encode()), Some(w));
                     assert_eq!(Word::generation_of(w.encode()), 0x00ab_cdef);
+                    assert_eq!(Word::acl_plus_one(w.encode()).checked_sub(1), acl, "{w:?}");
                 }
             }
         }
