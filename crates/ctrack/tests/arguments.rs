@@ -308,6 +308,16 @@ fn every_benchmark_option_runs_within_its_range() {
         // The histogram keeps three significant digits.
         assert!(f50 * 1001 >= p50 * 1000, "{phase}: floor p50 {f50} < {p50}");
         assert!(floor["p999"].as_u64() >= floor["p50"].as_u64(), "{phase}");
+        // And the memory floor: batches of random writes over a buffer the
+        // size of the table, timed the same way.
+        let mem = &v[phase]["memory_floor_latency_ns"];
+        let m50 = mem["p50"].as_u64().expect("memory floor p50");
+        assert!(m50 > 0, "{phase}");
+        assert!(mem["p999"].as_u64() >= Some(m50), "{phase}");
+        let mib = v[phase]["memory_floor_mib"]
+            .as_f64()
+            .expect("memory floor MiB");
+        assert!(mib > 0.0, "{phase}: {mib}");
     }
     // Whoever sweeps, every connection committed is still there, expired
     // (by a sweep, or by an insert that found it in its way), replaced or

@@ -15,7 +15,14 @@
 //! phase's median batch, as many as there were batches, timed the same
 //! way right after the phase. Whatever stretches them (timer ticks, the
 //! hypervisor, other tenants) stretches the batches too, so a batch tail
-//! is only ours where it exceeds the floor's.
+//! is only ours where it exceeds the floor's. And a floor that touches
+//! memory as the table does: batches of writes to random words of a
+//! buffer as large as the table's memory, each batch calibrated to take
+//! the phase's median, as many as there were batches, on as many threads
+//! (`memory_floor_latency_ns`). A machine whose memory stalls now and then
+//! (on machine A, a host that stops a guest touching a large working set
+//! for tens to hundreds of microseconds, a few hundred times a second)
+//! shows it there, with no table involved.
 //!
 //! With `--sweeper thread`, the packet threads never sweep: one more
 //! thread sweeps all the while, with the budget of `ctrack run`'s
@@ -156,6 +163,14 @@ struct Phase {
     /// after the phase. What the machine adds to any work of that length
     /// (timer ticks, the hypervisor, other tenants) shows in its tail.
     floor_latency_ns: Latency,
+    /// The machine's floor for work that touches memory as the table
+    /// does: batches of writes to random words of a buffer the size of the
+    /// table's memory after the phase (`memory_floor_mib`), each batch as
+    /// many writes as take the phase's median batch, as many batches as
+    /// the phase had, on as many threads, right after the phase.
+    memory_floor_latency_ns: Latency,
+    /// The size of that buffer, MiB.
+    memory_floor_mib: f64,
     /// Connections committed. More than `conns` when a thread's clock ran
     /// far enough ahead of another's to expire the other's connection
     /// between its first packet and its answer: the answer (UDP) then
@@ -287,6 +302,18 @@ pub(crate) fn run(a: &CpsArgs, json: bool, out: &mut dyn Write) -> Result<()> {
             ratio(f),
             f.max,
         )?;
+        let m = p.memory_floor_latency_ns;
+        writeln!(
+            out,
+            "  {:<6} memory floor (random writes over {:.0} MiB, as long as p50, as many times): p50 {} ns, p99 {} ns, p99.9 {} ns ({:.1}x p50), max {} ns",
+            "",
+            p.memory_floor_mib,
+            m.p50,
+            m.p99,
+            m.p999,
+            ratio(m),
+            m.max,
+        )?;
     }
     Ok(())
 }
@@ -310,6 +337,73 @@ fn floor(ns: u64, n: usize) -> Histogram<u64> {
             .expect("latency within the histogram's range");
     }
     h
+}
+
+/// `threads` threads each timing `n` batches of writes to random words
+/// of one buffer of `bytes`, each batch as many writes as take about `ns`
+/// (calibrated on the thread first): what the machine does to the latency
+/// of work that long that touches memory the size of the table at random,
+/// with no table involved. The buffer is written in full before anything
+/// is timed, so that no batch takes its first page faults.
+fn memory_floor(bytes: usize, ns: u64, n: usize, threads: usize) -> Result<Histogram<u64>> {
+    let words = (bytes / 8).max(1);
+    let buf: Vec<AtomicU64> = (0..words).map(|_| AtomicU64::new(0)).collect();
+    // Zeroed memory may come from the allocator untouched: a word of each
+    // page written, so that the batches take no page faults.
+    for w in buf.iter().step_by(512) {
+        w.store(1, Ordering::Relaxed);
+    }
+    let buf = &buf;
+    let mut all = histogram();
+    std::thread::scope(|s| {
+        let handles = (0..threads)
+            .map(|t| {
+                super::threads::spawn(s, t, threads, move || {
+                    // xorshift64: a word to write per step, each likely on
+                    // a line of its own.
+                    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ ((t as u64 + 1) << 32);
+                    let mut writes = |k: usize| {
+                        for _ in 0..k {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            let w = &buf[(x % words as u64) as usize];
+                            w.store(w.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+                        }
+                    };
+                    // How many writes take `ns`: from the median of 1,001
+                    // batches, three times over (the first batches after
+                    // the buffer was written run slower than the rest).
+                    let mut k = 64usize;
+                    for _ in 0..3 {
+                        let mut probe: Vec<u128> = (0..1001)
+                            .map(|_| {
+                                let t0 = Instant::now();
+                                writes(k);
+                                t0.elapsed().as_nanos()
+                            })
+                            .collect();
+                        probe.sort_unstable();
+                        k = (k as u128 * u128::from(ns) / probe[500].max(1)).clamp(1, 1 << 20)
+                            as usize;
+                    }
+                    let mut h = histogram();
+                    for _ in 0..n {
+                        let t0 = Instant::now();
+                        writes(k);
+                        h.record(t0.elapsed().as_nanos().max(1) as u64)
+                            .expect("latency within the histogram's range");
+                    }
+                    h
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for h in handles {
+            all.add(h.join().expect("memory floor thread"))
+                .expect("histograms add");
+        }
+        Ok(all)
+    })
 }
 
 /// The packets that create connection `i` (and answer it).
@@ -588,12 +682,25 @@ fn phase(
         }
         Ok::<_, anyhow::Error>((elapsed, all, floors, stats))
     })?;
+    // Outside the timed span, as the busy-loop floor: the memory floor,
+    // over a buffer of the table's size.
+    let m = tracker.memory();
+    let table_bytes = m.index_bytes + m.record_bytes + m.alias_bytes;
+    let per_thread = (hist.len() as usize).div_ceil(threads);
+    let mem = memory_floor(
+        table_bytes,
+        hist.value_at_quantile(0.5),
+        per_thread,
+        threads,
+    )?;
     Ok(Phase {
         conns: n,
         seconds: elapsed.as_secs_f64(),
         conns_per_sec: n as f64 / elapsed.as_secs_f64().max(1e-9),
         batch_latency_ns: Latency::of(&hist),
         floor_latency_ns: Latency::of(&floors),
+        memory_floor_latency_ns: Latency::of(&mem),
+        memory_floor_mib: table_bytes as f64 / (1 << 20) as f64,
         committed: stats.committed,
         expired: stats.expired,
         replaced: stats.replaced,
