@@ -12,7 +12,9 @@ use ctrack_core::{AfterEach, CtState, LinkType, Stats, Time, Verdict};
 use ctrack_wire::parse_frame;
 
 use super::compiled::Compiled;
-use super::decision::{AclRef, Action, BURST, Decision, DropReason, FwStats, Stage, ZoneCache};
+use super::decision::{
+    AclCounters, AclRef, Action, BURST, Decision, DropReason, FwStats, Stage, ZoneCache,
+};
 use super::engine::Firewall;
 use super::judge::{Cx, uncount};
 use super::nd::is_nd_or_mld;
@@ -191,6 +193,7 @@ impl<T> Firewall<T> {
             replies: &mut *out.replies,
             st: &mut *out.stats,
             fast: 0,
+            fast_mask: 0,
             run: Run::default(),
         };
         let action = pol.lookup_action(zone);
@@ -221,9 +224,10 @@ impl<T> Firewall<T> {
                 &mut j,
             );
         }
-        // Packets that left by the session fast path: counted (as allowed,
-        // by the session stage) once for the chunk.
-        j.count_run();
+        // Packets that left by the session fast path: their decisions and
+        // ACL counts, then counted (as allowed, by the session stage) once
+        // for the chunk.
+        j.decide_fast(vs, chunk);
         let fast = j.fast;
         out.stats.tracker = counts;
         out.stats.verdicts_buf.0 = Some(verdicts);
@@ -253,6 +257,9 @@ struct Judging<'a, T> {
     st: &'a mut FwStats,
     /// Packets that left by the session fast path.
     fast: u64,
+    /// Those of the chunk, bit `i` for packet `i`: their decisions are
+    /// written after the tracker's loop ([`Judging::decide_fast`]).
+    fast_mask: u64,
     /// The fast path's packets of one ACL in a row, not yet in its
     /// counters.
     run: Run,
@@ -272,16 +279,75 @@ struct Run {
 }
 
 impl<T> Judging<'_, T> {
+    /// The decisions of the packets that left by the session fast path
+    /// (`fast_mask`), from their verdicts `vs`, and their ACLs' counts
+    /// (bytes as the `frames` are now, which is as they were when judged:
+    /// the tracker is done with the chunk).
+    ///
+    /// Written here, once the tracker's loop is done, rather than in
+    /// [`AfterEach::after`] as each packet is judged: there, a decision
+    /// copied the verdict the tracker had stored field by field a few
+    /// instructions before, in wide loads that had to wait for those
+    /// stores. `bench policy stage --acls 1`, three alternating pairs:
+    /// 1.25–1.26× a plain lookup before, 1.20–1.21× after (the same
+    /// instructions a packet under callgrind, 689.8 and 689.2).
+    fn decide_fast(&mut self, vs: &[Verdict], frames: &[Vec<u8>]) {
+        let mask = self.fast_mask;
+        for (i, ((v, d), f)) in vs
+            .iter()
+            .zip(self.decisions.iter_mut())
+            .zip(frames)
+            .enumerate()
+        {
+            if (mask >> i) & 1 == 0 {
+                continue;
+            }
+            // The word is of this policy (`settled`): its ACL is the one
+            // `session_acl` would name.
+            let a1 = Word::acl_plus_one(v.word);
+            let acl = match a1.checked_sub(1) {
+                Some(a) => AclRef::Acl(a),
+                None => AclRef::Default,
+            };
+            *d = Decision {
+                ct: Some(*v),
+                ..Decision::allow(Stage::Session, acl)
+            };
+            let len = f.len() as u64;
+            if a1 == self.run.acl {
+                self.run.packets += 1;
+                self.run.bytes += len;
+            } else {
+                let done = std::mem::replace(
+                    &mut self.run,
+                    Run {
+                        acl: a1,
+                        packets: 1,
+                        bytes: len,
+                    },
+                );
+                count_run(&mut self.st.acls, done);
+            }
+        }
+        self.fast += u64::from(self.fast_mask.count_ones());
+        self.count_run();
+    }
+
     /// Adds the run to its ACL's counters and starts an empty one.
     #[inline]
     fn count_run(&mut self) {
-        let r = std::mem::take(&mut self.run);
-        if let Some(i) = r.acl.checked_sub(1)
-            && let Some(c) = self.st.acls.get_mut(i as usize)
-        {
-            c.packets += r.packets;
-            c.bytes += r.bytes;
-        }
+        count_run(&mut self.st.acls, std::mem::take(&mut self.run));
+    }
+}
+
+/// Adds run `r` to its ACL's counters.
+#[inline]
+fn count_run(acls: &mut [AclCounters], r: Run) {
+    if let Some(i) = r.acl.checked_sub(1)
+        && let Some(c) = acls.get_mut(i as usize)
+    {
+        c.packets += r.packets;
+        c.bytes += r.bytes;
     }
 }
 
@@ -303,30 +369,10 @@ impl<T> AfterEach for Judging<'_, T> {
         counts: &mut Stats,
     ) -> bool {
         if self.settled(v) {
-            // The word is of this policy (`settled`): its ACL is the one
-            // `session_acl` would name.
-            let a1 = Word::acl_plus_one(v.word);
-            let len = frame.len() as u64;
-            if a1 == self.run.acl {
-                self.run.packets += 1;
-                self.run.bytes += len;
-            } else {
-                self.count_run();
-                self.run = Run {
-                    acl: a1,
-                    packets: 1,
-                    bytes: len,
-                };
-            }
-            let acl = match a1.checked_sub(1) {
-                Some(a) => AclRef::Acl(a),
-                None => AclRef::Default,
-            };
-            self.fast += 1;
-            self.decisions[i] = Decision {
-                ct: Some(*v),
-                ..Decision::allow(Stage::Session, acl)
-            };
+            // Decided after the tracker's loop (`decide_fast`); a chunk
+            // has at most `BURST` packets.
+            debug_assert!(i < BURST);
+            self.fast_mask |= 1 << i;
             return false;
         }
         std::mem::swap(&mut self.st.tracker, counts);

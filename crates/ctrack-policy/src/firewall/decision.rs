@@ -319,6 +319,8 @@ pub(crate) struct ZoneCache {
 /// Packets per tracker burst of the burst path (burst.rs), here beside
 /// the buffer of their verdicts.
 pub(crate) const BURST: usize = 32;
+// A chunk's packets are bits of a `u64` (`Judging::fast_mask`).
+const _: () = assert!(BURST <= 64);
 
 /// A worker's buffer for the tracker's verdicts of one burst of the
 /// burst path. Made afresh for every burst, its 32 verdicts were written
