@@ -339,6 +339,21 @@ fn floor(ns: u64, n: usize) -> Histogram<u64> {
     h
 }
 
+/// Outside a phase's timed span, as the busy-loop floor: the memory floor
+/// over a buffer of the table's size (and that size), batches as long as
+/// the median of `hist`, as many as it holds, on `threads` threads.
+fn table_memory_floor(
+    tracker: &Tracker,
+    hist: &Histogram<u64>,
+    threads: usize,
+) -> Result<(Histogram<u64>, usize)> {
+    let m = tracker.memory();
+    let bytes = m.index_bytes + m.record_bytes + m.alias_bytes;
+    let per_thread = (hist.len() as usize).div_ceil(threads);
+    let h = memory_floor(bytes, hist.value_at_quantile(0.5), per_thread, threads)?;
+    Ok((h, bytes))
+}
+
 /// `threads` threads each timing `n` batches of writes to random words
 /// of one buffer of `bytes`, each batch as many writes as take about `ns`
 /// (calibrated on the thread first): what the machine does to the latency
@@ -545,6 +560,13 @@ fn thread_batches(
 #[repr(align(128))]
 struct Clock(AtomicU64);
 
+impl Clock {
+    /// A thread not started yet, or done: it holds nobody back.
+    fn idle() -> Clock {
+        Clock(AtomicU64::new(u64::MAX))
+    }
+}
+
 /// The dedicated sweeper (`--sweeper thread`): sweeps with the
 /// housekeeping thread's budget at the slowest packet thread's time until
 /// `done`; returns its counters.
@@ -591,10 +613,7 @@ fn phase(
     let sweep = expire && a.sweeper == Sweeper::Each;
     let dedicated = expire && a.sweeper == Sweeper::Thread;
     let line = StartLine::new(threads + 1);
-    // Until a thread starts, and once it is done, it holds nobody back.
-    let clocks: Vec<Clock> = (0..threads)
-        .map(|_| Clock(AtomicU64::new(u64::MAX)))
-        .collect();
+    let clocks: Vec<Clock> = (0..threads).map(|_| Clock::idle()).collect();
     let done = AtomicBool::new(false);
     let shard_of = |i: u64| shard_of(tracker, a.proto, i);
     let owner: &(dyn Fn(u64) -> usize + Sync) = &|i: u64| match a.affine {
@@ -682,17 +701,7 @@ fn phase(
         }
         Ok::<_, anyhow::Error>((elapsed, all, floors, stats))
     })?;
-    // Outside the timed span, as the busy-loop floor: the memory floor,
-    // over a buffer of the table's size.
-    let m = tracker.memory();
-    let table_bytes = m.index_bytes + m.record_bytes + m.alias_bytes;
-    let per_thread = (hist.len() as usize).div_ceil(threads);
-    let mem = memory_floor(
-        table_bytes,
-        hist.value_at_quantile(0.5),
-        per_thread,
-        threads,
-    )?;
+    let (mem, table_bytes) = table_memory_floor(tracker, &hist, threads)?;
     Ok(Phase {
         conns: n,
         seconds: elapsed.as_secs_f64(),
