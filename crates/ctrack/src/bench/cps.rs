@@ -165,12 +165,14 @@ struct Phase {
     floor_latency_ns: Latency,
     /// The machine's floor for work that touches memory as the table
     /// does: batches of writes to random words of a buffer the size of the
-    /// table's memory after the phase (`memory_floor_mib`), each batch as
+    /// table's memory after the run (`memory_floor_mib`), each batch as
     /// many writes as take the phase's median batch, as many batches as
-    /// the phase had, on as many threads, right after the phase.
+    /// the phase had, on as many threads, once both phases are done.
     memory_floor_latency_ns: Latency,
     /// The size of that buffer, MiB.
     memory_floor_mib: f64,
+    /// Batches timed.
+    batches: u64,
     /// Connections committed. More than `conns` when a thread's clock ran
     /// far enough ahead of another's to expire the other's connection
     /// between its first packet and its answer: the answer (UDP) then
@@ -339,19 +341,20 @@ fn floor(ns: u64, n: usize) -> Histogram<u64> {
     h
 }
 
-/// Outside a phase's timed span, as the busy-loop floor: the memory floor
-/// over a buffer of the table's size (and that size), batches as long as
-/// the median of `hist`, as many as it holds, on `threads` threads.
-fn table_memory_floor(
-    tracker: &Tracker,
-    hist: &Histogram<u64>,
-    threads: usize,
-) -> Result<(Histogram<u64>, usize)> {
+/// The memory floors of a run's phases, taken once both are done (so
+/// that neither phase runs on memory the other's floor has just touched
+/// and freed): over a buffer of the table's size then, batches as long as
+/// each phase's median batch, as many as it had, on `threads` threads.
+fn memory_floors(tracker: &Tracker, phases: [&mut Phase; 2], threads: usize) -> Result<()> {
     let m = tracker.memory();
     let bytes = m.index_bytes + m.record_bytes + m.alias_bytes;
-    let per_thread = (hist.len() as usize).div_ceil(threads);
-    let h = memory_floor(bytes, hist.value_at_quantile(0.5), per_thread, threads)?;
-    Ok((h, bytes))
+    for p in phases {
+        let per_thread = (p.batches as usize).div_ceil(threads);
+        let h = memory_floor(bytes, p.batch_latency_ns.p50, per_thread, threads)?;
+        p.memory_floor_latency_ns = Latency::of(&h);
+        p.memory_floor_mib = bytes as f64 / (1 << 20) as f64;
+    }
+    Ok(())
 }
 
 /// `threads` threads each timing `n` batches of writes to random words
@@ -479,12 +482,12 @@ fn phases(
     steady_conns: u64,
 ) -> Result<(Phase, Phase)> {
     // Fill.
-    let fill = phase(a, tracker, a.conns, 0, |_, _| base, false, action)?;
+    let mut fill = phase(a, tracker, a.conns, 0, |_, _| base, false, action)?;
     // Steady: connection c is created at virtual time
     // base + (conns + c) * LIFETIME / conns, so that those created more
     // than `conns` creations ago have expired.
     let conns = a.conns;
-    let steady = phase(
+    let mut steady = phase(
         a,
         tracker,
         steady_conns,
@@ -495,6 +498,7 @@ fn phases(
         true,
         action,
     )?;
+    memory_floors(tracker, [&mut fill, &mut steady], a.threads)?;
     Ok((fill, steady))
 }
 
@@ -701,15 +705,16 @@ fn phase(
         }
         Ok::<_, anyhow::Error>((elapsed, all, floors, stats))
     })?;
-    let (mem, table_bytes) = table_memory_floor(tracker, &hist, threads)?;
     Ok(Phase {
         conns: n,
         seconds: elapsed.as_secs_f64(),
         conns_per_sec: n as f64 / elapsed.as_secs_f64().max(1e-9),
         batch_latency_ns: Latency::of(&hist),
         floor_latency_ns: Latency::of(&floors),
-        memory_floor_latency_ns: Latency::of(&mem),
-        memory_floor_mib: table_bytes as f64 / (1 << 20) as f64,
+        // Taken with the other phase's, once both are done.
+        memory_floor_latency_ns: Latency::of(&histogram()),
+        memory_floor_mib: 0.0,
+        batches: hist.len(),
         committed: stats.committed,
         expired: stats.expired,
         replaced: stats.replaced,
