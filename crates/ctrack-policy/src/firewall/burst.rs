@@ -375,16 +375,30 @@ impl<T> AfterEach for Judging<'_, T> {
             self.fast_mask |= 1 << i;
             return false;
         }
+        self.not_settled(i, frame, v, counts);
+        true
+    }
+}
+
+impl<T> Judging<'_, T> {
+    /// Packet `i`, whose lookup did not settle it: the per-packet path,
+    /// with the tracker's counters (`counts`) taken back meanwhile. One
+    /// call out of the tracker's loop, so that what it does takes no
+    /// room there.
+    #[inline(never)]
+    #[cold]
+    fn not_settled(&mut self, i: usize, frame: &mut Vec<u8>, v: &Verdict, counts: &mut Stats) {
         std::mem::swap(&mut self.st.tracker, counts);
         let (d, reply) = self
             .fw
             .slow(self.pol, frame, v, self.zone, self.now, self.st);
         std::mem::swap(&mut self.st.tracker, counts);
-        self.decisions[i] = d;
+        if let Some(slot) = self.decisions.get_mut(i) {
+            *slot = d;
+        }
         if let Some(r) = reply {
             self.replies.push((self.base + i, r));
         }
-        true
     }
 }
 
