@@ -129,8 +129,8 @@ impl ZoneCache {
     /// Whether every frame is at least an Ethernet header long and carries
     /// the memo's MAC pair, either way round: after [`ZoneCache::zone_of`]
     /// of the first frame, whether all are of its zone. The pair words
-    /// are compared whole, without branching on each (about 10
-    /// instructions a frame fewer than asking `zone_of` of each).
+    /// are compared whole, without branching on each (fewer instructions
+    /// than asking `zone_of` of each frame).
     #[inline(always)]
     fn all_of_last(&self, frames: &[Vec<u8>]) -> bool {
         let Some((fa, fb, ra, rb, _)) = self.last else {
@@ -268,8 +268,7 @@ struct Judging<'a, T> {
 /// Consecutive packets of the session fast path allowed by one ACL,
 /// counted here and added to the ACL's counters when the ACL changes or
 /// the chunk ends: one comparison a packet instead of finding the ACL's
-/// counters (about 6 instructions a packet fewer on `bench policy
-/// stage`).
+/// counters.
 #[derive(Default)]
 struct Run {
     /// The ACL's index plus one; 0: no ACL (the default), not counted.

@@ -88,8 +88,6 @@ impl Word {
         })
     }
 
-    /// The generation of a raw word (0 for none), without decoding the
-    /// rest: the fast path's one comparison.
     /// The word's ACL plus one, 0 for none (as [`Word::decode`]'s `acl`,
     /// without the rest).
     #[inline(always)]
@@ -97,6 +95,8 @@ impl Word {
         ((w >> ACL_SHIFT) & ACL_MASK) as u32
     }
 
+    /// The generation of a raw word (0 for none), without decoding the
+    /// rest: the fast path's one comparison.
     #[inline]
     pub fn generation_of(w: u64) -> u32 {
         (w & GEN_MASK) as u32
