@@ -343,27 +343,11 @@ fn floor(ns: u64, n: usize) -> Histogram<u64> {
 
 /// The memory floors of a run's phases, taken once both are done (so
 /// that neither phase runs on memory the other's floor has just touched
-/// and freed): over a buffer of the table's size then, batches as long as
+/// and freed): over one buffer of the table's size then, batches as long as
 /// each phase's median batch, as many as it had, on `threads` threads.
 fn memory_floors(tracker: &Tracker, phases: [&mut Phase; 2], threads: usize) -> Result<()> {
     let m = tracker.memory();
     let bytes = m.index_bytes + m.record_bytes + m.alias_bytes;
-    for p in phases {
-        let per_thread = (p.batches as usize).div_ceil(threads);
-        let h = memory_floor(bytes, p.batch_latency_ns.p50, per_thread, threads)?;
-        p.memory_floor_latency_ns = Latency::of(&h);
-        p.memory_floor_mib = bytes as f64 / (1 << 20) as f64;
-    }
-    Ok(())
-}
-
-/// `threads` threads each timing `n` batches of writes to random words
-/// of one buffer of `bytes`, each batch as many writes as take about `ns`
-/// (calibrated on the thread first): what the machine does to the latency
-/// of work that long that touches memory the size of the table at random,
-/// with no table involved. The buffer is written in full before anything
-/// is timed, so that no batch takes its first page faults.
-fn memory_floor(bytes: usize, ns: u64, n: usize, threads: usize) -> Result<Histogram<u64>> {
     let words = (bytes / 8).max(1);
     let buf: Vec<AtomicU64> = (0..words).map(|_| AtomicU64::new(0)).collect();
     // Zeroed memory may come from the allocator untouched: a word of each
@@ -371,7 +355,23 @@ fn memory_floor(bytes: usize, ns: u64, n: usize, threads: usize) -> Result<Histo
     for w in buf.iter().step_by(512) {
         w.store(1, Ordering::Relaxed);
     }
-    let buf = &buf;
+    for p in phases {
+        let per_thread = (p.batches as usize).div_ceil(threads);
+        let h = memory_floor(&buf, p.batch_latency_ns.p50, per_thread, threads)?;
+        p.memory_floor_latency_ns = Latency::of(&h);
+        p.memory_floor_mib = bytes as f64 / (1 << 20) as f64;
+    }
+    Ok(())
+}
+
+/// `threads` threads each timing `n` batches of writes to random words
+/// of `buf` (as large as the table, each of its pages written by the
+/// caller so that no batch takes its first page faults), each batch as
+/// many writes as take about `ns` (calibrated on the thread first): what
+/// the machine does to the latency of work that long that touches memory
+/// the size of the table at random, with no table involved.
+fn memory_floor(buf: &[AtomicU64], ns: u64, n: usize, threads: usize) -> Result<Histogram<u64>> {
+    let words = buf.len().max(1);
     let mut all = histogram();
     std::thread::scope(|s| {
         let handles = (0..threads)
