@@ -687,3 +687,54 @@ fn the_policy_benchmarks_take_the_ring_they_are_given() {
         assert_eq!(out.status.code(), Some(2), "--ring {bad}");
     }
 }
+
+/// `bench policy stage --threads N` sends each thread's packets through
+/// the one firewall and then the one plain tracker: the rates are the
+/// threads' total, every thread's packets must pass (a run where one did
+/// not fails), and the per-thread rates are the totals shared out. Other
+/// `bench policy` measures refuse the option, and out of range it is a
+/// usage error.
+#[test]
+fn the_stage_benchmark_runs_on_threads() {
+    let args = [
+        "bench",
+        "--json",
+        "policy",
+        "stage",
+        "--conns",
+        "200",
+        "--acls",
+        "1,5",
+        "--packets",
+        "4000",
+        "--runs",
+        "2",
+        "--ring",
+        "256",
+        "--threads",
+        "3",
+    ];
+    let out = ctrack(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(v["figures"]["threads"], 3, "{v}");
+    let rows = v["figures"]["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2);
+    for row in rows {
+        let f = |k: &str| row[k].as_f64().unwrap_or_else(|| panic!("{k}: {row}"));
+        assert!(f("firewall_mpps") > 0.0 && f("lookup_mpps") > 0.0, "{row}");
+        assert!((f("firewall_mpps_per_thread") * 3.0 - f("firewall_mpps")).abs() < 1e-9);
+        assert!((f("lookup_mpps_per_thread") * 3.0 - f("lookup_mpps")).abs() < 1e-9);
+        assert_eq!(row["cost_runs"].as_array().map(Vec::len), Some(2), "{row}");
+    }
+    let out = ctrack(&["bench", "policy", "passes", "--threads", "2"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--threads applies to `stage` only"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    for bad in ["0", "1025", "x"] {
+        let out = ctrack(&["bench", "policy", "stage", "--threads", bad]);
+        assert_eq!(out.status.code(), Some(2), "--threads {bad}");
+    }
+}

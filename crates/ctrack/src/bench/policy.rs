@@ -9,7 +9,10 @@
 //! | `classify` | first-packet classification of realistic ACL sets: rate, compile time, one-rule update, memory |
 //! | `reload` | a policy change with every connection live: time until all are judged again, batch latency during it |
 //!
-//! Single-threaded: the figures are per core.
+//! Single-threaded, so that the figures are per core; `stage --threads N`
+//! runs N threads through the one firewall (and then through the one
+//! plain tracker), each its own ring of frames and counters, as
+//! `ctrack run`'s workers share a firewall.
 
 use std::io::Write;
 use std::time::Instant;
@@ -26,7 +29,10 @@ use serde::Serialize;
 
 use super::cps::{Latency, Proto, histogram};
 use super::{Machine, median, packets};
-use crate::args::{MAX_RUNS, bounded};
+use crate::args::{MAX_RUNS, MAX_THREADS, bounded};
+
+mod threaded;
+use threaded::threaded_runs;
 
 /// What `ctrack bench policy` measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -83,6 +89,12 @@ pub struct PolicyBenchArgs {
     /// connection in each pass.
     #[arg(long, value_parser = bounded(1u64, 1 << 20))]
     pub ring: Option<u64>,
+    /// Threads (`stage`; 1 to 1024): each sends `--packets` packets a
+    /// run from its own ring (the same connections, from another place
+    /// in the ring) through the one firewall, then through the one plain
+    /// tracker; rates are the threads' total.
+    #[arg(long, default_value_t = 1, value_parser = bounded(1, MAX_THREADS))]
+    pub threads: usize,
 }
 
 /// The ACLs of `ctrack bench policy` in front of the admitting one.
@@ -103,6 +115,9 @@ const BURST: usize = 32;
 pub(crate) fn run(a: &PolicyBenchArgs, json: bool, out: &mut dyn Write) -> Result<()> {
     if a.acls.is_empty() || a.acls.iter().any(|&n| n == 0 || n > 100_000) {
         bail!("--acls must be from 1 to 100000");
+    }
+    if a.threads > 1 && a.what != What::Stage {
+        bail!("--threads applies to `stage` only");
     }
     let report = match a.what {
         What::Stage => stage(a)?,
@@ -401,11 +416,15 @@ fn stage(a: &PolicyBenchArgs) -> Result<Report> {
     let t = plain(a.conns, a.proto);
     let mut rows = Vec::new();
     let mut text = format!(
-        "firewall stage, established {}, {} connections, {} ACLs in front, a ring of {} frames, one core:\n",
+        "firewall stage, established {}, {} connections, {} ACLs in front, a ring of {} frames, {}:\n",
         name(a.proto),
         a.conns,
         rules_name(a.rules),
-        ring_len(a)
+        ring_len(a),
+        match a.threads {
+            1 => "one core".to_string(),
+            n => format!("{n} threads (ns/packet: a thread's)"),
+        }
     );
     for &n in &a.acls {
         let fw = related_firewall(a, n)?;
@@ -416,28 +435,56 @@ fn stage(a: &PolicyBenchArgs) -> Result<Report> {
         let (mut fw_runs, mut pl_runs, mut costs) = (Vec::new(), Vec::new(), Vec::new());
         let mut st = FwStats::default();
         let mut s = Stats::default();
+        // With threads, each its own ring: the same frames from a place
+        // of its own.
+        let mut rings: Vec<Vec<Vec<u8>>> = (1..a.threads)
+            .map(|k| {
+                let mut r = r.clone();
+                let by = k * r.len() / a.threads;
+                r.rotate_left(by);
+                r
+            })
+            .collect();
         for _ in 0..a.runs {
-            let f = fw_run(&fw, &mut r, a.packets, &mut st)?;
-            let refs: Vec<&[u8]> = r.iter().map(Vec::as_slice).collect();
-            let p = plain_run(&t, &refs, a.packets, &mut s)?;
+            let (f, p) = if a.threads == 1 {
+                let f = fw_run(&fw, &mut r, a.packets, &mut st)?;
+                let refs: Vec<&[u8]> = r.iter().map(Vec::as_slice).collect();
+                (f, plain_run(&t, &refs, a.packets, &mut s)?)
+            } else {
+                rings.push(std::mem::take(&mut r));
+                let both = threaded_runs(&fw, &t, &mut rings, a.packets);
+                r = rings.pop().unwrap_or_default();
+                both?
+            };
             fw_runs.push(f);
             pl_runs.push(p);
             costs.push(p / f);
         }
         let (fw_mpps, pl_mpps, cost) = (median(&fw_runs), median(&pl_runs), median(&costs));
+        let per = a.threads as f64;
+        let each = if a.threads == 1 {
+            String::new()
+        } else {
+            format!(
+                " ({:.2} / {:.2} Mpps a thread)",
+                fw_mpps / per,
+                pl_mpps / per
+            )
+        };
         text += &format!(
-            "  {n:>6} ACLs: firewall {fw_mpps:.2} Mpps ({:.1} ns/packet), plain tracker lookup {pl_mpps:.2} Mpps; firewall costs {cost:.2}x a lookup\n",
-            1e3 / fw_mpps
+            "  {n:>6} ACLs: firewall {fw_mpps:.2} Mpps ({:.1} ns/packet), plain tracker lookup {pl_mpps:.2} Mpps{each}; firewall costs {cost:.2}x a lookup\n",
+            1e3 * per / fw_mpps
         );
         rows.push(serde_json::json!({
             "acls": n, "firewall_mpps": fw_mpps, "firewall_runs": fw_runs,
             "lookup_mpps": pl_mpps, "lookup_runs": pl_runs, "cost_vs_lookup": cost,
-            "cost_runs": costs,
+            "cost_runs": costs, "firewall_mpps_per_thread": fw_mpps / per,
+            "lookup_mpps_per_thread": pl_mpps / per,
         }));
     }
     Ok(report(
         "policy stage",
-        serde_json::json!({"conns": a.conns, "proto": a.proto, "rules": a.rules, "ring": ring_len(a), "rows": rows}),
+        serde_json::json!({"conns": a.conns, "proto": a.proto, "rules": a.rules, "ring": ring_len(a), "threads": a.threads, "rows": rows}),
         text,
     ))
 }
