@@ -16,8 +16,12 @@ this is (the targets are set for 16 cores):
   thread alone): rate, batch latency, expired / evicted /
   refused;
 - `lookup` over 1M and 10M connections at one thread and the most;
+- the firewall stage (`bench policy stage`, 10k UDP connections behind
+  1 ACL, a ring of 16,384 frames per thread) at one thread and the most,
+  through one firewall;
 - the machine alone: as many separate processes as the most threads,
-  each running the one-thread `benchmark`, `cps` and `lookup` at once.
+  each running the one-thread `benchmark`, `cps`, `lookup` and firewall
+  stage at once.
   A process shares nothing with the others, so the ratio of their summed
   rate to one process's is what the machine gives; the ratio of the
   threads' rate to one thread's is what ctrack gives.
@@ -122,6 +126,13 @@ def main():
             rec["lookup"][f"{m}/{t}"] = run(b + ["lookup", "--threads", str(t), "--conns", m,
                                                  "--runs", runs] + lpkts)
 
+    # The firewall stage on established traffic, all threads through one
+    # firewall.
+    spkts = "20000" if q else "4000000"
+    stage = ["policy", "stage", "--conns", "10000", "--acls", "1", "--ring", "16384",
+             "--packets", spkts, "--runs", runs]
+    rec["stage"] = {t: run(b + stage + ["--threads", str(t)]) for t in sorted({1, top})}
+
     # The machine alone: `top` processes at once, one thread each.
     alone = {
         "benchmark": run_many(b + ["benchmark", "1", pkts, "32", "1", "--runs", runs], top),
@@ -129,6 +140,7 @@ def main():
                              "--runs", runs], top),
         "lookup": run_many(b + ["lookup", "--threads", "1", "--conns", conns, "--runs", runs]
                            + lpkts, top),
+        "stage": run_many(b + stage, top),
     }
     rec["alone"] = alone
 
@@ -148,6 +160,11 @@ def main():
     l1, lt = rec["lookup"][f"{conns}/1"], rec["lookup"][f"{conns}/{top}"]
     rows.append((f"lookup {conns} Mpps", l1["mpps"], lt["mpps"],
                  sum(d["mpps"] for d in alone["lookup"])))
+
+    def stage_rate(d):
+        return d["figures"]["rows"][0]["firewall_mpps"]
+    rows.append(("firewall stage Mpps", stage_rate(rec["stage"][1]), stage_rate(rec["stage"][top]),
+                 sum(stage_rate(d) for d in alone["stage"])))
     print(f"{cpus} CPUs; {top} threads against 1, and {top} one-thread processes at once"
           " (the machine alone; summed, so a little high: they do not all end together):")
     print(f"{'':22} {'1 thread':>10} {f'{top} threads':>11} {'ratio':>7}"

@@ -47,5 +47,15 @@ fn the_scaling_script_runs_and_records_every_bench() {
     }
     assert_eq!(rec["cps_sweeper_thread"]["2"]["sweeper"], "thread");
     assert_eq!(rec["alone"]["benchmark"].as_array().unwrap().len(), 2);
-    assert_eq!(rec["summary"].as_array().unwrap().len(), 4);
+    // The firewall stage, through one firewall at one thread and two,
+    // and in two processes at once.
+    assert!(text.contains("firewall stage Mpps"), "{text}");
+    for key in ["1", "2"] {
+        assert_eq!(
+            rec["stage"][key]["figures"]["threads"],
+            key.parse::<u64>().unwrap()
+        );
+    }
+    assert_eq!(rec["alone"]["stage"].as_array().unwrap().len(), 2);
+    assert_eq!(rec["summary"].as_array().unwrap().len(), 5);
 }
