@@ -2,15 +2,15 @@
 //! on threads of their own, started together.
 
 use anyhow::{Result, bail};
-use ctrack_core::{CtAction, LinkType, Stats, Time, Tracker, Verdict};
+use ctrack_core::{Stats, Tracker};
 use ctrack_policy::firewall::{Firewall, FwStats};
 
 use super::super::threads::{StartLine, spawn};
-use super::{BURST, judge_all};
+use super::{judge_all, plain_pass};
 
 /// One run of the firewall and then one of the plain lookup `t`, each
 /// with a thread per ring sending `packets` packets of it (whole passes
-/// over the ring, as [`rate`]); the total rate of each (millions of
+/// over the ring, as `rate` takes them); the total rate of each (millions of
 /// packets a second), timed from the moment every thread is ready to the
 /// moment the last is done. Every packet must pass the firewall.
 pub(super) fn threaded_runs(
@@ -37,22 +37,10 @@ pub(super) fn threaded_runs(
     let fw_mpps = sent as f64 / secs / 1e6;
     let (secs, sent, _) = on_threads(rings, |ring| {
         let refs: Vec<&[u8]> = ring.iter().map(Vec::as_slice).collect();
-        let mut vs = [Verdict::default(); BURST];
         let mut s = Stats::default();
-        let action = CtAction::lookup(1);
         let mut sent = 0;
         while sent < packets {
-            for chunk in refs.chunks(BURST) {
-                t.process_burst(
-                    chunk,
-                    LinkType::Ethernet,
-                    &action,
-                    Time::from_secs(1),
-                    &mut vs[..chunk.len()],
-                    &mut s,
-                );
-            }
-            sent += refs.len() as u64;
+            sent += plain_pass(t, &refs, &mut s);
         }
         (sent, 0)
     })?;
