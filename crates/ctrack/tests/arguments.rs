@@ -691,9 +691,10 @@ fn the_policy_benchmarks_take_the_ring_they_are_given() {
 /// `bench policy stage --threads N` sends each thread's packets through
 /// the one firewall and then the one plain tracker: the rates are the
 /// threads' total, every thread's packets must pass (a run where one did
-/// not fails), and the per-thread rates are the totals shared out. Other
-/// `bench policy` measures refuse the option, and out of range it is a
-/// usage error.
+/// not fails), and the per-thread rates are the totals shared out; with
+/// `--affine` each thread keeps to connections of its own. Other `bench
+/// policy` measures refuse the options, `--affine` wants `--threads` and
+/// a connection a thread, and out of range `--threads` is a usage error.
 #[test]
 fn the_stage_benchmark_runs_on_threads() {
     let args = [
@@ -727,6 +728,34 @@ fn the_stage_benchmark_runs_on_threads() {
         assert!((f("firewall_mpps_per_thread") * 3.0 - f("firewall_mpps")).abs() < 1e-9);
         assert!((f("lookup_mpps_per_thread") * 3.0 - f("lookup_mpps")).abs() < 1e-9);
         assert_eq!(row["cost_runs"].as_array().map(Vec::len), Some(2), "{row}");
+    }
+    // Each thread on connections of its own.
+    let mut affine = args.to_vec();
+    affine.push("--affine");
+    let out = ctrack(&affine);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{affine:?}: {err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(v["figures"]["affine"], true, "{v}");
+    for bad in [
+        &["bench", "policy", "stage", "--affine"][..],
+        &["bench", "policy", "classify", "--affine", "--threads", "2"],
+        &[
+            "bench",
+            "policy",
+            "stage",
+            "--affine",
+            "--threads",
+            "4",
+            "--conns",
+            "3",
+        ],
+    ] {
+        let out = ctrack(bad);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{bad:?}: {err}");
+        assert!(err.contains("--"), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
     }
     let out = ctrack(&["bench", "policy", "passes", "--threads", "2"]);
     let err = String::from_utf8_lossy(&out.stderr);

@@ -95,6 +95,13 @@ pub struct PolicyBenchArgs {
     /// tracker; rates are the threads' total.
     #[arg(long, default_value_t = 1, value_parser = bounded(1, MAX_THREADS))]
     pub threads: usize,
+    /// With `--threads`: each thread sends only its own connections
+    /// (those numbered its own modulo the threads), both directions, as
+    /// workers fed by a symmetric flow hash would; no connection's
+    /// record is then written by two threads. Needs at least as many
+    /// connections as threads.
+    #[arg(long)]
+    pub affine: bool,
 }
 
 /// The ACLs of `ctrack bench policy` in front of the admitting one.
@@ -118,6 +125,12 @@ pub(crate) fn run(a: &PolicyBenchArgs, json: bool, out: &mut dyn Write) -> Resul
     }
     if a.threads > 1 && a.what != What::Stage {
         bail!("--threads applies to `stage` only");
+    }
+    if a.affine && (a.what != What::Stage || a.threads == 1) {
+        bail!("--affine applies to `stage --threads N` only");
+    }
+    if a.affine && a.conns < a.threads as u64 {
+        bail!("--affine needs at least as many connections as threads");
     }
     let report = match a.what {
         What::Stage => stage(a)?,
@@ -259,6 +272,17 @@ fn ring(a: &PolicyBenchArgs) -> Vec<Vec<u8>> {
     let len = ring_len(a) as usize;
     (0..len as u64)
         .map(|k| frame(proto, (k * 7919) % conns, k % 2 == 1))
+        .collect()
+}
+
+/// Thread `t`'s ring with `--affine`: as [`ring`], over the connections
+/// numbered `t` modulo the threads only.
+fn own_ring(a: &PolicyBenchArgs, t: usize) -> Vec<Vec<u8>> {
+    let n = a.threads as u64;
+    let t = t as u64;
+    let mine = (a.conns - t).div_ceil(n);
+    (0..ring_len(a))
+        .map(|k| frame(a.proto, (k * 7919) % mine * n + t, k % 2 == 1))
         .collect()
 }
 
@@ -427,12 +451,19 @@ fn stage(a: &PolicyBenchArgs) -> Result<Report> {
         ring_len(a),
         match a.threads {
             1 => "one core".to_string(),
-            n => format!("{n} threads (ns/packet: a thread's)"),
+            n => format!(
+                "{n} threads{} (ns/packet: a thread's)",
+                if a.affine {
+                    ", each on connections of its own"
+                } else {
+                    ""
+                }
+            ),
         }
     );
     for &n in &a.acls {
         let fw = related_firewall(a, n)?;
-        let mut r = ring(a);
+        let mut r = if a.affine { own_ring(a, 0) } else { ring(a) };
         // The firewall and the plain lookup take turns, run by run, and the
         // cost is the median of each pair's ratio: a machine that slows
         // down or speeds up during the benchmark moves both of a pair.
@@ -440,9 +471,12 @@ fn stage(a: &PolicyBenchArgs) -> Result<Report> {
         let mut st = FwStats::default();
         let mut s = Stats::default();
         // With threads, each its own ring: the same frames from a place
-        // of its own.
+        // of its own, or (`--affine`) the frames of its own connections.
         let mut rings: Vec<Vec<Vec<u8>>> = (1..a.threads)
             .map(|k| {
+                if a.affine {
+                    return own_ring(a, k);
+                }
                 let mut r = r.clone();
                 let by = k * r.len() / a.threads;
                 r.rotate_left(by);
@@ -488,7 +522,7 @@ fn stage(a: &PolicyBenchArgs) -> Result<Report> {
     }
     Ok(report(
         "policy stage",
-        serde_json::json!({"conns": a.conns, "proto": a.proto, "rules": a.rules, "ring": ring_len(a), "threads": a.threads, "rows": rows}),
+        serde_json::json!({"conns": a.conns, "proto": a.proto, "rules": a.rules, "ring": ring_len(a), "threads": a.threads, "affine": a.affine, "rows": rows}),
         text,
     ))
 }
