@@ -16,10 +16,33 @@ pub(crate) use crate::lists::{Links, List, ZoneLists};
 use crate::slab::{AliasSlab, MAX_SLOTS, Slab};
 use crate::sync::{Arc, AtomicU8, AtomicU32, AtomicU64, Mutex, Ordering};
 
-/// Timer-wheel slots per shard. A record expiring further ahead than the
-/// wheel spans is filed in the last slot and filed again when it comes due.
-pub(crate) const WHEEL_SLOTS: usize = 256;
-/// Width of a wheel slot, in milliseconds.
+/// Ticks in a lap of a shard's timer wheel. A record expiring further
+/// ahead than the wheel spans is filed in its last tick and filed again
+/// when it comes due.
+pub(crate) const WHEEL_TICKS: usize = 256;
+/// The most lists ("lanes") a tick's records are spread over, by slot
+/// number. A list through random records is a chain of cache misses that
+/// a sweep can follow only one record at a time; with a tick's records in
+/// several lists, the sweep follows that many chains at once. Measured
+/// (`ctrack bench cps --threads 1 --conns 1000000`, steady, BENCHMARKS.md
+/// "Timer-wheel lanes"): UDP 7–13% more connections a second, TCP 2–4%
+/// fewer (the sweep's own time falls by a third there too, but something
+/// else on the packet path takes most of it back).
+pub(crate) const MAX_WHEEL_LANES: usize = 4;
+/// Records of a shard's share for each lane's 256 heads (1 KiB): a
+/// shard has as many lanes as its share pays for at half a byte a
+/// record, so that small shares (a 1M table in 256 shards) keep one.
+const RECORDS_PER_LANE: usize = 2 * WHEEL_TICKS * core::mem::size_of::<u32>();
+
+/// The lanes of a shard whose share of the table is `share` records.
+pub(crate) fn wheel_lanes_for(share: usize) -> usize {
+    match share / RECORDS_PER_LANE {
+        0 | 1 => 1,
+        2 | 3 => 2,
+        _ => MAX_WHEEL_LANES,
+    }
+}
+/// Width of a wheel tick, in milliseconds.
 pub(crate) const TICK_MS: u64 = 1000;
 /// Freed slots handed to the epoch in batches of this many (one at a time
 /// under the model checker, so that its small models see slots reused).
@@ -97,13 +120,14 @@ pub(crate) struct Inner {
     pub(crate) reserved: bool,
     /// The next wheel tick to process; every earlier one is done.
     pub(crate) cursor: u64,
-    /// The head of each wheel slot's list (0: empty); None until the
-    /// first record is filed. Heads only: the sweep takes a slot's records
-    /// from its head and nothing asks a slot how many it holds, so a tail
-    /// and a count (a [`List`], 12 bytes a slot) would be 2 KiB a shard
-    /// that no one reads: 0.5 bytes a connection for a 1M table in 256
-    /// shards (`ctrack bench memory --conns 1000000 --shards 256`).
-    wheel: Option<Box<[u32; WHEEL_SLOTS]>>,
+    /// The head of each wheel list (0: empty), tick by tick, each tick's
+    /// lanes together; None until the first record is filed. Heads only:
+    /// the sweep takes a list's records from its head and nothing asks a
+    /// list how many it holds, so a tail and a count (a [`List`], 12
+    /// bytes a list) would be 2 KiB a lane that no one reads: 0.5 bytes a
+    /// connection for a 1M table in 256 shards (`ctrack bench memory
+    /// --conns 1000000 --shards 256`).
+    wheel: Option<Box<[u32]>>,
     /// The batch of `ready` that slots are being taken from, kept here so
     /// that taking one reads and writes these lines and the batch's own
     /// numbers, not the list of batches as well.
@@ -133,7 +157,7 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    /// The first record of wheel slot `s` (0: none, or no wheel yet).
+    /// The first record of wheel list `s` (0: none, or no wheel yet).
     #[inline]
     fn wheel_head(&self, s: usize) -> u32 {
         self.wheel.as_ref().map_or(0, |w| w[s])
@@ -236,6 +260,9 @@ pub(crate) struct Shard<R> {
     /// Alias number to the [`RecordId`](crate::RecordId) it names (0 once
     /// freed).
     pub(crate) aliases: AliasSlab,
+    /// Lists each tick of the wheel has: a power of two, at most
+    /// [`MAX_WHEEL_LANES`].
+    pub(crate) wheel_lanes: usize,
     /// Written by writers, on lines of their own.
     pub(crate) hot: CachePadded<Hot>,
     mailbox: Arc<Mailbox>,
@@ -277,6 +304,7 @@ impl<R: Record> Shard<R> {
             index: EpochBox::new(Some(Box::new(Index::new(index_buckets, arena)))),
             slab: Slab::new(share, arena),
             aliases: Slab::new(0, arena),
+            wheel_lanes: wheel_lanes_for(share),
             hot: CachePadded::new(Hot {
                 live: AtomicU64::new(0),
                 inserts: AtomicU32::new(0),
@@ -390,15 +418,16 @@ impl<R: Record> Shard<R> {
         min_tick: u64,
     ) {
         // Within the lap ahead of the cursor; a wheel that has not been
-        // swept for a lap files in its last slot, and sweeping refiles.
+        // swept for a lap files in its last tick, and sweeping refiles.
         let lo = min_tick.max(inner.cursor);
-        let hi = inner.cursor + WHEEL_SLOTS as u64 - 1;
+        let hi = inner.cursor + WHEEL_TICKS as u64 - 1;
         let t = Self::tick_of(expiry).max(lo).min(hi);
-        let s = (t % WHEEL_SLOTS as u64) as usize;
+        let lanes = self.wheel_lanes;
+        let s = (t % WHEEL_TICKS as u64) as usize * lanes + (slot as usize & (lanes - 1));
         h.wheel_slot.store(s as u16, Ordering::Relaxed);
         let wheel = inner
             .wheel
-            .get_or_insert_with(|| Box::new([0; WHEEL_SLOTS]));
+            .get_or_insert_with(|| vec![0; WHEEL_TICKS * lanes].into_boxed_slice());
         self.link_front(&mut wheel[s], slot, h, Links::Wheel);
         let at = (t + 1) * TICK_MS;
         if at < due.load(Ordering::Relaxed) {
@@ -441,20 +470,31 @@ impl<R: Record> Shard<R> {
         }
     }
 
-    /// The first slot due at `now`, and the tick it belongs to; moves the
-    /// cursor past empty ticks. `None` when nothing is due.
-    pub(crate) fn due(&self, inner: &mut Inner, now: u64) -> Option<(u32, u64)> {
+    /// A slot due at `now`, the tick it belongs to and its lane: the head
+    /// of the first lane from `turn` (modulo the lanes) that holds one in
+    /// the earliest tick due; moves the cursor past empty ticks. `None`
+    /// when nothing is due.
+    pub(crate) fn due(
+        &self,
+        inner: &mut Inner,
+        now: u64,
+        turn: usize,
+    ) -> Option<(u32, u64, usize)> {
         inner.wheel.as_ref()?;
         let now_tick = Self::tick_of(now);
-        if now_tick > inner.cursor + WHEEL_SLOTS as u64 {
+        if now_tick > inner.cursor + WHEEL_TICKS as u64 {
             // More than a lap behind: everything filed lies in the last lap.
-            inner.cursor = now_tick - WHEEL_SLOTS as u64;
+            inner.cursor = now_tick - WHEEL_TICKS as u64;
         }
         while inner.cursor < now_tick {
-            let s = (inner.cursor % WHEEL_SLOTS as u64) as usize;
-            let slot = inner.wheel_head(s);
-            if slot != 0 {
-                return Some((slot, inner.cursor));
+            let lanes = self.wheel_lanes;
+            let base = (inner.cursor % WHEEL_TICKS as u64) as usize * lanes;
+            for i in 0..lanes {
+                let lane = (turn + i) & (lanes - 1);
+                let slot = inner.wheel_head(base + lane);
+                if slot != 0 {
+                    return Some((slot, inner.cursor, lane));
+                }
             }
             inner.cursor += 1;
         }
@@ -467,9 +507,13 @@ impl<R: Record> Shard<R> {
         let next = if inner.wheel.is_none() {
             u64::MAX
         } else {
-            (0..WHEEL_SLOTS as u64)
+            (0..WHEEL_TICKS as u64)
                 .map(|i| inner.cursor + i)
-                .find(|t| inner.wheel_head((t % WHEEL_SLOTS as u64) as usize) != 0)
+                .find(|t| {
+                    let lanes = self.wheel_lanes;
+                    let base = (t % WHEEL_TICKS as u64) as usize * lanes;
+                    (0..lanes).any(|l| inner.wheel_head(base + l) != 0)
+                })
                 .map_or(u64::MAX, |t| (t + 1) * TICK_MS)
         };
         if due.load(Ordering::Relaxed) != next {
@@ -834,6 +878,20 @@ mod tests {
         z.remove(9);
         assert!(z.rest.is_empty());
         assert_eq!(z.iter().count(), 1);
+    }
+
+    /// A shard has as many wheel lanes as its share pays for at half a
+    /// byte a record (1 KiB of heads a lane), a power of two up to four.
+    #[test]
+    fn wheel_lanes_follow_the_share() {
+        let lanes: Vec<usize> = [0, 4095, 4096, 8191, 8192, 15_625, 1 << 30]
+            .into_iter()
+            .map(wheel_lanes_for)
+            .collect();
+        assert_eq!(lanes, [1, 1, 2, 2, 4, 4, 4]);
+        // A 1M table: 64 shards take four lanes, 256 one.
+        assert_eq!(wheel_lanes_for(1_000_000usize.div_ceil(64)), 4);
+        assert_eq!(wheel_lanes_for(1_000_000usize.div_ceil(256)), 1);
     }
 
     /// What every insert touches lies in the first 128 bytes of the

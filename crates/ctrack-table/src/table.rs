@@ -180,6 +180,12 @@ impl<R: Record> Table<R> {
         entries.div_ceil(BUCKET_ENTRIES).max(1)
     }
 
+    /// The wheel lanes of shard `shard`.
+    #[cfg(test)]
+    pub(crate) fn wheel_lanes(&self, shard: usize) -> usize {
+        self.shards[shard].wheel_lanes
+    }
+
     /// Number of shards.
     pub fn shard_count(&self) -> usize {
         self.shards.len()

@@ -252,6 +252,61 @@ fn sweep_removes_expired_and_refiles_refreshed() {
     assert!(t.is_empty());
 }
 
+/// A shard whose share pays for several wheel lanes spreads a tick's
+/// records over them: sweeps with small budgets (stopping mid-tick, in
+/// any lane) take every record due, whatever its lane, refile the
+/// refreshed ones, and leave the rest.
+#[test]
+fn a_sweep_takes_every_lane_of_a_tick() {
+    let t = Table::<Rec>::new(TableConfig {
+        shards: 1,
+        capacity: 16_384,
+    });
+    assert_eq!(t.wheel_lanes(0), 4);
+    let n = size(2_000, 120);
+    // Ticks 1, 2 and 3 (1 s each), every lane of each.
+    let exp = |i: u64| 1_000 + (i % 3) * 1_000;
+    let ids: Vec<RecordId> = (1..=n).map(|i| insert(&t, i, 0, 0, exp(i))).collect();
+    let g = pin();
+    // Every fifth record is refreshed to 10 s.
+    for (i, id) in (1..=n).zip(&ids) {
+        if i.is_multiple_of(5) {
+            let e = t.get(&g, *id).unwrap();
+            e.record().exp.store(10_000, Ordering::Relaxed);
+        }
+    }
+    // A sweep at `now` takes the records of every tick before now's, the
+    // refreshed ones when their new tick has passed.
+    let live = |now: u64, i: u64| {
+        let e = if i.is_multiple_of(5) { 10_000 } else { exp(i) };
+        e / 1_000 >= now / 1_000
+    };
+    let mut gone = 0;
+    for now in [2_500, 4_000, 11_000] {
+        let mut removed = 0;
+        loop {
+            let s = t.sweep(&MIXED, &g, now, 7);
+            assert!(s.examined <= 7);
+            removed += s.removed;
+            if !s.more {
+                break;
+            }
+        }
+        let dead = (1..=n).filter(|&i| !live(now, i)).count();
+        assert_eq!(removed, dead - gone, "at {now}");
+        gone = dead;
+        for (i, id) in (1..=n).zip(&ids) {
+            assert_eq!(
+                t.get(&g, *id).is_some(),
+                live(now, i),
+                "record {i} at {now}"
+            );
+        }
+    }
+    assert!(t.is_empty());
+    assert_eq!(t.next_due(), None);
+}
+
 #[test]
 fn sweep_budget_and_round_robin() {
     let t = table();

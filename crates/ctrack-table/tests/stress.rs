@@ -152,11 +152,22 @@ fn disjoint_keys_match_a_sequential_model() {
 
 #[test]
 fn racing_inserts_of_the_same_keys() {
+    racing_inserts_in(256);
+}
+
+/// The same in shards whose share pays for four timer-wheel lanes: the
+/// sweeper takes a tick's records from several lists.
+#[test]
+fn racing_inserts_of_the_same_keys_in_shards_of_four_wheel_lanes() {
+    racing_inserts_in(4 * 8192);
+}
+
+fn racing_inserts_in(capacity: usize) {
     const THREADS: usize = 4;
     const KEYS: u64 = 64;
     let t = Arc::new(Table::<Rec>::new(TableConfig {
         shards: 4,
-        capacity: 256,
+        capacity,
     }));
     let stop = Arc::new(AtomicBool::new(false));
     let per_thread = ops();

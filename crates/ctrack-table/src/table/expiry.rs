@@ -3,7 +3,7 @@
 
 use crate::epoch::Guard;
 use crate::prefetch::prefetch_lines;
-use crate::shard::{Inner, rec};
+use crate::shard::{Inner, MAX_WHEEL_LANES, rec};
 use crate::sync::Ordering;
 use crate::{Context, Hashes, Record, Removal};
 
@@ -33,8 +33,9 @@ pub struct SweepStats {
 /// removals, whatever the sweep's budget.
 const SWEEP_HOLD: usize = 64;
 
-/// How many records of a tick's list the sweep fetches ahead of the one it
-/// removes.
+/// How many records of a tick's lists the sweep fetches ahead of the one
+/// it removes, over all its lanes (each lane's scout runs this many
+/// divided by the lanes ahead in its own list: with four lanes, one).
 const EXPIRY_AHEAD: usize = 4;
 
 impl<R: Record> Table<R> {
@@ -124,38 +125,43 @@ impl<R: Record> Table<R> {
                 sh.hot.inner.try_lock()?
             };
             let mut examined = 0;
-            // The records due are a linked list through random memory,
-            // and removing one misses on its index buckets and its zone
-            // list neighbours. So a scout runs `EXPIRY_AHEAD` records
-            // ahead along the tick's list: what the removal of the record
+            // The records due are linked lists through random memory (a
+            // tick's lanes), and removing one misses on its index buckets
+            // and its zone list neighbours. So in each lane a scout runs
+            // ahead (`EXPIRY_AHEAD` records in all): what the removal of the record
             // it reaches will touch is fetched, and the record after it.
-            // (Every record the sweep takes off the list, removed or filed
-            // under a later tick, is behind the scout; a stale link would
-            // only cost a useless prefetch, the scout's steps are bounded.)
-            // The scout's next record, as read when the scout was fetched
-            // ahead (read again at each step, it cost a second lookup of
-            // the scout's slot; the sweep changes nothing ahead of it).
-            let (mut scout, mut scout_tick, mut scout_next) = (0u32, u64::MAX, 0u32);
-            while let Some((slot, tick)) = sh.due(&mut inner, now) {
+            // The sweep takes the lanes in turn, so that each scout's next
+            // record has as many removals' time to come as there are
+            // lanes. (Every record the sweep takes off a list, removed or
+            // filed under a later tick, is behind its scout; a stale link
+            // would only cost a useless prefetch, the scout's steps are
+            // bounded.) Each scout's next record is as read when the scout
+            // was fetched ahead (read again at each step, it cost a second
+            // lookup of the scout's slot; the sweep changes nothing ahead
+            // of it).
+            let mut scouts = [(0u32, u64::MAX, 0u32); MAX_WHEEL_LANES];
+            let ahead = EXPIRY_AHEAD / sh.wheel_lanes;
+            while let Some((slot, tick, lane)) = sh.due(&mut inner, now, examined) {
                 if examined >= budget {
                     stopped = true;
                     break;
                 }
                 examined += 1;
                 let r = rec(&sh.slab, slot);
-                let steps = if tick != scout_tick {
-                    (scout, scout_tick) = (slot, tick);
-                    scout_next = r.header().wheel_next.load(Ordering::Relaxed);
-                    EXPIRY_AHEAD
+                let (scout, scout_tick, scout_next) = &mut scouts[lane];
+                let steps = if tick != *scout_tick {
+                    (*scout, *scout_tick) = (slot, tick);
+                    *scout_next = r.header().wheel_next.load(Ordering::Relaxed);
+                    ahead
                 } else {
-                    usize::from(scout != 0)
+                    usize::from(*scout != 0)
                 };
                 for _ in 0..steps {
-                    scout = scout_next;
-                    if scout == 0 {
+                    *scout = *scout_next;
+                    if *scout == 0 {
                         break;
                     }
-                    scout_next = self.prefetch_expiry(ctx, guard, shard, scout);
+                    *scout_next = self.prefetch_expiry(ctx, guard, shard, *scout);
                 }
                 let id = RecordId::new(shard, slot);
                 if ctx.expiry(r, guard) > now {
