@@ -90,11 +90,17 @@ pub fn table(data: &[u8], probe: &mut Probe) {
         b => 1usize << b,
     };
     let bits = u.int_in_range(3..=20u32).unwrap_or(8);
+    let capacity = usize::from(u.arbitrary::<u8>().unwrap_or(0));
+    // Now and then shards whose share pays for two or four timer-wheel
+    // lanes (4,096 or 8,192 records a shard; with few shards only, since
+    // the index is sized from it).
+    let capacity = if shards <= 8 && capacity >= 0xf0 {
+        shards << (12 + (capacity & 1))
+    } else {
+        capacity
+    };
     let mut run = Run {
-        t: Table::new(TableConfig {
-            shards,
-            capacity: usize::from(u.arbitrary::<u8>().unwrap_or(0)),
-        }),
+        t: Table::new(TableConfig { shards, capacity }),
         ctx: Ctx::new(move |k| poor_hash(bits, k)),
         shards,
         model: HashMap::new(),
