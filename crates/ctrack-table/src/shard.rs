@@ -25,9 +25,9 @@ pub(crate) const WHEEL_TICKS: usize = 256;
 /// a sweep can follow only one record at a time; with a tick's records in
 /// several lists, the sweep follows that many chains at once. Measured
 /// (`ctrack bench cps --threads 1 --conns 1000000`, steady, BENCHMARKS.md
-/// "Timer-wheel lanes"): UDP 7–13% more connections a second, TCP 2–4%
-/// fewer (the sweep's own time falls by a third there too, but something
-/// else on the packet path takes most of it back).
+/// "Timer-wheel lanes"): UDP 3–11% more connections a second (median
+/// 8%), TCP about 2% fewer (the sweep's own time falls by a third there
+/// too, but something else on the packet path takes more than that back).
 pub(crate) const MAX_WHEEL_LANES: usize = 4;
 /// Records of a shard's share for each lane's 256 heads (1 KiB): a
 /// shard has as many lanes as its share pays for at half a byte a
