@@ -42,6 +42,7 @@ pub(crate) fn wheel_lanes_for(share: usize) -> usize {
         _ => MAX_WHEEL_LANES,
     }
 }
+
 /// Width of a wheel tick, in milliseconds.
 pub(crate) const TICK_MS: u64 = 1000;
 /// Freed slots handed to the epoch in batches of this many (one at a time
@@ -404,6 +405,12 @@ impl<R: Record> Shard<R> {
         ms / TICK_MS
     }
 
+    /// Where tick `t`'s lanes start among the wheel's list heads.
+    #[inline]
+    fn tick_lists(&self, t: u64) -> usize {
+        (t % WHEEL_TICKS as u64) as usize * self.wheel_lanes
+    }
+
     /// Files `slot` (whose header is `h`), expiring at `expiry` (ms), in
     /// the wheel; never in a tick before `min_tick`. `due` is the shard's
     /// entry in the table's times due (`Table::due`).
@@ -423,7 +430,7 @@ impl<R: Record> Shard<R> {
         let hi = inner.cursor + WHEEL_TICKS as u64 - 1;
         let t = Self::tick_of(expiry).max(lo).min(hi);
         let lanes = self.wheel_lanes;
-        let s = (t % WHEEL_TICKS as u64) as usize * lanes + (slot as usize & (lanes - 1));
+        let s = self.tick_lists(t) + (slot as usize & (lanes - 1));
         h.wheel_slot.store(s as u16, Ordering::Relaxed);
         let wheel = inner
             .wheel
@@ -486,9 +493,9 @@ impl<R: Record> Shard<R> {
             // More than a lap behind: everything filed lies in the last lap.
             inner.cursor = now_tick - WHEEL_TICKS as u64;
         }
+        let lanes = self.wheel_lanes;
         while inner.cursor < now_tick {
-            let lanes = self.wheel_lanes;
-            let base = (inner.cursor % WHEEL_TICKS as u64) as usize * lanes;
+            let base = self.tick_lists(inner.cursor);
             for i in 0..lanes {
                 let lane = (turn + i) & (lanes - 1);
                 let slot = inner.wheel_head(base + lane);
@@ -509,10 +516,9 @@ impl<R: Record> Shard<R> {
         } else {
             (0..WHEEL_TICKS as u64)
                 .map(|i| inner.cursor + i)
-                .find(|t| {
-                    let lanes = self.wheel_lanes;
-                    let base = (t % WHEEL_TICKS as u64) as usize * lanes;
-                    (0..lanes).any(|l| inner.wheel_head(base + l) != 0)
+                .find(|&t| {
+                    let base = self.tick_lists(t);
+                    (0..self.wheel_lanes).any(|l| inner.wheel_head(base + l) != 0)
                 })
                 .map_or(u64::MAX, |t| (t + 1) * TICK_MS)
         };

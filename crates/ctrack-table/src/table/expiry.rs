@@ -128,8 +128,9 @@ impl<R: Record> Table<R> {
             // The records due are linked lists through random memory (a
             // tick's lanes), and removing one misses on its index buckets
             // and its zone list neighbours. So in each lane a scout runs
-            // ahead (`EXPIRY_AHEAD` records in all): what the removal of the record
-            // it reaches will touch is fetched, and the record after it.
+            // ahead (`EXPIRY_AHEAD` records in all): what the removal of
+            // the record it reaches will touch is fetched, and the record
+            // after it.
             // The sweep takes the lanes in turn, so that each scout's next
             // record has as many removals' time to come as there are
             // lanes. (Every record the sweep takes off a list, removed or
