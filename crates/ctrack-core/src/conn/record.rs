@@ -23,7 +23,7 @@ use ctrack_wire::ip_proto;
 use crate::conn::{Counters, Ext, First, Setup};
 use crate::key::{Addr, Dir, LookupKey, Tuple, instance};
 use crate::key::{Family, Zone};
-use crate::proto::tcp::{Peer, TcpConn, TcpState};
+use crate::proto::tcp::{self, Peer, TcpConn, TcpState};
 use crate::proto::{IcmpState, OtherState, ProtoState};
 use crate::zone::Timeout;
 
@@ -333,6 +333,60 @@ impl<A: Addr> Conn<A> {
         }
     }
 
+    /// The established fast path of [`tcp::update`] on the stored state,
+    /// in place: for a segment of [`tcp::established_flags`] in direction
+    /// `reply`, with both sides ESTABLISHED and the segment in the window,
+    /// moves the window as the general path would and returns true;
+    /// otherwise changes nothing and returns false (the caller then takes
+    /// the general path). Reads the six state words once and stores only
+    /// those the segment changed (one or two, where the general path's
+    /// round trip through a [`TcpConn`] unpacked all six and stored them
+    /// back). Entry lock held.
+    ///
+    /// Out of line, as `tcp::established`: it is called from the
+    /// tracker's burst loops, which the firewall's callback makes large.
+    #[inline(never)]
+    pub(crate) fn tcp_established(&self, seg: &tcp::Segment, reply: bool) -> bool {
+        const EST: u32 = TcpState::Established as u32;
+        // Checked here again (the caller's test is inlined away): what the
+        // window check may then leave out, the compiler knows.
+        if !tcp::established_flags(seg.flags) {
+            return false;
+        }
+        let (s, d) = if reply { (3, 0) } else { (0, 3) };
+        let w = |i: usize| self.state[i].load(Relaxed);
+        let (sm, dm) = (w(s + 2), w(d + 2));
+        if sm >> 24 != EST || dm >> 24 != EST {
+            return false;
+        }
+        let peer = |b: usize, misc: u32| Peer {
+            seqlo: w(b),
+            seqhi: w(b + 1),
+            max_win: misc as u16,
+            wscale: (misc >> 16) as u8,
+            state: TcpState::Established,
+        };
+        let (src, dst) = (peer(s, sm), peer(d, dm));
+        let Some((s2, d2)) = tcp::established_peers(src, dst, seg) else {
+            return false;
+        };
+        // The window's advance moves these three, and only these.
+        debug_assert_eq!(
+            (s2.seqhi, s2.wscale, d2.seqlo, d2.max_win, d2.wscale),
+            (src.seqhi, src.wscale, dst.seqlo, dst.max_win, dst.wscale)
+        );
+        if s2.seqlo != src.seqlo {
+            self.state[s].store(s2.seqlo, Relaxed);
+        }
+        if s2.max_win != src.max_win {
+            self.state[s + 2].store((sm & !0xffff) | u32::from(s2.max_win), Relaxed);
+        }
+        if d2.seqhi != dst.seqhi {
+            self.state[d + 1].store(d2.seqhi, Relaxed);
+        }
+        true
+    }
+
     /// Stores the TCP state. Entry lock held.
     #[inline]
     pub(crate) fn set_tcp_state(&self, t: &TcpConn) {
@@ -416,7 +470,8 @@ impl<A: Addr> Conn<A> {
 mod tests {
     use super::*;
     use crate::key::V6;
-    use crate::proto::tcp;
+    use crate::proto::{Update, tcp};
+    use ctrack_wire::tcp::flags;
 
     #[test]
     fn a_connection_fits_its_memory_budget() {
@@ -495,5 +550,104 @@ mod tests {
         );
         c.count(Dir::Reply, 40);
         assert_eq!(c.counters(Dir::Reply).bytes, 40);
+    }
+
+    fn tcp_peer() -> impl proptest::strategy::Strategy<Value = Peer> {
+        use proptest::prelude::*;
+        (
+            0u8..11,
+            any::<bool>(),
+            0u32..4096,
+            0u32..70_000,
+            any::<u16>(),
+            prop_oneof![
+                Just(0u8),
+                Just(tcp::WSCALE_UNKNOWN),
+                (0u8..15).prop_map(|s| tcp::WSCALE_FLAG | s)
+            ],
+        )
+            .prop_map(|(st, est, lo, span, win, wscale)| Peer {
+                seqlo: 7_000_000u32.wrapping_add(lo),
+                seqhi: 7_000_000u32.wrapping_add(lo).wrapping_add(span),
+                max_win: win,
+                wscale,
+                state: if est {
+                    TcpState::Established
+                } else {
+                    TcpState::from_index(st)
+                },
+            })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(20_000))]
+
+        /// The in-place fast path changes the stored state exactly as
+        /// `tcp::update` changes an unpacked copy, wherever it answers,
+        /// and leaves it untouched where it does not.
+        #[test]
+        fn tcp_established_in_place_agrees_with_update(
+            p0 in tcp_peer(),
+            p1 in tcp_peer(),
+            f in proptest::prop_oneof![4 => proptest::strategy::Just(flags::ACK), 1 => 0u16..0x1000],
+            seq_off in -70_000i64..140_000,
+            ack_off in -70_000i64..140_000,
+            win in proptest::prelude::any::<u16>(),
+            len in 0u32..3000,
+            reply in proptest::prelude::any::<bool>(),
+        ) {
+            let t = tcp::TcpConn { peers: [p0, p1] };
+            let c: Conn<u32> = Conn::default();
+            c.set_proto_state(&ProtoState::Tcp(t));
+            let (src, dst) = if reply { (p1, p0) } else { (p0, p1) };
+            let seg = tcp::Segment {
+                flags: f,
+                seq: src.seqlo.wrapping_add(seq_off as u32),
+                ack: dst.seqlo.wrapping_add(ack_off as u32),
+                win,
+                payload_len: len,
+                wscale: None,
+            };
+            let mut want = t;
+            let r = tcp::update(&mut want, &seg, reply, true);
+            if c.tcp_established(&seg, reply) {
+                proptest::prop_assert_eq!(r, (Update::Valid, Some(Timeout::TcpEstablished)));
+                proptest::prop_assert_eq!(c.tcp_state(), want);
+            } else {
+                proptest::prop_assert_eq!(c.tcp_state(), t);
+            }
+        }
+    }
+
+    /// The in-place fast path answers the segment it is for.
+    #[test]
+    fn tcp_established_in_place_takes_an_established_ack() {
+        let peer = |seqlo: u32| Peer {
+            seqlo,
+            seqhi: seqlo + 60_000,
+            max_win: 60_000,
+            wscale: 0,
+            state: TcpState::Established,
+        };
+        let c: Conn<u32> = Conn::default();
+        c.set_proto_state(&ProtoState::Tcp(tcp::TcpConn {
+            peers: [peer(1000), peer(5000)],
+        }));
+        let seg = tcp::Segment {
+            flags: flags::ACK,
+            seq: 1000,
+            ack: 5000,
+            win: 60_000,
+            payload_len: 100,
+            wscale: None,
+        };
+        assert!(c.tcp_established(&seg, false));
+        assert_eq!(c.tcp_state().peers[0].seqlo, 1100);
+        // The reply side's FIN is for the general path.
+        let fin = tcp::Segment {
+            flags: flags::ACK | flags::FIN,
+            ..seg
+        };
+        assert!(!c.tcp_established(&fin, true));
     }
 }

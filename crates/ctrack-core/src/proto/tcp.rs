@@ -458,8 +458,7 @@ fn established(
     seg: &Segment,
     reply: bool,
 ) -> Option<(Update, Option<Timeout>)> {
-    let f = seg.flags;
-    if f & (flags::SYN | flags::FIN | flags::RST | flags::ACK) != flags::ACK {
+    if !established_flags(seg.flags) {
         return None;
     }
     let [p0, p1] = &mut conn.peers;
@@ -467,7 +466,34 @@ fn established(
     if src.state != TcpState::Established || dst.state != TcpState::Established {
         return None;
     }
-    let (sws, dws) = shifts(f, src, dst);
+    let (s, d) = (*src, *dst);
+    let (s2, d2) = established_peers(s, d, seg)?;
+    (*src, *dst) = (s2, d2);
+    Some((Update::Valid, Some(Timeout::TcpEstablished)))
+}
+
+/// Whether a segment's flags are those of the established fast path: ACK,
+/// without SYN, FIN or RST (PSH, URG, ECE and CWR as they come).
+#[inline(always)]
+pub(crate) fn established_flags(f: u16) -> bool {
+    f & (flags::SYN | flags::FIN | flags::RST | flags::ACK) == flags::ACK
+}
+
+/// The window check and advance of the established fast path, for a
+/// segment whose flags pass [`established_flags`], from `src` to `dst`,
+/// both ESTABLISHED: the two sides after the segment, or `None` if it is
+/// outside the window (the general path then decides). Shared by
+/// [`update`] and the connection record's in-place version
+/// (`Conn::tcp_established`), which reads and writes only the words it
+/// needs.
+#[inline(always)]
+pub(crate) fn established_peers(
+    mut src: Peer,
+    mut dst: Peer,
+    seg: &Segment,
+) -> Option<(Peer, Peer)> {
+    let f = seg.flags;
+    let (sws, dws) = shifts(f, &src, &dst);
     let (mut seq, mut end) = (seg.seq, seg.seq.wrapping_add(seg.payload_len));
     if seq == end {
         seq = src.seqlo;
@@ -482,11 +508,11 @@ fn established(
         sws,
         dws,
     };
-    if !in_window(&range, src, dst) {
+    if !in_window(&range, &src, &dst) {
         return None;
     }
-    advance(src, dst, seg.win, end, seg.ack, sws);
-    Some((Update::Valid, Some(Timeout::TcpEstablished)))
+    advance(&mut src, &mut dst, seg.win, end, seg.ack, sws);
+    Some((src, dst))
 }
 
 /// [`update`] for every segment: the four steps of the module's

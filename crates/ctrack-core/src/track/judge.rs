@@ -15,7 +15,7 @@ use crate::packet::L4Info;
 use crate::proto::{IcmpState, OtherState, Update, tcp};
 use crate::time::Time;
 use crate::verdict::{C, CtState, InvalidReason, Stats, Verdict};
-use crate::zone::{Compiled, ZoneMeta};
+use crate::zone::{Compiled, Timeout, ZoneMeta};
 
 #[inline(always)]
 pub(super) fn apply_marks<A: Addr>(c: &Conn<A>, action: &CtAction, guard: &Guard) {
@@ -339,15 +339,21 @@ impl Tracker {
         // whole `ProtoState` here cost a store-forwarding stall per packet).
         let (verdict, timeout) = match (c.kind(), &p.l4) {
             (Kind::Tcp, L4Info::Tcp(seg)) => {
-                let mut t = c.tcp_state();
-                let r = tcp::update(&mut t, seg, reply, self.tcp_seq_check.load(Relaxed));
-                // A packet that ends the connection (to open a new one in
-                // its place) leaves it as it was: judging it again gives
-                // the same answer.
-                if r.0 != Update::New {
-                    c.set_tcp_state(&t);
+                let seq_check = self.tcp_seq_check.load(Relaxed);
+                if seq_check && tcp::established_flags(seg.flags) && c.tcp_established(seg, reply) {
+                    // An established ACK in the window, moved in place.
+                    (Update::Valid, Some(Timeout::TcpEstablished))
+                } else {
+                    let mut t = c.tcp_state();
+                    let r = tcp::update(&mut t, seg, reply, seq_check);
+                    // A packet that ends the connection (to open a new one
+                    // in its place) leaves it as it was: judging it again
+                    // gives the same answer.
+                    if r.0 != Update::New {
+                        c.set_tcp_state(&t);
+                    }
+                    r
                 }
-                r
             }
             // A key match implies the same protocol, so the transport
             // details agree with the state.

@@ -361,3 +361,34 @@ pub(super) fn inspected(v: Verdict) -> Verdict {
 pub(super) fn id_of(v: &Verdict) -> ConnId {
     v.conn.expect("the packet has a connection")
 }
+
+/// Runs `body` in a process of its own: this test binary again, with only
+/// the test `name` (its path below the crate, e.g.
+/// `track::open::tests::x`), on one thread. For a test that needs the
+/// epoch to itself: the collector is the process's, and another test
+/// holding a pin meanwhile (a handle keeps one across its calls) holds
+/// back the slots it expects to come back. Checks that the test ran and
+/// passed there.
+pub(super) fn alone(name: &str, body: impl FnOnce()) {
+    const ALONE: &str = "CTRACK_TEST_ALONE";
+    if std::env::var_os(ALONE).is_some() {
+        body();
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let out = std::process::Command::new(exe)
+        .args([name, "--exact", "--test-threads=1"])
+        .env(ALONE, "1")
+        .output()
+        .expect("the test binary runs again");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{name} alone failed:\n{text}");
+    assert!(
+        text.contains("1 passed"),
+        "{name} did not run alone:\n{text}"
+    );
+}
