@@ -85,6 +85,28 @@ impl ZoneLists {
         self.rest.entry(instance).or_default()
     }
 
+    /// Makes `instance`'s list (if it has records) the inline one, the one
+    /// it held going to the map: for a caller about to look the list up
+    /// once a record, as a zone's reclaim does (each record's removal
+    /// unlinks it from its zone list). Found in the map, as the second
+    /// zone of a shard's is, each lookup hashed the instance and probed
+    /// the map: about 25 instructions a record of `bench zones`'s reclaim
+    /// (callgrind). Allocates nothing: the map has just given up the room
+    /// the inline list takes.
+    pub(crate) fn promote(&mut self, instance: u64) {
+        if self.first.len > 0 && self.first_key == instance {
+            return;
+        }
+        let Some(list) = self.rest.remove(&instance) else {
+            return;
+        };
+        if self.first.len > 0 {
+            self.rest.insert(self.first_key, self.first);
+        }
+        self.first_key = instance;
+        self.first = list;
+    }
+
     /// Forgets the list of `instance` (emptied by its caller).
     #[inline]
     pub(crate) fn remove(&mut self, instance: u64) {

@@ -356,7 +356,13 @@ impl<R: Record> Shard<R> {
     /// Takes `slot` (whose header is `h`) out of the list that starts at
     /// `head`; if it was that list's last, the slot before it (the new
     /// last; 0 when the list is now empty).
-    #[inline]
+    ///
+    /// Always inlined: a call (the compiler's choice under `#[inline]`)
+    /// cost 36 instructions of its own in saved registers and matched
+    /// `links` at run time, where each caller names its list: a zone's
+    /// reclaim 573 -> 534 instructions a record (callgrind, `bench zones
+    /// 10000 10 N`, `--toggle-collect='*reclaim_instance*'`).
+    #[inline(always)]
     fn link_out(&self, head: &mut u32, slot: u32, h: &Header, links: Links) -> Option<u32> {
         debug_assert!(core::ptr::eq(h, rec(&self.slab, slot).header()));
         let (p, n) = links.of(h);
@@ -880,10 +886,28 @@ mod tests {
         let mut all: Vec<(u64, u32)> = z.iter().map(|(k, l)| (k, l.len)).collect();
         all.sort_unstable();
         assert_eq!(all, vec![(9, 2), (11, 1)]);
+        // Promoted, 9 goes inline and 11 to the map: each still in one
+        // place, with its list.
+        z.promote(9);
+        assert_eq!((z.first_key, z.first.len), (9, 2));
+        assert_eq!(z.rest.get(&11).map(|l| l.len), Some(1));
+        assert!(!z.rest.contains_key(&9));
+        z.promote(9);
+        z.promote(12); // no records: nothing moves
+        assert_eq!((z.first_key, z.rest.len()), (9, 1));
+        let mut all: Vec<(u64, u32)> = z.iter().map(|(k, l)| (k, l.len)).collect();
+        all.sort_unstable();
+        assert_eq!(all, vec![(9, 2), (11, 1)]);
         z.get_mut(9).unwrap().len = 0;
         z.remove(9);
+        // 11, in the map, is promoted into the vacant inline list.
+        z.promote(11);
+        assert_eq!((z.first_key, z.first.len), (11, 1));
         assert!(z.rest.is_empty());
-        assert_eq!(z.iter().count(), 1);
+        z.get_mut(11).unwrap().len = 0;
+        z.remove(11);
+        assert!(z.rest.is_empty());
+        assert_eq!(z.iter().count(), 0);
     }
 
     /// A shard has as many wheel lanes as its share pays for at half a

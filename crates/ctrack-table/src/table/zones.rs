@@ -30,6 +30,9 @@ impl<R: Record> Table<R> {
         let mut more = false;
         {
             let mut inner = sh.hot.inner.lock();
+            // Each removal below finds the list again: inline, it is found
+            // without the map.
+            inner.zones.promote(instance);
             // Walk the list; records whose alias shard is busy stay in it
             // and are finished below with both shards locked in order.
             let mut s = inner.zones.get(instance).map_or(0, |l| l.head);
