@@ -465,6 +465,10 @@ impl<R: Record> Shard<R> {
     }
 
     /// Takes `slot` (whose header is `h`) out of the wheel, if it is in it.
+    /// Always inlined, as [`Shard::link_out`] in it: a zone's reclaim 501
+    /// -> 490 instructions a record, `bench cps`'s steady connection 3,337
+    /// -> 3,326 (callgrind).
+    #[inline(always)]
     pub(crate) fn unfile(&self, inner: &mut Inner, slot: u32, h: &Header) {
         let s = h.wheel_slot.load(Ordering::Relaxed);
         if s == NO_WHEEL {
