@@ -109,6 +109,12 @@ pub(crate) fn fast_ipv4_inline(frame: &[u8], checksums: bool) -> Option<Fast> {
 /// general path decides.
 #[inline]
 pub fn fast_ipv6(frame: &[u8], checksums: bool) -> Option<Fast<V6>> {
+    fast_ipv6_inline(frame, checksums)
+}
+
+/// [`fast_ipv6`], inlined into its caller (the burst's in-place reader).
+#[inline(always)]
+pub(crate) fn fast_ipv6_inline(frame: &[u8], checksums: bool) -> Option<Fast<V6>> {
     const ETH: usize = 14;
     const IP: usize = 40;
     let h: &[u8; ETH + IP] = frame.get(..ETH + IP)?.try_into().ok()?;

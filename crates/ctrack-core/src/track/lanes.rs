@@ -11,7 +11,6 @@ use super::packet::{Call, Pkt, Pre};
 use super::tracker::{BURST, Tracker};
 use crate::conn::Conn;
 use crate::key::{Addr, V6};
-use crate::packet::fast::fast_ipv6;
 use crate::zone::Compiled;
 
 /// The fast path's view of a burst: each IPv4 (or, with `A` = [`V6`],
@@ -139,6 +138,8 @@ impl Tracker {
     ) {
         let checksums = self.checksums.load(Relaxed);
         let zone = cx.action.zone;
+        // Once a burst, not once a packet: it is behind a `OnceLock`.
+        let table = self.v6_table();
         let mut homes = [Home::default(); BURST];
         for (((slot, f), taken), home) in lanes
             .fast
@@ -147,21 +148,21 @@ impl Tracker {
             .zip(&v4.fast)
             .zip(&mut homes)
         {
-            if taken.is_some() {
+            if taken.is_some() || !Pkt::read_fast6(f, checksums, slot) {
                 continue;
             }
-            if let Some(x) = fast_ipv6(f, checksums) {
+            if let Some((x, hash)) = slot {
                 let h = self
                     .shared
                     .hasher
                     .hash_tuple(zone, generation, x.proto, &x.tuple);
-                *home = self.v6_table().prefetch_home(cx.guard, h);
-                *slot = Some((Pkt::fast(&x), h));
+                *hash = h;
+                *home = table.prefetch_home(cx.guard, h);
             }
         }
         for ((hint, pre), home) in lanes.hints.iter_mut().zip(&lanes.fast).zip(&homes) {
             if let Some((_, h)) = pre {
-                *hint = self.v6_table().probe(*home, *h);
+                *hint = table.probe(*home, *h);
             }
         }
     }
