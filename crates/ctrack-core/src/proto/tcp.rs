@@ -11,6 +11,13 @@
 //! (`in_window`) with its loose fallback (`in_loose_window`). The
 //! decision, the state changes and the timeout to apply are the same as
 //! Open vSwitch's for every input; the table-driven tests below pin them.
+//!
+//! Most segments of a connection's life are ACKs between two ESTABLISHED
+//! sides, in the window: for them only the window check and its advance
+//! can say anything, and [`update`] (and the record's in-place version,
+//! `Conn::tcp_established`) takes a shortcut that runs just those
+//! (`established`, `established_peers`); a proptest checks that it
+//! agrees with the four steps on every input.
 
 use ctrack_wire::SeqNum as S;
 use ctrack_wire::tcp::{MAX_WSCALE, flags};
