@@ -222,6 +222,14 @@ impl Key {
     /// layer that is missing stay 0 and their protocol flag stays clear, so
     /// no ACL that needs them matches it. Never panics.
     pub fn from_frame(frame: &[u8], inport: PortNo, outport: PortNo) -> Key {
+        match Key::from_ipv4_frame(frame, inport, outport) {
+            Some(k) => k,
+            None => Key::from_layers(frame, inport, outport),
+        }
+    }
+
+    /// [`Key::from_frame`] by the frame's layers, for every frame.
+    pub(crate) fn from_layers(frame: &[u8], inport: PortNo, outport: PortNo) -> Key {
         let mut k = Key::default();
         k.set(Field::Inport, u128::from(inport));
         k.set(Field::Outport, u128::from(outport));
@@ -278,6 +286,89 @@ impl Key {
         }
         k.set(Field::Flags, u128::from(flags));
         k
+    }
+}
+
+impl Key {
+    /// [`Key::from_frame`] for the common case: an untagged Ethernet II
+    /// frame carrying an IPv4 datagram with a header of five words, whole
+    /// and not a fragment. Its words are written at once from the frame's
+    /// bytes, where the general path parses the frame's layers and sets
+    /// each field in turn: 490 instructions a packet of `bench policy
+    /// stateless` went there (callgrind). `None` for any other frame (the
+    /// general path then decides); the same key as the general path
+    /// otherwise (a test checks both on generated frames).
+    #[inline]
+    fn from_ipv4_frame(frame: &[u8], inport: PortNo, outport: PortNo) -> Option<Key> {
+        let (h, l4) = plain_ipv4(frame)?;
+        let (ttl, proto) = (h[22], h[23]);
+        // (l4 flags, l4.src, l4.dst, tcp.flags, icmp type and code)
+        let (l4_flag, sport, dport, tcp_flags, icmp) = match proto {
+            ip_proto::TCP if l4.len() >= 20 => (
+                flag::TCP,
+                be16_at(l4, 0),
+                be16_at(l4, 2),
+                be16_at(l4, 12) & 0x0fff,
+                0,
+            ),
+            ip_proto::UDP if l4.len() >= 8 => (flag::UDP, be16_at(l4, 0), be16_at(l4, 2), 0, 0),
+            ip_proto::SCTP if l4.len() >= 12 => (flag::SCTP, be16_at(l4, 0), be16_at(l4, 2), 0, 0),
+            ip_proto::ICMP if l4.len() >= 4 => (flag::ICMP | flag::ICMP4, 0, 0, 0, be16_at(l4, 0)),
+            _ => (0, 0, 0, 0, 0),
+        };
+        let flags = u64::from(flag::IP | flag::IP4 | l4_flag);
+        let be32 = |a: [u8; 4]| u64::from(u32::from_be_bytes(a));
+        Some(Key {
+            w: [
+                (flags << 48)
+                    | (u64::from(ethertype::IPV4) << 32)
+                    | (u64::from(proto) << 8)
+                    | u64::from(ttl),
+                (u64::from(inport) << 48) | (u64::from(outport) << 32) | (tcp_flags << 16) | icmp,
+                (mac_u64(&h[6..12]) << 16) | sport,
+                (mac_u64(&h[0..6]) << 16) | dport,
+                0,
+                be32([h[26], h[27], h[28], h[29]]),
+                0,
+                be32([h[30], h[31], h[32], h[33]]),
+            ],
+        })
+    }
+}
+
+/// The Ethernet and IPv4 headers and the transport bytes of a frame of
+/// the common case: untagged Ethernet II carrying an IPv4 datagram with a
+/// header of five words, whole (its length within the frame, at most 64
+/// KiB of padding after it, as the general parser requires) and not a
+/// fragment. Such a frame's IP layer parses, and it is never neighbour
+/// discovery or MLD (IPv6 only): the firewall need not parse its layers
+/// to know. `None` for any other frame.
+#[inline(always)]
+pub(crate) fn plain_ipv4(frame: &[u8]) -> Option<(&[u8; 34], &[u8])> {
+    const ETH: usize = 14;
+    const IP: usize = 20;
+    let h: &[u8; ETH + IP] = frame.first_chunk()?;
+    if h[12] != 0x08 || h[13] != 0x00 || h[14] != 0x45 {
+        return None;
+    }
+    let total = usize::from(u16::from_be_bytes([h[16], h[17]]));
+    let area = frame.len() - ETH;
+    if total < IP || total > area || area - total > usize::from(u16::MAX) {
+        return None;
+    }
+    // More fragments, or an offset.
+    if (h[20] & 0x3f) != 0 || h[21] != 0 {
+        return None;
+    }
+    Some((h, frame.get(ETH + IP..ETH + total)?))
+}
+
+/// The 16 bits at `at` of `b` (which the caller checked holds them).
+#[inline(always)]
+fn be16_at(b: &[u8], at: usize) -> u64 {
+    match b.get(at..at + 2) {
+        Some(&[x, y]) => u64::from(u16::from_be_bytes([x, y])),
+        _ => 0,
     }
 }
 
@@ -379,6 +470,70 @@ mod tests {
         for n in 0..80 {
             let f = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::tcp(1, 2, 0x002)).build();
             let _ = Key::from_frame(&f[..n.min(f.len())], 0, 0);
+        }
+    }
+
+    /// The common case's shortcut answers what it is for: a plain IPv4
+    /// TCP, UDP or ICMP frame.
+    #[test]
+    fn the_ipv4_shortcut_takes_plain_frames() {
+        for l4 in [
+            L4::tcp(1, 2, 0x010),
+            L4::udp(3, 4, b"abc"),
+            L4::icmp_query(8, 1, 2),
+        ] {
+            let f = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], l4).build();
+            let k = Key::from_ipv4_frame(&f, 3, 4).expect("the shortcut's case");
+            assert_eq!(k, Key::from_layers(&f, 3, 4));
+        }
+        let tagged = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::tcp(1, 2, 0x002)).vlan(0x8100, 7);
+        assert!(Key::from_ipv4_frame(&tagged.build(), 0, 0).is_none());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(20_000))]
+
+        /// `from_frame` (the IPv4 shortcut first) and the general path give
+        /// the same key for frames of every IPv4 protocol, fragments and
+        /// IP options included, with a byte changed (lengths, flags, the
+        /// version, the EtherType) or the frame cut short.
+        #[test]
+        fn the_ipv4_shortcut_agrees_with_the_layers(
+            proto in 0u8..5,
+            sport: u16,
+            dport: u16,
+            tcp_flags: u16,
+            payload in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+            ttl: u8,
+            more_frags: bool,
+            frag_offset in proptest::prop_oneof![3 => proptest::strategy::Just(0u16), 1 => proptest::strategy::Strategy::prop_map(0u16..64, |o| o * 8)],
+            options in 0usize..3,
+            flip in proptest::option::of((0usize..80, 1u8..=255)),
+            cut in proptest::option::of(0usize..100),
+            inport: u16,
+            outport: u16,
+        ) {
+            let l4 = match proto {
+                0 => L4::tcp(sport, dport, tcp_flags),
+                1 => L4::udp(sport, dport, &payload),
+                2 => L4::icmp_query(sport as u8, dport, 1),
+                3 => L4::Sctp { sport, dport, vtag: 1, chunks: payload.clone() },
+                _ => L4::Raw { proto: (tcp_flags >> 8) as u8, payload: payload.clone() },
+            };
+            let mut frame = Frame::v4([10, 0, 0, 1], [192, 168, 7, 9], l4);
+            frame.ttl = ttl;
+            frame.more_frags = more_frags;
+            frame.frag_offset = frag_offset;
+            frame.ip_options = vec![1; options * 4];
+            let mut f = frame.build();
+            if let Some((at, x)) = flip && !f.is_empty() {
+                let at = at % f.len();
+                f[at] ^= x;
+            }
+            if let Some(c) = cut {
+                f.truncate(c % (f.len() + 1));
+            }
+            proptest::prop_assert_eq!(Key::from_frame(&f, inport, outport), Key::from_layers(&f, inport, outport));
         }
     }
 }

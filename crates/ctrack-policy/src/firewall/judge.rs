@@ -9,7 +9,7 @@ use super::decision::{AclRef, Action, Decision, DropReason, FwStats, Stage};
 use super::engine::Firewall;
 use super::nd::is_nd_or_mld;
 use super::word::Word;
-use crate::key::{Key, PortNo};
+use crate::key::{Key, PortNo, plain_ipv4};
 
 /// One packet's context: the policy it meets, the ports it goes between,
 /// its zone, the time.
@@ -42,11 +42,20 @@ impl<T> Firewall<T> {
     }
 
     fn decide(&self, pol: &Compiled, frame: &mut Vec<u8>, now: Time, st: &mut FwStats) -> Decision {
-        let layers = parse_frame(frame, LinkType::Ethernet);
         let (inport, outport) = (pol.port_at(frame, 6), pol.port_at(frame, 0));
-        if is_nd_or_mld(frame, &layers) {
-            return Decision::allow(Stage::Nd, AclRef::Nd);
-        }
+        // A frame of the common case (plain IPv4) is never neighbour
+        // discovery and its IP layer is whole: no need to parse its
+        // layers to know (106 of the 952 instructions of a stateless
+        // packet went there, callgrind on `bench policy stateless`).
+        let ip_ok = if plain_ipv4(frame).is_some() {
+            true
+        } else {
+            let layers = parse_frame(frame, LinkType::Ethernet);
+            if is_nd_or_mld(frame, &layers) {
+                return Decision::allow(Stage::Nd, AclRef::Nd);
+            }
+            layers.ip.is_ok()
+        };
         let cx = Cx {
             pol,
             inport,
@@ -54,7 +63,7 @@ impl<T> Firewall<T> {
             zone: pol.zone_for(inport, outport),
             now,
         };
-        if !pol.tracking || layers.ip.is_err() {
+        if !pol.tracking || !ip_ok {
             // Nothing is tracked (no stateful ACL, or not IP): the ACLs
             // alone decide, and an allowing one commits nothing.
             let key = Key::from_frame(frame, inport, outport);
