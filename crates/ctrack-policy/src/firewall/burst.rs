@@ -19,6 +19,7 @@ use super::engine::Firewall;
 use super::judge::{Cx, uncount};
 use super::nd::is_nd_or_mld;
 use super::word::Word;
+use crate::key::plain_ipv4;
 
 /// Where a burst's answers go: a decision per frame, and the `reject`
 /// answers with the index of the frame each answers.
@@ -421,11 +422,15 @@ impl<T> Firewall<T> {
         // A packet that is not for the tracker at all (neighbour
         // discovery, a frame that is not IP) is judged as frame by frame;
         // its lookup found no connection, so it changed nothing.
-        let layers = parse_frame(frame, LinkType::Ethernet);
+        // A plain IPv4 frame is neither neighbour discovery nor short of
+        // an IP layer: no need to parse its layers to know.
         let no_conn = v.conn.is_none() || v.state.contains(CtState::NEW);
-        if no_conn && (is_nd_or_mld(frame, &layers) || layers.ip.is_err()) {
-            uncount(&mut st.tracker, v);
-            return self.judge(pol, frame, now, st);
+        if no_conn && plain_ipv4(frame).is_none() {
+            let layers = parse_frame(frame, LinkType::Ethernet);
+            if is_nd_or_mld(frame, &layers) || layers.ip.is_err() {
+                uncount(&mut st.tracker, v);
+                return self.judge(pol, frame, now, st);
+            }
         }
         let cx = Cx {
             pol,
