@@ -18,6 +18,7 @@
 //! prerequisite flags in w0, which every such field's test carries.
 
 use ctrack_wire::ethernet::ethertype;
+pub(crate) use ctrack_wire::plain_ipv4;
 use ctrack_wire::{Fragment, IpVersion, LinkType, ip_proto, parse_frame};
 
 /// Bits of the flags field (w0's top 16 bits): what a frame is. Protocol
@@ -292,7 +293,7 @@ impl Key {
 impl Key {
     /// [`Key::from_frame`] for the common case: an untagged Ethernet II
     /// frame carrying an IPv4 datagram with a header of five words, whole
-    /// and not a fragment. Its words are written at once from the frame's
+    /// and not a fragment ([`plain_ipv4`]). Its words are written at once from the frame's
     /// bytes, where the general path parses the frame's layers and sets
     /// each field in turn: 490 instructions a packet of `bench policy
     /// stateless` went there (callgrind). `None` for any other frame (the
@@ -334,33 +335,6 @@ impl Key {
             ],
         })
     }
-}
-
-/// The Ethernet and IPv4 headers and the transport bytes of a frame of
-/// the common case: untagged Ethernet II carrying an IPv4 datagram with a
-/// header of five words, whole (its length within the frame, at most 64
-/// KiB of padding after it, as the general parser requires) and not a
-/// fragment. Such a frame's IP layer parses, and it is never neighbour
-/// discovery or MLD (IPv6 only): the firewall need not parse its layers
-/// to know. `None` for any other frame.
-#[inline(always)]
-pub(crate) fn plain_ipv4(frame: &[u8]) -> Option<(&[u8; 34], &[u8])> {
-    const ETH: usize = 14;
-    const IP: usize = 20;
-    let h: &[u8; ETH + IP] = frame.first_chunk()?;
-    if h[12] != 0x08 || h[13] != 0x00 || h[14] != 0x45 {
-        return None;
-    }
-    let total = usize::from(u16::from_be_bytes([h[16], h[17]]));
-    let area = frame.len() - ETH;
-    if total < IP || total > area || area - total > usize::from(u16::MAX) {
-        return None;
-    }
-    // More fragments, or an offset.
-    if (h[20] & 0x3f) != 0 || h[21] != 0 {
-        return None;
-    }
-    Some((h, frame.get(ETH + IP..ETH + total)?))
 }
 
 /// The 16 bits at `at` of `b` (which the caller checked holds them).

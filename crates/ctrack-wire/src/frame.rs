@@ -156,6 +156,37 @@ pub fn parse_frame(data: &[u8], link: LinkType) -> Frame {
     }
 }
 
+/// The Ethernet and IPv4 headers and the IPv4 payload of a frame of the
+/// common case: untagged Ethernet II carrying an IPv4 datagram with a
+/// header of five words, whole (its length within the frame, at most 64
+/// KiB of padding after it, as [`parse_frame`] and Open vSwitch require)
+/// and not a fragment; `None` for any other frame. Such a frame's IP
+/// layer parses, and it is never neighbour discovery (IPv6 only): the
+/// fast paths that take it (the tracker's reader, the classifier's key)
+/// need not parse its layers.
+#[inline(always)]
+pub fn plain_ipv4(frame: &[u8]) -> Option<(&[u8; 34], &[u8])> {
+    const ETH: usize = ethernet::HEADER_LEN;
+    const IP: usize = ipv4::MIN_HEADER_LEN;
+    // The Ethernet and IPv4 headers as one array: the checks below need
+    // no bounds checks.
+    let h: &[u8; 34] = frame.first_chunk()?;
+    // IPv4 EtherType; version 4 with a header of five words (no options).
+    if h[12] != 0x08 || h[13] != 0x00 || h[14] != 0x45 {
+        return None;
+    }
+    let total = usize::from(u16::from_be_bytes([h[16], h[17]]));
+    let area = frame.len() - ETH;
+    if total < IP || total > area || area - total > usize::from(u16::MAX) {
+        return None;
+    }
+    // More fragments, or an offset: a fragment.
+    if (h[20] & 0x3f) != 0 || h[21] != 0 {
+        return None;
+    }
+    Some((h, frame.get(ETH + IP..ETH + total)?))
+}
+
 impl Frame {
     fn no_link() -> Frame {
         Frame {
@@ -382,6 +413,37 @@ mod tests {
             let _ = parse_frame(&f[..n], LinkType::Ethernet);
             let _ = parse_frame(&f[..n], LinkType::RawIp);
             let _ = parse_frame(&f[..n], LinkType::LinuxSll);
+        }
+    }
+
+    /// A plain IPv4 frame is one whose layers parse as IPv4, whole and not
+    /// a fragment, with a five-word header and no tag; its payload is the
+    /// datagram's, padding left out.
+    #[test]
+    fn plain_ipv4_is_what_the_parser_finds_plain() {
+        use crate::build::{Frame as Build, L4};
+        let mut f = Build::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::udp(1, 2, b"abcd")).build();
+        f.extend_from_slice(&[0; 6]); // padding
+        let (h, l4) = plain_ipv4(&f).expect("plain");
+        assert_eq!((h.len(), l4.len()), (34, 12));
+        let layers = parse_frame(&f, LinkType::Ethernet);
+        let ip = layers.ip.expect("parses");
+        assert_eq!((ip.l4, ip.end, ip.frag), (34, 34 + 12, Fragment::No));
+        let tagged = Build::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::udp(1, 2, b"")).vlan(0x8100, 5);
+        let mut frag = Build::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::udp(1, 2, b""));
+        frag.more_frags = true;
+        let mut options = Build::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::udp(1, 2, b""));
+        options.ip_options = vec![1; 4];
+        let mut long = f.clone();
+        long[17] = 200; // a total length past the frame
+        for other in [
+            tagged.build(),
+            frag.build(),
+            options.build(),
+            long,
+            f[..33].to_vec(),
+        ] {
+            assert!(plain_ipv4(&other).is_none());
         }
     }
 }

@@ -552,33 +552,6 @@ mod tests {
         assert_eq!(c.counters(Dir::Reply).bytes, 40);
     }
 
-    fn tcp_peer() -> impl proptest::strategy::Strategy<Value = Peer> {
-        use proptest::prelude::*;
-        (
-            0u8..11,
-            any::<bool>(),
-            0u32..4096,
-            0u32..70_000,
-            any::<u16>(),
-            prop_oneof![
-                Just(0u8),
-                Just(tcp::WSCALE_UNKNOWN),
-                (0u8..15).prop_map(|s| tcp::WSCALE_FLAG | s)
-            ],
-        )
-            .prop_map(|(st, est, lo, span, win, wscale)| Peer {
-                seqlo: 7_000_000u32.wrapping_add(lo),
-                seqhi: 7_000_000u32.wrapping_add(lo).wrapping_add(span),
-                max_win: win,
-                wscale,
-                state: if est {
-                    TcpState::Established
-                } else {
-                    TcpState::from_index(st)
-                },
-            })
-    }
-
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(20_000))]
 
@@ -587,8 +560,8 @@ mod tests {
         /// and leaves it untouched where it does not.
         #[test]
         fn tcp_established_in_place_agrees_with_update(
-            p0 in tcp_peer(),
-            p1 in tcp_peer(),
+            p0 in tcp::testing::any_peer(),
+            p1 in tcp::testing::any_peer(),
             f in proptest::prop_oneof![4 => proptest::strategy::Just(flags::ACK), 1 => 0u16..0x1000],
             seq_off in -70_000i64..140_000,
             ack_off in -70_000i64..140_000,

@@ -59,33 +59,16 @@ pub fn fast_ipv4(frame: &[u8], checksums: bool) -> Option<Fast> {
 /// what it reads elsewhere, so that it is built where it is stored.
 #[inline(always)]
 pub(crate) fn fast_ipv4_inline(frame: &[u8], checksums: bool) -> Option<Fast> {
-    const ETH: usize = 14;
-    const IP: usize = 20;
-    // The Ethernet and IPv4 headers as one array: the checks below need no
-    // bounds checks.
-    let h: &[u8; ETH + IP] = frame.get(..ETH + IP)?.try_into().ok()?;
-    // IPv4 EtherType; version 4 with a header of five words (no options).
-    if h[12] != 0x08 || h[13] != 0x00 || h[14] != 0x45 {
-        return None;
-    }
-    let total = usize::from(u16::from_be_bytes([h[16], h[17]]));
-    let area = frame.len() - ETH;
-    // As the general path: the datagram must fit, and Open vSwitch refuses
-    // more than 64 KiB of padding after it.
-    if total < IP || total > area || area - total > usize::from(u16::MAX) {
-        return None;
-    }
-    // More fragments, or an offset: a fragment.
-    if (h[20] & 0x3f) != 0 || h[21] != 0 {
-        return None;
-    }
+    // Untagged, a five-word header, whole, not a fragment: the bounds of
+    // the general path (the datagram fits; Open vSwitch refuses more than
+    // 64 KiB of padding after it).
+    let (h, l4) = ctrack_wire::plain_ipv4(frame)?;
     if checksums && checksum::fold(sum_header(h)) != 0xffff {
         return None;
     }
     let proto = h[23];
     let (src_bytes, dst_bytes) = ([h[26], h[27], h[28], h[29]], [h[30], h[31], h[32], h[33]]);
     let (src, dst) = (u32::from_be_bytes(src_bytes), u32::from_be_bytes(dst_bytes));
-    let l4 = frame.get(ETH + IP..ETH + total)?;
     // `l4` lies within the datagram, whose length is 16 bits.
     let pseudo = || checksum::pseudo_header_v4_le(src_bytes, dst_bytes, proto, l4.len() as u16);
     // A zero UDP checksum over IPv4 means "none".
@@ -99,7 +82,8 @@ pub(crate) fn fast_ipv4_inline(frame: &[u8], checksums: bool) -> Option<Fast> {
         },
         proto,
         l4: info,
-        ip_len: total as u32,
+        // The header's five words and the transport bytes: the datagram.
+        ip_len: (20 + l4.len()) as u32,
     })
 }
 

@@ -648,8 +648,45 @@ impl TcpConn {
     }
 }
 
+/// What the proptests of the fast paths (here and the record's) share.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{Peer, TcpState, WSCALE_FLAG, WSCALE_UNKNOWN};
+    use proptest::prelude::*;
+
+    /// One side of a connection whose numbers lie near 1,000,000 (so that
+    /// two of them make windows that segments fall in or near), ESTABLISHED
+    /// three times in four, every window scale kind.
+    pub(crate) fn any_peer() -> impl Strategy<Value = Peer> {
+        (
+            0u8..11,
+            0u32..4096,
+            0u32..70_000,
+            any::<u16>(),
+            prop_oneof![
+                Just(0u8),
+                Just(WSCALE_UNKNOWN),
+                (0u8..15).prop_map(|s| WSCALE_FLAG | s)
+            ],
+            prop_oneof![3 => Just(true), 1 => Just(false)],
+        )
+            .prop_map(|(st, lo, span, win, wscale, est)| Peer {
+                seqlo: 1_000_000u32.wrapping_add(lo),
+                seqhi: 1_000_000u32.wrapping_add(lo).wrapping_add(span),
+                max_win: win,
+                wscale,
+                state: if est {
+                    TcpState::Established
+                } else {
+                    TcpState::from_index(st)
+                },
+            })
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::testing::any_peer;
     use super::*;
     use flags::*;
     use proptest::prelude::*;
@@ -961,32 +998,6 @@ mod tests {
                 None
             );
         }
-    }
-
-    fn any_peer() -> impl Strategy<Value = Peer> {
-        (
-            0u8..11,
-            0u32..4096,
-            0u32..70_000,
-            any::<u16>(),
-            prop_oneof![
-                Just(0u8),
-                Just(WSCALE_UNKNOWN),
-                (0u8..15).prop_map(|s| WSCALE_FLAG | s)
-            ],
-            prop_oneof![3 => Just(true), 1 => Just(false)],
-        )
-            .prop_map(|(st, lo, span, win, wscale, est)| Peer {
-                seqlo: 1_000_000u32.wrapping_add(lo),
-                seqhi: 1_000_000u32.wrapping_add(lo).wrapping_add(span),
-                max_win: win,
-                wscale,
-                state: if est {
-                    TcpState::Established
-                } else {
-                    TcpState::from_index(st)
-                },
-            })
     }
 
     proptest! {
