@@ -523,8 +523,8 @@ pub(crate) fn established_peers(
 }
 
 /// [`update`] for every segment: the four steps of the module's
-/// description.
-fn update_general(
+/// description (for a caller that tried the shortcut already).
+pub(crate) fn update_general(
     conn: &mut TcpConn,
     seg: &Segment,
     reply: bool,

@@ -344,8 +344,10 @@ impl Tracker {
                     // An established ACK in the window, moved in place.
                     (Update::Valid, Some(Timeout::TcpEstablished))
                 } else {
+                    // (The shortcut was tried in place: straight to the
+                    // general path.)
                     let mut t = c.tcp_state();
-                    let r = tcp::update(&mut t, seg, reply, seq_check);
+                    let r = tcp::update_general(&mut t, seg, reply, seq_check);
                     // A packet that ends the connection (to open a new one
                     // in its place) leaves it as it was: judging it again
                     // gives the same answer.
