@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::entry::Entry;
-use super::table::{Cand, Hasher, Seed, Table};
+use super::table::{Cand, Hasher, Seed, Table, scan};
 use crate::key::{Field, Key};
 
 /// A tuple's identity: its hash mask and the value every entry has on the
@@ -237,7 +237,10 @@ impl Group {
     /// tests it).
     #[inline]
     pub(crate) fn lookup(&self, key: &Key, best: u128, seed: &Seed) -> u128 {
-        self.table.lookup(key, self.hasher.hash(&key.w, seed), best)
+        match self.table.lone() {
+            Some(run) => scan(run, key, best),
+            None => self.table.lookup(key, self.hasher.hash(&key.w, seed), best),
+        }
     }
 
     /// Packs the candidates tight (after a build).

@@ -78,7 +78,9 @@
 //! probes, and lets 4.5% of the probes for absent values through. Removed
 //! buckets' bits stay set until the array is rebuilt, once as many were
 //! removed as are left; it is rebuilt twice as large when it falls under
-//! 16 bits a bucket.
+//! 16 bits a bucket. A tuple that holds one bucket (most of them, in a
+//! policy of a few rules) skips all of it: its candidates are scanned
+//! without hashing the key, as every candidate is checked exactly anyway.
 //!
 //! **Incremental updates.** A rule keeps the list of its entries and the
 //! tuple each went to: adding or removing a rule touches only those, plus
