@@ -4,7 +4,7 @@
 //! | WHAT | measures |
 //! | --- | --- |
 //! | `stage` | established packets through the firewall's burst path, against a plain tracker lookup of the same packets |
-//! | `passes` | the single pass against the recirculation model on the same engine (classify, track, classify again with the ct state) |
+//! | `passes` | the single pass against the recirculation model on the same engine (parse and classify, track, parse and classify again with the ct state, as a recirculated packet re-enters the datapath) |
 //! | `stateless` | `allow-stateless` against `allow-related` on the same traffic |
 //! | `classify` | first-packet classification of realistic ACL sets: rate, compile time, one-rule update, memory |
 //! | `reload` | a policy change with every connection live: time until all are judged again, batch latency during it |
@@ -550,20 +550,22 @@ fn report(bench: &str, figures: serde_json::Value, text: String) -> Report {
     }
 }
 
-/// The recirculation model on the same engine: per packet, classify
-/// (`ct_state=-trk` → ct), track, then classify again on the ct state;
-/// commit what is new. Returns packets passed.
+/// The recirculation model on the same engine: per packet, parse and
+/// classify (`ct_state=-trk` → ct), track, then parse and classify again
+/// on the ct state, as a recirculated packet re-enters the datapath
+/// (seed 002's pipeline: parse, key build, match, action, then parse, key
+/// build, match, action again); commit what is new. Returns packets
+/// passed.
 fn two_pass(fw: &Firewall<()>, ring: &[Vec<u8>], st: &mut Stats) -> u64 {
     let pol = fw.policy();
     let refs: Vec<&[u8]> = ring.iter().map(Vec::as_slice).collect();
     let mut vs = [Verdict::default(); BURST];
-    let mut keys = [Key::default(); BURST];
     let mut passed = 0;
     let action = CtAction::lookup(1);
+    let key = |f: &[u8]| Key::from_frame(f, pol.port_at(f, 6), pol.port_at(f, 0));
     for chunk in refs.chunks(BURST) {
-        for (k, f) in keys.iter_mut().zip(chunk) {
-            *k = Key::from_frame(f, pol.port_at(f, 6), pol.port_at(f, 0));
-            std::hint::black_box(pol.decide(k));
+        for f in chunk {
+            std::hint::black_box(pol.decide(&key(f)));
         }
         let vs = &mut vs[..chunk.len()];
         fw.tracker().process_burst(
@@ -574,9 +576,11 @@ fn two_pass(fw: &Firewall<()>, ring: &[Vec<u8>], st: &mut Stats) -> u64 {
             vs,
             st,
         );
-        for (k, v) in keys.iter().zip(vs.iter()) {
-            // The second pass matches the ACLs again, now with ct_state.
-            let d = pol.decide(k);
+        for (f, v) in chunk.iter().zip(vs.iter()) {
+            // The second pass: the recirculated packet's key is built
+            // again from its bytes and matched against the ACLs again,
+            // now with ct_state.
+            let d = pol.decide(&key(f));
             if v.state.contains(ctrack_core::CtState::EST) || d.allows() {
                 passed += 1;
             }
