@@ -65,7 +65,12 @@ pub struct Config {
     /// Table shards per address family: a power of two up to
     /// [`ctrack_table::MAX_SHARDS`] (256). More shards, less contention
     /// between threads creating connections; fewer, less memory that every
-    /// thread touches ([`Config::shards_for`]).
+    /// thread touches ([`Config::shards_for`]). A tracker that one thread
+    /// alone uses, sweeping included, creates connections about a fifth
+    /// faster in 16 shards than in 64; once a second thread takes the
+    /// shards' locks (another packet thread, or a sweeper), 64 are
+    /// faster and keep the latency's tail shorter (BENCHMARKS.md, "The
+    /// shard count for one thread").
     pub shards: usize,
     /// Fault in the memory `max_conns` IPv4 connections need when the
     /// tracker is made (its index, and record slots for the limit), so
