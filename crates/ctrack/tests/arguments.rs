@@ -113,6 +113,10 @@ fn values_out_of_range_are_usage_errors() {
         &["bench", "memory", "--shards", "100"],
         "power of two from 1 to 256",
     );
+    usage_error(
+        &["bench", "zones", "10", "1", "1", "--shards", "3"],
+        "power of two from 1 to 256",
+    );
     usage_error(&["bench", "lookup", "--zipf", "0"], "positive number");
     let out = ctrack(&["bench", "lookup", "--nat", "--calls", "handle"]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -374,6 +378,23 @@ fn every_benchmark_option_runs_within_its_range() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `zones` runs in the library's default shards (64), or `--shards`, and
+/// says which.
+#[test]
+fn zones_takes_shards() {
+    for (shards, want) in [(None, 64), (Some("16"), 16), (Some("1"), 1)] {
+        let mut args = vec!["bench", "--json", "zones", "200", "3", "2"];
+        if let Some(s) = shards {
+            args.extend(["--shards", s]);
+        }
+        let out = ctrack(&args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+        assert_eq!(v["shards"], want, "{args:?}");
+        assert_eq!(v["n_conns"], 200, "{args:?}");
+    }
 }
 
 /// `cps` and the floods take as many shards as `ctrack run` would for

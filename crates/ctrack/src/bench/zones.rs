@@ -18,7 +18,7 @@ use ctrack_core::{Config, CtAction, Handle, LinkType, Stats, Time, Tracker};
 use serde::Serialize;
 
 use super::{Machine, ovs, packets};
-use crate::args::bounded;
+use crate::args::{bounded, power_of_two};
 
 /// Arguments of `ctrack bench zones`.
 #[derive(Debug, Args)]
@@ -47,6 +47,12 @@ pub struct ZonesArgs {
     /// the initial insert does not pay the kernel's zeroing of fresh pages.
     #[arg(long)]
     pub prefault: bool,
+    /// Table shards per family (a power of two up to 256; default: the
+    /// library's, `DEFAULT_SHARDS`, 64). One thread fills this table, in
+    /// the order it then looks connections up; fewer shards keep
+    /// consecutive connections' records closer in memory.
+    #[arg(long, value_parser = power_of_two(ctrack_core::MAX_SHARDS))]
+    pub shards: Option<usize>,
 }
 
 /// The most connections in all zones: the tracker's default limit.
@@ -105,6 +111,8 @@ struct ZonesJson {
     n_conns: u64,
     n_zones: u64,
     iterations: u64,
+    /// Table shards per family.
+    shards: usize,
     initial_insert_ms: f64,
     initial_insert_conns_per_sec: f64,
     commit: Summary,
@@ -135,12 +143,14 @@ struct Workload {
 }
 
 impl Workload {
-    fn new(n_conns: u64, prefault: bool) -> Self {
+    fn new(n_conns: u64, prefault: bool, shards: Option<usize>) -> Self {
+        let default = Config::default();
         Workload {
             frames: (0..n_conns).map(frame).collect(),
             tracker: Tracker::new(Config {
                 prefault,
-                ..Config::default()
+                shards: shards.unwrap_or(default.shards),
+                ..default
             }),
             now: Time::from_secs(1),
         }
@@ -233,7 +243,7 @@ pub(crate) fn run(a: &ZonesArgs, json: bool, out: &mut dyn Write) -> Result<()> 
     if let Err(e) = a.validate() {
         bail!(e);
     }
-    let w = Workload::new(a.n_conns, a.prefault);
+    let w = Workload::new(a.n_conns, a.prefault, a.shards);
     let (insert, (samples, run_time)) = super::with_populator(&w.tracker, a.populate, || {
         (w.fill(a.n_zones), w.iterate(a.iterations))
     });
@@ -246,6 +256,7 @@ pub(crate) fn run(a: &ZonesArgs, json: bool, out: &mut dyn Write) -> Result<()> 
         n_conns: a.n_conns,
         n_zones: a.n_zones,
         iterations: a.iterations,
+        shards: a.shards.unwrap_or(Config::default().shards),
         initial_insert_ms: insert.as_secs_f64() * 1e3,
         initial_insert_conns_per_sec: (a.n_conns * a.n_zones) as f64 / insert.as_secs_f64(),
         commit: summarize(samples.commit),
