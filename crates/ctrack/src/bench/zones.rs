@@ -143,14 +143,13 @@ struct Workload {
 }
 
 impl Workload {
-    fn new(n_conns: u64, prefault: bool, shards: Option<usize>) -> Self {
-        let default = Config::default();
+    fn new(n_conns: u64, prefault: bool, shards: usize) -> Self {
         Workload {
             frames: (0..n_conns).map(frame).collect(),
             tracker: Tracker::new(Config {
                 prefault,
-                shards: shards.unwrap_or(default.shards),
-                ..default
+                shards,
+                ..Config::default()
             }),
             now: Time::from_secs(1),
         }
@@ -243,7 +242,8 @@ pub(crate) fn run(a: &ZonesArgs, json: bool, out: &mut dyn Write) -> Result<()> 
     if let Err(e) = a.validate() {
         bail!(e);
     }
-    let w = Workload::new(a.n_conns, a.prefault, a.shards);
+    let shards = a.shards.unwrap_or(Config::default().shards);
+    let w = Workload::new(a.n_conns, a.prefault, shards);
     let (insert, (samples, run_time)) = super::with_populator(&w.tracker, a.populate, || {
         (w.fill(a.n_zones), w.iterate(a.iterations))
     });
@@ -256,7 +256,7 @@ pub(crate) fn run(a: &ZonesArgs, json: bool, out: &mut dyn Write) -> Result<()> 
         n_conns: a.n_conns,
         n_zones: a.n_zones,
         iterations: a.iterations,
-        shards: a.shards.unwrap_or(Config::default().shards),
+        shards,
         initial_insert_ms: insert.as_secs_f64() * 1e3,
         initial_insert_conns_per_sec: (a.n_conns * a.n_zones) as f64 / insert.as_secs_f64(),
         commit: summarize(samples.commit),
