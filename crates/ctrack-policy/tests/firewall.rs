@@ -501,6 +501,54 @@ fn the_burst_path_decides_as_the_packet_path() {
     assert_eq!(st.acls, o.stats.acls);
 }
 
+/// Established packets of connections that two ACLs opened, interleaved
+/// in one burst and of different sizes: the session path counts each
+/// packet and its bytes to the ACL that opened its connection (it counts
+/// runs of one ACL, and every change of ACL ends a run), as frame by
+/// frame.
+#[test]
+fn a_burst_counts_each_session_packet_to_the_acl_that_opened_it() {
+    let mut p = web_policy();
+    p.acls.push(acl(
+        2,
+        Direction::ToLport,
+        900,
+        AclAction::AllowRelated,
+        Expr::And(vec![Expr::eq(Field::Outport, SERVER), tcp_to(443)]),
+    ));
+    let port = |i: u16| [80, 443, 443, 80, 80, 80, 443][usize::from(i % 7)];
+    let mut opening = Vec::new();
+    for i in 0..20u16 {
+        opening.push(from_client(S_IP, seg(1000 + i, port(i), SYN, 1, 0)));
+        opening.push(from_server(S_IP, seg(port(i), 1000 + i, SYN | ACK, 9, 2)));
+    }
+    let mut later: Vec<Vec<u8>> = (0..20u16)
+        .map(|i| {
+            let data = vec![b'x'; usize::from(i)];
+            let l4 = L4::tcp_seg(1000 + i, port(i), ACK, 2, 10, 65535, &data);
+            from_client(S_IP, l4)
+        })
+        .collect();
+    let one_by_one = fw(p.clone());
+    let mut o = FwOutputs::default();
+    for f in opening.iter().chain(later.iter()) {
+        one(&one_by_one, f.clone(), &mut o);
+    }
+    let (got, st) = bursts(&fw(p), [&mut opening, &mut later]);
+    assert!(got.iter().all(|a| *a == Action::Allow), "{got:?}");
+    assert_eq!(st.acls, o.stats.acls);
+    assert_eq!(st.stages, o.stats.stages);
+    // Both ACLs opened connections, and each counted the later packets
+    // of its own.
+    let session = st.stages[Stage::Session as usize];
+    assert!(session >= 20, "{session} packets by the session");
+    assert!(
+        st.acls[0].packets > 20 && st.acls[2].packets > 14,
+        "{:?}",
+        st.acls
+    );
+}
+
 /// A one-way UDP flow stays `+new` (nobody answers), so every packet
 /// meets the ACLs: the later ones find the connection the first committed
 /// and leave it as it is, until a change makes the commit change it.
