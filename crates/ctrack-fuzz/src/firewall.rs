@@ -15,8 +15,9 @@ use crate::Probe;
 /// ACLs that name its ports. Between them: stateful and stateless ACLs at
 /// interleaved priorities, `reject` of every kind, tiers and `pass`,
 /// source NAT with the FTP and TFTP gateways, a default allow that
-/// commits, and ports in zones of their own.
-pub const FIREWALL_POLICIES: [&str; 5] = [
+/// commits, ports in zones of their own, and sessions of several ACLs
+/// side by side.
+pub const FIREWALL_POLICIES: [&str; 6] = [
     // A security group: each port may send anything out; the server
     // takes a few services in; ARP passes stateless.
     r#"[default]
@@ -170,6 +171,45 @@ zone = 4
 direction = "to-lport"
 priority = 1
 match = 'udp.dst == 5353'
+action = "allow-related"
+"#,
+    // Connections opened by four ACLs, by protocol and port, so that a
+    // burst's established packets belong to sessions of several ACLs in
+    // turn (the session path counts each ACL's packets as runs).
+    r#"[default]
+action = "drop"
+[[port]]
+name = "a"
+addresses = ["{A}"]
+zone = 5
+[[port]]
+name = "b"
+addresses = ["{B}"]
+zone = 5
+[[acl]]
+direction = "from-lport"
+priority = 10
+match = 'ip || arp'
+action = "allow-related"
+[[acl]]
+direction = "to-lport"
+priority = 100
+match = 'tcp.dst < 1024'
+action = "allow-related"
+[[acl]]
+direction = "to-lport"
+priority = 90
+match = 'tcp'
+action = "allow-related"
+[[acl]]
+direction = "to-lport"
+priority = 80
+match = 'udp'
+action = "allow-related"
+[[acl]]
+direction = "to-lport"
+priority = 70
+match = 'ip || arp'
 action = "allow-related"
 "#,
 ];
