@@ -290,12 +290,12 @@ impl<T> Judging<'_, T> {
 /// [`Judging::decide_fast`]'s loop, apart and out of line: inlined in
 /// `Firewall::chunk` beside the tracker's loop, its state lived on the
 /// stack (34 instructions a packet under callgrind, loop and reloads
-/// included; 23 here, and the firewall's 94 instructions a packet over a
-/// plain lookup down to 84; `bench policy stage` showed no difference in
-/// time in three alternating pairs, the loop being bound by its 64-byte
-/// stores rather than its instructions). The packets of one ACL in a row are counted as a
-/// run, added to the ACL's counters when the ACL changes or the chunk
-/// ends: one comparison a packet instead of finding the ACL's counters.
+/// included; 23 here, the firewall's cost over a plain lookup 96 → 86
+/// instructions a packet; in time, within this host's spread:
+/// BENCHMARKS.md, "The session path's decisions"). The packets of one ACL
+/// in a row are counted as a run, added to the ACL's counters when the
+/// ACL changes or the chunk ends: one comparison a packet instead of
+/// finding the ACL's counters.
 #[inline(never)]
 fn decide_fast(
     mask: u64,
