@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Live forwarding benchmark: ctrack against Open vSwitch and the kernel.
 
-  live-bench.py [--only ctrack,ovs,kernel] [--runs N] [--seconds S]
+  live-bench.py [--only ctrack,ovs,kernel,redirect,xdp-redirect] [--runs N] [--seconds S]
                 [--io af-packet,af-xdp] [--workers 1,2] [--ctrack PATH]
                 [--ovs-ports system,afxdp] [--figures udp,tcp,cps]
                 [--json FILE] [--no-bare] [--no-sweep] [--fwd-rx fwd|sender]
@@ -25,6 +25,20 @@ Rows:
   established,related accept; client -> server `ct state new` accept (by
   MAC, as tests/agree/*.nft: iifname is br0 for bridged packets); policy
   drop. ARP is bridged (br_netfilter hands only IP to inet).
+- `redirect`: no bridge, no filter: a tc ingress filter on c1 and on s1
+  (u32, every frame) whose mirred action redirects each frame out of the
+  other veth. The cheapest forwarding the kernel has between two veths:
+  not a firewall, a reference for how much any forwarder on this layout
+  can deliver (on a 2-core machine the generator's core, not the
+  forwarder's, bounds it).
+- `xdp-redirect`: `redirect` with an XDP program on c1 and s1 (veth's
+  native XDP) that passes every frame (`r0 = XDP_PASS; exit`, loaded by
+  this script through the bpf system call and pinned in a bpf file system
+  of its scratch folder). What the same redirect costs once a program is
+  attached to the veths as AF_XDP needs one: veth then receives through
+  NAPI, copies each frame into a page with XDP's headroom and builds a
+  socket buffer again. The ceiling of any forwarder that attaches XDP to
+  its veths.
 - `ovs-system`, `ovs-afxdp`: Open vSwitch's userspace datapath without its
   kernel module: ovsdb-server and `ovs-vswitchd --disable-system` in a
   scratch folder (own database made by ovsdb-tool from vswitch.ovsschema,
@@ -96,7 +110,8 @@ Offloads are off on every veth (tx, rx, tso, gso, gro): every forwarder
 gets plain frames with real checksums. IPv6 is off in every namespace.
 
 Output: a table (medians; [N%] the forwarder cores' busy share; ratios
-of every ctrack row to every OVS row and to the kernel) and, with --json,
+of every ctrack row to every OVS row, to the kernel and to `redirect`, and
+of the kernel to `redirect`) and, with --json,
 every run. Under the table, for each row's median UDP run: the forwarder
 cores' time split from /proc/stat (user, system, softirq, irq, steal,
 idle; the veth receive work of threaded NAPI shows as system) and their
@@ -119,6 +134,7 @@ import platform
 import shutil
 import signal
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -141,7 +157,8 @@ OFFLOADS_ON = ["tx", "on", "rx", "on", "tso", "on", "gso", "on", "gro", "off"]
 
 # The programs each part needs and the Debian package that has them.
 NEEDS = {
-    "all": {"ip": "iproute2", "ethtool": "ethtool", "taskset": "util-linux", "nft": "nftables",
+    "all": {"ip": "iproute2", "tc": "iproute2", "ethtool": "ethtool", "taskset": "util-linux",
+            "nft": "nftables", "mount": "mount",
             "trafgen": "netsniff-ng", "iperf3": "iperf3", "ping": "iputils-ping"},
     "ovs": {"ovs-vswitchd": "openvswitch-switch", "ovsdb-server": "openvswitch-common",
             "ovsdb-tool": "openvswitch-common", "ovs-vsctl": "openvswitch-switch",
@@ -541,6 +558,90 @@ class Kernel:
 
     def where(self, topo):
         return f"softirq on CPU {fmt_cpus(topo.fwd_cpus)} (RPS on its veths)"
+
+
+class Redirect:
+    """tc mirred redirect between c1 and s1, every frame, no filtering: the
+    layout's ceiling, not a firewall."""
+    name, label, direct = "redirect", "tc redirect (no filter)", False
+
+    def start(self, topo, args):
+        for a, b in ((topo.c1, topo.s1), (topo.s1, topo.c1)):
+            topo.ex(topo.f, "tc", "qdisc", "add", "dev", a, "clsact")
+            # u32 with an empty match takes every frame (this kernel may
+            # lack matchall and flower).
+            topo.ex(topo.f, "tc", "filter", "add", "dev", a, "ingress", "protocol", "all",
+                    "u32", "match", "u32", "0", "0",
+                    "action", "mirred", "egress", "redirect", "dev", b)
+
+    def stop(self, topo):
+        # The qdiscs go with the namespace's veths.
+        pass
+
+    def counters(self, topo):
+        return {}
+
+    def where(self, topo):
+        return f"softirq on CPU {fmt_cpus(topo.fwd_cpus)} (RPS on its veths)"
+
+
+def xdp_pass_program(path):
+    """Loads the XDP program `r0 = XDP_PASS; exit` and pins it at `path`
+    (in a bpf file system), for `ip link set ... xdpdrv pinned`."""
+    import ctypes
+    nr = {"x86_64": 321, "aarch64": 280}.get(platform.machine())
+    if nr is None:
+        raise BenchError(f"no bpf system call number known for {platform.machine()}")
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def bpf(cmd, attr):
+        buf = ctypes.create_string_buffer(bytes(attr), len(attr))
+        r = libc.syscall(nr, cmd, buf, len(attr))
+        if r < 0:
+            e = ctypes.get_errno()
+            raise BenchError(f"bpf({cmd}): {os.strerror(e)}")
+        return r
+
+    # mov r0, 2 (XDP_PASS); exit
+    insns = struct.pack("<BBhi", 0xb7, 0, 0, 2) + struct.pack("<BBhi", 0x95, 0, 0, 0)
+    code = ctypes.create_string_buffer(insns, len(insns))
+    lic = ctypes.create_string_buffer(b"GPL")
+    attr = bytearray(128)  # union bpf_attr, BPF_PROG_LOAD: type XDP (6), 2 insns
+    struct.pack_into("<IIQQ", attr, 0, 6, 2, ctypes.addressof(code), ctypes.addressof(lic))
+    fd = bpf(5, attr)  # BPF_PROG_LOAD
+    try:
+        name = ctypes.create_string_buffer(path.encode())
+        pin = bytearray(16)
+        struct.pack_into("<QI", pin, 0, ctypes.addressof(name), fd)
+        bpf(6, pin)  # BPF_OBJ_PIN
+    finally:
+        os.close(fd)
+
+
+class XdpRedirect(Redirect):
+    """`Redirect` with an XDP program that passes every frame attached to
+    c1 and s1 (veth's native XDP): the ceiling of an XDP forwarder."""
+    name, label, direct = "xdp-redirect", "XDP pass + tc redirect", False
+
+    def start(self, topo, args):
+        super().start(topo, args)
+        # `ip netns exec` mounts a /sys of its own: the bpf file system
+        # goes in the scratch folder, which the namespace sees.
+        self.fs = os.path.join(topo.work, "bpffs")
+        os.makedirs(self.fs, exist_ok=True)
+        run(["mount", "-t", "bpf", "bpf", self.fs])
+        prog = os.path.join(self.fs, "pass")
+        xdp_pass_program(prog)
+        for dev in (topo.c1, topo.s1):
+            topo.ex(topo.f, "ip", "link", "set", "dev", dev, "xdpdrv", "pinned", prog)
+
+    def stop(self, topo):
+        if getattr(self, "fs", None):
+            run(["umount", self.fs], check=False)
+            self.fs = None
+
+    def where(self, topo):
+        return super().where(topo) + "; veth's NAPI (native XDP)"
 
 
 class Ovs:
@@ -993,9 +1094,13 @@ def ratios(results, figures):
     med = {r["name"]: medians(r) for r in results}
     out = {}
     for r in results:
-        if not r["name"].startswith("ctrack"):
+        if not r["name"].startswith("ctrack") and r["name"] != "kernel":
             continue
-        for peer in [n for n in med if n.startswith("ovs")] + ["kernel"]:
+        peers = [n for n in med if n.startswith("ovs")]
+        peers += ["kernel", "redirect", "xdp-redirect"]
+        if r["name"] == "kernel":
+            peers = ["redirect", "xdp-redirect"]
+        for peer in peers:
             if peer not in med:
                 continue
             out.setdefault(r["name"], {})[peer] = {
@@ -1103,6 +1208,10 @@ def forwarders(args):
     out = [] if args.no_bare else [Bare()]
     if "kernel" in args.only:
         out.append(Kernel())
+    if "redirect" in args.only:
+        out.append(Redirect())
+    if "xdp-redirect" in args.only:
+        out.append(XdpRedirect())
     if "ovs" in args.only:
         out += [Ovs(t) for t in args.ovs_ports]
     if "ctrack" in args.only:
@@ -1115,7 +1224,8 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ctrack", default=os.path.join(here, "..", "target", "release", "ctrack"))
-    ap.add_argument("--only", default="kernel,ovs,ctrack", help="forwarders: ctrack,ovs,kernel")
+    ap.add_argument("--only", default="kernel,redirect,xdp-redirect,ovs,ctrack",
+                    help="forwarders: ctrack,ovs,kernel,redirect,xdp-redirect")
     ap.add_argument("--no-bare", action="store_true", help="skip the bare veth baseline")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=5, help="measuring window of each run")
@@ -1145,7 +1255,7 @@ def parse_args():
     args.only, args.io, args.figures = split(args.only), split(args.io), split(args.figures)
     args.workers = [int(w) for w in split(args.workers)]
     args.ovs_ports = split(args.ovs_ports)
-    bad = [x for x in args.only if x not in ("ctrack", "ovs", "kernel")]
+    bad = [x for x in args.only if x not in ("ctrack", "ovs", "kernel", "redirect", "xdp-redirect")]
     bad += [x for x in args.ovs_ports if x not in ("system", "afxdp")]
     bad += [x for x in args.io if x not in ("af-packet", "af-xdp")]
     bad += [x for x in args.figures if x not in MEASURE]
