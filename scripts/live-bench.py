@@ -3,7 +3,7 @@
 
   live-bench.py [--only ctrack,ovs,kernel,redirect,xdp-redirect] [--runs N] [--seconds S]
                 [--io af-packet,af-xdp] [--workers 1,2] [--ctrack PATH]
-                [--ovs-ports system,afxdp] [--figures udp,tcp,cps]
+                [--ovs-ports system,afxdp] [--figures udp,tcp,cps,rtt]
                 [--json FILE] [--no-bare] [--no-sweep] [--fwd-rx fwd|sender]
                 [--offloads off|on]
 
@@ -55,7 +55,9 @@ Rows:
   server=s1 --io IO --workers N --max-conns 1000000 --ctl SOCK`, P:
   default drop, ARP allow-stateless both ways, from the client `ip4`
   allow-related (UDP, TCP and the ping that checks the path), as
-  tests/live/main.rs; one row per --io and --workers.
+  tests/live/main.rs; one row per --io and --workers. --io takes
+  af-packet, af-xdp, and af-packet-v2 / af-packet-v3 (af-packet with
+  `--rx-ring v2` / `v3`).
 
 For each: wait a second to see that the machine is quiet (warns if not),
 build the namespaces, start the forwarder, wait until ping passes, measure
@@ -94,6 +96,10 @@ run and every offered load in --json):
   and both FINs for each one counted. Python on one core is slow (about
   12,000 a second on the development machine): the `bare` row says what
   the tools manage alone; a forwarder near it was not the limit.
+- `rtt`: `ping` from the client to the server every 10 ms for --seconds,
+  nothing else running: the mean round trip in microseconds (also min,
+  max, mdev and losses in the JSON). What a sparse flow (a handshake, a
+  DNS query, the ACKs of a slow stream) waits at the forwarder.
 
 Cores: trafgen pins itself to CPU 0 (`-P 1`), so the generators and the
 endpoints (trafgen, iperf3, the cps tool, and the endpoints' receive
@@ -797,12 +803,18 @@ action = "allow-related"
         topo.spawn(topo.f, "ctrack", [
             self.path, "run", "--policy", policy, "--port", f"client={topo.c1}",
             "--port", f"server={topo.s1}",
-            "--io", self.io, "--workers", str(self.workers), "--max-conns", "1000000",
+            *self.io_args(), "--workers", str(self.workers), "--max-conns", "1000000",
             "--ctl", self.sock], topo.fwd_cpus)
         if not wait_until(lambda: self.ctl(topo, "count").returncode == 0
                           or topo.procs["ctrack"].poll() is not None, 15, 0.2) \
                 or topo.procs["ctrack"].poll() is not None:
             raise BenchError(f"ctrack did not come up: {topo.log('ctrack')}")
+
+    def io_args(self):
+        """`--io` (and `--rx-ring` for af-packet-v2 and af-packet-v3)."""
+        if self.io.startswith("af-packet-v"):
+            return ["--io", "af-packet", "--rx-ring", self.io[len("af-packet-"):]]
+        return ["--io", self.io]
 
     def ctl(self, topo, *a):
         return topo.ex(topo.f, self.path, "ctl", "--ctl", self.sock, *a, check=False)
@@ -937,22 +949,32 @@ def measure_udp(topo, args):
             "cost": best.get("cost"), "levels": points}
 
 
+def client_run(topo, args, name, argv, after=0.0):
+    """Runs `argv` in the client namespace on the generator's core, the
+    cores sampled over --seconds from `after` seconds after its start;
+    waits for it. Returns its output (a file, at its start) and the
+    cores' figures."""
+    out = open(os.path.join(topo.work, f"{name}.out"), "w+")
+    p = topo.spawn(topo.c, name, argv, [topo.gen_cpu], stdout=out)
+    time.sleep(after)
+    _, _, _, cpu = window(topo, args.seconds, lambda: None)
+    try:
+        p.wait(timeout=args.seconds + 30)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"{name} did not finish")
+    finally:
+        topo.procs.pop(name, None)
+    out.seek(0)
+    return out, cpu
+
+
 def measure_tcp(topo, args):
     if "iperf3-s" not in topo.procs:
         topo.spawn(topo.s, "iperf3-s", ["iperf3", "-s", "-B", SERVER_IP], [topo.gen_cpu])
         time.sleep(0.5)
-    out = open(os.path.join(topo.work, "iperf3.out"), "w+")
-    p = topo.spawn(topo.c, "iperf3", ["iperf3", "-c", SERVER_IP, "-t", str(args.seconds),
-                                      "-O", "1", "-J"], [topo.gen_cpu], stdout=out)
-    time.sleep(1)  # iperf3's omitted second
-    _, _, dt, cpu = window(topo, args.seconds, lambda: None)
-    try:
-        p.wait(timeout=args.seconds + 30)
-    except subprocess.TimeoutExpired:
-        raise BenchError("iperf3 did not finish")
-    finally:
-        topo.procs.pop("iperf3", None)
-    out.seek(0)
+    # (After iperf3's omitted second.)
+    out, cpu = client_run(topo, args, "iperf3", ["iperf3", "-c", SERVER_IP, "-t",
+                                                 str(args.seconds), "-O", "1", "-J"], after=1)
     try:
         res = json.load(out)
         bps = res["end"]["sum_received"]["bits_per_second"]
@@ -989,7 +1011,26 @@ def measure_cps(topo, args):
     return {"cps": res["done"] / res["seconds"], "failed": res["failed"], **cpu}
 
 
-MEASURE = {"udp": (measure_udp, "pps"), "tcp": (measure_tcp, "bps"), "cps": (measure_cps, "cps")}
+def measure_rtt(topo, args):
+    """ping from the client to the server, 100 a second for --seconds:
+    the round trip through the forwarder of a sparse flow (no other
+    traffic), in microseconds."""
+    n = max(20, 100 * args.seconds)
+    out, cpu = client_run(topo, args, "ping", ["ping", "-q", "-n", "-i", "0.01", "-c", str(n),
+                                               SERVER_IP])
+    text = out.read()
+    try:
+        line = next(x for x in text.splitlines() if "min/avg/max" in x)
+        mn, avg, mx, mdev = (float(v) * 1e3 for v in line.split("=")[1].split()[0].split("/"))
+        sent, got = (int(x.split()[0]) for x in text.split("---")[-1].split(",")[:2])
+    except (StopIteration, ValueError, IndexError) as e:
+        raise BenchError(f"ping: {e}: {text[-300:]}")
+    return {"rtt": avg, "rtt_min": mn, "rtt_max": mx, "rtt_mdev": mdev, "sent": sent,
+            "received": got, **cpu}
+
+
+MEASURE = {"udp": (measure_udp, "pps"), "tcp": (measure_tcp, "bps"), "cps": (measure_cps, "cps"),
+           "rtt": (measure_rtt, "rtt")}
 
 
 # ---------------------------------------------------------------- one forwarder's turn
@@ -1069,6 +1110,8 @@ def fmt_value(fig, v):
         return f"{v / 1e6:.3f} Mpps"
     if fig == "tcp":
         return f"{v / 1e9:.2f} Gbit/s"
+    if fig == "rtt":
+        return f"{v:,.0f} us"
     return f"{v:,.0f} conn/s"
 
 
@@ -1112,7 +1155,8 @@ def ratios(results, figures):
 
 def table(results, args):
     med, rat = ratios(results, args.figures)
-    heads = {"udp": "UDP 64 B (offered)", "tcp": "TCP iperf3", "cps": "new TCP conns"}
+    heads = {"udp": "UDP 64 B (offered)", "tcp": "TCP iperf3", "cps": "new TCP conns",
+             "rtt": "ping RTT"}
     lines = [f"{'forwarder':<30}" + "".join(f"{heads[f]:>30}" for f in args.figures)]
     for r in results:
         m = med[r["name"]]
@@ -1144,6 +1188,9 @@ def table(results, args):
             lines.append(f"  {r['label']}: FAILED: {r['error'][:300]}")
     lines.append(f"[N%]: the forwarder's cores' busy share (CPU {fmt_cpus(args.fwd_cpus)}); "
                  f"medians of {args.runs} runs of {args.seconds} s.")
+    if "rtt" in args.figures:
+        lines.append("ping RTT: the mean round trip of a ping every 10 ms and nothing else; "
+                     "its ratios are of times (lower is better).")
     lines.append(f"Cores: generators and endpoints on CPU {args.gen_cpu}, forwarder on CPU "
                  f"{fmt_cpus(args.fwd_cpus)}"
                  + (f": this machine has {os.cpu_count()} cores, the generator and the "
@@ -1235,7 +1282,7 @@ def parse_args():
     ap.add_argument("--ovs-ports", default="system,afxdp",
                     help="OVS port types, one row each: system (AF_PACKET, main thread), "
                          "afxdp (AF_XDP, a PMD thread on the forwarder's CPUs)")
-    ap.add_argument("--figures", default="udp,tcp,cps")
+    ap.add_argument("--figures", default="udp,tcp,cps,rtt")
     ap.add_argument("--fwd-cpus", default=None, help="forwarder CPUs (default: all but 0)")
     ap.add_argument("--cps-concurrency", type=int, default=CPS_CONCURRENCY)
     ap.add_argument("--trafgen-sendto", action="store_true",
@@ -1257,7 +1304,7 @@ def parse_args():
     args.ovs_ports = split(args.ovs_ports)
     bad = [x for x in args.only if x not in ("ctrack", "ovs", "kernel", "redirect", "xdp-redirect")]
     bad += [x for x in args.ovs_ports if x not in ("system", "afxdp")]
-    bad += [x for x in args.io if x not in ("af-packet", "af-xdp")]
+    bad += [x for x in args.io if x not in ("af-packet", "af-xdp", "af-packet-v2", "af-packet-v3")]
     bad += [x for x in args.figures if x not in MEASURE]
     if bad or args.runs < 1 or args.seconds < 1 or not all(0 < w <= 64 for w in args.workers):
         ap.error(f"bad value: {', '.join(bad) or 'runs, seconds or workers'}")

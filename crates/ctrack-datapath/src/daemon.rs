@@ -32,6 +32,8 @@ pub struct RunConfig {
     pub workers: usize,
     /// Frames per receive ring.
     pub ring_frames: usize,
+    /// The AF_PACKET receive ring's layout.
+    pub rx_ring: io::RxRing,
     /// The tracker's settings.
     pub tracker: ctrack_core::Config,
     /// Reassembly settings.
@@ -187,6 +189,7 @@ fn open_ports(
                 fanout_group: base.wrapping_add(i as u16),
                 ring_frames: cfg.ring_frames,
                 frame_size,
+                rx_ring: cfg.rx_ring,
             };
             let port = io::open(&opts)
                 .map_err(|e| format!("{} ({}, worker {w}): {e}", p.ifname, cfg.io.name()))?;

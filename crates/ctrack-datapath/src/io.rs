@@ -10,7 +10,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-pub use crate::sys::port::{IoKind, Pool, Port, PortOptions, PortStats};
+pub use crate::sys::port::{IoKind, Pool, Port, PortOptions, PortStats, RxRing};
 
 /// Opens `opts.worker`'s handle on `opts.ifname`.
 pub fn open(opts: &PortOptions) -> io::Result<Box<dyn Port>> {

@@ -12,7 +12,7 @@ use anyhow::{Result, anyhow};
 use ctrack_core::{Config, FragConfig};
 use ctrack_datapath::ctl::DEFAULT_SOCKET;
 use ctrack_datapath::daemon::{Daemon, RunConfig};
-use ctrack_datapath::io::IoKind;
+use ctrack_datapath::io::{IoKind, RxRing};
 use ctrack_datapath::live::{SwitchDrop, WorkerStats};
 use ctrack_policy::firewall::{Action, DropReason};
 
@@ -49,6 +49,11 @@ pub struct RunArgs {
     /// Frames per receive ring.
     #[arg(long, value_name = "N", default_value_t = 4096, value_parser = bounded(64usize, 1 << 20))]
     pub ring_frames: usize,
+    /// The AF_PACKET receive ring: v3 (blocks, handed over full or after
+    /// 1 ms) or v2 (each frame handed over at once: no wait for sparse
+    /// traffic). docs/live.md, "I/O and workers".
+    #[arg(long, value_name = "V", default_value = "v3")]
+    pub rx_ring: RxRing,
     /// Most connections tracked.
     #[arg(long, value_name = "N", default_value_t = ctrack_core::track::DEFAULT_MAX_CONNS,
           value_parser = bounded(1usize, crate::args::MAX_CONNS))]
@@ -101,6 +106,7 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
         io: args.io,
         workers,
         ring_frames: args.ring_frames,
+        rx_ring: args.rx_ring,
         tracker: Config {
             checksums: !args.no_checksum,
             max_conns: args.max_conns,

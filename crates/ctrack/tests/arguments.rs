@@ -129,6 +129,16 @@ fn values_out_of_range_are_usage_errors() {
     usage_error(&["bench", "zones", "10", "65535", "1"], "from 1 to 65534");
     usage_error(&["bench", "zones", "10", "1", "0"], "from 1 to 1000000");
     usage_error(&["bench", "memory", "--conns", "0"], "from 1 to");
+    let run = |extra: &[&'static str]| {
+        let mut v = vec!["run", "--policy", "p.toml", "--port", "a=veth0"];
+        v.extend_from_slice(extra);
+        v
+    };
+    usage_error(
+        &run(&["--rx-ring", "v4"]),
+        "unknown receive ring \"v4\" (v2 or v3)",
+    );
+    usage_error(&run(&["--io", "dpdk"]), "unknown I/O kind");
 }
 
 #[test]

@@ -6,7 +6,8 @@
 //! - `os`: small wrappers (sockets, socket options, mappings);
 //! - `ifinfo`: interface index, MAC, MTU, queues;
 //! - `caps`: the capability check;
-//! - `packet`: AF_PACKET ports (TPACKET_V3 ring, sendmmsg);
+//! - `packet`, `rxring`: AF_PACKET ports (a TPACKET_V3 or V2 receive
+//!   ring, sendmmsg);
 //! - `xdp`, `xsk`, `bpf`: AF_XDP ports, their UMEM and rings, and the XDP
 //!   program that feeds them.
 
@@ -16,6 +17,7 @@ mod ifinfo;
 mod os;
 mod packet;
 pub(crate) mod port;
+mod rxring;
 mod xdp;
 mod xsk;
 

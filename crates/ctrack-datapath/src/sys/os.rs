@@ -131,6 +131,19 @@ pub(super) fn getsockopt<T: Pod>(
     Ok((val, len as usize))
 }
 
+/// recv(2) on `fd` into `buf` (its whole length) with `flags`: the bytes
+/// the datagram had (with `MSG_TRUNC`, more than `buf` holds if it was
+/// cut).
+pub(super) fn recv(fd: &OwnedFd, buf: &mut [u8], flags: libc::c_int) -> io::Result<usize> {
+    // SAFETY: `buf` is live and writable for its length, which is what the
+    // kernel is told it may write.
+    let r = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), flags) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r as usize)
+}
+
 /// bind(2) to the address `addr` (a `sockaddr_*` struct).
 pub(super) fn bind<T: Pod>(fd: &OwnedFd, addr: &T) -> io::Result<()> {
     // SAFETY: `addr` points to a live `T` of the length passed, which the

@@ -1,13 +1,7 @@
-//! AF_PACKET ports: a TPACKET_V3 receive ring mapped into our memory
-//! (frames are read without a system call each) and batched sends, one
-//! `sendmmsg(2)` per batch (no TX ring: sendmmsg needs no second mapping
-//! and copies each frame once, as a TX ring would).
-//!
-//! Receive ring layout (TPACKET_V3): `block_nr` blocks of `block_size`
-//! bytes; the kernel fills one block at a time with variable-length
-//! frames and hands it to us (block status `TP_STATUS_USER`) when it is
-//! full or after `RETIRE_MS`; we walk its frames and give it back
-//! (`TP_STATUS_KERNEL`), in ring order.
+//! AF_PACKET ports: a receive ring mapped into our memory (TPACKET_V3 or
+//! V2, `rxring`: frames are read without a system call each) and batched
+//! sends, one `sendmmsg(2)` per batch (no TX ring: sendmmsg needs no
+//! second mapping and copies each frame once, as a TX ring would).
 //!
 //! Offloads: the socket asks for a virtio-net header before each frame
 //! (`PACKET_VNET_HDR`, where the kernel has it). A checksum its sender
@@ -25,114 +19,25 @@
 //! BENCHMARKS.md).
 
 use std::io;
-use std::mem::offset_of;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::Ordering;
 
 use ctrack_wire::offload::{self, Gso, VnetHdr};
 
 use super::ifinfo;
-use super::os::{self, Mmap, Pod, err};
-use super::port::{Pool, Port, PortOptions, PortStats};
+use super::os::{self, Mmap, Pod};
+use super::port::{Pool, Port, PortOptions, PortStats, RxRing};
+use super::rxring::{Next, Raw, Rx, TPACKET_V2, TPACKET_V3, geometry};
 
-/// How long the kernel keeps a partly filled block before handing it to
-/// us (ms, the least it takes): the most a lone frame waits in the ring.
-/// The kernel wakes a reader only when a block is handed over, so a
-/// sparse flow (the ACKs of a TCP stream, a handshake) waits this long at
-/// each port. At 4 ms, one iperf3 stream with its senders' offloads on
-/// made 6.1 Gbit/s, at 1 ms 9.3, and short connections 8,500–16,000 a
-/// second against 22,600–23,600; 64-byte UDP flat out lost about 6%
-/// (BENCHMARKS.md, "Frames of segmentation offload sent whole"). The
-/// price: at low rates each block carries a millisecond's frames, so a
-/// ring of N blocks holds N milliseconds of them for a worker held up
-/// (`ctrack run`'s default ring of 4,096 frames of 1,518 bytes: 51).
-const RETIRE_MS: u32 = 1;
-/// `TPACKET_V3` of `enum tpacket_versions`.
-const TPACKET_V3: libc::c_int = 2;
-/// The largest ring we map for one socket.
-const MAX_RING_BYTES: usize = 1 << 30;
-/// Frame sizes we accept (bytes, without FCS).
-const FRAME_SIZES: std::ops::RangeInclusive<usize> = 64..=65536;
 /// sendmmsg(2) sends at most this many messages a call (UIO_MAXIOV).
 const MMSG_MAX: usize = 1024;
 /// The largest frame segmentation offload hands over: a 64 KiB IP
 /// packet, its Ethernet header and two VLAN tags.
 const GSO_FRAME_MAX: usize = 65_535 + 14 + 8;
-
-// `struct tpacket_block_desc`: two u32 then `struct tpacket_hdr_v1`
-// (8-aligned, so at 8): block_status, num_pkts, offset_to_first_pkt.
-const B_STATUS: usize = 8;
-const B_NUM_PKTS: usize = 12;
-const B_FIRST_PKT: usize = 16;
-// `struct tpacket3_hdr` fields.
-const H_NEXT: usize = offset_of!(libc::tpacket3_hdr, tp_next_offset);
-const H_SNAPLEN: usize = offset_of!(libc::tpacket3_hdr, tp_snaplen);
-const H_LEN: usize = offset_of!(libc::tpacket3_hdr, tp_len);
-const H_STATUS: usize = offset_of!(libc::tpacket3_hdr, tp_status);
-const H_MAC: usize = offset_of!(libc::tpacket3_hdr, tp_mac);
-const H_VLAN_TCI: usize =
-    offset_of!(libc::tpacket3_hdr, hv1) + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tci);
-const H_VLAN_TPID: usize =
-    offset_of!(libc::tpacket3_hdr, hv1) + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tpid);
-/// The `sockaddr_ll` after the header (at TPACKET_ALIGN(sizeof hdr)).
-const H_SLL: usize = (std::mem::size_of::<libc::tpacket3_hdr>() + 15) & !15;
-const H_PKTTYPE: usize = H_SLL + offset_of!(libc::sockaddr_ll, sll_pkttype);
-/// Bytes of header (with the `sockaddr_ll`) before a frame.
-const H_LEN_ALL: usize = libc::TPACKET3_HDRLEN;
+/// `PACKET_COPY_THRESH` of linux/if_packet.h (not in libc).
+const PACKET_COPY_THRESH: libc::c_int = 7;
 
 // SAFETY: a C struct of integers and (null when zero) pointers.
 unsafe impl Pod for libc::sock_fprog {}
-
-/// The receive ring's shape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Geometry {
-    block_size: usize,
-    block_nr: usize,
-    /// The room one largest frame takes in a block.
-    slot: usize,
-}
-
-/// The ring for about `ring_frames` frames of up to `frame_size` bytes.
-fn geometry(ring_frames: usize, frame_size: usize, page: usize) -> io::Result<Geometry> {
-    if !FRAME_SIZES.contains(&frame_size) {
-        let msg = format!("frame size {frame_size} out of range ({FRAME_SIZES:?})");
-        return Err(err(io::ErrorKind::InvalidInput, msg));
-    }
-    if ring_frames == 0 || ring_frames > MAX_RING_BYTES {
-        let msg = format!("ring of {ring_frames} frames out of range");
-        return Err(err(io::ErrorKind::InvalidInput, msg));
-    }
-    // Header, the padding before the network header, the frame; aligned.
-    let slot = (H_LEN_ALL + 32 + frame_size + 15) & !15;
-    // A block holds at least one frame of segmentation offload whole.
-    let block_size = (slot * 32)
-        .next_power_of_two()
-        .clamp(page.max(1 << 17), 1 << 22);
-    let per_block = block_size / slot;
-    let block_nr = ring_frames.div_ceil(per_block).max(4);
-    if block_nr.saturating_mul(block_size) > MAX_RING_BYTES {
-        let msg = format!("ring of {ring_frames} frames of {frame_size} bytes is over 1 GiB");
-        return Err(err(io::ErrorKind::InvalidInput, msg));
-    }
-    Ok(Geometry {
-        block_size,
-        block_nr,
-        slot,
-    })
-}
-
-/// Where the receive walk is.
-#[derive(Debug, Clone, Copy, Default)]
-struct Cursor {
-    /// The block being read (or to be read next).
-    block: usize,
-    /// Whether we hold that block (the kernel handed it over).
-    held: bool,
-    /// Frames of the held block not read yet.
-    left: u32,
-    /// Offset in the held block of the next frame.
-    off: usize,
-}
 
 /// Reusable sendmmsg(2) arguments.
 #[derive(Default)]
@@ -160,10 +65,8 @@ impl std::fmt::Debug for SendScratch {
 pub(super) struct PacketPort {
     name: String,
     /// The receive ring (unmapped before the socket closes).
-    ring: Mmap,
+    rx: Rx,
     fd: OwnedFd,
-    geo: Geometry,
-    cur: Cursor,
     mtu: usize,
     max_frame: usize,
     stats: PortStats,
@@ -181,14 +84,10 @@ pub(super) struct PacketPort {
     /// The socket sends go out on, when `fd` takes a header with every
     /// frame sent (with `vnet`): bound to the interface, receiving nothing.
     tx_fd: Option<OwnedFd>,
-}
-
-fn u32_at(m: &Mmap, off: usize) -> Option<u32> {
-    m.read::<4>(off).map(u32::from_ne_bytes)
-}
-
-fn u16_at(m: &Mmap, off: usize) -> Option<u16> {
-    m.read::<2>(off).map(u16::from_ne_bytes)
+    /// Where a V2 ring's frame too long for its slot (`TP_STATUS_COPY`)
+    /// is read whole from the socket: its virtio-net header, then the
+    /// frame. Empty until the first.
+    copy_buf: Vec<u8>,
 }
 
 /// The system page size.
@@ -213,12 +112,27 @@ pub(super) fn open(opts: &PortOptions) -> io::Result<Box<dyn Port>> {
     let name = opts.ifname.as_str();
     let c = |what: &'static str| move |e: io::Error| os::ctx(e, name, what);
     let link = ifinfo::link(name)?;
-    let geo =
-        geometry(opts.ring_frames, opts.frame_size, page_size()).map_err(c("AF_PACKET ring"))?;
+    let geo = geometry(opts.rx_ring, opts.ring_frames, opts.frame_size, page_size())
+        .map_err(c("AF_PACKET ring"))?;
     let fd = os::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, 0)
         .map_err(c("opening an AF_PACKET socket"))?;
-    os::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, &TPACKET_V3)
-        .map_err(c("setting TPACKET_V3"))?;
+    let (version, what) = match opts.rx_ring {
+        RxRing::V2 => (TPACKET_V2, "setting TPACKET_V2"),
+        RxRing::V3 => (TPACKET_V3, "setting TPACKET_V3"),
+    };
+    os::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, &version).map_err(c(what))?;
+    if opts.rx_ring == RxRing::V2 {
+        // A frame longer than a slot is queued whole on the socket as
+        // well (`TP_STATUS_COPY`), up to the socket's receive buffer:
+        // room for a few dozen frames of segmentation offload (the most
+        // the system allows without CAP_NET_ADMIN otherwise).
+        os::setsockopt(&fd, libc::SOL_PACKET, PACKET_COPY_THRESH, &1)
+            .map_err(c("setting PACKET_COPY_THRESH"))?;
+        let room: libc::c_int = 4 << 20;
+        if os::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &room).is_err() {
+            let _ = os::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &room);
+        }
+    }
     match os::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &1) {
         // Before Linux 4.20: PACKET_OUTGOING frames are skipped in recv.
         Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => {}
@@ -233,20 +147,10 @@ pub(super) fn open(opts: &PortOptions) -> io::Result<Box<dyn Port>> {
         true => Some(send_socket(link.ifindex).map_err(c("opening the sending socket"))?),
         false => None,
     };
-    let frames_per_block = geo.block_size / geo.slot;
-    let req = libc::tpacket_req3 {
-        tp_block_size: geo.block_size as u32,
-        tp_block_nr: geo.block_nr as u32,
-        tp_frame_size: geo.slot as u32,
-        tp_frame_nr: (frames_per_block * geo.block_nr) as u32,
-        tp_retire_blk_tov: RETIRE_MS,
-        tp_sizeof_priv: 0,
-        tp_feature_req_word: 0,
-    };
-    os::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)
+    // (A V2 socket reads the first four fields, `struct tpacket_req`.)
+    os::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &geo.request())
         .map_err(c("setting up the receive ring"))?;
-    let ring = Mmap::new(Some(&fd), geo.block_size * geo.block_nr, 0)
-        .map_err(c("mapping the receive ring"))?;
+    let ring = Mmap::new(Some(&fd), geo.bytes(), 0).map_err(c("mapping the receive ring"))?;
     let fanout = opts.workers > 1;
     if fanout {
         // Receive nothing until the socket is in the fanout group, so that
@@ -281,10 +185,8 @@ pub(super) fn open(opts: &PortOptions) -> io::Result<Box<dyn Port>> {
     }
     Ok(Box::new(PacketPort {
         name: opts.ifname.clone(),
-        ring,
+        rx: Rx::new(ring, geo),
         fd,
-        geo,
-        cur: Cursor::default(),
         mtu: link.mtu,
         max_frame: opts.frame_size,
         stats: PortStats::default(),
@@ -295,6 +197,7 @@ pub(super) fn open(opts: &PortOptions) -> io::Result<Box<dyn Port>> {
         gso_rx: Vec::new(),
         gso_hdrs: Vec::new(),
         tx_fd,
+        copy_buf: Vec::new(),
     }))
 }
 
@@ -329,95 +232,37 @@ fn drop_all(fd: &OwnedFd, on: bool) -> io::Result<()> {
     os::setsockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog)
 }
 
-impl PacketPort {
-    fn block_base(&self) -> usize {
-        self.cur.block * self.geo.block_size
-    }
+/// What the receive side keeps of a port, lent to [`RxSide::frame`]
+/// while the ring (or the copy buffer) is borrowed for reading.
+struct RxSide<'a> {
+    max_frame: usize,
+    stats: &'a mut PortStats,
+    own_drops: &'a mut u64,
+    gso_rx: &'a mut Vec<(usize, VnetHdr)>,
+}
 
-    /// Takes the current block if the kernel has handed it over.
-    fn take_block(&mut self) -> bool {
-        let base = self.block_base();
-        let Some(st) = self.ring.atomic_u32(base + B_STATUS) else {
-            return false;
-        };
-        // Acquire: the block's frames, written before the status, are ours.
-        if st.load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
-            return false;
-        }
-        let left = u32_at(&self.ring, base + B_NUM_PKTS).unwrap_or(0);
-        let off = u32_at(&self.ring, base + B_FIRST_PKT).unwrap_or(0) as usize;
-        self.cur = Cursor {
-            block: self.cur.block,
-            held: true,
-            left,
-            off,
-        };
-        true
-    }
-
-    /// Gives the held block back to the kernel and moves to the next.
-    fn release_block(&mut self) {
-        let base = self.block_base();
-        if let Some(st) = self.ring.atomic_u32(base + B_STATUS) {
-            // Release: we are done reading before the kernel may refill.
-            st.store(libc::TP_STATUS_KERNEL, Ordering::Release);
-        }
-        self.cur = Cursor {
-            block: (self.cur.block + 1) % self.geo.block_nr,
-            ..Cursor::default()
-        };
-    }
-
-    /// Reads the next frame of the held block into a buffer pushed on
-    /// `out` (from `pool`; a frame of segmentation offload in one of its
-    /// own, noted in `gso_rx`); returns how many (none when it is skipped:
-    /// outgoing, truncated, too large, malformed, a kind of segmentation
-    /// offload ctrack does not handle).
-    fn next_frame(&mut self, pool: &mut Pool, out: &mut Vec<Vec<u8>>) -> usize {
-        self.cur.left -= 1;
-        let base = self.block_base();
-        let end = base + self.geo.block_size;
-        let h = base + self.cur.off;
-        let r = &self.ring;
-        let fields = (|| {
-            let next = u32_at(r, h + H_NEXT)? as usize;
-            let snap = u32_at(r, h + H_SNAPLEN)? as usize;
-            let len = u32_at(r, h + H_LEN)? as usize;
-            let status = u32_at(r, h + H_STATUS)?;
-            let data = h + u16_at(r, h + H_MAC)? as usize;
-            let pkttype = r.read::<1>(h + H_PKTTYPE)?[0];
-            (h + H_LEN_ALL <= end && data + snap <= end)
-                .then_some((next, snap, len, status, data, pkttype))
-        })();
-        let Some((next, snap, len, status, data, pkttype)) = fields else {
-            // Malformed: abandon the rest of the block.
-            self.own_drops += 1;
-            self.cur.left = 0;
-            return 0;
-        };
-        if next == 0 {
-            self.cur.left = 0;
-        }
-        self.cur.off += next;
-        if pkttype == libc::PACKET_OUTGOING {
-            return 0;
-        }
-        // The virtio-net header lies just before the frame.
-        let vnet = match self.vnet {
-            true => data
-                .checked_sub(VnetHdr::LEN)
-                .filter(|&v| v >= h + H_LEN_ALL)
-                .and_then(|v| r.read::<{ VnetHdr::LEN }>(v))
-                .map(VnetHdr::parse),
-            false => None,
-        };
+impl RxSide<'_> {
+    /// Frame `f`, `snap` of its bytes at hand (`take(buf, from, n)`
+    /// appends `n` of them from `from`), behind `vnet` if the socket has
+    /// the header: checked, copied into a buffer with its VLAN tag put
+    /// back and its checksum finished, and pushed on `out`. Returns 1, or
+    /// 0 when it is skipped.
+    fn frame(
+        &mut self,
+        f: &Raw,
+        snap: usize,
+        vnet: Option<VnetHdr>,
+        take: impl Fn(&mut Vec<u8>, usize, usize),
+        pool: &mut Pool,
+        out: &mut Vec<Vec<u8>>,
+    ) -> usize {
         let gso = vnet.map_or(Gso::None, |v| v.gso());
         let limit = match gso {
             Gso::None => self.max_frame,
             _ => GSO_FRAME_MAX,
         };
-        if snap < len || len > limit {
-            self.own_drops += 1;
+        if snap < f.len || f.len > limit {
+            *self.own_drops += 1;
             return 0;
         }
         let mut buf = match gso {
@@ -425,29 +270,28 @@ impl PacketPort {
             // (The pool keeps no buffer this large.)
             Gso::Tcp(_) | Gso::Udp(_) => Vec::with_capacity(snap + 4),
             Gso::Other => {
-                self.own_drops += 1;
+                *self.own_drops += 1;
                 return 0;
             }
         };
-        if status & libc::TP_STATUS_VLAN_VALID != 0 && snap >= 12 {
+        if f.status & libc::TP_STATUS_VLAN_VALID != 0 && snap >= 12 {
             // Put back the 802.1Q tag the kernel took out of the frame.
-            let tpid = if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
-                u16_at(r, h + H_VLAN_TPID).unwrap_or(0x8100)
+            let tpid = if f.status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+                f.vlan_tpid
             } else {
                 0x8100
             };
-            let tci = u32_at(r, h + H_VLAN_TCI).unwrap_or(0) as u16;
-            r.copy_out(data, 12, &mut buf);
+            take(&mut buf, 0, 12);
             buf.extend_from_slice(&tpid.to_be_bytes());
-            buf.extend_from_slice(&tci.to_be_bytes());
-            r.copy_out(data + 12, snap - 12, &mut buf);
+            buf.extend_from_slice(&f.vlan_tci.to_be_bytes());
+            take(&mut buf, 12, snap - 12);
         } else {
-            r.copy_out(data, snap, &mut buf);
+            take(&mut buf, 0, snap);
         }
         self.stats.rx_packets += 1;
         self.stats.rx_bytes += buf.len() as u64;
         let unfinished =
-            status & libc::TP_STATUS_CSUMNOTREADY != 0 || vnet.is_some_and(|v| v.needs_csum());
+            f.status & libc::TP_STATUS_CSUMNOTREADY != 0 || vnet.is_some_and(|v| v.needs_csum());
         if unfinished && offload::complete(&mut buf).is_some() {
             // The sender left the transport checksum to offload (a veth
             // peer's stack does by default): finish it, as the kernel does
@@ -461,6 +305,87 @@ impl PacketPort {
         }
         out.push(buf);
         1
+    }
+}
+
+impl PacketPort {
+    /// Hands over a frame of the ring (pushed on `out`, in a buffer from
+    /// `pool`; a frame of segmentation offload in one of its own, noted in
+    /// `gso_rx`); returns how many (none when it is skipped: outgoing,
+    /// truncated, too large, malformed, a kind of segmentation offload
+    /// ctrack does not handle).
+    fn deliver(&mut self, f: Raw, pool: &mut Pool, out: &mut Vec<Vec<u8>>) -> usize {
+        if f.pkttype == libc::PACKET_OUTGOING {
+            return 0;
+        }
+        if f.status & libc::TP_STATUS_COPY != 0 {
+            // Cut to the V2 slot; the whole frame waits on the socket.
+            return self.deliver_copy(f, pool, out);
+        }
+        let r = &self.rx.ring;
+        // The virtio-net header lies just before the frame.
+        let vnet = match self.vnet {
+            true => f
+                .data
+                .checked_sub(VnetHdr::LEN)
+                .filter(|&v| v >= f.hdr_end)
+                .and_then(|v| r.read::<{ VnetHdr::LEN }>(v))
+                .map(VnetHdr::parse),
+            false => None,
+        };
+        let data = f.data;
+        let take = |buf: &mut Vec<u8>, from: usize, n: usize| {
+            r.copy_out(data + from, n, buf);
+        };
+        let mut side = RxSide {
+            max_frame: self.max_frame,
+            stats: &mut self.stats,
+            own_drops: &mut self.own_drops,
+            gso_rx: &mut self.gso_rx,
+        };
+        side.frame(&f, f.snap, vnet, take, pool, out)
+    }
+
+    /// A V2 frame marked `TP_STATUS_COPY`: read whole from the socket's
+    /// queue, where the kernel put it in ring order.
+    fn deliver_copy(&mut self, f: Raw, pool: &mut Pool, out: &mut Vec<Vec<u8>>) -> usize {
+        let hdr = if self.vnet { VnetHdr::LEN } else { 0 };
+        if self.copy_buf.is_empty() {
+            self.copy_buf = vec![0; hdr + GSO_FRAME_MAX];
+        }
+        let got = match os::recv(
+            &self.fd,
+            &mut self.copy_buf,
+            libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+        ) {
+            // Not there (the kernel's copy failed) or longer than any
+            // frame we take.
+            Ok(n) if n >= hdr && n <= self.copy_buf.len() => n,
+            _ => {
+                self.own_drops += 1;
+                return 0;
+            }
+        };
+        let b = &self.copy_buf;
+        let vnet = (hdr > 0)
+            .then(|| b.first_chunk::<{ VnetHdr::LEN }>())
+            .flatten()
+            .map(|h| VnetHdr::parse(*h));
+        let take = |buf: &mut Vec<u8>, from: usize, n: usize| {
+            buf.extend_from_slice(&b[hdr + from..hdr + from + n]);
+        };
+        let mut side = RxSide {
+            max_frame: self.max_frame,
+            stats: &mut self.stats,
+            own_drops: &mut self.own_drops,
+            gso_rx: &mut self.gso_rx,
+        };
+        // The whole frame, as long as the wire had it.
+        let f = Raw {
+            len: got - hdr,
+            ..f
+        };
+        side.frame(&f, got - hdr, vnet, take, pool, out)
     }
 
     /// One sendmmsg(2) per `MMSG_MAX` messages of the scratch, on the
@@ -529,18 +454,14 @@ impl Port for PacketPort {
         self.gso_rx.clear();
         let mut n = 0;
         while n < max {
-            if !self.cur.held && !self.take_block() {
-                break;
+            match self.rx.next() {
+                Next::Empty => break,
+                Next::Frame(f) => n += self.deliver(f, pool, out),
+                Next::Malformed => self.own_drops += 1,
             }
-            if self.cur.left == 0 {
-                self.release_block();
-                continue;
-            }
-            n += self.next_frame(pool, out);
+            self.rx.release();
         }
-        if self.cur.held && self.cur.left == 0 {
-            self.release_block();
-        }
+        self.rx.finish();
         Ok(n)
     }
 
@@ -653,42 +574,16 @@ impl Port for PacketPort {
     }
 
     fn mode(&self) -> &'static str {
-        "af-packet, TPACKET_V3"
+        match self.rx.geo.version {
+            RxRing::V2 => "af-packet, TPACKET_V2",
+            RxRing::V3 => "af-packet, TPACKET_V3",
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn layout_as_the_kernel_has_it() {
-        assert_eq!(
-            (H_NEXT, H_SNAPLEN, H_LEN, H_STATUS, H_MAC),
-            (0, 12, 16, 20, 24)
-        );
-        assert_eq!(
-            (H_VLAN_TCI, H_VLAN_TPID, H_SLL, H_PKTTYPE),
-            (32, 36, 48, 58)
-        );
-        assert_eq!(H_LEN_ALL, 68);
-    }
-
-    #[test]
-    fn geometry_sized() {
-        let g = geometry(4096, 1518, 4096).unwrap();
-        // Room for a frame of segmentation offload (and its headers) whole.
-        assert_eq!(g.block_size, 1 << 17);
-        assert!(g.block_size >= GSO_FRAME_MAX + H_LEN_ALL + 32 + VnetHdr::LEN);
-        assert!(g.block_size / g.slot * g.block_nr >= 4096);
-        assert!(g.slot >= 1518 + H_LEN_ALL + 14 && g.slot.is_multiple_of(16));
-        let g = geometry(1, 65536, 4096).unwrap();
-        assert!(g.block_size >= g.slot + 64 && g.block_nr == 4);
-        assert!(geometry(0, 1518, 4096).is_err());
-        assert!(geometry(4096, 10, 4096).is_err());
-        assert!(geometry(4096, 1 << 20, 4096).is_err());
-        assert!(geometry(1 << 28, 9000, 4096).is_err());
-    }
 
     #[test]
     fn sendable_by_mtu() {

@@ -15,8 +15,8 @@ pub enum IoKind {
     /// shared with us (zero-copy where the driver has it, copy mode on
     /// veth and everywhere else).
     AfXdp,
-    /// AF_PACKET with TPACKET_V3 receive rings and batched sends: works on
-    /// every interface.
+    /// AF_PACKET with TPACKET_V3 (or V2, [`RxRing`]) receive rings and
+    /// batched sends: works on every interface.
     #[default]
     AfPacket,
 }
@@ -42,6 +42,41 @@ impl std::str::FromStr for IoKind {
     }
 }
 
+/// The layout of an AF_PACKET port's receive ring (`--rx-ring`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RxRing {
+    /// TPACKET_V2: slots of one size, each handed over as soon as the
+    /// kernel writes it (a frame of segmentation offload, longer than a
+    /// slot, comes whole through the socket). No wait for sparse traffic.
+    V2,
+    /// TPACKET_V3: blocks of frames of any length, handed over full or
+    /// after a millisecond: fewer status words under load, but a sparse
+    /// frame waits up to that millisecond at each port.
+    #[default]
+    V3,
+}
+
+impl RxRing {
+    /// The name `--rx-ring` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            RxRing::V2 => "v2",
+            RxRing::V3 => "v3",
+        }
+    }
+}
+
+impl std::str::FromStr for RxRing {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "v2" | "tpacket_v2" | "2" => Ok(RxRing::V2),
+            "v3" | "tpacket_v3" | "3" => Ok(RxRing::V3),
+            _ => Err(format!("unknown receive ring {s:?} (v2 or v3)")),
+        }
+    }
+}
+
 /// How to open one worker's handle on an interface.
 #[derive(Debug, Clone)]
 pub struct PortOptions {
@@ -61,6 +96,8 @@ pub struct PortOptions {
     /// Largest frame handled (bytes, without the FCS); larger ones are
     /// counted and dropped.
     pub frame_size: usize,
+    /// The receive ring's layout (AF_PACKET only).
+    pub rx_ring: RxRing,
 }
 
 /// A port's counters, as the socket layer sees them.

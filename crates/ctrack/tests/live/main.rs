@@ -124,6 +124,11 @@ impl Fw {
         let workers = if io == "af-xdp" { "1" } else { "2" };
         let sock = net.dir.join(format!("{name}.sock")).display().to_string();
         let f = net.f.clone();
+        // `af-packet-v2`: AF_PACKET with `--rx-ring v2`.
+        let (io, ring) = match io.strip_prefix("af-packet-") {
+            Some(v) => ("af-packet", v),
+            None => (io, "v3"),
+        };
         net.spawn(
             &f,
             name,
@@ -138,6 +143,8 @@ impl Fw {
                 "server=s1",
                 "--io",
                 io,
+                "--rx-ring",
+                ring,
                 "--workers",
                 workers,
                 "--max-conns",
@@ -295,6 +302,11 @@ fn http_ping_and_reject_af_packet() {
 }
 
 #[test]
+fn http_ping_and_reject_af_packet_v2() {
+    http_ping_reject("h2", "af-packet-v2");
+}
+
+#[test]
 fn http_ping_and_reject_af_xdp() {
     http_ping_reject("hx", "af-xdp");
 }
@@ -315,6 +327,18 @@ fn http_ping_and_reject_af_xdp() {
 /// invalid, and docs/live.md says to turn the offloads off.)
 #[test]
 fn traffic_with_sender_offloads_af_packet() {
+    sender_offloads("co", "af-packet");
+}
+
+/// [`traffic_with_sender_offloads_af_packet`] through V2 receive rings,
+/// whose slots hold no frame of segmentation offload: each comes whole
+/// through the socket instead.
+#[test]
+fn traffic_with_sender_offloads_af_packet_v2() {
+    sender_offloads("c2", "af-packet-v2");
+}
+
+fn sender_offloads(tag: &str, io: &str) {
     let echo_acl = format!(
         r#"
 [[acl]]
@@ -333,7 +357,7 @@ action = "allow-related"
 nat = "src={SNAT_IP}"
 "#
     );
-    let Some((mut net, fw)) = setup_with("co", "af-packet", true, &policy(true, &echo_acl)) else {
+    let Some((mut net, fw)) = setup_with(tag, io, true, &policy(true, &echo_acl)) else {
         return;
     };
     let s = net.s.clone();
