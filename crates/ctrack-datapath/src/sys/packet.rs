@@ -123,9 +123,11 @@ pub(super) fn open(opts: &PortOptions) -> io::Result<Box<dyn Port>> {
     os::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, &version).map_err(c(what))?;
     if opts.rx_ring == RxRing::V2 {
         // A frame longer than a slot is queued whole on the socket as
-        // well (`TP_STATUS_COPY`), up to the socket's receive buffer:
-        // room for a few dozen frames of segmentation offload (the most
-        // the system allows without CAP_NET_ADMIN otherwise).
+        // well (`TP_STATUS_COPY`), while the socket's receive buffer has
+        // room: 4 MiB, a few dozen frames of segmentation offload
+        // (`SO_RCVBUFFORCE` needs CAP_NET_ADMIN, which `ctrack run` has;
+        // without it `SO_RCVBUF`, capped by net.core.rmem_max). A frame
+        // cut without a copy is counted and dropped.
         os::setsockopt(&fd, libc::SOL_PACKET, PACKET_COPY_THRESH, &1)
             .map_err(c("setting PACKET_COPY_THRESH"))?;
         let room: libc::c_int = 4 << 20;
@@ -315,12 +317,13 @@ impl PacketPort {
     /// truncated, too large, malformed, a kind of segmentation offload
     /// ctrack does not handle).
     fn deliver(&mut self, f: Raw, pool: &mut Pool, out: &mut Vec<Vec<u8>>) -> usize {
+        if f.status & libc::TP_STATUS_COPY != 0 {
+            // Cut to the V2 slot; the whole frame waits on the socket, to
+            // be taken off it in any case (the queue keeps ring order).
+            return self.deliver_copy(f, pool, out);
+        }
         if f.pkttype == libc::PACKET_OUTGOING {
             return 0;
-        }
-        if f.status & libc::TP_STATUS_COPY != 0 {
-            // Cut to the V2 slot; the whole frame waits on the socket.
-            return self.deliver_copy(f, pool, out);
         }
         let r = &self.rx.ring;
         // The virtio-net header lies just before the frame.
@@ -346,6 +349,12 @@ impl PacketPort {
         side.frame(&f, f.snap, vnet, take, pool, out)
     }
 
+    /// Takes a frame's whole copy off the socket and drops it.
+    fn drain_copy(&mut self) {
+        let mut b = [0u8; 1];
+        let _ = os::recv(&self.fd, &mut b, libc::MSG_DONTWAIT | libc::MSG_TRUNC);
+    }
+
     /// A V2 frame marked `TP_STATUS_COPY`: read whole from the socket's
     /// queue, where the kernel put it in ring order.
     fn deliver_copy(&mut self, f: Raw, pool: &mut Pool, out: &mut Vec<Vec<u8>>) -> usize {
@@ -366,6 +375,9 @@ impl PacketPort {
                 return 0;
             }
         };
+        if f.pkttype == libc::PACKET_OUTGOING {
+            return 0;
+        }
         let b = &self.copy_buf;
         let vnet = (hdr > 0)
             .then(|| b.first_chunk::<{ VnetHdr::LEN }>())
@@ -457,7 +469,13 @@ impl Port for PacketPort {
             match self.rx.next() {
                 Next::Empty => break,
                 Next::Frame(f) => n += self.deliver(f, pool, out),
-                Next::Malformed => self.own_drops += 1,
+                Next::Malformed { copied } => {
+                    self.own_drops += 1;
+                    if copied {
+                        // Keep the socket's queue in step with the ring.
+                        self.drain_copy();
+                    }
+                }
             }
             self.rx.release();
         }

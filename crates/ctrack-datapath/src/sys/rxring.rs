@@ -228,8 +228,10 @@ pub(super) enum Next {
     Empty,
     /// A frame: deliver it, then [`Rx::release`].
     Frame(Raw),
-    /// A header that does not add up: count it, then [`Rx::release`].
-    Malformed,
+    /// A header that does not add up: count it (and take its whole copy
+    /// off the socket if `copied`, `TP_STATUS_COPY`), then
+    /// [`Rx::release`].
+    Malformed { copied: bool },
 }
 
 impl Rx {
@@ -295,7 +297,12 @@ impl Rx {
                 vlan_tpid: u16_at(r, h + H2_VLAN_TPID)?,
             })
         })();
-        raw.map_or(Next::Malformed, Next::Frame)
+        raw.map_or(
+            Next::Malformed {
+                copied: status & libc::TP_STATUS_COPY != 0,
+            },
+            Next::Frame,
+        )
     }
 
     fn block_base(&self) -> usize {
@@ -371,7 +378,7 @@ impl Rx {
         let Some((next, raw)) = fields else {
             // Malformed: abandon the rest of the block.
             self.cur.left = 0;
-            return Next::Malformed;
+            return Next::Malformed { copied: false };
         };
         if next == 0 {
             self.cur.left = 0;
