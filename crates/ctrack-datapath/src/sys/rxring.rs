@@ -8,8 +8,9 @@
 //!   in ring order. Few status words, and a frame of segmentation offload
 //!   fits whole; but a frame that does not fill a block waits for the
 //!   timer: about a millisecond a crossing for sparse traffic (a ping's
-//!   round trip through a forwarder on veth: 1.4 ms against 0.15 through
-//!   the kernel's bridge, BENCHMARKS.md, "The layout's ceiling").
+//!   round trip through a forwarder on veth: 0.9–1.5 ms against 0.18
+//!   through the kernel's bridge, BENCHMARKS.md, "AF_PACKET's receive
+//!   ring: V2 against V3").
 //! - **TPACKET_V2**: `frame_nr` slots of one size, each with its own status
 //!   word, handed over one by one as the kernel writes them (and the reader
 //!   woken at once). A frame longer than a slot (segmentation offload) is
@@ -36,7 +37,7 @@ use super::port::RxRing;
 /// price: at low rates each block carries a millisecond's frames, so a
 /// ring of N blocks holds N milliseconds of them for a worker held up
 /// (`ctrack run`'s default ring of 4,096 frames of 1,518 bytes: 51).
-pub(super) const RETIRE_MS: u32 = 1;
+const RETIRE_MS: u32 = 1;
 /// `TPACKET_V2` and `TPACKET_V3` of `enum tpacket_versions`.
 pub(super) const TPACKET_V2: libc::c_int = 1;
 pub(super) const TPACKET_V3: libc::c_int = 2;
