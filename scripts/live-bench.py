@@ -1277,12 +1277,13 @@ def parse_args():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=5, help="measuring window of each run")
     ap.add_argument("--warmup", type=float, default=2.0, help="seconds of UDP before counting")
-    ap.add_argument("--io", default="af-packet,af-xdp")
+    ap.add_argument("--io", default="af-packet,af-xdp",
+                    help="ctrack's sockets: af-packet, af-xdp, af-packet-v2, af-packet-v3")
     ap.add_argument("--workers", default="1", help="ctrack worker counts, as 1,2")
     ap.add_argument("--ovs-ports", default="system,afxdp",
                     help="OVS port types, one row each: system (AF_PACKET, main thread), "
                          "afxdp (AF_XDP, a PMD thread on the forwarder's CPUs)")
-    ap.add_argument("--figures", default="udp,tcp,cps,rtt")
+    ap.add_argument("--figures", default="udp,tcp,cps,rtt", help="udp,tcp,cps,rtt")
     ap.add_argument("--fwd-cpus", default=None, help="forwarder CPUs (default: all but 0)")
     ap.add_argument("--cps-concurrency", type=int, default=CPS_CONCURRENCY)
     ap.add_argument("--trafgen-sendto", action="store_true",
