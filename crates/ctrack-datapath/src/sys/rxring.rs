@@ -465,5 +465,9 @@ mod tests {
             g.slot_at(g.frames() - 1) + g.slot,
             g.bytes() - g.block_size % g.slot
         );
+        // The largest frame size: a slot still fits in a block.
+        let g = geometry(RxRing::V2, 64, 65536, 4096).unwrap();
+        assert!(g.block_size >= g.slot && g.block_size <= 1 << 22, "{g:?}");
+        assert!(g.frames() >= 64 && g.block_nr >= 4);
     }
 }
