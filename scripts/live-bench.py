@@ -5,7 +5,7 @@
                 [--io af-packet,af-xdp] [--workers 1,2] [--ctrack PATH]
                 [--ovs-ports system,afxdp] [--figures udp,tcp,cps,rtt]
                 [--json FILE] [--no-bare] [--no-sweep] [--fwd-rx fwd|sender]
-                [--offloads off|on]
+                [--offloads off|on] [--fwd-cpus LIST] [--sink-cpu N]
 
 Every forwarder forwards the same traffic between the same two veth pairs,
 one after the other in one invocation, on this machine:
@@ -103,8 +103,13 @@ run and every offered load in --json):
 
 Cores: trafgen pins itself to CPU 0 (`-P 1`), so the generators and the
 endpoints (trafgen, iperf3, the cps tool, and the endpoints' receive
-processing, steered by RPS on c0 and s0) run on CPU 0; the forwarder on
---fwd-cpus (default: every other CPU): ovs-vswitchd and ovsdb-server or
+processing, steered by RPS on c0 and s0) run on CPU 0; with --sink-cpu N
+the receiving end (s0's receive processing, the iperf3 and cps servers)
+runs on CPU N instead, so that on a machine of three or more CPUs the
+generator's core does not also carry the receiver's work (on 2 CPUs
+there is no core to spare: the receiver shares the generator's). The
+forwarder runs on --fwd-cpus (default: every CPU but the generator's
+and the sink's): ovs-vswitchd and ovsdb-server or
 ctrack by taskset, and the receive processing of c1 and s1 (the kernel
 bridge's whole work) by RPS; when the forwarder attaches XDP, veth
 receives through NAPI on the sending CPU instead, so the script makes
@@ -369,7 +374,7 @@ class Topology:
     """The namespaces and veths of one forwarder's turn; `cleanup` removes
     everything it made and every process started in it."""
 
-    def __init__(self, tag, direct, gen_cpu, fwd_cpus, work, fwd_rx="fwd", offloads=OFFLOADS):
+    def __init__(self, tag, direct, cpus, work, fwd_rx="fwd", offloads=OFFLOADS):
         self.c, self.s, self.f = f"{tag}c", f"{tag}s", f"{tag}f"
         self.offloads = offloads
         # The forwarder's ends: names unique on the host, as their NAPI
@@ -377,7 +382,8 @@ class Topology:
         self.c1, self.s1 = f"{tag}c1", f"{tag}s1"
         self.fwd_rx = fwd_rx
         self.direct = direct
-        self.gen_cpu, self.fwd_cpus = gen_cpu, fwd_cpus
+        # The generator's CPU, the forwarder's, the receiving end's.
+        self.gen_cpu, self.fwd_cpus, self.sink_cpu = cpus
         self.work = work
         self.procs = {}
         self.forwarder = None  # set by bench_forwarder
@@ -431,12 +437,12 @@ class Topology:
         if self.direct:
             run(["ip", "link", "add", "c0", "netns", self.c, "type", "veth", "peer", "name", "s0",
                  "netns", self.s])
-            ends = [(self.c, "c0", self.gen_cpu), (self.s, "s0", self.gen_cpu)]
+            ends = [(self.c, "c0", self.gen_cpu), (self.s, "s0", self.sink_cpu)]
         else:
             for end, inner, ns in ((self.c1, "c0", self.c), (self.s1, "s0", self.s)):
                 run(["ip", "link", "add", end, "netns", self.f, "type", "veth", "peer", "name",
                      inner, "netns", ns])
-            ends = [(self.c, "c0", self.gen_cpu), (self.s, "s0", self.gen_cpu)]
+            ends = [(self.c, "c0", self.gen_cpu), (self.s, "s0", self.sink_cpu)]
             ends += [(self.f, self.c1, None), (self.f, self.s1, None)]
         for ns, dev, mac, addr in ((self.c, "c0", CLIENT_MAC, CLIENT_IP),
                                    (self.s, "s0", SERVER_MAC, SERVER_IP)):
@@ -897,17 +903,17 @@ def window(topo, seconds, sample):
     """Samples before and after `seconds`: sample(), the cores' jiffies,
     the forwarder cores' split (user, system, softirq...) and, for ctrack,
     its cost figures (read just outside the window)."""
-    fwd, gen = topo.fwd_cpus, [topo.gen_cpu]
+    fwd, gen, sink = topo.fwd_cpus, [topo.gen_cpu], [topo.sink_cpu]
     cost = getattr(topo.forwarder, "cost", None)
     k0 = cost(topo) if cost else None
-    b0, g0, f0 = cpu_busy(fwd), cpu_busy(gen), cpu_fields(fwd)
+    b0, g0, r0, f0 = cpu_busy(fwd), cpu_busy(gen), cpu_busy(sink), cpu_fields(fwd)
     s0, t0 = sample(), time.monotonic()
     time.sleep(seconds)
-    b1, g1, f1 = cpu_busy(fwd), cpu_busy(gen), cpu_fields(fwd)
+    b1, g1, r1, f1 = cpu_busy(fwd), cpu_busy(gen), cpu_busy(sink), cpu_fields(fwd)
     s1, t1 = sample(), time.monotonic()
     k1 = cost(topo) if cost else None
     cpu = {"fwd_busy": busy_share(b0, b1), "gen_busy": busy_share(g0, g1),
-           "fwd_split": cpu_split(f0, f1)}
+           "sink_busy": busy_share(r0, r1), "fwd_split": cpu_split(f0, f1)}
     if cost:
         cpu["cost"] = cost_delta(k0, k1)
     return s0, s1, t1 - t0, cpu
@@ -945,7 +951,8 @@ def measure_udp(topo, args):
     best = max(points, key=lambda p: p["pps"])
     return {"pps": best["pps"], "offered_pps": best["offered_pps"], "at_max_load_pps": full["pps"],
             "max_offered_pps": full["offered_pps"], "fwd_busy": best["fwd_busy"],
-            "gen_busy": best["gen_busy"], "fwd_split": best["fwd_split"],
+            "gen_busy": best["gen_busy"], "sink_busy": best["sink_busy"],
+            "fwd_split": best["fwd_split"],
             "cost": best.get("cost"), "levels": points}
 
 
@@ -970,7 +977,7 @@ def client_run(topo, args, name, argv, after=0.0):
 
 def measure_tcp(topo, args):
     if "iperf3-s" not in topo.procs:
-        topo.spawn(topo.s, "iperf3-s", ["iperf3", "-s", "-B", SERVER_IP], [topo.gen_cpu])
+        topo.spawn(topo.s, "iperf3-s", ["iperf3", "-s", "-B", SERVER_IP], [topo.sink_cpu])
         time.sleep(0.5)
     # (After iperf3's omitted second.)
     out, cpu = client_run(topo, args, "iperf3", ["iperf3", "-c", SERVER_IP, "-t",
@@ -987,7 +994,7 @@ def measure_tcp(topo, args):
 def measure_cps(topo, args):
     if "cps-server" not in topo.procs:
         p = topo.spawn(topo.s, "cps-server", ["python3", "-c", CPS_TOOL, "server", SERVER_IP,
-                                              str(CPS_BASE), str(CPS_PORTS)], [topo.gen_cpu])
+                                              str(CPS_BASE), str(CPS_PORTS)], [topo.sink_cpu])
         if not wait_until(lambda: "ready" in topo.log("cps-server") or p.poll() is not None, 10):
             raise BenchError(f"cps server did not start: {topo.log('cps-server')}")
     out = open(os.path.join(topo.work, "cps.out"), "w+")
@@ -1041,15 +1048,17 @@ ACTIVE = []  # (topology, forwarder) being measured: the signal path cleans them
 def bench_forwarder(fwd, args, tag, root):
     """Set up, warm up, measure --runs of each figure, tear down."""
     work = tempfile.mkdtemp(prefix=f"{fwd.name}-", dir=root)
-    topo = Topology(tag, fwd.direct, args.gen_cpu, args.fwd_cpus, work, args.fwd_rx,
+    cpus = (args.gen_cpu, args.fwd_cpus, args.sink_cpu)
+    topo = Topology(tag, fwd.direct, cpus, work, args.fwd_rx,
                     OFFLOADS_ON if args.offloads == "on" else OFFLOADS)
     topo.forwarder = fwd
     ACTIVE.append((topo, fwd))
     res = {"name": fwd.name, "label": fwd.label, "runs": {f: [] for f in args.figures}}
     print(f"== {fwd.label}", file=sys.stderr, flush=True)
-    quiet = cpu_busy(args.fwd_cpus + [args.gen_cpu])
+    used = sorted(set(args.fwd_cpus + [args.gen_cpu, args.sink_cpu]))
+    quiet = cpu_busy(used)
     time.sleep(1)
-    res["busy_before"] = busy_share(quiet, cpu_busy(args.fwd_cpus + [args.gen_cpu]))
+    res["busy_before"] = busy_share(quiet, cpu_busy(used))
     if res["busy_before"] > 0.05:
         print(f"   warning: the machine was {pct(res['busy_before'])} busy before this "
               "forwarder started: other work will skew its figures", file=sys.stderr)
@@ -1191,8 +1200,10 @@ def table(results, args):
     if "rtt" in args.figures:
         lines.append("ping RTT: the mean round trip of a ping every 10 ms and nothing else; "
                      "its ratios are of times (lower is better).")
-    lines.append(f"Cores: generators and endpoints on CPU {args.gen_cpu}, forwarder on CPU "
-                 f"{fmt_cpus(args.fwd_cpus)}"
+    ends = (f"generators and endpoints on CPU {args.gen_cpu}" if args.sink_cpu == args.gen_cpu
+            else f"generators and client on CPU {args.gen_cpu}, receiving end on CPU "
+                 f"{args.sink_cpu}")
+    lines.append(f"Cores: {ends}, forwarder on CPU {fmt_cpus(args.fwd_cpus)}"
                  + (f": this machine has {os.cpu_count()} cores, the generator and the "
                     f"forwarder share them." if os.cpu_count() <= 2 else "."))
     return "\n".join(lines), med, rat
@@ -1219,7 +1230,8 @@ def prerequisites(args):
     if "ctrack" in args.only and not os.access(args.ctrack, os.X_OK):
         problems.append(f"{args.ctrack} not found: cargo build --release -p ctrack, or --ctrack")
     if not args.fwd_cpus:
-        problems.append("no CPU left for the forwarder (CPU 0 is the generator's)")
+        problems.append("no CPU left for the forwarder (CPU 0 is the generator's; "
+                        "name its CPUs with --fwd-cpus)")
     if problems:
         for p in problems:
             print(f"live-bench: {p}", file=sys.stderr)
@@ -1284,7 +1296,12 @@ def parse_args():
                     help="OVS port types, one row each: system (AF_PACKET, main thread), "
                          "afxdp (AF_XDP, a PMD thread on the forwarder's CPUs)")
     ap.add_argument("--figures", default="udp,tcp,cps,rtt", help="udp,tcp,cps,rtt")
-    ap.add_argument("--fwd-cpus", default=None, help="forwarder CPUs (default: all but 0)")
+    ap.add_argument("--fwd-cpus", default=None,
+                    help="forwarder CPUs, comma-separated (default: all but the generator's "
+                         "and the sink's)")
+    ap.add_argument("--sink-cpu", type=int, default=None,
+                    help="CPU of the receiving end: the server namespace's receive processing "
+                         "and its servers (default: the generator's, CPU 0)")
     ap.add_argument("--cps-concurrency", type=int, default=CPS_CONCURRENCY)
     ap.add_argument("--trafgen-sendto", action="store_true",
                     help="trafgen in sendto() mode: no host setting raised, a lower rate")
@@ -1310,10 +1327,22 @@ def parse_args():
     if bad or args.runs < 1 or args.seconds < 1 or not all(0 < w <= 64 for w in args.workers):
         ap.error(f"bad value: {', '.join(bad) or 'runs, seconds or workers'}")
     args.gen_cpu = 0  # trafgen -P 1 pins itself to CPU 0
+    have = os.sched_getaffinity(0)
+    if args.sink_cpu is None:
+        args.sink_cpu = args.gen_cpu
+    if args.sink_cpu not in have:
+        ap.error(f"--sink-cpu {args.sink_cpu}: not one of this process's CPUs "
+                 f"({fmt_cpus(sorted(have))})")
     if args.fwd_cpus is None:
-        args.fwd_cpus = sorted(os.sched_getaffinity(0) - {0})
+        args.fwd_cpus = sorted(have - {args.gen_cpu, args.sink_cpu})
     else:
-        args.fwd_cpus = [int(c) for c in split(args.fwd_cpus)]
+        try:
+            args.fwd_cpus = [int(c) for c in split(args.fwd_cpus)]
+        except ValueError:
+            ap.error(f"--fwd-cpus {args.fwd_cpus}: a comma-separated list of CPU numbers")
+        if not set(args.fwd_cpus) <= have:
+            ap.error(f"--fwd-cpus: not all of them are this process's CPUs "
+                     f"({fmt_cpus(sorted(have))})")
     args.ctrack = os.path.normpath(args.ctrack)
     return args
 
@@ -1345,6 +1374,7 @@ def main():
     meta = machine()
     meta.update(command=" ".join(sys.argv), runs=args.runs, seconds=args.seconds,
                 warmup=args.warmup, generator_cpu=args.gen_cpu, forwarder_cpus=args.fwd_cpus,
+                sink_cpu=args.sink_cpu,
                 trafgen_mode="sendto" if args.trafgen_sendto else "TX_RING",
                 offloads=args.offloads)
     results = []
