@@ -1,10 +1,13 @@
 //! Fuzz body for the firewall (ctrack-policy's policy, tracker, NAT and
 //! gateways in one stage): frame lists through its burst path and through
-//! its per-packet path must get the same decisions, answers and bytes.
+//! its per-packet path must get the same decisions, answers and bytes, and
+//! so must a firewall whose ACLs meet every `+new` packet.
 
 use ctrack_core::{Config, FragConfig, KeyHasher, LinkType, Time, Tracker};
+use ctrack_policy::expr::Expr;
 use ctrack_policy::firewall::{BurstOut, Decision, Firewall, FwOut, FwOutputs, FwStats};
-use ctrack_policy::model::Policy;
+use ctrack_policy::key::Field;
+use ctrack_policy::model::{Acl, AclAction, Direction, Policy};
 use ctrack_wire::parse_frame;
 
 use crate::Probe;
@@ -238,9 +241,11 @@ pub fn firewall_frames_bytes(data: &[u8], probe: &mut Probe) {
 /// counters of each path carried from one call to the next as a worker
 /// carries them: the same decision for every frame (connection numbers
 /// aside), the same bytes (translated where NAT applies), the same
-/// answers to `reject`, the same counters. Fragments are left out: the
-/// per-packet path reassembles them and the burst path, by design, does
-/// not. Counts the frames judged.
+/// answers to `reject`, the same counters. A third firewall, one frame at
+/// a time, has the policy with an ACL that matches nothing but keeps every
+/// `+new` packet meeting the ACLs (`without_words`): the same again.
+/// Fragments are left out: the per-packet path reassembles them and the
+/// burst path, by design, does not. Counts the frames judged.
 pub fn firewall_frames(frames: &[Vec<u8>], pick: u8, probe: &mut Probe) {
     // The ports' MAC addresses: the first frame's, or two fixed ones.
     let (a, b) = match frames.iter().find(|f| f.len() >= 14) {
@@ -254,7 +259,7 @@ pub fn firewall_frames(frames: &[Vec<u8>], pick: u8, probe: &mut Probe) {
         Policy::from_str(&text, "fuzz.toml").expect("the fuzz policies load")
     };
     let policy = policy_at(usize::from(pick));
-    let make = || {
+    let make = |policy: &Policy| {
         Firewall::<usize>::new(
             // One hash seed for both: where a translation's port is taken,
             // the search starts from a hash of the connection, and two
@@ -271,7 +276,8 @@ pub fn firewall_frames(frames: &[Vec<u8>], pick: u8, probe: &mut Probe) {
         )
         .expect("the fuzz policies compile")
     };
-    let (one, burst) = (make(), make());
+    let (one, burst) = (make(&policy), make(&policy));
+    let acls = make(&without_words(policy.clone()));
     let frames: Vec<&Vec<u8>> = frames
         .iter()
         .filter(|f| {
@@ -281,6 +287,7 @@ pub fn firewall_frames(frames: &[Vec<u8>], pick: u8, probe: &mut Probe) {
         })
         .collect();
     let mut outs = FwOutputs::default();
+    let mut by_acls = FwOutputs::default();
     let mut st = FwStats::default();
     let mut now = Time::from_secs(10);
     let mut replies = Vec::new();
@@ -289,8 +296,10 @@ pub fn firewall_frames(frames: &[Vec<u8>], pick: u8, probe: &mut Probe) {
         now = Time::from_millis(now.as_millis() + 7);
         for part in chunk.chunks(1 + k % 7) {
             outs.out.clear();
+            by_acls.out.clear();
             for (i, f) in part.iter().enumerate() {
                 one.process((*f).clone(), i, now, &mut outs);
+                acls.process((*f).clone(), i, now, &mut by_acls);
             }
             assert!(
                 outs.dropped.is_empty(),
@@ -315,6 +324,9 @@ pub fn firewall_frames(frames: &[Vec<u8>], pick: u8, probe: &mut Probe) {
             let base = at;
             at += part.len();
             agree(&outs.out, &got, &ds, &replies, base, probe);
+            as_the_acls(&outs.out, &by_acls.out, base);
+            // Inputs whose `+new` packets take their connections' words.
+            probe.feature(84, outs.stats.new_by_word.min(8));
         }
         if k % 5 == 4 {
             // A policy change, the same on both paths: connections are
@@ -322,14 +334,23 @@ pub fn firewall_frames(frames: &[Vec<u8>], pick: u8, probe: &mut Probe) {
             let p = policy_at(usize::from(pick) + 1 + k / 5);
             one.set_policy(p.clone())
                 .expect("the fuzz policies compile");
+            acls.set_policy(without_words(p.clone()))
+                .expect("the fuzz policies compile");
             burst.set_policy(p).expect("the fuzz policies compile");
         }
         if k % 8 == 7 {
+            acls.tracker().sweep(now, 1000, &mut by_acls.stats.tracker);
             one.tracker().sweep(now, 1000, &mut outs.stats.tracker);
             burst.tracker().sweep(now, 1000, &mut st.tracker);
         }
     }
-    let (w, g) = (&outs.stats, &st);
+    same_counters(&outs.stats, &by_acls.stats);
+    burst_counters(&outs.stats, &st);
+}
+
+/// The counters of the per-packet path (`w`) and of the burst path
+/// (`g`).
+fn burst_counters(w: &FwStats, g: &FwStats) {
     assert_eq!(w.verdicts, g.verdicts, "counters by verdict");
     assert_eq!(w.stages, g.stages, "counters by stage");
     assert_eq!(w.drops, g.drops, "counters by drop reason");
@@ -352,6 +373,74 @@ pub fn firewall_frames(frames: &[Vec<u8>], pick: u8, probe: &mut Probe) {
         (g.rejects_sent, g.rejects_suppressed),
         "answers"
     );
+}
+
+/// `p` with one more ACL, last and of the lowest priority, that reads
+/// `ip.ttl` and matches nothing: a firewall of it decides every packet as
+/// one of `p` does, but its ACLs meet every `+new` packet of a committed
+/// connection, which `p`'s firewall may decide by the connection's word
+/// (`Compiled::pair_code`).
+fn without_words(mut p: Policy) -> Policy {
+    let never = Expr::And(vec![Expr::eq(Field::IpTtl, 0), Expr::eq(Field::IpTtl, 1)]);
+    let n = p.acls.len();
+    p.acls
+        .push(Acl::new(n, Direction::ToLport, 0, AclAction::Drop, never));
+    p
+}
+
+/// The same outputs, frame by frame, from a firewall that takes words
+/// (`want`) and one whose ACLs meet every `+new` packet (`got`): the
+/// decision (connection numbers and the word's port pair aside), the
+/// bytes, the answer.
+fn as_the_acls(want: &[FwOut<usize>], got: &[FwOut<usize>], base: usize) {
+    assert_eq!(want.len(), got.len(), "one output a frame");
+    let plain = |d: &Decision| {
+        let mut d = *d;
+        if let Some(v) = d.ct.as_mut() {
+            v.conn = None;
+            v.word &= (1 << 51) - 1;
+        }
+        d
+    };
+    for (i, (w, g)) in want.iter().zip(got).enumerate() {
+        let n = base + i;
+        assert_eq!(
+            plain(&w.decision),
+            plain(&g.decision),
+            "decision of frame {n}, by the ACLs"
+        );
+        assert_eq!(w.frame, g.frame, "bytes of frame {n}, by the ACLs");
+        assert_eq!(
+            w.reply, g.reply,
+            "reject's answer to frame {n}, by the ACLs"
+        );
+    }
+}
+
+/// The counters of a firewall that takes words (`w`) and of one whose
+/// ACLs meet every `+new` packet (`a`), whose last ACL never counts.
+fn same_counters(w: &FwStats, a: &FwStats) {
+    assert_eq!(w.verdicts, a.verdicts, "counters by verdict, by the ACLs");
+    assert_eq!(w.stages, a.stages, "counters by stage, by the ACLs");
+    assert_eq!(w.drops, a.drops, "counters by drop reason, by the ACLs");
+    assert_eq!(
+        w.rejudged, a.rejudged,
+        "connections judged again, by the ACLs"
+    );
+    assert_eq!(w.tracker, a.tracker, "the tracker's counters, by the ACLs");
+    assert_eq!(a.new_by_word, 0, "a word taken where an ACL reads the TTL");
+    if w.generation == a.generation {
+        let n = w.acls.len().min(a.acls.len());
+        assert_eq!(w.acls[..n], a.acls[..n], "counters by ACL, by the ACLs");
+        assert!(
+            a.acls[n..].iter().all(|c| c.packets == 0),
+            "the ACL that never matches"
+        );
+        assert_eq!(
+            w.defaults, a.defaults,
+            "the defaults' counters, by the ACLs"
+        );
+    }
 }
 
 /// Compares one burst's decisions (`ds`), bytes (`got`) and answers
@@ -392,5 +481,33 @@ fn agree(
                 ),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctrack_policy::firewall::Compiled;
+
+    /// Which of the policies let a `+new` packet take its connection's
+    /// word: the comparison with [`without_words`] tests something only
+    /// where some do.
+    #[test]
+    fn some_fuzz_policies_take_words() {
+        let takes: Vec<bool> = FIREWALL_POLICIES
+            .iter()
+            .map(|t| {
+                let t = t
+                    .replace("{A}", "02:00:00:00:00:01")
+                    .replace("{B}", "02:00:00:00:00:02");
+                let p = Policy::from_str(&t, "fuzz.toml").unwrap();
+                let c = Compiled::new(p.clone(), 1).unwrap();
+                let w = Compiled::new(without_words(p), 1).unwrap();
+                assert_eq!(w.pair_code(1, 2), 0);
+                c.pair_code(1, 2) != 0
+            })
+            .collect();
+        // `tcp.flags` in the second, translations in the third.
+        assert_eq!(takes, [true, false, false, true, true, true]);
     }
 }

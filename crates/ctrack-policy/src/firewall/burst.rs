@@ -16,7 +16,7 @@ use super::decision::{
     AclCounters, AclRef, Action, BURST, Decision, DropReason, FwStats, Stage, ZoneCache,
 };
 use super::engine::Firewall;
-use super::judge::{Cx, uncount};
+use super::judge::{Cx, by_word, uncount};
 use super::nd::is_nd_or_mld;
 use super::word::Word;
 use crate::key::plain_ipv4;
@@ -55,6 +55,7 @@ impl<T> Firewall<T> {
             zones = ZoneCache {
                 policy: pol.id(),
                 last: None,
+                ports: (0, 0),
             };
         }
         for chunk in frames.chunks_mut(BURST) {
@@ -68,7 +69,8 @@ impl<T> Firewall<T> {
                     replies: out.replies,
                     stats: out.stats,
                 };
-                self.chunk(&pol, chunk, zone, now, base, &mut o);
+                let pairs = zones.pair_codes(&pol);
+                self.chunk(&pol, chunk, (zone, pairs), now, base, &mut o);
             } else {
                 for (i, f) in chunk.iter_mut().enumerate() {
                     let (d, reply) = self.judge_alone(&pol, f, now, out.stats);
@@ -146,9 +148,26 @@ impl ZoneCache {
         })
     }
 
+    /// The memo's pair as it came (its first eight bytes and next four),
+    /// and the numbers [`Compiled::pair_code`] gives its ports, that way
+    /// and the other; `None` without a memo or where the policy keeps no
+    /// pairs.
+    fn pair_codes(&self, pol: &Compiled) -> Option<Pairs> {
+        let (fa, fb, ..) = self.last?;
+        let (i, o) = self.ports;
+        let fwd = pol.pair_code(i, o);
+        (fwd != 0).then(|| Pairs {
+            words: (fa, fb),
+            fwd,
+            rev: pol.pair_code(o, i),
+        })
+    }
+
     #[inline(never)]
     fn miss(&mut self, pol: &Compiled, f: &[u8], pair: &[u8; 12]) -> u16 {
-        let z = pol.zone_for(pol.port_at(f, 6), pol.port_at(f, 0));
+        let (inport, outport) = (pol.port_at(f, 6), pol.port_at(f, 0));
+        let z = pol.zone_for(inport, outport);
+        self.ports = (inport, outport);
         let mut rev = [0u8; 12];
         rev[..6].copy_from_slice(&pair[6..]);
         rev[6..].copy_from_slice(&pair[..6]);
@@ -159,6 +178,17 @@ impl ZoneCache {
     }
 }
 
+/// A chunk's pair of MAC addresses as its first frame carries it (its
+/// first eight bytes and next four: every frame of the chunk carries it
+/// one way or the other), and the pair's numbers for a connection's word,
+/// that way (`fwd`) and the other (`rev`).
+#[derive(Debug, Clone, Copy)]
+struct Pairs {
+    words: (u64, u32),
+    fwd: u16,
+    rev: u16,
+}
+
 impl<T> Firewall<T> {
     /// A chunk of frames of one zone under a tracked policy: the tracker
     /// looks it up as one burst and hands each packet, before it looks up
@@ -167,7 +197,7 @@ impl<T> Firewall<T> {
         &self,
         pol: &Compiled,
         chunk: &mut [Vec<u8>],
-        zone: u16,
+        (zone, pairs): (u16, Option<Pairs>),
         now: Time,
         base: usize,
         out: &mut BurstOut<'_>,
@@ -195,6 +225,7 @@ impl<T> Firewall<T> {
             st: &mut *out.stats,
             fast: 0,
             fast_mask: 0,
+            pairs,
         };
         let action = pol.lookup_action(zone);
         if pol.has_nat || pol.has_alg {
@@ -260,6 +291,8 @@ struct Judging<'a, T> {
     /// Those of the chunk, bit `i` for packet `i`: their decisions are
     /// written after the tracker's loop ([`Judging::decide_fast`]).
     fast_mask: u64,
+    /// The chunk's port pairs, where the policy keeps them.
+    pairs: Option<Pairs>,
 }
 
 impl<T> Judging<'_, T> {
@@ -404,6 +437,20 @@ impl<T> Judging<'_, T> {
     #[inline(never)]
     #[cold]
     fn not_settled(&mut self, i: usize, frame: &mut Vec<u8>, v: &Verdict, counts: &mut Stats) {
+        // A later `+new` packet of a connection committed between the
+        // same ports: its word's verdict, which needs neither the ports'
+        // map nor the tracker's counters.
+        if let Some(p) = self.pairs {
+            let (a, b) = pair_words(frame.first_chunk::<12>().unwrap_or(&[0; 12]));
+            let pair = if (a, b) == p.words { p.fwd } else { p.rev };
+            if let Some(d) = by_word(self.pol, v, pair, frame.len(), self.st) {
+                self.st.count(&d);
+                if let Some(slot) = self.decisions.get_mut(i) {
+                    *slot = d;
+                }
+                return;
+            }
+        }
         std::mem::swap(&mut self.st.tracker, counts);
         let (d, reply) = self
             .fw

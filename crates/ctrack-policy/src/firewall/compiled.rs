@@ -6,9 +6,10 @@ use ctrack_core::{CtAction, Masked, Nat, Zone};
 use foldhash::HashMap;
 
 use super::decision::{AclRef, Stage};
-use super::word::{Word, WordStage};
+use super::word::{PAIR_BITS, Word, WordStage};
 use crate::classify::{Classifier, CompileError, Rank, RuleId};
-use crate::key::{Key, NO_PORT, PortNo, mac_u64};
+use crate::expr::Expr;
+use crate::key::{Field, Key, NO_PORT, PortNo, flag, mac_u64};
 use crate::model::{AclAction, DefaultAction, Direction, Policy};
 
 /// Tiers an ACL may name (0..=3).
@@ -107,9 +108,58 @@ pub struct Compiled {
     pub has_nat: bool,
     /// Some ACL names a gateway.
     pub has_alg: bool,
+    /// A later `+new` packet of a connection an ACL of this generation
+    /// committed, between the same two ports, gets that ACL's verdict from
+    /// the connection's word without meeting the ACLs again, exactly as
+    /// they would decide it (see [`Compiled::pair_code`]).
+    new_by_word: bool,
     /// This compilation's own number, unique in the process: what a
     /// worker's memo of the last MAC pair's zone is valid for.
     id: u64,
+}
+
+/// Whether `e` reads only what every packet of a connection carries alike
+/// in its original direction between the same two ports: the fields the
+/// connection's key holds (addresses, protocol, transport ports, ICMP type
+/// and code), the ports, the EtherType, and the protocol flags (`arp`
+/// among them: never set on a tracked packet).
+fn flow_constant(e: &Expr) -> bool {
+    const SAME: u16 = flag::ARP
+        | flag::IP
+        | flag::IP4
+        | flag::IP6
+        | flag::TCP
+        | flag::UDP
+        | flag::SCTP
+        | flag::ICMP
+        | flag::ICMP4
+        | flag::ICMP6;
+    let field_ok = |f: Field| {
+        matches!(
+            f,
+            Field::EthType
+                | Field::IpProto
+                | Field::Inport
+                | Field::Outport
+                | Field::IcmpType
+                | Field::IcmpCode
+                | Field::L4Src
+                | Field::L4Dst
+                | Field::IpSrc
+                | Field::IpDst
+        )
+    };
+    match e {
+        Expr::True | Expr::False => true,
+        Expr::Test {
+            field: Field::Flags,
+            mask,
+            ..
+        } => *mask & !u128::from(SAME) == 0,
+        Expr::Test { field, .. } | Expr::Range { field, .. } => field_ok(*field),
+        Expr::And(xs) | Expr::Or(xs) => xs.iter().all(flow_constant),
+        Expr::Not(x) => flow_constant(x),
+    }
 }
 
 /// The next [`Compiled::id`].
@@ -142,10 +192,17 @@ impl Compiled {
                 macs.insert(mac_u64(m), (i + 1) as PortNo);
             }
         }
+        let has_nat = policy.acls.iter().any(|a| a.nat.is_some());
+        let has_alg = policy.acls.iter().any(|a| a.alg.is_some());
+        let new_by_word = !has_nat
+            && !has_alg
+            && (policy.ports.len() + 1).pow(2) < 1 << PAIR_BITS
+            && policy.acls.iter().all(|a| flow_constant(&a.expr));
         Ok(Compiled {
             tracking: policy.has_stateful(),
-            has_nat: policy.acls.iter().any(|a| a.nat.is_some()),
-            has_alg: policy.acls.iter().any(|a| a.alg.is_some()),
+            has_nat,
+            has_alg,
+            new_by_word,
             policy,
             generation,
             stages,
@@ -239,8 +296,15 @@ impl Compiled {
     }
 
     /// The commit of a connection `d` allows: the deciding ACLs' NAT,
-    /// gateway and label, and the verdict word.
+    /// gateway and label, and the verdict word (keeping no port pair: see
+    /// [`Compiled::commit_action_at`]).
     pub fn commit_action(&self, zone: Zone, d: &FirstDecision) -> CtAction {
+        self.commit_action_at(zone, d, 0)
+    }
+
+    /// [`Compiled::commit_action`] for a connection opened between the
+    /// ports numbered `pair` by [`Compiled::pair_code`].
+    pub fn commit_action_at(&self, zone: Zone, d: &FirstDecision, pair: u16) -> CtAction {
         let acl = |s: StageDecision| s.acl.map(|i| &self.policy.acls[i as usize]);
         let (from, to) = (acl(d.from), acl(d.to));
         let pick =
@@ -256,13 +320,20 @@ impl Compiled {
             nat: nat.or(self.lookup_action(zone).nat),
             alg,
             label,
-            word: Some(self.word(d).encode()),
+            word: Some(self.word_at(d, pair).encode()),
             ..CtAction::commit(zone)
         }
     }
 
-    /// The verdict word of a connection `d` allows.
+    /// The verdict word of a connection `d` allows (keeping no port pair:
+    /// see [`Compiled::word_at`]).
     pub fn word(&self, d: &FirstDecision) -> Word {
+        self.word_at(d, 0)
+    }
+
+    /// The verdict word of a connection `d` allows, opened between the
+    /// ports numbered `pair` by [`Compiled::pair_code`].
+    pub fn word_at(&self, d: &FirstDecision, pair: u16) -> Word {
         let (stage, _, s) = d.deciding();
         let persist = [d.from, d.to].iter().any(|s| {
             s.kind == Kind::Stateful
@@ -278,7 +349,34 @@ impl Compiled {
                 _ => WordStage::Default,
             },
             persist,
+            pair,
         }
+    }
+
+    /// The number a connection's word keeps for the port pair its opening
+    /// packets went between, or 0 where this policy keeps none.
+    ///
+    /// A `+new` packet (its connection committed, no reply yet: a one-way
+    /// UDP flow, a SYN sent again) meets the ACLs again in OVN. Where
+    /// every ACL reads only what is the same for every packet of a
+    /// connection in its original direction, between the same two ports
+    /// (addresses, protocol, transport ports or ICMP type and code, which
+    /// the connection's key holds, and the ports themselves), the ACLs
+    /// decide such a packet exactly as they decided the packet that
+    /// committed it under the same generation: the verdict the word holds.
+    /// The pair's number, each port's number (0 for none) in base
+    /// `ports + 1`, is kept so that the same addresses sent between two
+    /// other ports of the zone still meet the ACLs. Not kept (0) where an
+    /// ACL reads a field that may change from packet to packet (`ip.ttl`,
+    /// `tcp.flags`, the MAC addresses, the VLAN, fragments), where the
+    /// policy translates or has gateways (a `+new` packet is translated by
+    /// its commit), or where the pairs do not fit the word's bits.
+    pub fn pair_code(&self, inport: PortNo, outport: PortNo) -> u16 {
+        if !self.new_by_word {
+            return 0;
+        }
+        let base = self.policy.ports.len() as u16 + 1;
+        1 + inport * base + outport
     }
 
     /// The name an ACL reference is reported under.

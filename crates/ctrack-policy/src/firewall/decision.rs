@@ -211,6 +211,11 @@ pub struct FwStats {
     pub rejects_suppressed: u64,
     /// Connections judged again after a policy change.
     pub rejudged: u64,
+    /// `+new` packets of committed connections decided by the
+    /// connection's verdict word, without the classifier (see
+    /// `Compiled::pair_code`); counted in `verdicts`, `stages` and the
+    /// ACLs' counters as well, as the ACLs would have decided them.
+    pub new_by_word: u64,
     /// Per-ACL counters, by ACL index, of the policy generation
     /// [`FwStats::generation`].
     pub acls: Vec<AclCounters>,
@@ -239,6 +244,7 @@ impl FwStats {
         self.rejects_sent += o.rejects_sent;
         self.rejects_suppressed += o.rejects_suppressed;
         self.rejudged += o.rejudged;
+        self.new_by_word += o.new_by_word;
         if self.generation == o.generation {
             if self.acls.len() < o.acls.len() {
                 self.acls.resize(o.acls.len(), AclCounters::default());
@@ -314,6 +320,8 @@ pub(crate) struct ZoneCache {
     /// The last pair as it came (destination, source) and the same
     /// swapped, each as its first eight bytes and next four; and its zone.
     pub(crate) last: Option<(u64, u32, u64, u32, u16)>,
+    /// The last pair's ports as it came: (inport, outport).
+    pub(crate) ports: (u16, u16),
 }
 
 /// Packets per tracker burst of the burst path (burst.rs), here beside

@@ -1,15 +1,16 @@
 //! Judging one whole packet: ND first, then the tracker's lookup, then —
 //! only for what the session does not decide — the classifier.
 
-use ctrack_core::{CtAction, CtState, LinkType, Refusal, Stats, Time, Verdict, Zone};
+use ctrack_core::{CtAction, CtState, Dir, LinkType, Refusal, Stats, Time, Verdict, Zone};
 use ctrack_wire::parse_frame;
 
 use super::compiled::{Compiled, FirstDecision, Kind};
 use super::decision::{AclRef, Action, Decision, DropReason, FwStats, Stage};
 use super::engine::Firewall;
 use super::nd::is_nd_or_mld;
-use super::word::Word;
+use super::word::{Word, WordStage};
 use crate::key::{Key, PortNo, plain_ipv4};
+use crate::model::Direction;
 
 /// One packet's context: the policy it meets, the ports it goes between,
 /// its zone, the time.
@@ -93,6 +94,10 @@ impl<T> Firewall<T> {
         if v.state.contains(CtState::NEW | CtState::REL) {
             return self.expected(cx, frame, v, st);
         }
+        let pair = pol.pair_code(cx.inport, cx.outport);
+        if let Some(d) = by_word(pol, &v, pair, frame.len(), st) {
+            return d;
+        }
         let key = Key::from_frame(frame, cx.inport, cx.outport);
         let fd = pol.decide(&key);
         if fd.allows() && !fd.commits() {
@@ -108,7 +113,7 @@ impl<T> Firewall<T> {
         if !fd.allows() {
             return self.first(pol, &fd, frame.len(), false, Some(v), st);
         }
-        let action = pol.commit_action(cx.zone, &fd);
+        let action = pol.commit_action_at(cx.zone, &fd, pair);
         if commit_changes_nothing(&v, &action) {
             // A later packet of a connection an allow already committed
             // (`+new` until the other side answers, as in a one-way UDP
@@ -187,6 +192,56 @@ impl<T> Firewall<T> {
             log: s.acl.is_some_and(|i| pol.policy.acls[i as usize].log),
         }
     }
+}
+
+/// A later `+new` packet of a connection committed under this generation
+/// between the same two ports (`pair`, 0 where the policy keeps none): the
+/// decision the ACLs would make, which is the one that committed it
+/// ([`Compiled::pair_code`] says why), read from the connection's word and
+/// counted as [`Firewall::first`] counts it, without a key or the
+/// classifier. `None` for any other packet.
+#[inline]
+pub(super) fn by_word(
+    pol: &Compiled,
+    v: &Verdict,
+    pair: u16,
+    len: usize,
+    st: &mut FwStats,
+) -> Option<Decision> {
+    if pair == 0
+        || v.conn.is_none()
+        || v.dir != Dir::Orig
+        || v.invalid.is_some()
+        || v.refused.is_some()
+        || Word::pair_of(v.word) != pair
+    {
+        return None;
+    }
+    let w = Word::decode(v.word).filter(|w| w.generation == pol.generation)?;
+    // As `FirstDecision::deciding` names an allowing decision: the to-lport
+    // ACL, else the from-lport one, else the default (counted as
+    // to-lport's).
+    let (stage, dir) = match w.stage {
+        WordStage::From => (Stage::FromLport, Direction::FromLport),
+        WordStage::To => (Stage::ToLport, Direction::ToLport),
+        WordStage::Default => (Stage::Default, Direction::ToLport),
+    };
+    st.sync(pol.generation, pol.policy.acls.len());
+    let counters = match w.acl {
+        Some(i) => st.acls.get_mut(i as usize)?,
+        None => &mut st.defaults[dir as usize],
+    };
+    counters.packets += 1;
+    counters.bytes += len as u64;
+    st.new_by_word += 1;
+    Some(Decision {
+        action: Action::Allow,
+        stage,
+        acl: w.acl.map_or(AclRef::Default, AclRef::Acl),
+        reason: None,
+        ct: Some(*v),
+        log: w.acl.is_some_and(|i| pol.policy.acls[i as usize].log),
+    })
 }
 
 /// The ACL a session's word names, as reported.

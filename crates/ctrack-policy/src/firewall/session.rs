@@ -70,6 +70,7 @@ impl<T> Firewall<T> {
                 acl: None,
                 stage: WordStage::Default,
                 persist: true,
+                pair: 0,
             };
             self.tracker.set_word(id, v.word, stamped.encode(), now);
             return Decision::allow(Stage::Session, AclRef::Persisted);
@@ -89,7 +90,9 @@ impl<T> Firewall<T> {
         let (stage, _, s) = fd.deciding();
         let acl = s.acl.map_or(AclRef::Default, AclRef::Acl);
         if fd.commits() {
-            let word = pol.word(&fd).encode();
+            // (`inport`, `outport`) as the connection's opening packet
+            // went.
+            let word = pol.word_at(&fd, pol.pair_code(inport, outport)).encode();
             self.tracker.set_word(id, v.word, word, now);
             return Decision::allow(Stage::Session, acl);
         }

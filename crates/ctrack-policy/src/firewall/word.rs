@@ -7,6 +7,8 @@
 //! bits 24..48  the ACL that opened it: its index + 1, or 0 for the default
 //! bits 48..50  the stage that decided: 0 default, 1 from-lport, 2 to-lport
 //! bit  50      the ACL had `persist-established`
+//! bits 51..64  the port pair of the packets that opened it, as
+//!              `Compiled::pair_code` numbers it (0: not kept)
 //! ```
 //!
 //! A committed connection is always an allowed one (a denied packet commits
@@ -23,6 +25,9 @@ const ACL_SHIFT: u32 = 24;
 const ACL_MASK: u64 = (1 << 24) - 1;
 const STAGE_SHIFT: u32 = 48;
 const PERSIST: u64 = 1 << 50;
+const PAIR_SHIFT: u32 = 51;
+/// Bits of the port pair's number.
+pub const PAIR_BITS: u32 = 13;
 
 /// The next generation after `g` (skipping 0, which means "no word").
 pub fn next_gen(g: u32) -> u32 {
@@ -52,6 +57,11 @@ pub struct Word {
     pub stage: WordStage,
     /// The ACL had `persist-established`.
     pub persist: bool,
+    /// The port pair (inport, outport) of the packets that opened the
+    /// connection, numbered by `Compiled::pair_code`; 0 when not kept.
+    /// What lets a later `+new` packet of the connection take the word's
+    /// verdict without meeting the ACLs (docs/firewall.md, "The session").
+    pub pair: u16,
 }
 
 impl Word {
@@ -67,6 +77,7 @@ impl Word {
             | (acl << ACL_SHIFT)
             | (stage << STAGE_SHIFT)
             | if self.persist { PERSIST } else { 0 }
+            | (u64::from(self.pair) & ((1 << PAIR_BITS) - 1)) << PAIR_SHIFT
     }
 
     /// Unpacks a word; `None` for 0 (a connection no policy judged).
@@ -85,7 +96,14 @@ impl Word {
                 _ => WordStage::Default,
             },
             persist: w & PERSIST != 0,
+            pair: Word::pair_of(w),
         })
+    }
+
+    /// The port pair's number of a raw word (0 for none).
+    #[inline(always)]
+    pub fn pair_of(w: u64) -> u16 {
+        (w >> PAIR_SHIFT) as u16
     }
 
     /// The word's ACL plus one, 0 for none (as [`Word::decode`]'s `acl`,
@@ -111,16 +129,18 @@ mod tests {
     fn round_trip() {
         for acl in [None, Some(0), Some(7), Some((1 << 24) - 2)] {
             for stage in [WordStage::Default, WordStage::From, WordStage::To] {
-                for persist in [false, true] {
+                for (persist, pair) in [(false, 0), (true, 1), (false, (1 << PAIR_BITS) - 1)] {
                     let w = Word {
                         generation: 0x00ab_cdef,
                         acl,
                         stage,
                         persist,
+                        pair,
                     };
                     assert_eq!(Word::decode(w.encode()), Some(w));
                     assert_eq!(Word::generation_of(w.encode()), 0x00ab_cdef);
                     assert_eq!(Word::acl_plus_one(w.encode()).checked_sub(1), acl, "{w:?}");
+                    assert_eq!(Word::pair_of(w.encode()), pair, "{w:?}");
                 }
             }
         }

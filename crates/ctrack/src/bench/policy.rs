@@ -31,6 +31,7 @@ use super::cps::{Latency, Proto, histogram};
 use super::{Machine, median, packets};
 use crate::args::{MAX_RUNS, MAX_THREADS, bounded};
 
+mod oneway;
 mod threaded;
 use threaded::threaded_runs;
 
@@ -47,6 +48,8 @@ pub enum What {
     Classify,
     /// A policy change with every connection live.
     Reload,
+    /// One-way UDP (`+new` packets), by connections' words against ACLs.
+    Oneway,
 }
 
 /// Arguments of `ctrack bench policy`.
@@ -138,6 +141,7 @@ pub(crate) fn run(a: &PolicyBenchArgs, json: bool, out: &mut dyn Write) -> Resul
         What::Stateless => stateless(a)?,
         What::Classify => classify(a)?,
         What::Reload => reload(a)?,
+        What::Oneway => oneway::oneway(a)?,
     };
     if json {
         serde_json::to_writer_pretty(&mut *out, &report)?;

@@ -1,0 +1,314 @@
+//! A `+new` packet of a connection already committed (a one-way UDP flow,
+//! a SYN sent again) gets its verdict from the connection's word where the
+//! ACLs would decide it as they decided the packet that committed it
+//! (`Compiled::pair_code`): the same decisions and counters as a firewall
+//! whose ACLs meet every such packet, and the ACLs still meet the packets
+//! they could decide otherwise.
+
+use ctrack_core::{Config, FragConfig, Time, Tracker};
+use ctrack_policy::expr::Expr;
+use ctrack_policy::firewall::{AclRef, Action, BurstOut, Decision, Firewall, FwOutputs, Stage};
+use ctrack_policy::key::{Field, flag};
+use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy, Port};
+use ctrack_wire::build::{Frame, L4};
+
+const A_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const B_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
+const C_MAC: [u8; 6] = [2, 0, 0, 0, 0, 3];
+const A_IP: [u8; 4] = [10, 0, 0, 1];
+const B_IP: [u8; 4] = [10, 0, 0, 2];
+/// Port B's number in the key (ports are numbered from 1).
+const B: u128 = 2;
+
+/// Ports A, B and C, in zones 1, 2 and 3: A's packets to B and to C are
+/// tracked in the same zone (A's, the lower). To-lport: B takes UDP
+/// (allow-related, logged); C takes nothing (its stage's default drops).
+/// From-lport: everything may leave (allow-related `ip`). With `extra`,
+/// one more ACL, last, at the highest priority.
+fn policy(extra: Option<(AclAction, Expr)>) -> Policy {
+    let port = |name: &str, mac: [u8; 6], zone| Port {
+        name: name.into(),
+        macs: vec![mac],
+        ips: Vec::new(),
+        zone,
+    };
+    let mut to_b = Acl::new(
+        0,
+        Direction::ToLport,
+        1000,
+        AclAction::AllowRelated,
+        Expr::And(vec![
+            Expr::eq(Field::Outport, B),
+            Expr::flags(flag::IP | flag::UDP),
+        ]),
+    );
+    to_b.log = true;
+    let mut acls = vec![
+        to_b,
+        Acl::new(
+            1,
+            Direction::FromLport,
+            1,
+            AclAction::AllowRelated,
+            Expr::flags(flag::IP),
+        ),
+    ];
+    if let Some((action, expr)) = extra {
+        acls.push(Acl::new(acls.len(), Direction::ToLport, 2000, action, expr));
+    }
+    Policy {
+        default: DefaultAction::Drop,
+        ports: vec![
+            port("a", A_MAC, 1),
+            port("b", B_MAC, 2),
+            port("c", C_MAC, 3),
+        ],
+        acls,
+        ..Policy::default()
+    }
+}
+
+/// The same decisions with every `+new` packet meeting the ACLs: an ACL
+/// that reads `ip.ttl` (which may change from packet to packet) keeps the
+/// words from deciding, and this one never matches a packet of TTL 64.
+fn ttl_never() -> Option<(AclAction, Expr)> {
+    Some((
+        AclAction::Drop,
+        Expr::And(vec![Expr::flags(flag::IP), Expr::eq(Field::IpTtl, 0)]),
+    ))
+}
+
+fn fw(p: Policy) -> Firewall<u64> {
+    Firewall::new(Tracker::new(Config::default()), FragConfig::default(), p).unwrap()
+}
+
+/// A UDP datagram from A (source port `sport`) to B's address, sent to
+/// the port owning `to` (B's MAC or C's), with `ttl`.
+fn udp(sport: u16, to: [u8; 6], ttl: u8) -> Vec<u8> {
+    let mut f = Frame::v4(A_IP, B_IP, L4::udp(sport, 53, b"query"));
+    f.eth_src = A_MAC;
+    f.eth_dst = to;
+    f.ttl = ttl;
+    f.build()
+}
+
+/// Each frame through `Firewall::process`, one by one.
+fn each(fw: &Firewall<u64>, frames: &[Vec<u8>], st: &mut FwOutputs<u64>) -> Vec<Decision> {
+    frames
+        .iter()
+        .map(|f| {
+            st.out.clear();
+            fw.process(f.clone(), 0, Time::from_secs(1), st);
+            assert_eq!(st.out.len(), 1);
+            st.out.pop().unwrap().decision
+        })
+        .collect()
+}
+
+/// A decision without the connection's identity (which differs between two
+/// trackers).
+fn plain(d: &Decision) -> Decision {
+    let mut d = *d;
+    if let Some(v) = d.ct.as_mut() {
+        v.conn = None;
+        // The port pair a word keeps where the policy lets it.
+        v.word &= (1 << 51) - 1;
+    }
+    d
+}
+
+/// A one-way flow to B with, in its middle, datagrams of the same
+/// addresses and ports sent to C's MAC, and a second flow.
+fn traffic() -> Vec<Vec<u8>> {
+    let mut frames = Vec::new();
+    for i in 0..6 {
+        frames.push(udp(4000, B_MAC, 64));
+        if i == 2 || i == 3 {
+            frames.push(udp(4000, C_MAC, 64));
+        }
+        frames.push(udp(4001, B_MAC, 64));
+    }
+    frames
+}
+
+#[test]
+fn a_one_way_flow_is_decided_by_its_word_as_the_acls_would() {
+    let frames = traffic();
+    let words = fw(policy(None));
+    let acls = fw(policy(ttl_never()));
+    let (mut sw, mut sa) = (FwOutputs::default(), FwOutputs::default());
+    let got = each(&words, &frames, &mut sw);
+    let want = each(&acls, &frames, &mut sa);
+    assert_eq!(
+        got.iter().map(plain).collect::<Vec<_>>(),
+        want.iter().map(plain).collect::<Vec<_>>()
+    );
+    // Every datagram to B passes under B's ACL (its to-lport stage), the
+    // ones to C are dropped by C's stage's default: the connection A's
+    // datagrams to B opened is not theirs to pass on.
+    for (f, d) in frames.iter().zip(&got) {
+        if f[..6] == C_MAC {
+            assert_eq!((d.action, d.stage), (Action::Drop, Stage::Default));
+        } else {
+            assert_eq!(
+                (d.action, d.stage, d.acl, d.log),
+                (Action::Allow, Stage::ToLport, AclRef::Acl(0), true)
+            );
+        }
+    }
+    // All but the first datagram of each flow to B took the word.
+    assert_eq!(sw.stats.new_by_word, 10);
+    assert_eq!(sa.stats.new_by_word, 0);
+    let (w, a) = (&sw.stats, &sa.stats);
+    assert_eq!(w.verdicts, a.verdicts);
+    assert_eq!(w.stages, a.stages);
+    assert_eq!(w.drops, a.drops);
+    assert_eq!(&w.acls[..2], &a.acls[..2]);
+    assert_eq!(w.defaults, a.defaults);
+    assert_eq!(w.tracker, a.tracker);
+    assert_eq!((w.acls[0].packets, w.acls[0].conns), (12, 2));
+}
+
+#[test]
+fn a_burst_takes_the_words_as_the_packet_path_does() {
+    let frames = traffic();
+    let acls = fw(policy(ttl_never()));
+    let mut sa = FwOutputs::default();
+    let want = each(&acls, &frames, &mut sa);
+    let words = fw(policy(None));
+    // The flows' first datagrams one by one, then the rest in one burst.
+    let mut sw = FwOutputs::default();
+    let mut got = each(&words, &frames[..2], &mut sw);
+    let mut rest = frames[2..].to_vec();
+    let mut ds = vec![Decision::default(); rest.len()];
+    let mut replies = Vec::new();
+    words.process_burst(
+        &mut rest,
+        Time::from_secs(1),
+        BurstOut {
+            decisions: &mut ds,
+            replies: &mut replies,
+            stats: &mut sw.stats,
+        },
+    );
+    got.extend(ds);
+    assert_eq!(
+        got.iter().map(plain).collect::<Vec<_>>(),
+        want.iter().map(plain).collect::<Vec<_>>()
+    );
+    assert_eq!(sw.stats.new_by_word, 10);
+    assert_eq!(&sw.stats.acls[..2], &sa.stats.acls[..2]);
+    assert_eq!(sw.stats.verdicts, sa.stats.verdicts);
+    assert_eq!(sw.stats.stages, sa.stats.stages);
+}
+
+#[test]
+fn a_field_that_changes_from_packet_to_packet_keeps_the_acls_deciding() {
+    // Above B's allow: datagrams of TTL 1 are dropped.
+    let ttl_one = Some((
+        AclAction::Drop,
+        Expr::And(vec![Expr::flags(flag::IP), Expr::eq(Field::IpTtl, 1)]),
+    ));
+    let fw = fw(policy(ttl_one));
+    let mut st = FwOutputs::default();
+    let frames = [
+        udp(4000, B_MAC, 64),
+        udp(4000, B_MAC, 1),
+        udp(4000, B_MAC, 64),
+    ];
+    let got = each(&fw, &frames, &mut st);
+    assert_eq!(
+        got.iter().map(|d| (d.action, d.acl)).collect::<Vec<_>>(),
+        [
+            (Action::Allow, AclRef::Acl(0)),
+            (Action::Drop, AclRef::Acl(2)),
+            (Action::Allow, AclRef::Acl(0)),
+        ]
+    );
+    assert_eq!(st.stats.new_by_word, 0);
+}
+
+#[test]
+fn after_a_policy_change_a_connection_of_the_older_one_meets_the_acls() {
+    let fw = fw(policy(None));
+    let mut st = FwOutputs::default();
+    let d = each(&fw, &[udp(4000, B_MAC, 64), udp(4000, B_MAC, 64)], &mut st);
+    assert!(d.iter().all(|d| d.acl == AclRef::Acl(0)));
+    assert_eq!(st.stats.new_by_word, 1);
+    // The same policy again, a new generation. The connection's word is
+    // of the older one (a commit leaves an existing connection's word as
+    // it is; its first packet with a reply re-judges it): its `+new`
+    // packets meet the ACLs again, while a flow opened now takes its word.
+    fw.set_policy(policy(None)).unwrap();
+    let frames = [
+        udp(4000, B_MAC, 64),
+        udp(4000, B_MAC, 64),
+        udp(4002, B_MAC, 64),
+        udp(4002, B_MAC, 64),
+    ];
+    let d = each(&fw, &frames, &mut st);
+    assert!(
+        d.iter()
+            .all(|d| (d.action, d.acl) == (Action::Allow, AclRef::Acl(0)))
+    );
+    assert_eq!(
+        st.stats.new_by_word, 2,
+        "the new flow's second datagram only"
+    );
+    // A policy that drops what B took: the old flow's next datagram meets
+    // it, and so does the newer flow's, whose word is now of an older
+    // generation.
+    fw.set_policy(policy(Some((AclAction::Drop, Expr::flags(flag::UDP)))))
+        .unwrap();
+    let d = each(&fw, &[udp(4000, B_MAC, 64), udp(4002, B_MAC, 64)], &mut st);
+    assert!(
+        d.iter()
+            .all(|d| (d.action, d.acl) == (Action::Drop, AclRef::Acl(2)))
+    );
+    assert_eq!(st.stats.new_by_word, 2);
+}
+
+#[test]
+fn connections_the_default_commits_take_their_words_too() {
+    // Default allow in a stateful policy with no from-lport ACL: a flow to
+    // C, which no ACL decides, is committed by the default and counted as
+    // to-lport's.
+    let mk = |extra| {
+        let mut p = Policy {
+            default: DefaultAction::Allow,
+            ..policy(None)
+        };
+        p.acls.truncate(1);
+        if let Some((action, expr)) = extra {
+            p.acls
+                .push(Acl::new(1, Direction::ToLport, 2000, action, expr));
+        }
+        p
+    };
+    let frames: Vec<_> = (0..8)
+        .map(|i| match i % 2 {
+            0 => udp(5000, C_MAC, 64),
+            _ => udp(5001, B_MAC, 64),
+        })
+        .collect();
+    let (words, acls) = (fw(mk(None)), fw(mk(ttl_never())));
+    let (mut sw, mut sa) = (FwOutputs::default(), FwOutputs::default());
+    let got = each(&words, &frames, &mut sw);
+    let want = each(&acls, &frames, &mut sa);
+    assert_eq!(
+        got.iter().map(plain).collect::<Vec<_>>(),
+        want.iter().map(plain).collect::<Vec<_>>()
+    );
+    let to_c: Vec<_> = frames
+        .iter()
+        .zip(&got)
+        .filter(|(f, _)| f[..6] == C_MAC)
+        .map(|(_, d)| (d.action, d.stage, d.acl))
+        .collect();
+    assert_eq!(to_c, [(Action::Allow, Stage::Default, AclRef::Default); 4]);
+    assert_eq!((sw.stats.new_by_word, sa.stats.new_by_word), (6, 0));
+    assert_eq!(sw.stats.defaults, sa.stats.defaults);
+    assert_eq!(sw.stats.defaults[1].packets, 4);
+    assert_eq!(sw.stats.stages, sa.stats.stages);
+    assert_eq!(&sw.stats.acls[..1], &sa.stats.acls[..1]);
+}
