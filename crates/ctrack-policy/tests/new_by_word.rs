@@ -118,13 +118,20 @@ fn plain(d: &Decision) -> Decision {
 }
 
 /// A one-way flow to B with, in its middle, datagrams of the same
-/// addresses and ports sent to C's MAC, and a second flow.
+/// addresses and ports sent to C's MAC, and one from B's MAC to A's (the
+/// pair the other way round, the addresses as they were), and a second
+/// flow.
 fn traffic() -> Vec<Vec<u8>> {
     let mut frames = Vec::new();
     for i in 0..6 {
         frames.push(udp(4000, B_MAC, 64));
         if i == 2 || i == 3 {
             frames.push(udp(4000, C_MAC, 64));
+        }
+        if i == 4 {
+            let mut f = udp(4000, A_MAC, 64);
+            f[6..12].copy_from_slice(&B_MAC);
+            frames.push(f);
         }
         frames.push(udp(4001, B_MAC, 64));
     }
@@ -144,10 +151,11 @@ fn a_one_way_flow_is_decided_by_its_word_as_the_acls_would() {
         want.iter().map(plain).collect::<Vec<_>>()
     );
     // Every datagram to B passes under B's ACL (its to-lport stage), the
-    // ones to C are dropped by C's stage's default: the connection A's
-    // datagrams to B opened is not theirs to pass on.
+    // ones to C and the one to A are dropped by their to-lport stage's
+    // default: the connection A's datagrams to B opened is not theirs to
+    // pass on.
     for (f, d) in frames.iter().zip(&got) {
-        if f[..6] == C_MAC {
+        if f[..6] != B_MAC {
             assert_eq!((d.action, d.stage), (Action::Drop, Stage::Default));
         } else {
             assert_eq!(
@@ -311,4 +319,44 @@ fn connections_the_default_commits_take_their_words_too() {
     assert_eq!(sw.stats.defaults[1].packets, 4);
     assert_eq!(sw.stats.stages, sa.stats.stages);
     assert_eq!(&sw.stats.acls[..1], &sa.stats.acls[..1]);
+}
+
+#[test]
+fn a_burst_of_one_pair_takes_each_frames_way_round() {
+    // One pair of MACs, both ways round, in one burst: the frame from B's
+    // MAC to A's with the flow's addresses as A sent them is a `+new`
+    // packet of A's connection, between the ports the other way round;
+    // A's to-lport stage (its default) drops it.
+    let odd = {
+        let mut f = udp(4000, A_MAC, 64);
+        f[6..12].copy_from_slice(&B_MAC);
+        f
+    };
+    let mut frames = vec![udp(4000, B_MAC, 64), udp(4000, B_MAC, 64)];
+    frames.push(odd);
+    frames.push(udp(4000, B_MAC, 64));
+    let acls = fw(policy(ttl_never()));
+    let mut sa = FwOutputs::default();
+    let want = each(&acls, &frames, &mut sa);
+    assert_eq!(want[2].action, Action::Drop);
+    let words = fw(policy(None));
+    let mut sw = FwOutputs::default();
+    let mut got = each(&words, &frames[..1], &mut sw);
+    let mut rest = frames[1..].to_vec();
+    let mut ds = vec![Decision::default(); rest.len()];
+    words.process_burst(
+        &mut rest,
+        Time::from_secs(1),
+        BurstOut {
+            decisions: &mut ds,
+            replies: &mut Vec::new(),
+            stats: &mut sw.stats,
+        },
+    );
+    got.extend(ds);
+    assert_eq!(
+        got.iter().map(plain).collect::<Vec<_>>(),
+        want.iter().map(plain).collect::<Vec<_>>()
+    );
+    assert_eq!(sw.stats.new_by_word, 2);
 }
