@@ -360,3 +360,28 @@ fn a_burst_of_one_pair_takes_each_frames_way_round() {
     );
     assert_eq!(sw.stats.new_by_word, 2);
 }
+
+#[test]
+fn the_policy_says_whether_its_words_decide_new_packets() {
+    assert_eq!(fw(policy(None)).policy().new_by_word_off(), None);
+    let off = fw(policy(ttl_never())).policy().new_by_word_off();
+    assert_eq!(
+        off.as_deref(),
+        Some("ACL acl#2 reads a field that may change from packet to packet")
+    );
+    let mut many = policy(None);
+    for i in 3..=90u8 {
+        many.ports.push(Port {
+            name: format!("p{i}"),
+            macs: vec![[2, 0, 0, 0, 1, i]],
+            ips: Vec::new(),
+            zone: u16::from(i) + 1,
+        });
+    }
+    let fw = fw(many);
+    assert_eq!(
+        fw.policy().new_by_word_off().as_deref(),
+        Some("91 ports: a word keeps the pair of at most 89")
+    );
+    assert_eq!(fw.policy().pair_code(1, 2), 0);
+}

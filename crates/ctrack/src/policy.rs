@@ -217,6 +217,16 @@ fn show(file: &std::path::Path, out: &mut dyn Write) -> Result<()> {
         if c.tracking { "stateful" } else { "stateless" },
         if c.tracking { "are" } else { "are not" }
     )?;
+    if c.tracking {
+        writeln!(
+            out,
+            "later +new packets of a connection (no reply yet): {}",
+            match c.new_by_word_off() {
+                None => "its verdict word decides them".to_string(),
+                Some(why) => format!("meet the ACLs again ({why})"),
+            }
+        )?;
+    }
     for (i, port) in p.ports.iter().enumerate() {
         let macs: Vec<String> = port
             .macs

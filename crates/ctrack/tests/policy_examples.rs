@@ -206,6 +206,15 @@ fn the_policies_in_the_docs_load() {
             stdout.contains("compiled to 1 rule (8 conjunctions)"),
             "{stdout}"
         );
+        // Its ACL translates: a `+new` packet is translated by its commit,
+        // so it meets the ACLs again.
+        assert!(
+            stdout.contains(
+                "later +new packets of a connection (no reply yet): meet the ACLs again \
+                 (an ACL translates addresses)"
+            ),
+            "{stdout}"
+        );
         assert!(
             !stdout.contains('{') || stdout.contains("{80, 443}"),
             "{stdout}"

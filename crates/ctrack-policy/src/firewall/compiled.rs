@@ -118,6 +118,11 @@ pub struct Compiled {
     id: u64,
 }
 
+/// The most ports whose pairs (each port's number, 0 for none, in base
+/// `ports + 1`, plus one) fit a word's [`PAIR_BITS`].
+const MAX_PAIR_PORTS: usize = 89;
+const _: () = assert!((MAX_PAIR_PORTS + 1) * (MAX_PAIR_PORTS + 1) < 1 << PAIR_BITS);
+
 /// Whether `e` reads only what every packet of a connection carries alike
 /// in its original direction between the same two ports: the fields the
 /// connection's key holds (addresses, protocol, transport ports, ICMP type
@@ -196,7 +201,7 @@ impl Compiled {
         let has_alg = policy.acls.iter().any(|a| a.alg.is_some());
         let new_by_word = !has_nat
             && !has_alg
-            && (policy.ports.len() + 1).pow(2) < 1 << PAIR_BITS
+            && policy.ports.len() <= MAX_PAIR_PORTS
             && policy.acls.iter().all(|a| flow_constant(&a.expr));
         Ok(Compiled {
             tracking: policy.has_stateful(),
@@ -351,6 +356,34 @@ impl Compiled {
             persist,
             pair,
         }
+    }
+
+    /// Why a later `+new` packet of a connection meets the ACLs again
+    /// rather than taking the connection's word ([`Compiled::pair_code`]);
+    /// `None` where it takes the word.
+    pub fn new_by_word_off(&self) -> Option<String> {
+        if self.new_by_word {
+            return None;
+        }
+        let why = if !self.tracking {
+            "nothing is tracked".to_string()
+        } else if self.has_nat {
+            "an ACL translates addresses".to_string()
+        } else if self.has_alg {
+            "an ACL names a gateway".to_string()
+        } else if let Some(a) = self.policy.acls.iter().find(|a| !flow_constant(&a.expr)) {
+            format!(
+                "ACL {} reads a field that may change from packet to packet",
+                a.name
+            )
+        } else {
+            format!(
+                "{} ports: a word keeps the pair of at most {}",
+                self.policy.ports.len(),
+                MAX_PAIR_PORTS
+            )
+        };
+        Some(why)
     }
 
     /// The number a connection's word keeps for the port pair its opening
