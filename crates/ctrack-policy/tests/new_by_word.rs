@@ -105,6 +105,22 @@ fn each(fw: &Firewall<u64>, frames: &[Vec<u8>], st: &mut FwOutputs<u64>) -> Vec<
         .collect()
 }
 
+/// The frames through `Firewall::process_burst`, in one call.
+fn in_a_burst(fw: &Firewall<u64>, frames: &[Vec<u8>], st: &mut FwOutputs<u64>) -> Vec<Decision> {
+    let mut frames = frames.to_vec();
+    let mut ds = vec![Decision::default(); frames.len()];
+    fw.process_burst(
+        &mut frames,
+        Time::from_secs(1),
+        BurstOut {
+            decisions: &mut ds,
+            replies: &mut Vec::new(),
+            stats: &mut st.stats,
+        },
+    );
+    ds
+}
+
 /// A decision without the connection's identity (which differs between two
 /// trackers).
 fn plain(d: &Decision) -> Decision {
@@ -187,19 +203,7 @@ fn a_burst_takes_the_words_as_the_packet_path_does() {
     // The flows' first datagrams one by one, then the rest in one burst.
     let mut sw = FwOutputs::default();
     let mut got = each(&words, &frames[..2], &mut sw);
-    let mut rest = frames[2..].to_vec();
-    let mut ds = vec![Decision::default(); rest.len()];
-    let mut replies = Vec::new();
-    words.process_burst(
-        &mut rest,
-        Time::from_secs(1),
-        BurstOut {
-            decisions: &mut ds,
-            replies: &mut replies,
-            stats: &mut sw.stats,
-        },
-    );
-    got.extend(ds);
+    got.extend(in_a_burst(&words, &frames[2..], &mut sw));
     assert_eq!(
         got.iter().map(plain).collect::<Vec<_>>(),
         want.iter().map(plain).collect::<Vec<_>>()
@@ -342,18 +346,7 @@ fn a_burst_of_one_pair_takes_each_frames_way_round() {
     let words = fw(policy(None));
     let mut sw = FwOutputs::default();
     let mut got = each(&words, &frames[..1], &mut sw);
-    let mut rest = frames[1..].to_vec();
-    let mut ds = vec![Decision::default(); rest.len()];
-    words.process_burst(
-        &mut rest,
-        Time::from_secs(1),
-        BurstOut {
-            decisions: &mut ds,
-            replies: &mut Vec::new(),
-            stats: &mut sw.stats,
-        },
-    );
-    got.extend(ds);
+    got.extend(in_a_burst(&words, &frames[1..], &mut sw));
     assert_eq!(
         got.iter().map(plain).collect::<Vec<_>>(),
         want.iter().map(plain).collect::<Vec<_>>()

@@ -210,6 +210,7 @@ pub(super) fn by_word(
 ) -> Option<Decision> {
     if pair == 0
         || v.conn.is_none()
+        || v.state.contains(CtState::REL)
         || v.dir != Dir::Orig
         || v.invalid.is_some()
         || v.refused.is_some()
