@@ -133,6 +133,14 @@ fn plain(d: &Decision) -> Decision {
     d
 }
 
+/// The same decisions, frame by frame, as [`plain`] shows them.
+fn same(got: &[Decision], want: &[Decision]) {
+    assert_eq!(
+        got.iter().map(plain).collect::<Vec<_>>(),
+        want.iter().map(plain).collect::<Vec<_>>()
+    );
+}
+
 /// A one-way flow to B with, in its middle, datagrams of the same
 /// addresses and ports sent to C's MAC, and one from B's MAC to A's (the
 /// pair the other way round, the addresses as they were), and a second
@@ -162,10 +170,7 @@ fn a_one_way_flow_is_decided_by_its_word_as_the_acls_would() {
     let (mut sw, mut sa) = (FwOutputs::default(), FwOutputs::default());
     let got = each(&words, &frames, &mut sw);
     let want = each(&acls, &frames, &mut sa);
-    assert_eq!(
-        got.iter().map(plain).collect::<Vec<_>>(),
-        want.iter().map(plain).collect::<Vec<_>>()
-    );
+    same(&got, &want);
     // Every datagram to B passes under B's ACL (its to-lport stage), the
     // ones to C and the one to A are dropped by their to-lport stage's
     // default: the connection A's datagrams to B opened is not theirs to
@@ -204,10 +209,7 @@ fn a_burst_takes_the_words_as_the_packet_path_does() {
     let mut sw = FwOutputs::default();
     let mut got = each(&words, &frames[..2], &mut sw);
     got.extend(in_a_burst(&words, &frames[2..], &mut sw));
-    assert_eq!(
-        got.iter().map(plain).collect::<Vec<_>>(),
-        want.iter().map(plain).collect::<Vec<_>>()
-    );
+    same(&got, &want);
     assert_eq!(sw.stats.new_by_word, 10);
     assert_eq!(&sw.stats.acls[..2], &sa.stats.acls[..2]);
     assert_eq!(sw.stats.verdicts, sa.stats.verdicts);
@@ -307,10 +309,7 @@ fn connections_the_default_commits_take_their_words_too() {
     let (mut sw, mut sa) = (FwOutputs::default(), FwOutputs::default());
     let got = each(&words, &frames, &mut sw);
     let want = each(&acls, &frames, &mut sa);
-    assert_eq!(
-        got.iter().map(plain).collect::<Vec<_>>(),
-        want.iter().map(plain).collect::<Vec<_>>()
-    );
+    same(&got, &want);
     let to_c: Vec<_> = frames
         .iter()
         .zip(&got)
@@ -347,10 +346,7 @@ fn a_burst_of_one_pair_takes_each_frames_way_round() {
     let mut sw = FwOutputs::default();
     let mut got = each(&words, &frames[..1], &mut sw);
     got.extend(in_a_burst(&words, &frames[1..], &mut sw));
-    assert_eq!(
-        got.iter().map(plain).collect::<Vec<_>>(),
-        want.iter().map(plain).collect::<Vec<_>>()
-    );
+    same(&got, &want);
     assert_eq!(sw.stats.new_by_word, 2);
 }
 
