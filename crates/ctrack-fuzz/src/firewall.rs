@@ -327,6 +327,8 @@ pub fn firewall_frames(frames: &[Vec<u8>], pick: u8, probe: &mut Probe) {
             as_the_acls(&outs.out, &by_acls.out, base);
             // Inputs whose `+new` packets take their connections' words.
             probe.feature(84, outs.stats.new_by_word.min(8));
+            // Inputs that send a connection's packets between other ports.
+            probe.feature(85, outs.stats.cross_pair.min(8));
         }
         if k % 5 == 4 {
             // A policy change, the same on both paths: connections are
@@ -373,13 +375,17 @@ fn burst_counters(w: &FwStats, g: &FwStats) {
         (g.rejects_sent, g.rejects_suppressed),
         "answers"
     );
+    assert_eq!(
+        w.cross_pair, g.cross_pair,
+        "packets of a connection between other zones"
+    );
 }
 
 /// `p` with one more ACL, last and of the lowest priority, that reads
 /// `ip.ttl` and matches nothing: a firewall of it decides every packet as
 /// one of `p` does, but its ACLs meet every `+new` packet of a committed
 /// connection, which `p`'s firewall may decide by the connection's word
-/// (`Compiled::pair_code`).
+/// (`Compiled::takes_words`).
 fn without_words(mut p: Policy) -> Policy {
     let never = Expr::And(vec![Expr::eq(Field::IpTtl, 0), Expr::eq(Field::IpTtl, 1)]);
     let n = p.acls.len();
@@ -429,6 +435,10 @@ fn same_counters(w: &FwStats, a: &FwStats) {
     );
     assert_eq!(w.tracker, a.tracker, "the tracker's counters, by the ACLs");
     assert_eq!(a.new_by_word, 0, "a word taken where an ACL reads the TTL");
+    assert_eq!(
+        w.cross_pair, a.cross_pair,
+        "packets of a connection between other zones, by the ACLs"
+    );
     if w.generation == a.generation {
         let n = w.acls.len().min(a.acls.len());
         assert_eq!(w.acls[..n], a.acls[..n], "counters by ACL, by the ACLs");
@@ -503,11 +513,12 @@ mod tests {
                 let p = Policy::from_str(&t, "fuzz.toml").unwrap();
                 let c = Compiled::new(p.clone(), 1).unwrap();
                 let w = Compiled::new(without_words(p), 1).unwrap();
-                assert_eq!(w.pair_code(1, 2), 0);
-                c.pair_code(1, 2) != 0
+                assert!(!w.takes_words());
+                c.takes_words()
             })
             .collect();
-        // `tcp.flags` in the second, translations in the third.
-        assert_eq!(takes, [true, false, false, true, true, true]);
+        // `tcp.flags` in the second, translations in the third, both
+        // ports in one zone in the last.
+        assert_eq!(takes, [true, false, false, true, true, false]);
     }
 }

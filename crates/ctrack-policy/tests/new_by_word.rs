@@ -1,7 +1,7 @@
 //! A `+new` packet of a connection already committed (a one-way UDP flow,
 //! a SYN sent again) gets its verdict from the connection's word where the
 //! ACLs would decide it as they decided the packet that committed it
-//! (`Compiled::pair_code`): the same decisions and counters as a firewall
+//! (`Compiled::takes_words`): the same decisions and counters as a firewall
 //! whose ACLs meet every such packet, and the ACLs still meet the packets
 //! they could decide otherwise.
 
@@ -127,8 +127,6 @@ fn plain(d: &Decision) -> Decision {
     let mut d = *d;
     if let Some(v) = d.ct.as_mut() {
         v.conn = None;
-        // The port pair a word keeps where the policy lets it.
-        v.word &= (1 << 51) - 1;
     }
     d
 }
@@ -358,19 +356,30 @@ fn the_policy_says_whether_its_words_decide_new_packets() {
         off.as_deref(),
         Some("ACL acl#2 reads a field that may change from packet to packet")
     );
+    // The word keeps the ports' zones: any number of ports, each with a
+    // zone of its own.
     let mut many = policy(None);
-    for i in 3..=90u8 {
+    for i in 4..=300u16 {
         many.ports.push(Port {
             name: format!("p{i}"),
-            macs: vec![[2, 0, 0, 0, 1, i]],
+            macs: vec![[2, 0, 0, 0, (i >> 8) as u8 + 1, i as u8]],
             ips: Vec::new(),
-            zone: u16::from(i) + 1,
+            zone: i,
         });
     }
-    let fw = fw(many);
+    assert!(fw(many.clone()).policy().takes_words());
+    // Two ports in one zone: the zones do not name the ports.
+    many.ports[200].zone = 2;
+    let shared = fw(many.clone());
     assert_eq!(
-        fw.policy().new_by_word_off().as_deref(),
-        Some("91 ports: a word keeps the pair of at most 89")
+        shared.policy().new_by_word_off().as_deref(),
+        Some("ports b and p201 share zone 2")
     );
-    assert_eq!(fw.policy().pair_code(1, 2), 0);
+    assert!(!shared.policy().takes_words());
+    many.ports[200].zone = 9999;
+    many.ports[2].zone = 0;
+    assert_eq!(
+        fw(many).policy().new_by_word_off().as_deref(),
+        Some("port c has zone 0, the zone of frames of no known port")
+    );
 }

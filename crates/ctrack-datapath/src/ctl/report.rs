@@ -109,6 +109,7 @@ pub(crate) fn stats_json(ctx: &Ctx) -> Value {
         "rejects": {"sent": s.fw.rejects_sent, "suppressed": s.fw.rejects_suppressed},
         "rejudged": s.fw.rejudged,
         "new_by_word": s.fw.new_by_word,
+        "cross_pair": s.fw.cross_pair,
         "tracker": serde_json::to_value(s.fw.tracker).unwrap_or(Value::Null),
         "fragments": serde_json::to_value(ctx.shared.fw.reassembler().stats())
             .unwrap_or(Value::Null),

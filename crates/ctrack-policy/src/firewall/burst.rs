@@ -8,7 +8,7 @@
 //! fragments to [`Firewall::process`] instead (in a burst, the tracker
 //! finds a fragment invalid and it is dropped).
 
-use ctrack_core::{AfterEach, CtState, LinkType, Stats, Time, Verdict};
+use ctrack_core::{AfterEach, CtState, Dir, LinkType, Stats, Time, Verdict};
 use ctrack_wire::parse_frame;
 
 use super::compiled::Compiled;
@@ -18,7 +18,7 @@ use super::decision::{
 use super::engine::Firewall;
 use super::judge::{Cx, by_word, uncount};
 use super::nd::is_nd_or_mld;
-use super::word::Word;
+use super::word::{Pair, Word};
 use crate::key::plain_ipv4;
 
 /// Where a burst's answers go: a decision per frame, and the `reject`
@@ -55,7 +55,7 @@ impl<T> Firewall<T> {
             zones = ZoneCache {
                 policy: pol.id(),
                 last: None,
-                ports: (0, 0),
+                pairs: [Pair::NONE; 2],
             };
         }
         for chunk in frames.chunks_mut(BURST) {
@@ -63,13 +63,13 @@ impl<T> Firewall<T> {
             let decisions = &mut out.decisions[base..base + n];
             let zone = zones.zone_of(&pol, &chunk[0]);
             let same_zone = zones.all_of_last(chunk);
-            if pol.tracking && same_zone {
+            if let (true, Some(forward)) = (pol.tracking, same_zone) {
                 let mut o = BurstOut {
                     decisions,
                     replies: out.replies,
                     stats: out.stats,
                 };
-                let pairs = zones.pair_codes(&pol);
+                let pairs = zones.pairs(&pol, forward);
                 self.chunk(&pol, chunk, (zone, pairs), now, base, &mut o);
             } else {
                 for (i, f) in chunk.iter_mut().enumerate() {
@@ -131,43 +131,49 @@ impl ZoneCache {
 
     /// Whether every frame is at least an Ethernet header long and carries
     /// the memo's MAC pair, either way round: after [`ZoneCache::zone_of`]
-    /// of the first frame, whether all are of its zone. The pair words
-    /// are compared whole, without branching on each (fewer instructions
-    /// than asking `zone_of` of each frame).
+    /// of the first frame, whether all are of its zone. If so, the frames
+    /// that carry it as the memo has it (bit `i` for frame `i`). The pair
+    /// words are compared whole, without branching on each (fewer
+    /// instructions than asking `zone_of` of each frame).
     #[inline(always)]
-    fn all_of_last(&self, frames: &[Vec<u8>]) -> bool {
-        let Some((fa, fb, ra, rb, _)) = self.last else {
-            return false;
-        };
-        frames.iter().all(|f| {
-            let Some(h) = f.first_chunk::<14>() else {
-                return false;
-            };
+    fn all_of_last(&self, frames: &[Vec<u8>]) -> Option<u64> {
+        let (fa, fb, ra, rb, _) = self.last?;
+        let mut forward = 0;
+        for (i, f) in frames.iter().enumerate() {
+            let h = f.first_chunk::<14>()?;
             let (a, b) = pair_words(h.first_chunk::<12>().unwrap_or(&[0; 12]));
-            ((a ^ fa) | u64::from(b ^ fb)) == 0 || ((a ^ ra) | u64::from(b ^ rb)) == 0
-        })
+            let fwd = ((a ^ fa) | u64::from(b ^ fb)) == 0;
+            if !fwd && ((a ^ ra) | u64::from(b ^ rb)) != 0 {
+                return None;
+            }
+            forward |= u64::from(fwd) << (i % 64);
+        }
+        Some(forward)
     }
 
-    /// The memo's pair as it came (its first eight bytes and next four),
-    /// and the numbers [`Compiled::pair_code`] gives its ports, that way
-    /// and the other; `None` without a memo or where the policy keeps no
-    /// pairs.
-    fn pair_codes(&self, pol: &Compiled) -> Option<Pairs> {
-        let (fa, fb, ..) = self.last?;
-        let (i, o) = self.ports;
-        let fwd = pol.pair_code(i, o);
-        (fwd != 0).then(|| Pairs {
+    /// The memo's MAC pair as it came (its first eight bytes and next
+    /// four) and its zones, with the chunk's frames that carry it that
+    /// way (`forward`).
+    #[inline(always)]
+    fn pairs(&self, pol: &Compiled, forward: u64) -> Pairs {
+        let (fa, fb, ..) = self.last.unwrap_or_default();
+        let g = u64::from(pol.generation);
+        Pairs {
             words: (fa, fb),
-            fwd,
-            rev: pol.pair_code(o, i),
-        })
+            codes: self.pairs,
+            forward,
+            session: self.pairs.map(|p| g | p.in_word()),
+        }
     }
 
     #[inline(never)]
     fn miss(&mut self, pol: &Compiled, f: &[u8], pair: &[u8; 12]) -> u16 {
         let (inport, outport) = (pol.port_at(f, 6), pol.port_at(f, 0));
         let z = pol.zone_for(inport, outport);
-        self.ports = (inport, outport);
+        self.pairs = [
+            pol.pair_at(outport, inport, z),
+            pol.pair_at(inport, outport, z),
+        ];
         let mut rev = [0u8; 12];
         rev[..6].copy_from_slice(&pair[6..]);
         rev[6..].copy_from_slice(&pair[..6]);
@@ -180,13 +186,42 @@ impl ZoneCache {
 
 /// A chunk's pair of MAC addresses as its first frame carries it (its
 /// first eight bytes and next four: every frame of the chunk carries it
-/// one way or the other), and the pair's numbers for a connection's word,
-/// that way (`fwd`) and the other (`rev`).
+/// one way or the other), the pair's zones as a connection's word keeps
+/// them, the other way round (`codes[0]`) and that way (`codes[1]`), and
+/// which frames carry it that way (`forward`, bit `i` for frame `i`).
+/// `words` holds, for each, a session's word's generation and zones under
+/// the chunk's policy (what [`Word::session_bits`] leaves of it).
 #[derive(Debug, Clone, Copy)]
 struct Pairs {
     words: (u64, u32),
-    fwd: u16,
-    rev: u16,
+    codes: [Pair; 2],
+    forward: u64,
+    session: [u64; 2],
+}
+
+impl Pairs {
+    /// The zones `frame` went between, as [`Compiled::pair_at`] gives
+    /// them.
+    #[inline(always)]
+    fn of(&self, frame: &[u8]) -> Pair {
+        let (a, b) = pair_words(frame.first_chunk::<12>().unwrap_or(&[0; 12]));
+        self.codes[usize::from((a, b) == self.words)]
+    }
+
+    /// Whether the word of frame `i` of the chunk, of verdict `v`, is of
+    /// the chunk's policy generation and keeps the zones the frame went
+    /// between as the opening packets went (swapped for a reply): a packet
+    /// of the session, not the connection's addresses sent between other
+    /// ports. Strict: a word that keeps no zones fails here and is let
+    /// through by [`Word::fits`] on the per-packet path.
+    #[inline(always)]
+    fn fit(&self, i: usize, v: &Verdict) -> bool {
+        // As the opening packets went: a frame that carries the pair as
+        // it came, in the original direction, or the other way round as
+        // a reply.
+        let k = ((self.forward >> (i % 64)) as usize & 1) ^ usize::from(v.dir == Dir::Reply);
+        Word::session_bits(v.word) == self.session[k]
+    }
 }
 
 impl<T> Firewall<T> {
@@ -197,7 +232,7 @@ impl<T> Firewall<T> {
         &self,
         pol: &Compiled,
         chunk: &mut [Vec<u8>],
-        (zone, pairs): (u16, Option<Pairs>),
+        (zone, pairs): (u16, Pairs),
         now: Time,
         base: usize,
         out: &mut BurstOut<'_>,
@@ -291,8 +326,8 @@ struct Judging<'a, T> {
     /// Those of the chunk, bit `i` for packet `i`: their decisions are
     /// written after the tracker's loop ([`Judging::decide_fast`]).
     fast_mask: u64,
-    /// The chunk's port pairs, where the policy keeps them.
-    pairs: Option<Pairs>,
+    /// The chunk's MAC pair and its zones.
+    pairs: Pairs,
 }
 
 impl<T> Judging<'_, T> {
@@ -417,9 +452,17 @@ impl<T> AfterEach for Judging<'_, T> {
         v: &mut Verdict,
         counts: &mut Stats,
     ) -> bool {
-        if self.settled(v) {
+        // `settled`, with the word's generation and zones in one
+        // comparison.
+        let fast = v.conn.is_some()
+            && !v.state.contains(CtState::NEW)
+            && v.invalid.is_none()
+            && self.pairs.fit(i, v);
+        if fast {
             // Decided after the tracker's loop (`decide_fast`); a chunk
-            // has at most `BURST` packets.
+            // has at most `BURST` packets. (A settled packet that does not
+            // fit its connection's zones is judged below without touching
+            // the table, as `settled` promised the tracker.)
             debug_assert!(i < BURST);
             self.fast_mask |= 1 << i;
             return false;
@@ -440,16 +483,13 @@ impl<T> Judging<'_, T> {
         // A later `+new` packet of a connection committed between the
         // same ports: its word's verdict, which needs neither the ports'
         // map nor the tracker's counters.
-        if let Some(p) = self.pairs {
-            let (a, b) = pair_words(frame.first_chunk::<12>().unwrap_or(&[0; 12]));
-            let pair = if (a, b) == p.words { p.fwd } else { p.rev };
-            if let Some(d) = by_word(self.pol, v, pair, frame.len(), self.st) {
-                self.st.count(&d);
-                if let Some(slot) = self.decisions.get_mut(i) {
-                    *slot = d;
-                }
-                return;
+        let pair = self.pairs.of(frame);
+        if let Some(d) = by_word(self.pol, v, pair, frame.len(), self.st) {
+            self.st.count(&d);
+            if let Some(slot) = self.decisions.get_mut(i) {
+                *slot = d;
             }
+            return;
         }
         std::mem::swap(&mut self.st.tracker, counts);
         let (d, reply) = self

@@ -6,7 +6,7 @@ use ctrack_core::{CtAction, Masked, Nat, Zone};
 use foldhash::HashMap;
 
 use super::decision::{AclRef, Stage};
-use super::word::{PAIR_BITS, Word, WordStage};
+use super::word::{Pair, Word, WordStage};
 use crate::classify::{Classifier, CompileError, Rank, RuleId};
 use crate::expr::Expr;
 use crate::key::{Field, Key, NO_PORT, PortNo, flag, mac_u64};
@@ -111,17 +111,31 @@ pub struct Compiled {
     /// A later `+new` packet of a connection an ACL of this generation
     /// committed, between the same two ports, gets that ACL's verdict from
     /// the connection's word without meeting the ACLs again, exactly as
-    /// they would decide it (see [`Compiled::pair_code`]).
+    /// they would decide it (see [`Compiled::takes_words`]).
     new_by_word: bool,
     /// This compilation's own number, unique in the process: what a
     /// worker's memo of the last MAC pair's zone is valid for.
     id: u64,
 }
 
-/// The most ports whose pairs (each port's number, 0 for none, in base
-/// `ports + 1`, plus one) fit a word's [`PAIR_BITS`].
-const MAX_PAIR_PORTS: usize = 89;
-const _: () = assert!((MAX_PAIR_PORTS + 1) * (MAX_PAIR_PORTS + 1) < 1 << PAIR_BITS);
+/// Why the zones of a policy's port pairs do not name the ports (two ports
+/// share a zone, or a port has zone 0, the zone of frames of no known
+/// port); `None` when they do.
+fn shared_zone(policy: &Policy) -> Option<String> {
+    let mut seen: HashMap<u16, &str> = HashMap::default();
+    for p in &policy.ports {
+        if p.zone == 0 {
+            return Some(format!(
+                "port {} has zone 0, the zone of frames of no known port",
+                p.name
+            ));
+        }
+        if let Some(q) = seen.insert(p.zone, &p.name) {
+            return Some(format!("ports {q} and {} share zone {}", p.name, p.zone));
+        }
+    }
+    None
+}
 
 /// Whether `e` reads only what every packet of a connection carries alike
 /// in its original direction between the same two ports: the fields the
@@ -201,7 +215,7 @@ impl Compiled {
         let has_alg = policy.acls.iter().any(|a| a.alg.is_some());
         let new_by_word = !has_nat
             && !has_alg
-            && policy.ports.len() <= MAX_PAIR_PORTS
+            && shared_zone(&policy).is_none()
             && policy.acls.iter().all(|a| flow_constant(&a.expr));
         Ok(Compiled {
             tracking: policy.has_stateful(),
@@ -301,15 +315,15 @@ impl Compiled {
     }
 
     /// The commit of a connection `d` allows: the deciding ACLs' NAT,
-    /// gateway and label, and the verdict word (keeping no port pair: see
+    /// gateway and label, and the verdict word (keeping no zones: see
     /// [`Compiled::commit_action_at`]).
     pub fn commit_action(&self, zone: Zone, d: &FirstDecision) -> CtAction {
-        self.commit_action_at(zone, d, 0)
+        self.commit_action_at(zone, d, Pair::NONE)
     }
 
     /// [`Compiled::commit_action`] for a connection opened between the
-    /// ports numbered `pair` by [`Compiled::pair_code`].
-    pub fn commit_action_at(&self, zone: Zone, d: &FirstDecision, pair: u16) -> CtAction {
+    /// zones of `pair` ([`Compiled::pair_at`]).
+    pub fn commit_action_at(&self, zone: Zone, d: &FirstDecision, pair: Pair) -> CtAction {
         let acl = |s: StageDecision| s.acl.map(|i| &self.policy.acls[i as usize]);
         let (from, to) = (acl(d.from), acl(d.to));
         let pick =
@@ -330,15 +344,15 @@ impl Compiled {
         }
     }
 
-    /// The verdict word of a connection `d` allows (keeping no port pair:
-    /// see [`Compiled::word_at`]).
+    /// The verdict word of a connection `d` allows (keeping no zones: see
+    /// [`Compiled::word_at`]).
     pub fn word(&self, d: &FirstDecision) -> Word {
-        self.word_at(d, 0)
+        self.word_at(d, Pair::NONE)
     }
 
     /// The verdict word of a connection `d` allows, opened between the
-    /// ports numbered `pair` by [`Compiled::pair_code`].
-    pub fn word_at(&self, d: &FirstDecision, pair: u16) -> Word {
+    /// zones of `pair` ([`Compiled::pair_at`]).
+    pub fn word_at(&self, d: &FirstDecision, pair: Pair) -> Word {
         let (stage, _, s) = d.deciding();
         let persist = [d.from, d.to].iter().any(|s| {
             s.kind == Kind::Stateful
@@ -359,7 +373,7 @@ impl Compiled {
     }
 
     /// Why a later `+new` packet of a connection meets the ACLs again
-    /// rather than taking the connection's word ([`Compiled::pair_code`]);
+    /// rather than taking the connection's word ([`Compiled::takes_words`]);
     /// `None` where it takes the word.
     pub fn new_by_word_off(&self) -> Option<String> {
         if self.new_by_word {
@@ -376,40 +390,52 @@ impl Compiled {
                 "ACL {} reads a field that may change from packet to packet",
                 a.name
             )
+        } else if let Some(why) = shared_zone(&self.policy) {
+            why
         } else {
-            format!(
-                "{} ports: a word keeps the pair of at most {}",
-                self.policy.ports.len(),
-                MAX_PAIR_PORTS
-            )
+            "?".to_string()
         };
         Some(why)
     }
 
-    /// The number a connection's word keeps for the port pair its opening
-    /// packets went between, or 0 where this policy keeps none.
+    /// Whether a later `+new` packet of a connection (committed, no reply
+    /// yet: a one-way UDP flow, a SYN sent again) between the zones that
+    /// opened it takes its word's verdict rather than meeting the ACLs.
     ///
-    /// A `+new` packet (its connection committed, no reply yet: a one-way
-    /// UDP flow, a SYN sent again) meets the ACLs again in OVN. Where
-    /// every ACL reads only what is the same for every packet of a
-    /// connection in its original direction, between the same two ports
-    /// (addresses, protocol, transport ports or ICMP type and code, which
-    /// the connection's key holds, and the ports themselves), the ACLs
-    /// decide such a packet exactly as they decided the packet that
-    /// committed it under the same generation: the verdict the word holds.
-    /// The pair's number, each port's number (0 for none) in base
-    /// `ports + 1`, is kept so that the same addresses sent between two
-    /// other ports of the zone still meet the ACLs. Not kept (0) where an
-    /// ACL reads a field that may change from packet to packet (`ip.ttl`,
-    /// `tcp.flags`, the MAC addresses, the VLAN, fragments), where the
-    /// policy translates or has gateways (a `+new` packet is translated by
-    /// its commit), or where the pairs do not fit the word's bits.
-    pub fn pair_code(&self, inport: PortNo, outport: PortNo) -> u16 {
-        if !self.new_by_word {
-            return 0;
+    /// OVN matches such a packet against the ACLs again. Where every ACL
+    /// reads only what is the same for every packet of a connection in its
+    /// original direction between the same two ports (addresses,
+    /// protocol, transport ports or ICMP type and code, which the
+    /// connection's key holds, and the ports themselves), the ACLs decide
+    /// it exactly as they decided the packet that committed it under the
+    /// same generation: the verdict the word holds. The word keeps the two
+    /// ports' zones ([`Pair`]), so each port must have a zone of its own
+    /// (and not 0, the zone of no known port) for the zones to name the
+    /// ports. Not so where an ACL reads a field that may change from
+    /// packet to packet (`ip.ttl`, `tcp.flags`, the MAC addresses, the
+    /// VLAN, fragments), or where the policy translates or has gateways (a
+    /// `+new` packet is translated by its commit).
+    #[inline(always)]
+    pub fn takes_words(&self) -> bool {
+        self.new_by_word
+    }
+
+    /// The zone a port's packets are tracked in, as a [`Pair`] names it:
+    /// 0 for no known port.
+    #[inline(always)]
+    pub fn port_zone(&self, p: PortNo) -> Zone {
+        match p {
+            NO_PORT => 0,
+            p => self.policy.ports[usize::from(p) - 1].zone,
         }
-        let base = self.policy.ports.len() as u16 + 1;
-        1 + inport * base + outport
+    }
+
+    /// The zones of a packet from `inport` to `outport` tracked in `zone`
+    /// (which [`Compiled::zone_for`] gives), as a connection's word keeps
+    /// them.
+    #[inline]
+    pub fn pair_at(&self, inport: PortNo, outport: PortNo, zone: Zone) -> Pair {
+        Pair::new(self.port_zone(inport), self.port_zone(outport), zone)
     }
 
     /// The name an ACL reference is reported under.

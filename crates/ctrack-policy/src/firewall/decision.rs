@@ -213,9 +213,16 @@ pub struct FwStats {
     pub rejudged: u64,
     /// `+new` packets of committed connections decided by the
     /// connection's verdict word, without the classifier (see
-    /// `Compiled::pair_code`); counted in `verdicts`, `stages` and the
+    /// `Compiled::takes_words`); counted in `verdicts`, `stages` and the
     /// ACLs' counters as well, as the ACLs would have decided them.
     pub new_by_word: u64,
+    /// Packets of a known connection that went between other zones than
+    /// the packets that opened it (the connection's addresses sent from
+    /// or to a third port sharing its zone): not its session's packets,
+    /// they met the ACLs of the stages whose ports' zones would not hold
+    /// the connection in OVN (docs/firewall.md, "Packets of a connection
+    /// between other ports"); counted in `verdicts` and `stages` as well.
+    pub cross_pair: u64,
     /// Per-ACL counters, by ACL index, of the policy generation
     /// [`FwStats::generation`].
     pub acls: Vec<AclCounters>,
@@ -245,6 +252,7 @@ impl FwStats {
         self.rejects_suppressed += o.rejects_suppressed;
         self.rejudged += o.rejudged;
         self.new_by_word += o.new_by_word;
+        self.cross_pair += o.cross_pair;
         if self.generation == o.generation {
             if self.acls.len() < o.acls.len() {
                 self.acls.resize(o.acls.len(), AclCounters::default());
@@ -320,8 +328,10 @@ pub(crate) struct ZoneCache {
     /// The last pair as it came (destination, source) and the same
     /// swapped, each as its first eight bytes and next four; and its zone.
     pub(crate) last: Option<(u64, u32, u64, u32, u16)>,
-    /// The last pair's ports as it came: (inport, outport).
-    pub(crate) ports: (u16, u16),
+    /// The last pair's zones, as a connection's word keeps them
+    /// (`Compiled::pair_at`), the other way round (`[0]`) and as it came
+    /// (`[1]`).
+    pub(crate) pairs: [super::word::Pair; 2],
 }
 
 /// Packets per tracker burst of the burst path (burst.rs), here beside

@@ -8,7 +8,7 @@ use super::compiled::{Compiled, FirstDecision, Kind};
 use super::decision::{AclRef, Action, Decision, DropReason, FwStats, Stage};
 use super::engine::Firewall;
 use super::nd::is_nd_or_mld;
-use super::word::{Word, WordStage};
+use super::word::{Pair, Word, WordStage};
 use crate::key::{Key, PortNo, plain_ipv4};
 use crate::model::Direction;
 
@@ -94,12 +94,21 @@ impl<T> Firewall<T> {
         if v.state.contains(CtState::NEW | CtState::REL) {
             return self.expected(cx, frame, v, st);
         }
-        let pair = pol.pair_code(cx.inport, cx.outport);
+        let pair = pol.pair_at(cx.inport, cx.outport, cx.zone);
         if let Some(d) = by_word(pol, &v, pair, frame.len(), st) {
             return d;
         }
         let key = Key::from_frame(frame, cx.inport, cx.outport);
         let fd = pol.decide(&key);
+        // A `+new` packet of a connection opened between other zones (its
+        // addresses sent from or to a third port sharing the zone): in
+        // OVN, the first packet in the third port's zone, and an
+        // unanswered connection's packet in the shared one, where the
+        // ACLs meet it too. Its decision stands; it commits nothing, for
+        // the connection is the other pair's (docs/firewall.md, "Packets
+        // of a connection between other ports").
+        let cross = v.conn.is_some() && !Word::fits(v.word, opening_pair(cx, v.dir));
+        st.cross_pair += u64::from(cross);
         if fd.allows() && !fd.commits() {
             // Decided stateless: the tracker never judged it.
             uncount(&mut st.tracker, &v);
@@ -110,7 +119,7 @@ impl<T> Firewall<T> {
             d.ct = Some(v);
             return d;
         }
-        if !fd.allows() {
+        if !fd.allows() || cross {
             return self.first(pol, &fd, frame.len(), false, Some(v), st);
         }
         let action = pol.commit_action_at(cx.zone, &fd, pair);
@@ -140,9 +149,13 @@ impl<T> Firewall<T> {
     fn expected(&self, cx: &Cx<'_>, frame: &mut Vec<u8>, v: Verdict, st: &mut FwStats) -> Decision {
         let (pol, now) = (cx.pol, cx.now);
         uncount(&mut st.tracker, &v);
+        // The control connection's word, with the zones this connection
+        // opens between (an active FTP data connection opens the other
+        // way round).
+        let word = Word::with_pair(v.word, pol.pair_at(cx.inport, cx.outport, cx.zone));
         let action = CtAction {
             nat: pol.lookup_action(cx.zone).nat,
-            word: (v.word != 0).then_some(v.word),
+            word: (v.word != 0).then_some(word),
             ..CtAction::commit(cx.zone)
         };
         let v2 = self
@@ -194,21 +207,32 @@ impl<T> Firewall<T> {
     }
 }
 
+/// The zones a packet of `cx` went between as its connection's opening
+/// packets would have: swapped for a reply.
+#[inline(always)]
+pub(super) fn opening_pair(cx: &Cx<'_>, dir: Dir) -> Pair {
+    match dir {
+        Dir::Orig => cx.pol.pair_at(cx.inport, cx.outport, cx.zone),
+        Dir::Reply => cx.pol.pair_at(cx.outport, cx.inport, cx.zone),
+    }
+}
+
 /// A later `+new` packet of a connection committed under this generation
-/// between the same two ports (`pair`, 0 where the policy keeps none): the
-/// decision the ACLs would make, which is the one that committed it
-/// ([`Compiled::pair_code`] says why), read from the connection's word and
-/// counted as [`Firewall::first`] counts it, without a key or the
-/// classifier. `None` for any other packet.
+/// between the same two zones (`pair`, the packet's): the decision the
+/// ACLs would make, which is the one that committed it
+/// ([`Compiled::takes_words`] says why), read from the connection's word
+/// and counted as [`Firewall::first`] counts it, without a key or the
+/// classifier. `None` for any other packet, and where the policy's words
+/// do not decide `+new` packets.
 #[inline]
 pub(super) fn by_word(
     pol: &Compiled,
     v: &Verdict,
-    pair: u16,
+    pair: Pair,
     len: usize,
     st: &mut FwStats,
 ) -> Option<Decision> {
-    if pair == 0
+    if !pol.takes_words()
         || v.conn.is_none()
         || v.state.contains(CtState::REL)
         || v.dir != Dir::Orig

@@ -13,15 +13,34 @@
 //! This is the outcome OVN reaches by matching every established packet
 //! against the ACLs again, reached once per connection and generation.
 
-use ctrack_core::{ConnId, Dir, Entry, Verdict};
+use ctrack_core::{ConnId, CtState, Dir, Entry, Verdict, Zone};
 use ctrack_wire::ethernet::ethertype;
 use ctrack_wire::ip_proto;
 
+use super::compiled::{FirstDecision, Kind, StageDecision};
 use super::decision::{AclRef, Decision, DropReason, FwStats, Stage};
 use super::engine::Firewall;
-use super::judge::{Cx, session_acl};
+use super::judge::{Cx, opening_pair, session_acl};
 use super::word::{Word, WordStage};
 use crate::key::{Field, Key, flag, mac_u64};
+use crate::model::Direction;
+
+/// What one stage does with a packet of a known connection that went
+/// between other zones than the connection's opening packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// The stage's port's zone holds the connection in OVN, and the packet
+    /// is a reply or related: it passes, as OVN's established and related
+    /// packets pass the ACL stage.
+    Pass,
+    /// The stage's ACLs meet it: its port's zone would not hold the
+    /// connection in OVN (the packet is new there), or it holds it and
+    /// the packet goes the original way (OVN matches those again).
+    Acls,
+    /// A related packet (an ICMP error) in a zone that would not hold the
+    /// connection: invalid there.
+    Invalid,
+}
 
 impl<T> Firewall<T> {
     /// A packet the tracker found a connection for.
@@ -33,12 +52,26 @@ impl<T> Firewall<T> {
         id: ConnId,
         st: &mut FwStats,
     ) -> Decision {
-        let pol = cx.pol;
         if v.invalid.is_some() {
-            let mut d = Decision::drop(Stage::Session, AclRef::Invalid, DropReason::Invalid);
-            d.ct = Some(v);
-            return d;
+            return invalid(v);
         }
+        if !Word::fits(v.word, opening_pair(cx, v.dir)) {
+            return self.cross(cx, frame, v, id, st);
+        }
+        self.on_session(cx, frame, v, id, st)
+    }
+
+    /// A packet of its connection's session: the cached verdict, or the
+    /// connection judged again after a policy change.
+    fn on_session(
+        &self,
+        cx: &Cx<'_>,
+        frame: &[u8],
+        v: Verdict,
+        id: ConnId,
+        st: &mut FwStats,
+    ) -> Decision {
+        let pol = cx.pol;
         let d = if Word::generation_of(v.word) == pol.generation {
             Decision::allow(Stage::Session, session_acl(pol, v.word))
         } else {
@@ -53,6 +86,66 @@ impl<T> Firewall<T> {
         Decision { ct: Some(v), ..d }
     }
 
+    /// A packet of connection `id` that goes between other zones than the
+    /// packets that opened it: the connection's addresses sent from or to
+    /// a third port whose zone is the one the connection is tracked in.
+    ///
+    /// OVN tracks a packet in its inport's zone (the from-lport stage) and
+    /// in its outport's (the to-lport stage), and the connection lives in
+    /// the zones of the two ports that opened it. Each stage does what
+    /// OVN's would: where its port's zone is one of those, a reply or a
+    /// related packet passes and an original-direction packet meets the
+    /// ACLs again; where it is not, the packet is new there and meets the
+    /// ACLs, or, related, is invalid. Nothing is committed: the tuple is
+    /// the connection's. A stage that passes is reported as the default
+    /// does; when both pass, the packet is the session's after all.
+    fn cross(
+        &self,
+        cx: &Cx<'_>,
+        frame: &[u8],
+        v: Verdict,
+        id: ConnId,
+        st: &mut FwStats,
+    ) -> Decision {
+        let pol = cx.pol;
+        let (zp, zq) = Word::pair_of(v.word).zones(cx.zone).unwrap_or_default();
+        // An ICMP error about the connection (OVN's `!ct.est && ct.rel`);
+        // the packets of a gateway's data connection (`+est+rel`) go as
+        // any established packet.
+        let related = v.state.contains(CtState::REL) && !v.state.contains(CtState::EST);
+        let step = |z: Zone| match (z == zp || z == zq, related) {
+            (true, true) => Step::Pass,
+            (true, false) if v.dir == Dir::Reply => Step::Pass,
+            (true, false) | (false, false) => Step::Acls,
+            (false, true) => Step::Invalid,
+        };
+        let steps = [
+            step(pol.port_zone(cx.inport)),
+            step(pol.port_zone(cx.outport)),
+        ];
+        if steps == [Step::Pass; 2] {
+            return self.on_session(cx, frame, v, id, st);
+        }
+        st.cross_pair += 1;
+        if steps.contains(&Step::Invalid) {
+            return invalid(v);
+        }
+        let key = Key::from_frame(frame, cx.inport, cx.outport);
+        let pass = StageDecision {
+            acl: None,
+            kind: Kind::Stateful,
+        };
+        let stage = |s: Step, dir: Direction| match s {
+            Step::Acls => pol.stage(dir, &key),
+            _ => pass,
+        };
+        let fd = FirstDecision {
+            from: stage(steps[0], Direction::FromLport),
+            to: stage(steps[1], Direction::ToLport),
+        };
+        self.first(pol, &fd, frame.len(), false, Some(v), st)
+    }
+
     /// Judges connection `id` again under the current policy.
     fn rejudge(
         &self,
@@ -64,13 +157,15 @@ impl<T> Firewall<T> {
     ) -> Decision {
         let (pol, now) = (cx.pol, cx.now);
         st.rejudged += 1;
+        // The zones it was opened between stay the word's.
+        let kept = Word::pair_of(v.word);
         if Word::decode(v.word).is_some_and(|w| w.persist) {
             let stamped = Word {
                 generation: pol.generation,
                 acl: None,
                 stage: WordStage::Default,
                 persist: true,
-                pair: 0,
+                pair: kept,
             };
             self.tracker.set_word(id, v.word, stamped.encode(), now);
             return Decision::allow(Stage::Session, AclRef::Persisted);
@@ -92,7 +187,11 @@ impl<T> Firewall<T> {
         if fd.commits() {
             // (`inport`, `outport`) as the connection's opening packet
             // went.
-            let word = pol.word_at(&fd, pol.pair_code(inport, outport)).encode();
+            let pair = match kept.kept() {
+                true => kept,
+                false => pol.pair_at(inport, outport, cx.zone),
+            };
+            let word = pol.word_at(&fd, pair).encode();
             self.tracker.set_word(id, v.word, word, now);
             return Decision::allow(Stage::Session, acl);
         }
@@ -105,6 +204,13 @@ impl<T> Firewall<T> {
             Decision::drop(stage, acl, DropReason::Blocked)
         }
     }
+}
+
+/// The drop of a packet the tracker found invalid (OVN's `ct.inv`).
+fn invalid(v: Verdict) -> Decision {
+    let mut d = Decision::drop(Stage::Session, AclRef::Invalid, DropReason::Invalid);
+    d.ct = Some(v);
+    d
 }
 
 /// The key of a connection's opening packet, rebuilt from its original

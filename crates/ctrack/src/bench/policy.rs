@@ -173,11 +173,12 @@ fn policy(n: usize, allow: AclAction, proto: Proto, rules: RuleSet) -> Policy {
         Proto::Udp => flag::UDP,
         Proto::Tcp => flag::TCP,
     };
-    let port = |name: &str, mac: [u8; 6]| Port {
+    // A zone each, as by default; tracked in the lower (1), as lookups are.
+    let port = |name: &str, mac: [u8; 6], zone| Port {
         name: name.into(),
         macs: vec![mac],
         ips: Vec::new(),
-        zone: 1,
+        zone,
     };
     let mut acls = Vec::with_capacity(n);
     if rules == RuleSet::Realistic {
@@ -203,11 +204,10 @@ fn policy(n: usize, allow: AclAction, proto: Proto, rules: RuleSet) -> Policy {
         Expr::eq(Field::Outport, 2),
     ]);
     acls.push(acl(n - 1, 1000, allow, expr));
-    // Each stage reaches its own default: the from-lport stage has no ACL
-    // and allows by default.
+    // Each stage reaches its own default: from-lport's (no ACL) allows.
     Policy {
         default: DefaultAction::Allow,
-        ports: vec![port("client", CLIENT_MAC), port("server", SERVER_MAC)],
+        ports: vec![port("client", CLIENT_MAC, 1), port("server", SERVER_MAC, 2)],
         acls,
         ..Policy::default()
     }
