@@ -303,10 +303,17 @@ mod shard_tests {
     /// the zone's next connections to other shards).
     #[test]
     fn shard_of_names_the_shard_a_connection_lives_in() {
-        let sim = Sim::with(Config {
+        let config = Config {
             shards: ctrack_table::MAX_SHARDS,
             ..Config::default()
-        });
+        };
+        // A fixed seed: with a random one, how many of the 20 keys below
+        // move when the generation changes depends on the seed (the fast
+        // hasher spreads a change in the generation word to the shard's
+        // bits through a carry chain): 20 with 394 of 400 random seeds,
+        // 2 to 18 with the other 6, which failed this test now and then.
+        let mut sim = Sim::with(config.clone());
+        sim.t = crate::Tracker::with_hasher(config, crate::key::KeyHasher::with_seed(1));
         let mut seen = HashSet::new();
         for port in 1000..1300 {
             let id = sim.udp_both_ways(port, "commit,zone=3");
