@@ -388,3 +388,89 @@ fn a_burst_tells_the_sessions_packets_from_others() {
     assert_eq!(st.stats.cross_pair, sb.stats.cross_pair);
     assert_eq!(st.stats.cross_pair, 8);
 }
+
+const S_IP: [u8; 4] = [192, 0, 2, 2];
+
+/// A TCP segment with the MACs given.
+fn seg(
+    ((src, sp), (dst, dp)): (([u8; 4], u16), ([u8; 4], u16)),
+    (flags, seq, ack): (u16, u32, u32),
+    data: &[u8],
+    (from, to): ([u8; 6], [u8; 6]),
+) -> Vec<u8> {
+    let mut f = Frame::v4(src, dst, L4::tcp_seg(sp, dp, flags, seq, ack, 65535, data));
+    f.eth_src = from;
+    f.eth_dst = to;
+    f.build()
+}
+
+/// An FTP server on port S (B's MAC, address `S_IP`, zone 2) that A may
+/// reach (ACL 0, to-lport, with the FTP gateway); everyone may send
+/// (ACL 1); C's from-lport stage drops everything (ACL 2).
+fn ftp_policy() -> Policy {
+    let mut ftp = Acl::new(
+        0,
+        Direction::ToLport,
+        1000,
+        AclAction::AllowRelated,
+        Expr::And(vec![
+            Expr::eq(Field::Outport, B),
+            Expr::flags(flag::TCP),
+            Expr::eq(Field::L4Dst, 21),
+        ]),
+    );
+    ftp.alg = Some(ctrack_core::action::Alg::Ftp);
+    let mut p = policy(vec![Acl::new(
+        0,
+        Direction::FromLport,
+        100,
+        AclAction::Drop,
+        Expr::eq(Field::Inport, C),
+    )]);
+    p.acls[0] = ftp;
+    p
+}
+
+/// Active FTP: A announces port 40001 (PORT), the server opens the data
+/// connection from port 20. The same SYN from C's MAC finds the
+/// expectation in the shared zone, but C's zone holds none in OVN: C's
+/// from-lport ACLs meet it and drop it, and the expectation stays for
+/// the server's.
+#[test]
+fn an_expected_connection_from_a_third_port_meets_its_acls() {
+    use ctrack_wire::tcp::flags::{ACK, PSH, SYN};
+    let (a, s) = ((A_IP, 40000), (S_IP, 21));
+    let (out, back) = ((A_MAC, B_MAC), (B_MAC, A_MAC));
+    let data = ((S_IP, 20), (A_IP, 40001));
+    let frames = [
+        seg((a, s), (SYN, 100, 0), b"", out),
+        seg((s, a), (SYN | ACK, 500, 101), b"", back),
+        seg((a, s), (ACK, 101, 501), b"", out),
+        seg(
+            (a, s),
+            (PSH | ACK, 101, 501),
+            b"PORT 10,0,0,1,156,65\r\n",
+            out,
+        ),
+        seg(data, (SYN, 9000, 0), b"", (C_MAC, A_MAC)),
+        seg(data, (SYN, 9000, 0), b"", back),
+        seg(
+            ((A_IP, 40001), (S_IP, 20)),
+            (SYN | ACK, 7000, 9001),
+            b"",
+            out,
+        ),
+    ];
+    let (ds, cross) = decide(ftp_policy(), &frames);
+    let d: Vec<_> = ds.iter().map(what).collect();
+    assert_eq!(
+        d[3..],
+        [
+            (Action::Allow, Stage::Session, AclRef::Acl(0)),
+            (Action::Drop, Stage::FromLport, AclRef::Acl(2)),
+            (Action::Allow, Stage::Session, AclRef::Acl(0)),
+            (Action::Allow, Stage::Session, AclRef::Acl(0)),
+        ]
+    );
+    assert_eq!(cross, 1);
+}

@@ -299,6 +299,29 @@ impl Compiled {
         }
     }
 
+    /// The decisions of the stages flagged for `key`, the others passing
+    /// (as the default would be reported): a packet some of whose stages'
+    /// zones hold its connection (docs/firewall.md, "Packets of a
+    /// connection between other ports").
+    pub fn decide_stages(&self, from: bool, to: bool, key: &Key) -> FirstDecision {
+        let pass = StageDecision {
+            acl: None,
+            kind: Kind::Stateful,
+        };
+        FirstDecision {
+            from: if from {
+                self.stage(Direction::FromLport, key)
+            } else {
+                pass
+            },
+            to: if to {
+                self.stage(Direction::ToLport, key)
+            } else {
+                pass
+            },
+        }
+    }
+
     /// The action a packet is tracked with before anything is decided: a
     /// lookup in `zone`, applying existing translations.
     pub fn lookup_action(&self, zone: Zone) -> CtAction {

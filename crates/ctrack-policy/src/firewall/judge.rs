@@ -146,8 +146,32 @@ impl<T> Firewall<T> {
     /// The first packet of a connection a gateway expected (`+new+rel`):
     /// related to an allowed connection, it passes without meeting the
     /// ACLs and is committed with its control connection's verdict word.
+    ///
+    /// Unless it comes from or goes to a third port sharing the zone: in
+    /// OVN the expectation is in the zones of the control connection's two
+    /// ports, so a stage whose port's zone is another finds none and its
+    /// ACLs meet the packet as a new connection's first. If they allow it,
+    /// it is committed as a related one, as OVN would commit it in both
+    /// zones; if not, it is dropped and the expectation stays.
     fn expected(&self, cx: &Cx<'_>, frame: &mut Vec<u8>, v: Verdict, st: &mut FwStats) -> Decision {
         let (pol, now) = (cx.pol, cx.now);
+        let mut third = None;
+        if let Some((zp, zq)) = Word::pair_of(v.word).zones(cx.zone) {
+            let held = |p: PortNo| {
+                let z = pol.port_zone(p);
+                z == zp || z == zq
+            };
+            let (hi, ho) = (held(cx.inport), held(cx.outport));
+            if !(hi && ho) {
+                st.cross_pair += 1;
+                let key = Key::from_frame(frame, cx.inport, cx.outport);
+                let fd = pol.decide_stages(!hi, !ho, &key);
+                if !fd.allows() {
+                    return self.first(pol, &fd, frame.len(), false, Some(v), st);
+                }
+                third = Some(fd);
+            }
+        }
         uncount(&mut st.tracker, &v);
         // The control connection's word, with the zones this connection
         // opens between (an active FTP data connection opens the other
@@ -161,6 +185,14 @@ impl<T> Firewall<T> {
         let v2 = self
             .tracker
             .process_mut(frame, LinkType::Ethernet, &action, now, &mut st.tracker);
+        if let Some(fd) = third {
+            let mut d = self.first(pol, &fd, frame.len(), v2.committed, Some(v2), st);
+            if let Some(r) = v2.refused {
+                d.action = Action::Drop;
+                d.reason = Some(refusal_reason(r));
+            }
+            return d;
+        }
         let acl = session_acl(pol, v.word);
         let mut d = match v2.refused {
             Some(r) => Decision::drop(Stage::Session, acl, refusal_reason(r)),

@@ -17,13 +17,11 @@ use ctrack_core::{ConnId, CtState, Dir, Entry, Verdict, Zone};
 use ctrack_wire::ethernet::ethertype;
 use ctrack_wire::ip_proto;
 
-use super::compiled::{FirstDecision, Kind, StageDecision};
 use super::decision::{AclRef, Decision, DropReason, FwStats, Stage};
 use super::engine::Firewall;
 use super::judge::{Cx, opening_pair, session_acl};
 use super::word::{Word, WordStage};
 use crate::key::{Field, Key, flag, mac_u64};
-use crate::model::Direction;
 
 /// What one stage does with a packet of a known connection that went
 /// between other zones than the connection's opening packets.
@@ -131,18 +129,7 @@ impl<T> Firewall<T> {
             return invalid(v);
         }
         let key = Key::from_frame(frame, cx.inport, cx.outport);
-        let pass = StageDecision {
-            acl: None,
-            kind: Kind::Stateful,
-        };
-        let stage = |s: Step, dir: Direction| match s {
-            Step::Acls => pol.stage(dir, &key),
-            _ => pass,
-        };
-        let fd = FirstDecision {
-            from: stage(steps[0], Direction::FromLport),
-            to: stage(steps[1], Direction::ToLport),
-        };
+        let fd = pol.decide_stages(steps[0] == Step::Acls, steps[1] == Step::Acls, &key);
         self.first(pol, &fd, frame.len(), false, Some(v), st)
     }
 
