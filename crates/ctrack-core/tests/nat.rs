@@ -367,3 +367,39 @@ fn translations_are_unique_per_zone() {
     assert_ne!(sport(&o2), 5000);
     assert_eq!(sport(&o3), 5000);
 }
+
+/// A translated connection C:40000 → S:80 (replies to N:40000). A packet
+/// S:80 → C:40000, untranslated, finds no connection (the translated one's
+/// replies come to N); committed, its reply tuple would be the translated
+/// connection's original one, one tuple for two connections, and which a
+/// lookup of it found would be left to the table's order (a firewall's
+/// burst path and its per-packet path found different ones: the fuzz
+/// target `firewall_frames`). Refused, as Linux refuses a clash when it
+/// confirms; the translated connection keeps its packets.
+#[test]
+fn an_untranslated_commit_may_not_take_a_translated_connections_tuple() {
+    let n = Net::new();
+    let snat = "commit,nat(src=198.51.100.1)";
+    n.expect(
+        &tcp(C, 40000, S, 80, SYN, 100, 0),
+        snat,
+        &tcp(N, 40000, S, 80, SYN, 100, 0),
+        "new|trk|snat",
+    );
+    let (v, _) = n.send(&tcp(S, 80, C, 40000, SYN, 500, 0), "commit");
+    assert_eq!(v.refused, Some(Refusal::Clash));
+    assert!(v.conn.is_none());
+    assert_eq!(n.stats.get().refused_clash, 1);
+    // The client's packets are the translated connection's still.
+    n.expect(
+        &tcp(C, 40000, S, 80, SYN, 100, 0),
+        snat,
+        &tcp(N, 40000, S, 80, SYN, 100, 0),
+        "new|trk|snat",
+    );
+    // Where no connection is translated, nothing is looked up twice: the
+    // same commit in a tracker without one stores its connection.
+    let m = Net::new();
+    let (v, _) = m.send(&tcp(S, 80, C, 40000, SYN, 500, 0), "commit");
+    assert_eq!((v.refused, v.committed), (None, true));
+}

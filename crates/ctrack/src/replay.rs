@@ -530,6 +530,7 @@ fn write_human_packet(
     }
     match v.refused {
         Some(ctrack_core::Refusal::NatExhausted) => state.push_str(" (nat exhausted)"),
+        Some(ctrack_core::Refusal::Clash) => state.push_str(" (clash)"),
         Some(ctrack_core::Refusal::ZoneLimit) => state.push_str(" (zone limit)"),
         Some(ctrack_core::Refusal::TableFull) => state.push_str(" (table full)"),
         None => {}
@@ -700,6 +701,9 @@ fn write_table(
     }
     if s.refused_nat_exhausted > 0 {
         write!(out, ", {} refused (nat exhausted)", s.refused_nat_exhausted)?;
+    }
+    if s.refused_clash > 0 {
+        write!(out, ", {} refused (clash)", s.refused_clash)?;
     }
     if s.translated > 0 {
         write!(out, ", {} packets translated", s.translated)?;

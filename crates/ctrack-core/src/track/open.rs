@@ -380,6 +380,9 @@ impl Tracker {
                 .reply
                 .filter(|r| *r != key.tuple.reverse())
                 .map(|r| self.hash_of(&LookupKey { tuple: r, ..*key }));
+            if secondary.is_some() && !self.shared.translated.load(Relaxed) {
+                self.shared.translated.store(true, Relaxed);
+            }
             let hashes = Hashes {
                 primary: o.hash,
                 secondary,
@@ -390,6 +393,28 @@ impl Tracker {
                 return Locked::Lost;
             }
             let (Some(r), Some(h)) = (setup.reply, secondary) else {
+                // Untranslated: the reply tuple is the packet's reversed,
+                // in the same bucket (the hash is symmetric). The lookup
+                // found no connection of the packet's tuple, but where
+                // connections are translated, a translated one's original
+                // tuple (its replies go to its translated address) may be
+                // this reply tuple: refused, or the tuple would be two
+                // connections'.
+                if self.shared.translated.load(Relaxed) {
+                    let rkey = LookupKey {
+                        tuple: key.tuple.reverse(),
+                        ..*key
+                    };
+                    if let Some(e) = w.find(o.hash, |c| c.direction_of(&rkey, guard).is_some()) {
+                        let gone = self.shared.expiry(e.record(), guard) <= now
+                            && w.remove_if(shared, e, Removal::Expired, |c| {
+                                self.shared.expiry(c, guard) <= now
+                            });
+                        if !gone {
+                            return Locked::Refused(Refusal::Clash);
+                        }
+                    }
+                }
                 return Locked::Ready(w, hashes);
             };
             let rkey = LookupKey { tuple: r, ..*key };
@@ -644,6 +669,7 @@ fn refuse<'g, A: Fam>(r: Refusal, stats: &mut Stats, out: &mut Verdict) -> Found
             Refusal::TableFull => C::RefusedTableFull,
             Refusal::ZoneLimit => C::RefusedZoneLimit,
             Refusal::NatExhausted => C::RefusedNatExhausted,
+            Refusal::Clash => C::RefusedClash,
         },
         1,
     );

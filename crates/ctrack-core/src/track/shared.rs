@@ -4,7 +4,7 @@
 use core::cell::Cell;
 use core::sync::atomic::Ordering::Relaxed;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 
 use ctrack_table::{Context, Guard, Hashes, Removal, pin};
 
@@ -61,6 +61,12 @@ pub(super) struct Shared {
     /// Connections whose gateway adjusts sequence numbers (while none
     /// does, packets skip the lookup that adjustment needs).
     pub(super) seqadj: AtomicUsize,
+    /// Some connection was committed translated: from then on, an
+    /// untranslated commit checks that its reply tuple is not a translated
+    /// connection's original one (`Refusal::Clash`). Set before that
+    /// connection's insert, so that a commit holding the same bucket's
+    /// lock after it sees it.
+    pub(super) translated: AtomicBool,
     /// Where connection events go (`conntrack -E`); here so that the
     /// table's removal hook reaches it.
     pub(super) events: Events,

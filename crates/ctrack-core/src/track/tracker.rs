@@ -117,6 +117,7 @@ impl Tracker {
                 recounting: Mutex::new(()),
                 gate: ctrack_table::Gate::new(),
                 seqadj: AtomicUsize::new(0),
+                translated: AtomicBool::new(false),
                 events: Events::default(),
             },
             v4: Table::new(v4),

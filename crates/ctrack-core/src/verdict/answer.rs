@@ -16,6 +16,13 @@ pub enum Refusal {
     /// search of [`crate::nat`] saw only tuples in use). The packet is
     /// untranslated and `new`; a firewall drops it, as Linux does.
     NatExhausted,
+    /// The connection's reply tuple is already another connection's: a
+    /// translated connection's original tuple, whose own replies go to
+    /// its translated address. Two connections of one tuple would leave
+    /// it to the lookup to pick one; Linux refuses such a clash when it
+    /// confirms the newcomer, and so does this. The packet is `new`; a
+    /// firewall drops it.
+    Clash,
 }
 
 /// The tracker's answer for one packet.

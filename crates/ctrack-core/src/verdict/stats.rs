@@ -41,6 +41,9 @@ pub struct Stats {
     pub flushed: u64,
     /// Commits refused because no free translated tuple was found.
     pub refused_nat_exhausted: u64,
+    /// Commits refused because the reply tuple was another connection's
+    /// ([`crate::Refusal::Clash`]).
+    pub refused_clash: u64,
     /// Packets whose addresses or ports were translated.
     pub translated: u64,
     /// Expectations created by application-layer gateways.
@@ -106,6 +109,7 @@ impl Stats {
             C::Expired => &mut self.expired,
             C::Flushed => &mut self.flushed,
             C::RefusedNatExhausted => &mut self.refused_nat_exhausted,
+            C::RefusedClash => &mut self.refused_clash,
             C::Translated => &mut self.translated,
             C::ExpectCreated => &mut self.expectations_created,
             C::ExpectMatched => &mut self.expectations_matched,
@@ -123,7 +127,7 @@ impl core::ops::AddAssign<&Stats> for Stats {
 }
 
 impl C {
-    const ALL: [C; 19] = [
+    const ALL: [C; 20] = [
         C::Packets,
         C::New,
         C::Established,
@@ -137,6 +141,7 @@ impl C {
         C::Expired,
         C::Flushed,
         C::RefusedNatExhausted,
+        C::RefusedClash,
         C::Translated,
         C::ExpectCreated,
         C::ExpectMatched,
@@ -163,6 +168,7 @@ pub(crate) enum C {
     Expired,
     Flushed,
     RefusedNatExhausted,
+    RefusedClash,
     Translated,
     ExpectCreated,
     ExpectMatched,

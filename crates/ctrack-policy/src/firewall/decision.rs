@@ -91,6 +91,9 @@ pub enum DropReason {
     ZoneLimit,
     /// No free translated tuple.
     NatExhausted,
+    /// The connection's reply tuple was another connection's
+    /// (`ctrack_core::Refusal::Clash`).
+    Clash,
     /// Shorter than an Ethernet header.
     Runt,
     /// A fragment the reassembler dropped.
@@ -99,7 +102,7 @@ pub enum DropReason {
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; 9] = [
+    pub const ALL: [DropReason; 10] = [
         DropReason::Acl,
         DropReason::Default,
         DropReason::Invalid,
@@ -107,6 +110,7 @@ impl DropReason {
         DropReason::TableFull,
         DropReason::ZoneLimit,
         DropReason::NatExhausted,
+        DropReason::Clash,
         DropReason::Runt,
         DropReason::Fragment,
     ];
@@ -121,6 +125,7 @@ impl DropReason {
             DropReason::TableFull => "table_full",
             DropReason::ZoneLimit => "zone_limit",
             DropReason::NatExhausted => "nat_exhausted",
+            DropReason::Clash => "clash",
             DropReason::Runt => "runt",
             DropReason::Fragment => "fragment",
         }

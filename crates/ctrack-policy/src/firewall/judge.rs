@@ -323,6 +323,7 @@ pub(super) fn refusal_reason(r: Refusal) -> DropReason {
         Refusal::TableFull => DropReason::TableFull,
         Refusal::ZoneLimit => DropReason::ZoneLimit,
         Refusal::NatExhausted => DropReason::NatExhausted,
+        Refusal::Clash => DropReason::Clash,
     }
 }
 
