@@ -7,11 +7,12 @@
 //! by the zones its word keeps (docs/firewall.md, "Packets of a connection
 //! between other ports"). Each case says what OVN's two lookups give.
 
-use ctrack_core::{Config, FragConfig, Time, Tracker};
+mod common;
+use common::{each, in_a_burst, plain};
+
+use ctrack_core::{Config, FragConfig, Tracker};
 use ctrack_policy::expr::Expr;
-use ctrack_policy::firewall::{
-    AclRef, Action, BurstOut, Decision, DropReason, Firewall, FwOutputs, Stage,
-};
+use ctrack_policy::firewall::{AclRef, Action, Decision, DropReason, Firewall, FwOutputs, Stage};
 use ctrack_policy::key::{Field, flag};
 use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy, Port};
 use ctrack_wire::build::{Frame, L4, quote};
@@ -103,35 +104,6 @@ fn unreachable(src: [u8; 4], from: [u8; 6]) -> Vec<u8> {
     f.build()
 }
 
-/// Each frame through `Firewall::process`.
-fn each(fw: &Firewall<u64>, frames: &[Vec<u8>], st: &mut FwOutputs<u64>) -> Vec<Decision> {
-    frames
-        .iter()
-        .map(|f| {
-            st.out.clear();
-            fw.process(f.clone(), 0, Time::from_secs(1), st);
-            assert_eq!(st.out.len(), 1);
-            st.out.pop().unwrap().decision
-        })
-        .collect()
-}
-
-/// The frames through `Firewall::process_burst`, in one call.
-fn in_a_burst(fw: &Firewall<u64>, frames: &[Vec<u8>], st: &mut FwOutputs<u64>) -> Vec<Decision> {
-    let mut frames = frames.to_vec();
-    let mut ds = vec![Decision::default(); frames.len()];
-    fw.process_burst(
-        &mut frames,
-        Time::from_secs(1),
-        BurstOut {
-            decisions: &mut ds,
-            replies: &mut Vec::new(),
-            stats: &mut st.stats,
-        },
-    );
-    ds
-}
-
 /// The decisions frame by frame, checked against the same frames in
 /// bursts (the first alone, the rest in one burst: each chunk's frames
 /// are of one MAC pair, so mixed pairs take the per-frame path and runs of
@@ -145,18 +117,8 @@ fn decide(p: Policy, frames: &[Vec<u8>]) -> (Vec<Decision>, u64) {
     for f in &frames[1..] {
         got.extend(in_a_burst(&burst_fw, std::slice::from_ref(f), &mut sb));
     }
-    let plain = |ds: &[Decision]| {
-        ds.iter()
-            .map(|d| {
-                let mut d = *d;
-                if let Some(v) = d.ct.as_mut() {
-                    v.conn = None;
-                }
-                d
-            })
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(plain(&got), plain(&want));
+    let plain_all = |ds: &[Decision]| ds.iter().map(plain).collect::<Vec<_>>();
+    assert_eq!(plain_all(&got), plain_all(&want));
     assert_eq!(sb.stats.cross_pair, st.stats.cross_pair);
     (want, st.stats.cross_pair)
 }
@@ -362,16 +324,9 @@ fn a_burst_tells_the_sessions_packets_from_others() {
     let mut sb = FwOutputs::default();
     let mut got = each(&f, &frames[..2], &mut sb);
     got.extend(in_a_burst(&f, &frames[2..], &mut sb));
-    let strip = |d: &Decision| {
-        let mut d = *d;
-        if let Some(v) = d.ct.as_mut() {
-            v.conn = None;
-        }
-        d
-    };
     assert_eq!(
-        got.iter().map(strip).collect::<Vec<_>>(),
-        want.iter().map(strip).collect::<Vec<_>>()
+        got.iter().map(plain).collect::<Vec<_>>(),
+        want.iter().map(plain).collect::<Vec<_>>()
     );
     // The wrong-way datagrams: A's addresses from B's MAC meet both
     // stages (original direction: B's from-lport `ip` allows, A's

@@ -5,9 +5,12 @@
 //! whose ACLs meet every such packet, and the ACLs still meet the packets
 //! they could decide otherwise.
 
-use ctrack_core::{Config, FragConfig, Time, Tracker};
+mod common;
+use common::{each, in_a_burst, plain};
+
+use ctrack_core::{Config, FragConfig, Tracker};
 use ctrack_policy::expr::Expr;
-use ctrack_policy::firewall::{AclRef, Action, BurstOut, Decision, Firewall, FwOutputs, Stage};
+use ctrack_policy::firewall::{AclRef, Action, Decision, Firewall, FwOutputs, Stage};
 use ctrack_policy::key::{Field, flag};
 use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy, Port};
 use ctrack_wire::build::{Frame, L4};
@@ -90,45 +93,6 @@ fn udp(sport: u16, to: [u8; 6], ttl: u8) -> Vec<u8> {
     f.eth_dst = to;
     f.ttl = ttl;
     f.build()
-}
-
-/// Each frame through `Firewall::process`, one by one.
-fn each(fw: &Firewall<u64>, frames: &[Vec<u8>], st: &mut FwOutputs<u64>) -> Vec<Decision> {
-    frames
-        .iter()
-        .map(|f| {
-            st.out.clear();
-            fw.process(f.clone(), 0, Time::from_secs(1), st);
-            assert_eq!(st.out.len(), 1);
-            st.out.pop().unwrap().decision
-        })
-        .collect()
-}
-
-/// The frames through `Firewall::process_burst`, in one call.
-fn in_a_burst(fw: &Firewall<u64>, frames: &[Vec<u8>], st: &mut FwOutputs<u64>) -> Vec<Decision> {
-    let mut frames = frames.to_vec();
-    let mut ds = vec![Decision::default(); frames.len()];
-    fw.process_burst(
-        &mut frames,
-        Time::from_secs(1),
-        BurstOut {
-            decisions: &mut ds,
-            replies: &mut Vec::new(),
-            stats: &mut st.stats,
-        },
-    );
-    ds
-}
-
-/// A decision without the connection's identity (which differs between two
-/// trackers).
-fn plain(d: &Decision) -> Decision {
-    let mut d = *d;
-    if let Some(v) = d.ct.as_mut() {
-        v.conn = None;
-    }
-    d
 }
 
 /// The same decisions, frame by frame, as [`plain`] shows them.

@@ -156,21 +156,15 @@ impl<T> Firewall<T> {
     fn expected(&self, cx: &Cx<'_>, frame: &mut Vec<u8>, v: Verdict, st: &mut FwStats) -> Decision {
         let (pol, now) = (cx.pol, cx.now);
         let mut third = None;
-        if let Some((zp, zq)) = Word::pair_of(v.word).zones(cx.zone) {
-            let held = |p: PortNo| {
-                let z = pol.port_zone(p);
-                z == zp || z == zq
-            };
-            let (hi, ho) = (held(cx.inport), held(cx.outport));
-            if !(hi && ho) {
-                st.cross_pair += 1;
-                let key = Key::from_frame(frame, cx.inport, cx.outport);
-                let fd = pol.decide_stages(!hi, !ho, &key);
-                if !fd.allows() {
-                    return self.first(pol, &fd, frame.len(), false, Some(v), st);
-                }
-                third = Some(fd);
+        let [hi, ho] = held(cx, v.word);
+        if !(hi && ho) {
+            st.cross_pair += 1;
+            let key = Key::from_frame(frame, cx.inport, cx.outport);
+            let fd = pol.decide_stages(!hi, !ho, &key);
+            if !fd.allows() {
+                return self.first(pol, &fd, frame.len(), false, Some(v), st);
             }
+            third = Some(fd);
         }
         uncount(&mut st.tracker, &v);
         // The control connection's word, with the zones this connection
@@ -247,6 +241,20 @@ pub(super) fn opening_pair(cx: &Cx<'_>, dir: Dir) -> Pair {
         Dir::Orig => cx.pol.pair_at(cx.inport, cx.outport, cx.zone),
         Dir::Reply => cx.pol.pair_at(cx.outport, cx.inport, cx.zone),
     }
+}
+
+/// Whether the zones of `cx`'s inport and of its outport are among the two
+/// a connection of word `w`, tracked in `cx.zone`, was opened between
+/// (both, where the word keeps none): in OVN's terms, whether each stage's
+/// zone holds the connection.
+pub(super) fn held(cx: &Cx<'_>, w: u64) -> [bool; 2] {
+    let Some((zp, zq)) = Word::pair_of(w).zones(cx.zone) else {
+        return [true; 2];
+    };
+    [cx.inport, cx.outport].map(|p| {
+        let z = cx.pol.port_zone(p);
+        z == zp || z == zq
+    })
 }
 
 /// A later `+new` packet of a connection committed under this generation

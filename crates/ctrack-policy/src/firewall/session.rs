@@ -13,13 +13,13 @@
 //! This is the outcome OVN reaches by matching every established packet
 //! against the ACLs again, reached once per connection and generation.
 
-use ctrack_core::{ConnId, CtState, Dir, Entry, Verdict, Zone};
+use ctrack_core::{ConnId, CtState, Dir, Entry, Verdict};
 use ctrack_wire::ethernet::ethertype;
 use ctrack_wire::ip_proto;
 
 use super::decision::{AclRef, Decision, DropReason, FwStats, Stage};
 use super::engine::Firewall;
-use super::judge::{Cx, opening_pair, session_acl};
+use super::judge::{Cx, held, opening_pair, session_acl};
 use super::word::{Word, WordStage};
 use crate::key::{Field, Key, flag, mac_u64};
 
@@ -106,21 +106,17 @@ impl<T> Firewall<T> {
         st: &mut FwStats,
     ) -> Decision {
         let pol = cx.pol;
-        let (zp, zq) = Word::pair_of(v.word).zones(cx.zone).unwrap_or_default();
         // An ICMP error about the connection (OVN's `!ct.est && ct.rel`);
         // the packets of a gateway's data connection (`+est+rel`) go as
         // any established packet.
         let related = v.state.contains(CtState::REL) && !v.state.contains(CtState::EST);
-        let step = |z: Zone| match (z == zp || z == zq, related) {
+        let step = |held: bool| match (held, related) {
             (true, true) => Step::Pass,
             (true, false) if v.dir == Dir::Reply => Step::Pass,
             (true, false) | (false, false) => Step::Acls,
             (false, true) => Step::Invalid,
         };
-        let steps = [
-            step(pol.port_zone(cx.inport)),
-            step(pol.port_zone(cx.outport)),
-        ];
+        let steps = held(cx, v.word).map(step);
         if steps == [Step::Pass; 2] {
             return self.on_session(cx, frame, v, id, st);
         }
