@@ -107,6 +107,21 @@ pub const MATCH_WORDS: &[&[u8]] = &[
     b"icmp6",
     b"arp",
     b"sctp.dst",
+    b"eth.dst",
+    b"[",
+    b"]",
+    b"..",
+    b"[40]",
+    b"[120..127]",
+    b"[0..7]",
+    b"[128]",
+    b"eth.mcast",
+    b"eth.bcast",
+    b"ip4.mcast",
+    b"igmp",
+    b"ip6.mcast_flood",
+    b"ip6.mcast_all_rtrs",
+    b"nd_ns_mcast",
 ];
 
 const POLICY_WORDS: &[&[u8]] = &[

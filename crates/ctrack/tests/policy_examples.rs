@@ -470,3 +470,43 @@ fn a_policy_replay_of_raw_ip_is_refused_in_words() {
         "{err}"
     );
 }
+
+/// An ACL whose match the classifier cannot expand within its bounds
+/// refuses the policy with the ACL named and its line, no backtrace; OVN's
+/// multicast predicates and subfields load.
+#[test]
+fn a_match_too_costly_to_compile_names_its_acl() {
+    let policy = |m: &str| {
+        format!(
+            "[[port]]\nname = \"vm1\"\naddresses = [\"02:00:00:00:00:01 10.0.0.1 fd00::1\"]\n\n\
+             [[acl]]\nname = \"kube-mcast\"\ndirection = \"to-lport\"\npriority = 200\n\
+             match = '(ip4.mcast || mldv1 || mldv2 || (ip6.dst[120..127] == 0xff && ip6.dst[116] == 1))'\n\
+             action = \"allow\"\n\n\
+             [[acl]]\nname = \"no-flood\"\ndirection = \"from-lport\"\npriority = 100\n\
+             match = '{m}'\naction = \"drop\"\n"
+        )
+    };
+    let path = std::env::temp_dir().join(format!("ctrack-costly-{}.toml", std::process::id()));
+    let run = |m: &str| {
+        std::fs::write(&path, policy(m)).expect("write");
+        ctrack(&["policy", "check", path.to_str().expect("UTF-8 path")])
+    };
+    let out = run("!ip6.mcast_all_rtrs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run("!ip6.mcast_flood");
+    let _ = std::fs::remove_file(&path);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("line 12, column 1: ACL `no-flood` (from-lport, priority 100): expression expands to more than"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "{err}"
+    );
+}

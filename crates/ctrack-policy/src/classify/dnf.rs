@@ -7,7 +7,10 @@
 //! - `Not` is pushed down to the leaves (De Morgan); a negated test
 //!   `!(field & mask == value)` becomes, as in OVN, one conjunction per bit
 //!   of the mask, that bit differing from the value's; a negated range the
-//!   ranges on either side of it;
+//!   ranges on either side of it; several negated tests of one field and
+//!   mask in one conjunction (`f != {a, b, c}`) are the complement of
+//!   their set of values, expanded at once (one conjunction a bit the
+//!   values share, and the gaps of their trie below), not multiplied;
 //! - `And` is the cross product of its operands' DNFs, in which
 //!   conjunctions that require the same bit both set and clear are dropped;
 //! - duplicates are removed, and a conjunction that matches everything
@@ -124,33 +127,176 @@ impl Normaliser {
 
     /// The conjunction of `xs` (each negated if `neg`) as a DNF.
     fn product(&mut self, xs: &[Expr], neg: bool, depth: usize) -> Result<Vec<Conj>, CompileError> {
+        // Operands that are conjunctions themselves join this one, so that
+        // `!(a == x || (a == y || a == z))` finds its set.
+        let mut flat = Vec::with_capacity(xs.len());
+        flatten(xs, neg, depth, &mut flat)?;
+        let (sets, rest) = excluded_sets(&flat, neg);
         let mut acc = vec![Conj::ANY];
-        for x in xs {
-            let mut d = self.dnf(x, neg, depth + 1)?;
-            self.tidy(&mut d);
-            self.work += (acc.len() as u64).saturating_mul(d.len() as u64);
-            if self.work > MAX_WORK {
-                return Err(CompileError::new(format!(
-                    "expression too costly to expand (over {MAX_WORK} combinations)"
-                )));
+        for (field, mask, mut values) in sets {
+            let d = excluded(field, mask, &mut values)?;
+            acc = self.times(acc, d)?;
+            if acc.is_empty() {
+                return Ok(acc);
             }
-            let mut next = Vec::with_capacity(acc.len().max(d.len()));
-            for a in &acc {
-                for b in &d {
-                    if let Some(c) = a.and(b) {
-                        next.push(c);
-                    }
-                }
-                check_len(next.len())?;
-            }
-            self.tidy(&mut next);
-            acc = next;
+        }
+        for x in rest {
+            let d = self.dnf(x, neg, depth + 1)?;
+            acc = self.times(acc, d)?;
+
             if acc.is_empty() {
                 break;
             }
         }
         Ok(acc)
     }
+
+    /// `acc && d`, both DNFs.
+    fn times(&mut self, acc: Vec<Conj>, mut d: Vec<Conj>) -> Result<Vec<Conj>, CompileError> {
+        self.tidy(&mut d);
+        self.work += (acc.len() as u64).saturating_mul(d.len() as u64);
+        if self.work > MAX_WORK {
+            return Err(CompileError::new(format!(
+                "expression too costly to expand (over {MAX_WORK} combinations)"
+            )));
+        }
+        let mut next = Vec::with_capacity(acc.len().max(d.len()));
+        for a in &acc {
+            for b in &d {
+                if let Some(c) = a.and(b) {
+                    next.push(c);
+                }
+            }
+            check_len(next.len())?;
+        }
+        self.tidy(&mut next);
+        Ok(next)
+    }
+}
+
+/// `xs` (each negated if `neg`), with the operands of nested conjunctions
+/// in place of them, into `out`.
+fn flatten<'e>(
+    xs: &'e [Expr],
+    neg: bool,
+    depth: usize,
+    out: &mut Vec<&'e Expr>,
+) -> Result<(), CompileError> {
+    if depth > MAX_DEPTH {
+        return Err(CompileError::new(format!(
+            "expression nested deeper than {MAX_DEPTH}"
+        )));
+    }
+    for x in xs {
+        match (x, neg) {
+            (Expr::And(ys), false) | (Expr::Or(ys), true) => flatten(ys, neg, depth + 1, out)?,
+            _ => out.push(x),
+        }
+    }
+    Ok(())
+}
+
+/// A field, a mask, and values its masked bits must not take.
+type Excluded = (Field, u128, Vec<u128>);
+
+/// The operands of a conjunction (`xs`, each negated if `neg`) that say
+/// "`field & mask` is not `value`", grouped by field and mask where two or
+/// more share them, and the other operands. A group is one set of values
+/// to keep out (`ip6.dst != {a, b, c}`, `!ip6.mcast_all_rtrs`), expanded
+/// at once by [`excluded`]: operand by operand, each negated 128-bit
+/// equality is 128 conjunctions and their product 128^3 before tidying,
+/// where the set's complement needs about 130.
+fn excluded_sets<'e>(xs: &[&'e Expr], neg: bool) -> (Vec<Excluded>, Vec<&'e Expr>) {
+    let negated_test = |x: &Expr| match (x, neg) {
+        (Expr::Not(inner), false) => match **inner {
+            Expr::Test { field, value, mask } => Some((field, value, mask)),
+            _ => None,
+        },
+        (&Expr::Test { field, value, mask }, true) => Some((field, value, mask)),
+        _ => None,
+    };
+    let mut sets: Vec<Excluded> = Vec::new();
+    for x in xs {
+        if let Some((field, value, mask)) = negated_test(x) {
+            let m = mask & field.all_ones();
+            match sets.iter_mut().find(|(f, sm, _)| *f == field && *sm == m) {
+                Some((.., vs)) => vs.push(value),
+                None => sets.push((field, m, vec![value])),
+            }
+        }
+    }
+    sets.retain(|(.., vs)| vs.len() > 1);
+    let rest = xs
+        .iter()
+        .copied()
+        .filter(|x| {
+            negated_test(x).is_none_or(|(field, _, mask)| {
+                let m = mask & field.all_ones();
+                !sets.iter().any(|(f, sm, _)| *f == field && *sm == m)
+            })
+        })
+        .collect();
+    (sets, rest)
+}
+
+/// The keys whose `field & mask` is none of `values`: for each branch of
+/// the values' binary trie (over the mask's bits, highest first) that no
+/// value takes, one conjunction. A value with bits outside the mask is
+/// never equal, so it excludes nothing.
+fn excluded(field: Field, mask: u128, values: &mut Vec<u128>) -> Result<Vec<Conj>, CompileError> {
+    values.retain(|v| v & !mask == 0);
+    values.sort_unstable();
+    values.dedup();
+    if values.is_empty() {
+        return Ok(vec![Conj::ANY]);
+    }
+    // The bits every value shares first, then those where they differ,
+    // each highest first: a key that differs on a shared bit is out in
+    // one conjunction a bit, and the trie branches only below them
+    // (`{ff01::2, ff02::2, ff05::2}` keeps out 130 conjunctions this way,
+    // 353 with the bits in plain order). The values sort by the bits
+    // where they differ, highest first, as the walk needs.
+    let (all, any) = values
+        .iter()
+        .fold((u128::MAX, 0), |(a, o), v| (a & v, o | v));
+    let shared = mask & !(all ^ any);
+    let ordered = |set: u128| {
+        (0..128)
+            .rev()
+            .map(|b| 1u128 << b)
+            .filter(move |b| set & b != 0)
+    };
+    let bits: Vec<u128> = ordered(shared).chain(ordered(mask & !shared)).collect();
+    let mut out = Vec::new();
+    trie_gaps(field, &bits, (0, 0), values, &mut out)?;
+    Ok(out)
+}
+
+/// [`excluded`]'s walk: `values` (sorted, not empty) all have `prefix`'s
+/// value on its mask's bits; `bits` are the bits still to branch on.
+fn trie_gaps(
+    field: Field,
+    bits: &[u128],
+    prefix: (u128, u128),
+    values: &[u128],
+    out: &mut Vec<Conj>,
+) -> Result<(), CompileError> {
+    let Some((&b, below)) = bits.split_first() else {
+        return Ok(());
+    };
+    let (value, mask) = prefix;
+    // Sorted, and equal on the bits walked: those with `b` clear come
+    // first (on a shared bit, all of them or none).
+    let split = values.partition_point(|v| v & b == 0);
+    for (bit, sub) in [(0, &values[..split]), (b, &values[split..])] {
+        if sub.is_empty() {
+            out.push(Conj::field(field, mask | b, value | bit));
+            check_len(out.len())?;
+        } else {
+            trie_gaps(field, below, (value | bit, mask | b), sub, out)?;
+        }
+    }
+    Ok(())
 }
 
 impl Normaliser {
@@ -407,5 +553,72 @@ mod tests {
         while let Expr::Not(inner) = cur {
             cur = *inner;
         }
+    }
+
+    #[test]
+    fn a_set_of_values_kept_out_expands_to_its_complement() {
+        // ip6.dst != {ff01::2, ff02::2, ff05::2}, written both ways.
+        let addrs: Vec<u128> = [0xff01u128, 0xff02, 0xff05]
+            .iter()
+            .map(|h| (h << 112) | 2)
+            .collect();
+        let eqs: Vec<Expr> = addrs.iter().map(|a| Expr::eq(Field::IpDst, *a)).collect();
+        let nots = Expr::And(eqs.iter().map(|e| Expr::Not(Box::new(e.clone()))).collect());
+        let not_any = Expr::Not(Box::new(Expr::Or(eqs)));
+        let mut probes: Vec<u128> = addrs.clone();
+        for a in &addrs {
+            probes.extend((0..128).map(|b| a ^ (1u128 << b)));
+        }
+        probes.extend([0, u128::MAX, 0xff03 << 112 | 2, 0xff07 << 112 | 2]);
+        for e in [nots, not_any] {
+            let d = normalise(&e).unwrap();
+            // One conjunction a bit the three share, and the two values
+            // of the three bits where they differ that none takes.
+            assert!(d.len() <= 131, "{}", d.len());
+            for p in &probes {
+                let k = key_with(Field::IpDst, *p);
+                assert_eq!(covers(&d, &k), !addrs.contains(p), "{p:#x}");
+            }
+        }
+        // Values with bits outside the mask never match: they keep
+        // nothing out; a mask of 0 keeps every key out.
+        let never = Expr::And(vec![
+            Expr::Not(Box::new(Expr::masked(Field::L4Dst, 0, 0xff))),
+            Expr::Not(Box::new(Expr::Test {
+                field: Field::L4Dst,
+                value: 0x100,
+                mask: 0xff,
+            })),
+        ]);
+        let d = normalise(&never).unwrap();
+        assert!(!covers(&d, &key_with(Field::L4Dst, 0x200)));
+        assert!(covers(&d, &key_with(Field::L4Dst, 0x201)));
+        let none = Expr::And(vec![
+            Expr::Not(Box::new(Expr::masked(Field::L4Dst, 0, 0))),
+            Expr::Not(Box::new(Expr::masked(Field::L4Dst, 0, 0))),
+        ]);
+        assert!(normalise(&none).unwrap().is_empty());
+        // Many values that share bits are cheap: 4,096 that differ in 12
+        // bits keep out one conjunction for each of the other 116 bits.
+        let dense = Expr::Not(Box::new(Expr::Or(
+            (0..4096u128)
+                .map(|v| Expr::eq(Field::IpDst, v << 64))
+                .collect(),
+        )));
+        assert_eq!(normalise(&dense).unwrap().len(), 116);
+        // Hostile: as many scattered over the bits are bounded like any
+        // other expansion.
+        let scattered = Expr::Not(Box::new(Expr::Or(
+            (1..4096u128)
+                .map(|v| {
+                    Expr::eq(
+                        Field::IpDst,
+                        v.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835),
+                    )
+                })
+                .collect(),
+        )));
+        let e = normalise(&scattered).unwrap_err();
+        assert!(e.message.contains("conjunctions"), "{e}");
     }
 }

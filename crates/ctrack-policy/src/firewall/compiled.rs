@@ -194,12 +194,36 @@ impl Compiled {
             .enumerate()
         {
             for (t, slot) in stages[d].iter_mut().enumerate() {
-                let rules = policy
-                    .acls
-                    .iter()
-                    .filter(|a| a.direction == *dir && usize::from(a.tier) == t)
-                    .map(|a| (a.index as RuleId, rank(a.priority, a.index), &a.expr));
-                *slot = Classifier::build(rules)?;
+                let acls = || {
+                    policy
+                        .acls
+                        .iter()
+                        .filter(|a| a.direction == *dir && usize::from(a.tier) == t)
+                };
+                let rules = acls().map(|a| (a.index as RuleId, rank(a.priority, a.index), &a.expr));
+                *slot = Classifier::build(rules).map_err(|e| {
+                    // Which ACL: found again one by one, on this path
+                    // only.
+                    let bad = acls().find(|a| {
+                        let r = rank(a.priority, a.index);
+                        Classifier::new()
+                            .insert(a.index as RuleId, r, &a.expr)
+                            .is_err()
+                    });
+                    match bad {
+                        Some(a) => CompileError {
+                            message: format!(
+                                "line {}, column {}: ACL `{}` ({}, priority {}): {e}",
+                                a.span.line,
+                                a.span.col,
+                                a.name,
+                                a.direction.name(),
+                                a.priority
+                            ),
+                        },
+                        None => e,
+                    }
+                })?;
                 if !slot.is_empty() {
                     top_tier[d] = t;
                 }

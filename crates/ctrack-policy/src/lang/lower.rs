@@ -2,8 +2,10 @@
 //! symbol's prerequisites ANDed at its own level, outside any negation (the
 //! negation was already pushed into the relation).
 
-use super::parse::{Node, Relop, Value};
-use super::symbols::{Kind, Symbol};
+use super::lex::Const;
+use super::parse::{Node, Relop, Target, Value};
+use super::symbols::Kind;
+use crate::classify::prefix_cover;
 use crate::expr::Expr;
 use crate::key::Field;
 
@@ -22,12 +24,16 @@ pub(crate) fn lower(node: Node) -> Expr {
         Node::Bool(false) => Expr::False,
         Node::And(xs) => Expr::And(xs.into_iter().map(lower).collect()),
         Node::Or(xs) => Expr::Or(xs.into_iter().map(lower).collect()),
-        Node::Cmp { sym, relop, values } => cmp(sym, relop, &values),
+        Node::Cmp {
+            target,
+            relop,
+            values,
+        } => cmp(target, relop, &values),
     }
 }
 
-fn cmp(sym: &Symbol, relop: Relop, values: &[Value]) -> Expr {
-    match sym.kind {
+fn cmp(target: Target, relop: Relop, values: &[Value]) -> Expr {
+    match target.sym.kind {
         Kind::Pred(p) => {
             let lits = values
                 .iter()
@@ -54,7 +60,7 @@ fn cmp(sym: &Symbol, relop: Relop, values: &[Value]) -> Expr {
             }
         }
         Kind::Field { field, prereq } => {
-            let core = field_cmp(sym, field, relop, values);
+            let core = field_cmp(target, field, relop, values);
             if prereq == 0 || core == Expr::False {
                 core
             } else {
@@ -64,28 +70,65 @@ fn cmp(sym: &Symbol, relop: Relop, values: &[Value]) -> Expr {
     }
 }
 
-fn field_cmp(sym: &Symbol, field: Field, relop: Relop, values: &[Value]) -> Expr {
-    let max = sym.max();
+fn field_cmp(target: Target, field: Field, relop: Relop, values: &[Value]) -> Expr {
+    let max = target.max();
+    let lo = target.lo;
     let ints = values.iter().filter_map(|v| match v {
         Value::Int(c) => Some(*c),
         Value::Port(_) => None,
     });
-    let test =
-        |c: super::lex::Const| Expr::masked(field, c.value, c.mask.unwrap_or(u128::MAX) & max);
+    // A subfield's value and mask are the field's, shifted to its bits.
+    let test = |c: Const| {
+        Expr::masked(
+            field,
+            c.value << lo,
+            (c.mask.unwrap_or(u128::MAX) & max) << lo,
+        )
+    };
     match relop {
+        // A bit that is not `v` is the other value: a test, not a negation
+        // (`eth.dst[40]` alone is `eth.dst[40] != 0`). Not for a mask of
+        // 0, which compares nothing.
+        Relop::Ne
+            if target.width == 1
+                && matches!(values, [Value::Int(c)] if c.mask.is_none_or(|m| m & 1 == 1)) =>
+        {
+            let flip = |c: Const| {
+                test(Const {
+                    value: (c.value & 1) ^ 1,
+                    mask: None,
+                    ..c
+                })
+            };
+            join(ints.map(flip).collect(), true)
+        }
         Relop::Eq => join(ints.map(test).collect(), true),
         Relop::Ne => join(ints.map(|c| Expr::Not(Box::new(test(c)))).collect(), false),
         ordered => {
             let v = ints.map(|c| c.value).next().unwrap_or(0);
-            let range = |lo, hi| Expr::Range { field, lo, hi };
-            match ordered {
-                Relop::Lt if v == 0 => Expr::False,
-                Relop::Lt => range(0, v - 1),
-                Relop::Le => range(0, v),
-                Relop::Gt if v >= max => Expr::False,
-                Relop::Gt => range(v + 1, max),
-                _ => range(v, max),
+            let (from, to) = match ordered {
+                Relop::Lt if v == 0 => return Expr::False,
+                Relop::Lt => (0, v - 1),
+                Relop::Le => (0, v),
+                Relop::Gt if v >= max => return Expr::False,
+                Relop::Gt => (v + 1, max),
+                _ => (v, max),
+            };
+            if !target.is_sub() {
+                return Expr::Range {
+                    field,
+                    lo: from,
+                    hi: to,
+                };
             }
+            // A range over a subfield is not a range of the field: the
+            // prefixes that cover it, each a masked test of the subfield's
+            // bits (as OVN expands a relation over a subfield).
+            let tests = prefix_cover(from, to, target.width)
+                .into_iter()
+                .map(|(value, mask)| Expr::masked(field, value << lo, mask << lo))
+                .collect();
+            join(tests, true)
         }
     }
 }

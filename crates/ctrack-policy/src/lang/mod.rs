@@ -4,7 +4,8 @@
 //! What is accepted, and each deliberate difference from OVN, is in
 //! `docs/policy.md` ("The match language"). In short: the fields and
 //! predicates of ctrack's [`Key`](crate::key::Key) with OVN's widths,
-//! levels of measurement and prerequisites; `== != < <= > >=`, constant
+//! levels of measurement and prerequisites (its multicast and broadcast
+//! predicates included); subfields `field[lo..hi]`; `== != < <= > >=`, constant
 //! sets `{...}`, `$address_set`, `@port_group`, `&&`, `||`, `!`,
 //! parentheses, `0` and `1`; constants in decimal, `0x` hex, MAC, IPv4,
 //! IPv6, each optionally masked (`/mask` or a prefix length); quoted port
@@ -200,3 +201,5 @@ pub(crate) fn ip_u128(ip: IpAddr) -> u128 {
 mod tests;
 #[cfg(test)]
 mod tests_eval;
+#[cfg(test)]
+mod tests_sub;

@@ -66,14 +66,52 @@ pub(crate) enum Value {
     Port(usize),
 }
 
+/// What a comparison reads: a symbol, or bits `lo .. lo + width` of one
+/// (OVN's subfield, `ip6.dst[120..127]`; bit 0 the least significant).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Target {
+    pub(crate) sym: &'static Symbol,
+    pub(crate) lo: u32,
+    pub(crate) width: u32,
+}
+
+impl Target {
+    fn whole(sym: &'static Symbol) -> Target {
+        Target {
+            sym,
+            lo: 0,
+            width: sym.width,
+        }
+    }
+
+    /// A subfield: fewer bits than the symbol has.
+    pub(crate) fn is_sub(&self) -> bool {
+        self.width != self.sym.width
+    }
+
+    /// The target as written: `name`, or `name[lo..hi]` for a subfield.
+    fn display(&self) -> String {
+        if self.is_sub() {
+            format!("{}[{}]", self.sym.name, bit_range(*self))
+        } else {
+            self.sym.name.to_string()
+        }
+    }
+
+    /// The largest value the target holds.
+    pub(crate) fn max(&self) -> u128 {
+        u128::MAX.checked_shr(128 - self.width).unwrap_or(0)
+    }
+}
+
 /// A match with `!` pushed down to the comparisons.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Node {
     Bool(bool),
-    /// `sym relop values`: with `==`, any of the values; with `!=`, none of
-    /// them; an ordered relation has exactly one value.
+    /// `target relop values`: with `==`, any of the values; with `!=`, none
+    /// of them; an ordered relation has exactly one value.
     Cmp {
-        sym: &'static Symbol,
+        target: Target,
         relop: Relop,
         values: Vec<Value>,
     },
@@ -86,8 +124,12 @@ impl Node {
     fn invert(self) -> Node {
         match self {
             Node::Bool(b) => Node::Bool(!b),
-            Node::Cmp { sym, relop, values } => Node::Cmp {
-                sym,
+            Node::Cmp {
+                target,
+                relop,
+                values,
+            } => Node::Cmp {
+                target,
                 relop: relop.invert(),
                 values,
             },
@@ -252,7 +294,7 @@ impl Parser<'_, '_, '_> {
         }
     }
 
-    fn symbol(&mut self, name: &str, at: usize) -> Result<&'static Symbol, LangError> {
+    fn symbol(&mut self, name: &str, at: usize) -> Result<Target, LangError> {
         if self.lex.peek()?.tok == Tok::LParen {
             return Err(err(
                 at,
@@ -276,38 +318,115 @@ impl Parser<'_, '_, '_> {
                 ),
             ));
         };
-        let next = self.lex.peek()?;
+        let next = self.lex.peek()?.clone();
         match next.tok {
             Tok::LParen => Err(err(
                 at,
                 format!("functions such as `{name}(...)` are not supported"),
             )),
-            Tok::LSquare => Err(err(next.at, "subfields (`field[bits]`) are not supported")),
-            _ => Ok(sym),
+            Tok::LSquare => self.subfield(sym, next.at),
+            _ => Ok(Target::whole(sym)),
+        }
+    }
+
+    /// `[lo]` or `[lo..hi]` after `sym` (the `[` at `at`), checked as OVN's
+    /// `parse_field` checks it.
+    fn subfield(&mut self, sym: &'static Symbol, at: usize) -> Result<Target, LangError> {
+        let name = sym.name;
+        match sym.kind {
+            Kind::Port(_) => {
+                return Err(err(
+                    at,
+                    format!("cannot select a subfield of string field `{name}`"),
+                ));
+            }
+            Kind::Pred(_) => {
+                return Err(err(
+                    at,
+                    format!("cannot select a subfield of predicate `{name}`"),
+                ));
+            }
+            Kind::Field { .. } => {}
+        }
+        self.lex.next()?;
+        let lo = self.bit()?;
+        let hi = if self.lex.peek()?.tok == Tok::Other("..") {
+            self.lex.next()?;
+            self.bit()?
+        } else {
+            lo
+        };
+        let close = self.lex.next()?;
+        if close.tok != Tok::Other("]") {
+            return Err(err(
+                close.at,
+                format!("expected `]` or `..`, found {}", close.tok.describe()),
+            ));
+        }
+        let (width, whole) = (sym.width, |lo, hi| lo == 0 && hi + 1 == sym.width);
+        if lo > hi {
+            return Err(err(at, format!("invalid bit range {lo} to {hi}")));
+        }
+        if hi >= width {
+            return Err(err(
+                at,
+                format!("cannot select bits {lo} to {hi} of {width}-bit field `{name}`"),
+            ));
+        }
+        if sym.level == Level::Nominal && !whole(lo, hi) {
+            return Err(err(
+                at,
+                format!("cannot select a subfield of nominal field `{name}`"),
+            ));
+        }
+        Ok(Target {
+            sym,
+            lo,
+            width: hi - lo + 1,
+        })
+    }
+
+    /// A bit number inside `[...]`: a decimal integer, unmasked.
+    fn bit(&mut self) -> Result<u32, LangError> {
+        let t = self.lex.next()?;
+        match t.tok {
+            Tok::Int(Const {
+                value,
+                mask: None,
+                format: Format::Decimal,
+            }) if value < 128 => Ok(value as u32),
+            other => Err(err(
+                t.at,
+                format!(
+                    "expected a bit number (decimal, below 128), found {}",
+                    other.describe()
+                ),
+            )),
         }
     }
 
     fn field_first(&mut self, name: &str, at: usize) -> Result<(Node, bool), LangError> {
-        let sym = self.symbol(name, at)?;
+        let target = self.symbol(name, at)?;
         let next = self.lex.peek()?.clone();
         if let Some(r) = Relop::of(&next.tok) {
             self.lex.next()?;
             let set = self.constant_set()?;
-            return Ok((self.cmp(sym, r, set, next.at)?, false));
+            return Ok((self.cmp(target, r, set, next.at)?, false));
         }
-        if sym.width == 0 || next.tok == Tok::Other("=") {
+        let shown = target.display();
+        if target.width == 0 || next.tok == Tok::Other("=") {
             return Err(err(
                 next.at,
                 format!(
-                    "expected a relational operator (== != < <= > >=) after `{name}`, found {}",
+                    "expected a relational operator (== != < <= > >=) after `{shown}`, found {}",
                     next.tok.describe()
                 ),
             ));
         }
-        if sym.width > 1 && !self.not {
+        if target.width > 1 && !self.not {
             return Err(err(
                 at,
-                format!("explicit `{name} != 0` is required to test a multi-bit field against 0"),
+                format!("explicit `{shown} != 0` is required to test a multi-bit field against 0"),
             ));
         }
         let zero = Set {
@@ -322,7 +441,7 @@ impl Parser<'_, '_, '_> {
             curlies: false,
             at,
         };
-        Ok((self.cmp(sym, Relop::Ne, zero, at)?, true))
+        Ok((self.cmp(target, Relop::Ne, zero, at)?, true))
     }
 
     fn constant_first(&mut self, first: Token<'_>) -> Result<(Node, bool), LangError> {
@@ -353,10 +472,10 @@ impl Parser<'_, '_, '_> {
                 format!("expected a field name, found {}", f.tok.describe()),
             ));
         };
-        let sym = self.symbol(name, f.at)?;
+        let target = self.symbol(name, f.at)?;
         let next2 = self.lex.peek()?.clone();
         let Some(r2) = Relop::of(&next2.tok) else {
-            return Ok((self.cmp(sym, r1.turn(), c1, next.at)?, false));
+            return Ok((self.cmp(target, r1.turn(), c1, next.at)?, false));
         };
         let lower = matches!(r1, Relop::Lt | Relop::Le) && matches!(r2, Relop::Lt | Relop::Le);
         let upper = matches!(r1, Relop::Gt | Relop::Ge) && matches!(r2, Relop::Gt | Relop::Ge);
@@ -368,8 +487,8 @@ impl Parser<'_, '_, '_> {
         }
         self.lex.next()?;
         let c2 = self.constant_set()?;
-        let e1 = self.cmp(sym, r1.turn(), c1, next.at)?;
-        let e2 = self.cmp(sym, r2, c2, next2.at)?;
+        let e1 = self.cmp(target, r1.turn(), c1, next.at)?;
+        let e2 = self.cmp(target, r2, c2, next2.at)?;
         Ok((Node::And(vec![e1, e2]), false))
     }
 
@@ -472,6 +591,16 @@ impl Parser<'_, '_, '_> {
     }
 }
 
+/// `lo` or `lo..hi`, as a subfield is written.
+fn bit_range(t: Target) -> String {
+    let hi = t.lo + t.width - 1;
+    if hi == t.lo {
+        t.lo.to_string()
+    } else {
+        format!("{}..{hi}", t.lo)
+    }
+}
+
 impl Item {
     fn at(&self) -> usize {
         match self {
@@ -483,14 +612,9 @@ impl Item {
 impl Parser<'_, '_, '_> {
     /// `sym r set`, checked as OVN's `make_cmp` checks it: types, widths,
     /// which relations the symbol's level allows.
-    fn cmp(
-        &mut self,
-        sym: &'static Symbol,
-        r: Relop,
-        set: Set,
-        op_at: usize,
-    ) -> Result<Node, LangError> {
+    fn cmp(&mut self, target: Target, r: Relop, set: Set, op_at: usize) -> Result<Node, LangError> {
         self.count(1, op_at)?;
+        let sym = target.sym;
         let name = sym.name;
         let ports = matches!(sym.kind, Kind::Port(_));
         if let Some(it) = set.values.iter().find(|it| it.is_string() != ports) {
@@ -505,13 +629,22 @@ impl Parser<'_, '_, '_> {
         for it in &set.values {
             match *it {
                 Item::Int(c, at) => {
+                    // Stricter than OVN, which checks a constant against
+                    // the whole field's width and silently drops the bits
+                    // a subfield has no room for (`ip6.dst[116] == 2`
+                    // would test for 0).
                     let w = c.width();
-                    if w > sym.width {
+                    if w > target.width {
+                        let what = if target.is_sub() {
+                            format!("subfield `{}`", target.display())
+                        } else {
+                            format!("field `{name}`")
+                        };
                         return Err(err(
                             at,
                             format!(
-                                "{w}-bit constant is not compatible with {}-bit field `{name}`",
-                                sym.width
+                                "{w}-bit constant is not compatible with {}-bit {what}",
+                                target.width
                             ),
                         ));
                     }
@@ -523,12 +656,13 @@ impl Parser<'_, '_, '_> {
                     }
                     values.push(Value::Int(c));
                 }
-                Item::SetAddr(c, at) => match sym.ip_family() {
+                Item::SetAddr(c, at) => match sym.ip_family().filter(|_| !target.is_sub()) {
                     None => {
                         return Err(err(
                             at,
                             format!(
-                                "address sets hold IP prefixes: compare them with ip4.src, ip4.dst, ip6.src or ip6.dst, not `{name}`"
+                                "address sets hold IP prefixes: compare them with ip4.src, ip4.dst, ip6.src or ip6.dst, not `{name}`{}",
+                                if target.is_sub() { "[...]" } else { "" }
                             ),
                         ));
                     }
@@ -551,7 +685,7 @@ impl Parser<'_, '_, '_> {
             return Ok(Node::Bool(r == Relop::Ne));
         }
         Ok(Node::Cmp {
-            sym,
+            target,
             relop: r,
             values,
         })

@@ -30,6 +30,39 @@ pub(crate) enum Pred {
     Nd(&'static [u8]),
     /// MLDv1 (`false`) or MLDv2 (`true`).
     Mld(bool),
+    /// `eth.bcast`: `eth.dst == ff:ff:ff:ff:ff:ff`.
+    EthBcast,
+    /// `eth.mcast`: `eth.dst[40]`, the group bit.
+    EthMcast,
+    /// `eth.mcastv6`: `eth.dst[32..47] == 0x3333`.
+    EthMcastV6,
+    /// `ip4.src_mcast`: `ip4.src[28..31] == 0xe`.
+    Ip4SrcMcast,
+    /// `ip4.mcast`: `eth.mcast && ip4.dst[28..31] == 0xe`.
+    Ip4Mcast,
+    /// `igmp`: `ip4.mcast && ip.proto == 2`.
+    Igmp,
+    /// One of the IPv6 multicast predicates.
+    Ip6(Mcast6),
+    /// `nd_ns_mcast`: `ip6.mcast && nd_ns`.
+    NdNsMcast,
+}
+
+/// OVN's IPv6 multicast predicates (RFC 4291, 2.7 and 2.7.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mcast6 {
+    /// `ip6.mcast`: `eth.mcastv6 && ip6.dst[120..127] == 0xff`.
+    Any,
+    /// `ip6.mcast_rsvd`: `ip6.dst == {ff00::0, ff01::0, ..., ff0f::0}`.
+    Rsvd,
+    /// `ip6.mcast_all_nodes`: `ip6.dst == {ff01::1, ff02::1}`.
+    AllNodes,
+    /// `ip6.mcast_all_rtrs`: `ip6.dst == {ff01::2, ff02::2, ff05::2}`.
+    AllRtrs,
+    /// `ip6.mcast_sol_node`: `ip6.dst == ff02::1:ff00:0/104`.
+    SolNode,
+    /// `ip6.mcast_flood`: `eth.mcastv6` and one of the four above.
+    Flood,
 }
 
 /// What a symbol is.
@@ -54,15 +87,6 @@ pub(crate) struct Symbol {
 }
 
 impl Symbol {
-    /// The largest value of the symbol.
-    pub(crate) fn max(&self) -> u128 {
-        if self.width >= 128 {
-            u128::MAX
-        } else {
-            (1u128 << self.width) - 1
-        }
-    }
-
     /// The family of addresses the symbol holds: `Some(false)` for IPv4,
     /// `Some(true)` for IPv6, `None` for anything else.
     pub(crate) fn ip_family(&self) -> Option<bool> {
@@ -164,6 +188,19 @@ pub(crate) const SYMBOLS: &[Symbol] = &[
     pred("nd_ra", Pred::Nd(&[134]), Nominal),
     pred("mldv1", Pred::Mld(false), Nominal),
     pred("mldv2", Pred::Mld(true), Nominal),
+    pred("eth.bcast", Pred::EthBcast, Boolean),
+    pred("eth.mcast", Pred::EthMcast, Boolean),
+    pred("eth.mcastv6", Pred::EthMcastV6, Boolean),
+    pred("ip4.src_mcast", Pred::Ip4SrcMcast, Boolean),
+    pred("ip4.mcast", Pred::Ip4Mcast, Boolean),
+    pred("igmp", Pred::Igmp, Nominal),
+    pred("ip6.mcast", Pred::Ip6(Mcast6::Any), Boolean),
+    pred("ip6.mcast_rsvd", Pred::Ip6(Mcast6::Rsvd), Boolean),
+    pred("ip6.mcast_all_nodes", Pred::Ip6(Mcast6::AllNodes), Boolean),
+    pred("ip6.mcast_all_rtrs", Pred::Ip6(Mcast6::AllRtrs), Boolean),
+    pred("ip6.mcast_sol_node", Pred::Ip6(Mcast6::SolNode), Boolean),
+    pred("ip6.mcast_flood", Pred::Ip6(Mcast6::Flood), Boolean),
+    pred("nd_ns_mcast", Pred::NdNsMcast, Nominal),
 ];
 
 /// The symbol called `name`.
@@ -179,6 +216,67 @@ pub(crate) fn names() -> String {
 /// `eth.mcastv6`: `eth.dst[32..47] == 0x3333`.
 fn eth_mcastv6() -> Expr {
     Expr::masked(Field::EthDst, 0x3333 << 32, 0xffff << 32)
+}
+
+/// `eth.mcast`: the group bit of the destination MAC.
+fn eth_mcast() -> Expr {
+    Expr::masked(Field::EthDst, 1 << 40, 1 << 40)
+}
+
+/// `ip4.mcast`, its prerequisite included.
+fn ip4_mcast() -> Expr {
+    Expr::And(vec![
+        eth_mcast(),
+        Expr::flags(flag::IP | flag::IP4),
+        // ip4.dst[28..31] == 0xe
+        Expr::masked(Field::IpDst, 0xe << 28, 0xf << 28),
+    ])
+}
+
+/// `ip6.dst == a` for each address `a`, given as its first and last
+/// sixteen bits (`ff02::1` is `(0xff02, 1)`).
+fn ip6_dsts(addrs: &[(u16, u16)]) -> Expr {
+    let v: Vec<Expr> = addrs
+        .iter()
+        .map(|&(hi, lo)| Expr::eq(Field::IpDst, (u128::from(hi) << 112) | u128::from(lo)))
+        .collect();
+    Expr::Or(v)
+}
+
+impl Mcast6 {
+    /// The destination test alone (its prerequisite `ip6` apart).
+    fn dst(self) -> Expr {
+        match self {
+            // ip6.dst[120..127] == 0xff
+            Mcast6::Any => Expr::masked(Field::IpDst, 0xff << 120, 0xff << 120),
+            // ff00::0 to ff0f::0: every bit but the scope's four is
+            // compared, all zero but the leading 0xff.
+            Mcast6::Rsvd => Expr::masked(Field::IpDst, 0xff00 << 112, !(0xf << 112)),
+            Mcast6::AllNodes => ip6_dsts(&[(0xff01, 1), (0xff02, 1)]),
+            Mcast6::AllRtrs => ip6_dsts(&[(0xff01, 2), (0xff02, 2), (0xff05, 2)]),
+            // ff02::1:ff00:0/104
+            Mcast6::SolNode => Expr::masked(
+                Field::IpDst,
+                (0xff02 << 112) | (0x1_ff00_0000),
+                u128::MAX << 24,
+            ),
+            Mcast6::Flood => Expr::Or(vec![
+                Mcast6::Rsvd.dst(),
+                Mcast6::AllNodes.dst(),
+                Mcast6::AllRtrs.dst(),
+                Mcast6::SolNode.dst(),
+            ]),
+        }
+    }
+
+    /// The predicate's expansion, prerequisites included.
+    fn expr(self) -> Expr {
+        let ip6 = Expr::flags(flag::IP | flag::IP6);
+        match self {
+            Mcast6::Any | Mcast6::Flood => Expr::And(vec![eth_mcastv6(), ip6, self.dst()]),
+            _ => Expr::And(vec![ip6, self.dst()]),
+        }
+    }
 }
 
 fn icmp_types(types: &[u8]) -> Expr {
@@ -222,6 +320,18 @@ impl Pred {
                 Expr::eq(Field::IpDst, (0xff02 << 112) | 0x16),
                 icmp_types(&[143]),
             ]),
+            Pred::EthBcast => Expr::eq(Field::EthDst, 0xffff_ffff_ffff),
+            Pred::EthMcast => eth_mcast(),
+            Pred::EthMcastV6 => eth_mcastv6(),
+            Pred::Ip4SrcMcast => Expr::And(vec![
+                Expr::flags(flag::IP | flag::IP4),
+                // ip4.src[28..31] == 0xe
+                Expr::masked(Field::IpSrc, 0xe << 28, 0xf << 28),
+            ]),
+            Pred::Ip4Mcast => ip4_mcast(),
+            Pred::Igmp => Expr::And(vec![ip4_mcast(), Expr::eq(Field::IpProto, 2)]),
+            Pred::Ip6(m) => m.expr(),
+            Pred::NdNsMcast => Expr::And(vec![Mcast6::Any.expr(), Pred::Nd(&[135]).expr()]),
         }
     }
 }

@@ -481,7 +481,6 @@ const ERRORS: &[(&str, usize, &str)] = &[
     ("tcp.dst == 80 /* open", 14, "`/*` without `*/`"),
     ("inport == \"vm1", 10, "inside a quoted string"),
     ("is_chassis_resident(\"vm1\")", 0, "functions"),
-    ("eth.dst[40]", 7, "subfields"),
     ("tcp.dst == 1 < 2", 13, "the end of the match"),
     ("1 < tcp.dst > 5", 12, "a range must read"),
     ("é", 0, "unexpected character"),
