@@ -677,6 +677,11 @@ impl Parser<'_, '_, '_> {
         }
         if r.ordered() {
             self.check_ordered(sym, &set, &values, op_at)?;
+            if target.is_sub() {
+                // It resolves to up to two prefixes a bit: bounded as it
+                // is read, not once built.
+                self.count(2 * target.width as usize, op_at)?;
+            }
         }
         if sym.level == Level::Nominal {
             self.check_nominal(sym, r, &values, op_at)?;

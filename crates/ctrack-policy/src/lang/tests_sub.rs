@@ -506,3 +506,15 @@ fn the_classifier_agrees_on_subfields_and_multicast() {
         assert_eq!(all.classify(k), naive(&kept, k));
     }
 }
+
+/// Ordered relations over subfields resolve to up to two tests a bit: a
+/// long match of them is refused as it is read, before it is built.
+#[test]
+fn ordered_subfield_expansions_are_bounded_as_read() {
+    let one = "ip6.dst[1..126] > 1";
+    let many = vec![one; 500].join(" && ");
+    let e = parse(&many, &policy()).unwrap_err();
+    assert!(e.message.contains("match too large"), "{e}");
+    assert!(e.offset < many.len(), "{e}");
+    ok(&vec![one; 100].join(" && "));
+}
