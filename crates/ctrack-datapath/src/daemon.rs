@@ -14,6 +14,7 @@ use ctrack_core::{FragConfig, InvalidReason, Stats, Tracker};
 use ctrack_policy::firewall::Firewall;
 use ctrack_policy::model::Policy;
 
+use crate::acllog::{self, AclLog};
 use crate::events::EventHub;
 use crate::io::{self, IoKind, PortOptions};
 use crate::live::shared::{PortInfo, Shared, WorkerStats};
@@ -46,6 +47,8 @@ pub struct RunConfig {
     pub metrics: Option<SocketAddr>,
     /// Events each `ctrack ctl events` subscriber may have queued.
     pub event_queue: usize,
+    /// ACL log lines (`log = true`) each worker may write a second.
+    pub acl_log_rate: u32,
 }
 
 /// A running datapath.
@@ -96,14 +99,17 @@ impl Daemon {
         let events = Arc::new(EventHub::new(cfg.event_queue));
         fw.tracker().set_event_sink(Some(events.clone()));
         // One counter slot per worker, and the housekeeping thread's.
-        let shared = Arc::new(Shared::new(
-            fw,
-            infos,
-            cfg.io,
-            cfg.policy_path.clone(),
-            workers + 1,
-            events,
-        ));
+        let shared = Arc::new(
+            Shared::new(
+                fw,
+                infos,
+                cfg.io,
+                cfg.policy_path.clone(),
+                workers + 1,
+                events,
+            )
+            .with_acl_log(AclLog::new(cfg.acl_log_rate, acllog::QUEUE)),
+        );
         let mut daemon = Daemon {
             shared: shared.clone(),
             threads: Vec::new(),
@@ -122,6 +128,14 @@ impl Daemon {
             .spawn(move || housekeeping(&hk, workers))
             .map_err(|e| format!("cannot start the housekeeping thread: {e}"))?;
         daemon.threads.push(t);
+        if let Some(rx) = shared.acl_log.take_receiver() {
+            let sh = shared.clone();
+            let t = std::thread::Builder::new()
+                .name("ctrack-acl-log".into())
+                .spawn(move || acllog::write_lines(&rx, &mut std::io::stderr(), &sh.stop))
+                .map_err(|e| format!("cannot start the ACL log's thread: {e}"))?;
+            daemon.threads.push(t);
+        }
         let pop = shared.clone();
         let t = std::thread::Builder::new()
             .name("ctrack-populate".into())

@@ -28,6 +28,7 @@
 //! ```
 #![deny(unsafe_code)]
 
+pub mod acllog;
 pub mod capture;
 pub mod ctl;
 pub mod daemon;

@@ -309,6 +309,24 @@ fn cost(reg: &mut Registry, c: &CostStats) {
     );
 }
 
+/// The ACL log's counters.
+fn acl_log(reg: &mut Registry, s: &crate::acllog::AclLogStats) {
+    let rows = [
+        ("written", s.lines),
+        ("suppressed", s.suppressed),
+        ("dropped", s.dropped),
+    ]
+    .iter()
+    .map(|(o, n)| (labels(&[("outcome", (*o).to_owned())]), *n))
+    .collect();
+    counters(
+        reg,
+        "acl_log_lines",
+        "ACL log lines (ACLs with log = true): written, suppressed over the rate, dropped on a full queue.",
+        rows,
+    );
+}
+
 /// The exposition, now.
 pub fn render(shared: &Shared) -> String {
     let mut reg = Registry::with_prefix("ctrack");
@@ -317,6 +335,7 @@ pub fn render(shared: &Shared) -> String {
     firewall(&mut reg, shared, &s);
     ports(&mut reg, shared, &s);
     cost(&mut reg, &s.cost);
+    acl_log(&mut reg, &s.acl_log);
     counter(
         &mut reg,
         "events_dropped",

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ctrack_core::{Config, FragConfig, Time, TimeoutPolicy, Tracker};
+use ctrack_datapath::acllog::AclLog;
 use ctrack_datapath::ctl::client::request;
 use ctrack_datapath::ctl::{self, EventHub};
 use ctrack_datapath::io::{IoKind, Pool, Port, PortStats};
@@ -189,20 +190,28 @@ fn rig_with(config: Config) -> Rig {
 /// A rig whose ports send frames of segmentation offload whole if
 /// `sends_gso`.
 fn rig_gso(config: Config, sends_gso: bool) -> Rig {
+    rig_full(config, sends_gso, AclLog::default())
+}
+
+/// [`rig_gso`] with the ACL log `log`.
+fn rig_full(config: Config, sends_gso: bool, log: AclLog) -> Rig {
     let info = |name: &str, mac| PortInfo {
         name: name.into(),
         ifname: format!("mem-{name}"),
         mac,
         mtu: 1500,
     };
-    let shared = Arc::new(Shared::new(
-        firewall(config),
-        vec![info("client", CLIENT.0), info("server", SERVER.0)],
-        IoKind::AfPacket,
-        "unused.toml".into(),
-        1,
-        Arc::new(EventHub::new(64)),
-    ));
+    let shared = Arc::new(
+        Shared::new(
+            firewall(config),
+            vec![info("client", CLIENT.0), info("server", SERVER.0)],
+            IoKind::AfPacket,
+            "unused.toml".into(),
+            1,
+            Arc::new(EventHub::new(64)),
+        )
+        .with_acl_log(log),
+    );
     let inbox: [Queue; 2] = Default::default();
     let sent: [Arc<Mutex<Vec<Vec<u8>>>>; 2] = Default::default();
     let gso_inbox: [GsoQueue; 2] = Default::default();
@@ -551,4 +560,45 @@ fn cost_reaches_stats_and_metrics() {
     thread.join().unwrap();
     server.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An ACL with `log = true` logs its decisions, up to the rate; the rest
+/// are counted as suppressed, and ACLs without it log nothing.
+#[test]
+fn a_logged_acl_logs_its_decisions_within_the_rate() {
+    let mut r = rig_full(config(), false, AclLog::new(1, 64));
+    let logged = POLICY.replace("action = \"reject\"", "action = \"reject\"\nlog = true");
+    assert_ne!(logged, POLICY);
+    r.shared
+        .fw
+        .set_policy(Policy::from_str(&logged, "test.toml").unwrap())
+        .unwrap();
+    let mut w = Worker::new(r.shared.clone(), 0, r.ports.take().unwrap());
+    let c = |l4| ip4(CLIENT, SERVER, l4).build();
+    let mut frames: Vec<Vec<u8>> = (0..10).map(|p| c(seg(2000 + p, 23, SYN, 1, 0))).collect();
+    frames.push(c(seg(3000, 80, SYN, 1, 0)));
+    r.inbox[0].lock().unwrap().extend(frames);
+    while !r.inbox[0].lock().unwrap().is_empty() {
+        w.round();
+    }
+    w.publish();
+    let st = r.shared.stats().acl_log;
+    // One token a second, the bucket full at the start: one line, unless
+    // this machine took a second over the burst.
+    assert!((1..=2).contains(&st.lines), "{st:?}");
+    assert_eq!(st.lines + st.suppressed, 10, "{st:?}");
+    assert_eq!(st.dropped, 0);
+    let rx = r.shared.acl_log.take_receiver().unwrap();
+    let lines: Vec<String> = rx.try_iter().collect();
+    assert_eq!(lines.len() as u64, st.lines);
+    for l in &lines {
+        assert!(
+            l.starts_with(
+                "acl_log(ctrack)|INFO|name=\"telnet\", verdict=reject, severity=info, \
+                 direction=from-lport: inport=\"client\": 10.0.0.1:200"
+            ),
+            "{l}"
+        );
+        assert!(l.contains("> 10.0.0.2:23 tcp [S]"), "{l}");
+    }
 }

@@ -3,12 +3,12 @@
 use std::fmt::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use ctrack_wire::icmp::{self, IcmpPacket};
-use ctrack_wire::ipv4::Ipv4Packet;
-use ctrack_wire::ipv6::Ipv6Packet;
-use ctrack_wire::tcp::{TcpPacket, flags};
-use ctrack_wire::udp::UdpPacket;
-use ctrack_wire::{Fragment, Frame, IpVersion, NotIp, ethernet::ethertype, ip_proto};
+use crate::icmp::{self, IcmpPacket};
+use crate::ipv4::Ipv4Packet;
+use crate::ipv6::Ipv6Packet;
+use crate::tcp::{TcpPacket, flags};
+use crate::udp::UdpPacket;
+use crate::{Fragment, Frame, IpVersion, NotIp, ethernet::ethertype, ip_proto};
 
 /// Summarises `frame` (whose layers are `layers`): addresses, ports,
 /// protocol, TCP flags or ICMP type, and the IP length.

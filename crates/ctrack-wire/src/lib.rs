@@ -59,6 +59,7 @@
 
 pub mod build;
 pub mod checksum;
+pub mod describe;
 pub mod ethernet;
 pub mod frame;
 pub mod icmp;

@@ -17,8 +17,8 @@ use ctrack_policy::model::Policy;
 use ctrack_wire::parse_frame;
 use serde::Serialize;
 
-use crate::describe::describe;
 use crate::replay::{Clock, Format, PcapOut, ReplayArgs, frag_config, tracker_config};
+use ctrack_wire::describe::describe;
 
 /// How many connections a sweep may look at between two packets.
 const SWEEP_BUDGET: usize = 4096;

@@ -29,7 +29,6 @@
 pub mod args;
 pub mod bench;
 pub mod ctl;
-pub mod describe;
 pub mod fwreplay;
 pub mod policy;
 pub mod replay;

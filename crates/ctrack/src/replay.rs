@@ -19,7 +19,7 @@ use ctrack_datapath::capture::{CaptureReader, CaptureWriter, Packet};
 use ctrack_wire::parse_frame;
 
 use crate::args::{MAX_CONNS, bounded};
-use crate::describe::describe;
+use ctrack_wire::describe::describe;
 use json::{ConnJson, CountersJson, DroppedJson, PacketJson, StatsJson};
 
 /// Output formats.

@@ -74,6 +74,12 @@ pub struct RunArgs {
     /// more are dropped (and counted).
     #[arg(long, value_name = "N", default_value_t = 65_536, value_parser = bounded(16usize, 1 << 24))]
     pub event_queue: usize,
+    /// Lines a second each worker may write to the ACL log (standard
+    /// error) for ACLs with `log = true`; more are counted as suppressed.
+    /// 0: no ACL log.
+    #[arg(long, value_name = "N", default_value_t = ctrack_datapath::acllog::DEFAULT_RATE,
+          value_parser = bounded(0u32, 1_000_000))]
+    pub acl_log_rate: u32,
 }
 
 fn parse_port(s: &str) -> Result<(String, String), String> {
@@ -124,6 +130,7 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
         ctl_group: args.ctl_group.clone(),
         metrics: args.metrics,
         event_queue: args.event_queue,
+        acl_log_rate: args.acl_log_rate,
     };
     let stop = Arc::new(AtomicBool::new(false));
     let hup = Arc::new(AtomicBool::new(false));
@@ -198,6 +205,11 @@ fn summary(s: &WorkerStats, out: &mut dyn Write) -> Result<()> {
         out,
         "switch: forwarded {}, flooded {}, learned {}",
         s.switch.forwarded, s.switch.flooded, s.switch.learned
+    )?;
+    writeln!(
+        out,
+        "acl log: {} lines, {} suppressed (over --acl-log-rate), {} dropped (queue full)",
+        s.acl_log.lines, s.acl_log.suppressed, s.acl_log.dropped
     )?;
     Ok(())
 }

@@ -139,6 +139,8 @@ fn values_out_of_range_are_usage_errors() {
         "unknown receive ring \"v4\" (v2 or v3)",
     );
     usage_error(&run(&["--io", "dpdk"]), "unknown I/O kind");
+    usage_error(&run(&["--acl-log-rate", "1000001"]), "from 0 to 1000000");
+    usage_error(&run(&["--acl-log-rate", "lots"]), "--acl-log-rate");
 }
 
 #[test]

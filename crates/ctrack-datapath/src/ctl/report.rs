@@ -107,6 +107,11 @@ pub(crate) fn stats_json(ctx: &Ctx) -> Value {
             "drops": named(SwitchDrop::ALL.map(SwitchDrop::name), &sw.drops),
         },
         "rejects": {"sent": s.fw.rejects_sent, "suppressed": s.fw.rejects_suppressed},
+        "acl_log": {
+            "lines": s.acl_log.lines,
+            "suppressed": s.acl_log.suppressed,
+            "dropped": s.acl_log.dropped,
+        },
         "rejudged": s.fw.rejudged,
         "new_by_word": s.fw.new_by_word,
         "cross_pair": s.fw.cross_pair,
@@ -226,6 +231,7 @@ pub(crate) fn stats(ctx: &Ctx, rest: &[String]) -> Result<String, String> {
     kv_line(&mut o, "drops (switch)", &v["switch"]["drops"]);
     kv_line(&mut o, "switch", &v["switch"]);
     kv_line(&mut o, "rejects", &v["rejects"]);
+    kv_line(&mut o, "acl log", &v["acl_log"]);
     kv_line(&mut o, "tracker", &v["tracker"]);
     kv_line(&mut o, "fragments", &v["fragments"]);
     kv_line(&mut o, "events", &v["events"]);

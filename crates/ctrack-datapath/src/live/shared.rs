@@ -9,6 +9,7 @@ use ctrack_core::Time;
 use ctrack_policy::firewall::{Firewall, FwStats};
 use ctrack_policy::model::Policy;
 
+use crate::acllog::{AclLog, AclLogStats};
 use crate::events::EventHub;
 use crate::io::{IoKind, PortStats};
 use crate::live::cost::CostStats;
@@ -103,6 +104,8 @@ pub struct WorkerStats {
     pub bursts: u64,
     /// Where the worker's time went (zero for the housekeeping slot).
     pub cost: CostStats,
+    /// The ACL log's lines, suppressed and dropped.
+    pub acl_log: AclLogStats,
 }
 
 impl WorkerStats {
@@ -118,6 +121,7 @@ impl WorkerStats {
         }
         self.bursts += o.bursts;
         self.cost.merge(&o.cost);
+        self.acl_log.merge(&o.acl_log);
     }
 }
 
@@ -145,6 +149,9 @@ pub struct Shared {
     pub epoch: Instant,
     /// The learned MAC addresses.
     pub macs: MacTable,
+    /// The ACL log (`log = true`): each worker's [`AclLog::limiter`], the
+    /// writer's receiver.
+    pub acl_log: AclLog,
 }
 
 impl Shared {
@@ -172,7 +179,14 @@ impl Shared {
             stop: AtomicBool::new(false),
             epoch: Instant::now(),
             macs: MacTable::default(),
+            acl_log: AclLog::default(),
         }
+    }
+
+    /// The same, its ACL log `log` (rather than [`AclLog::default`]).
+    pub fn with_acl_log(mut self, log: AclLog) -> Shared {
+        self.acl_log = log;
+        self
     }
 
     /// The datapath's clock, now.

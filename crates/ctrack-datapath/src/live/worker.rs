@@ -32,6 +32,7 @@ use ctrack_wire::offload::{self, VnetHdr};
 use super::cost::{Lap, Part, RoundCost};
 use super::shared::{Shared, SwitchDrop, Tag, WorkerStats};
 use super::switch::{Dest, Source, SwitchView};
+use crate::acllog::Limiter;
 use crate::io::{self, Pool, Port};
 
 /// Frames taken from one port per round.
@@ -89,6 +90,8 @@ struct Lane {
     tx: Vec<Vec<(Vec<u8>, Option<VnetHdr>)>>,
     view: SwitchView,
     stats: WorkerStats,
+    /// The worker's side of the ACL log.
+    log: Limiter,
 }
 
 impl Worker {
@@ -96,6 +99,7 @@ impl Worker {
     pub fn new(shared: Arc<Shared>, me: usize, ports: Vec<Box<dyn Port>>) -> Worker {
         let n = ports.len();
         let gso_tx = ports.iter().map(|p| p.sends_gso()).collect();
+        let log = shared.acl_log.limiter();
         Worker {
             shared,
             me,
@@ -119,6 +123,7 @@ impl Worker {
                     ports: vec![Default::default(); n],
                     ..WorkerStats::default()
                 },
+                log,
             },
             started: Instant::now(),
         }
@@ -318,6 +323,10 @@ impl Lane {
                 self.queue(shared, port, reply);
             }
             let action = self.decisions.get(i).map_or(Action::Drop, |d| d.action);
+            if let Some(d) = self.decisions.get(i).filter(|d| d.log) {
+                let d = *d;
+                self.log_acl(shared, port, &d, slot);
+            }
             let gso = self.rx_gso.get(first + i).copied().flatten();
             self.forward(shared, port, std::mem::take(slot), action, gso);
         }
@@ -338,9 +347,28 @@ impl Lane {
                 self.stats.switch.replies += 1;
                 self.queue(shared, o.tag, reply);
             }
+            if o.decision.log {
+                self.log_acl(shared, o.tag, &o.decision, &o.frame);
+            }
             self.forward(shared, o.tag, o.frame, o.decision.action, gso);
         }
         self.outs.out = outs;
+    }
+
+    /// Logs decision `d` of an ACL with `log = true` on `frame`, which
+    /// came in on `port` (docs/live.md, "The ACL log"). Out of the
+    /// routing loops: few frames come here.
+    #[cold]
+    #[inline(never)]
+    fn log_acl(&mut self, shared: &Shared, port: Tag, d: &Decision, frame: &[u8]) {
+        let pol = shared.fw.policy();
+        let acl = pol.acl_name(d.acl);
+        let inport = shared
+            .ports
+            .get(usize::from(port))
+            .map_or("", |p| p.name.as_str());
+        let st = &mut self.stats.acl_log;
+        self.log.log(shared.now(), (acl, inport), d, frame, st);
     }
 
     /// Sends a frame that came in on `tag` on to its destination if

@@ -79,6 +79,7 @@ direction = "to-lport"
 priority = 1000
 match = "outport == \"server\" && tcp.dst == 82"
 action = "reject"
+log = true
 
 [[acl]]
 name = "ftp"
@@ -291,6 +292,23 @@ fn http_ping_reject(tag: &str, io: &str) {
     );
     let stats = fw.ctl_ok(&net, &["stats"]);
     assert!(stats.contains("reject"), "stats: {stats}");
+    // The rejecting ACL logs (`log = true`), as ovn-controller's acl_log;
+    // the others do not.
+    let line = format!(
+        "acl_log(ctrack)|INFO|name=\"closed\", verdict=reject, severity=info, \
+         direction=to-lport: inport=\"client\": {CLIENT_IP}:"
+    );
+    let logged = Net::until(Duration::from_secs(5), || {
+        net.stderr("ctrack").contains(&line)
+    });
+    let log = net.stderr("ctrack");
+    assert!(logged, "no ACL log line {line:?} in: {log}");
+    assert!(log.contains(&format!("> {SERVER_IP}:82 tcp [S]")), "{log}");
+    assert!(!log.contains("name=\"http\""), "{log}");
+    let json = fw.ctl_ok(&net, &["stats", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("stats JSON");
+    assert!(v["acl_log"]["lines"].as_u64().unwrap_or(0) >= 1, "{json}");
+    assert_eq!(v["acl_log"]["dropped"], 0, "{json}");
     fw.ctl_ok(&net, &["flush"]);
     let count = fw.ctl_ok(&net, &["count"]);
     assert_eq!(count.trim(), "0", "count after flush: {count}");

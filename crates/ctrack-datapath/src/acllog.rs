@@ -1,0 +1,248 @@
+//! The ACL log of `ctrack run`: a line for each decision of an ACL with
+//! `log = true`, as ovn-controller logs ACL hits (`acl_log`), written to
+//! standard error by a thread of its own.
+//!
+//! The packet path never waits on it. Each worker holds a [`Limiter`]: a
+//! token bucket of its own (no shared counter), so a logged ACL that a
+//! flood hits costs at most `rate` lines a second a worker, the rest
+//! counted as suppressed; a line within the rate is formatted by the
+//! worker and offered to a bounded queue with a non-blocking `try_send`,
+//! a full queue counting it as dropped. The writer thread takes lines off
+//! the queue and writes them, so a slow or blocked standard error stalls
+//! only it. OVN rate-limits its ACL log by a meter the operator may set
+//! (`ACL.meter`); ctrack's rate is `ctrack run --acl-log-rate`.
+
+use std::io::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::time::Duration;
+
+use ctrack_core::Time;
+use ctrack_policy::firewall::Decision;
+use ctrack_policy::reject::RateLimiter;
+use ctrack_wire::describe::describe;
+use ctrack_wire::{LinkType, parse_frame};
+
+/// Lines a second each worker may log, by default.
+pub const DEFAULT_RATE: u32 = 100;
+
+/// Lines waiting for the writer, at most.
+pub const QUEUE: usize = 4096;
+
+/// The log's counters (a worker's, or their sum).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AclLogStats {
+    /// Lines handed to the writer.
+    pub lines: u64,
+    /// Decisions of a logged ACL over the rate: not logged.
+    pub suppressed: u64,
+    /// Lines lost because the writer's queue was full.
+    pub dropped: u64,
+}
+
+impl AclLogStats {
+    /// Adds `o` to `self`.
+    pub fn merge(&mut self, o: &AclLogStats) {
+        self.lines += o.lines;
+        self.suppressed += o.suppressed;
+        self.dropped += o.dropped;
+    }
+}
+
+/// The log shared by a datapath's threads: the queue's two ends and the
+/// rate each worker's [`Limiter`] gets.
+#[derive(Debug)]
+pub struct AclLog {
+    tx: SyncSender<String>,
+    rx: Mutex<Option<Receiver<String>>>,
+    rate: u32,
+}
+
+impl AclLog {
+    /// A log whose workers may write `rate` lines a second each (0: none)
+    /// through a queue of `capacity` lines.
+    pub fn new(rate: u32, capacity: usize) -> AclLog {
+        let (tx, rx) = sync_channel(capacity.max(1));
+        AclLog {
+            tx,
+            rx: Mutex::new(Some(rx)),
+            rate,
+        }
+    }
+
+    /// A worker's limiter.
+    pub fn limiter(&self) -> Limiter {
+        Limiter {
+            tx: self.tx.clone(),
+            bucket: RateLimiter::new(self.rate, self.rate),
+        }
+    }
+
+    /// The queue's far end, once (for the writer thread).
+    pub fn take_receiver(&self) -> Option<Receiver<String>> {
+        self.rx.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+impl Default for AclLog {
+    fn default() -> AclLog {
+        AclLog::new(DEFAULT_RATE, QUEUE)
+    }
+}
+
+/// A worker's side of the log.
+#[derive(Debug)]
+pub struct Limiter {
+    tx: SyncSender<String>,
+    bucket: RateLimiter,
+}
+
+impl Limiter {
+    /// Logs `decision` of `frame` (which came in on port `inport`) at
+    /// `now`, if the rate allows; counts the outcome in `stats`. `acl` is
+    /// the deciding ACL's name.
+    pub fn log(
+        &mut self,
+        now: Time,
+        (acl, inport): (&str, &str),
+        decision: &Decision,
+        frame: &[u8],
+        stats: &mut AclLogStats,
+    ) {
+        if !self.bucket.allow(now) {
+            stats.suppressed += 1;
+            return;
+        }
+        let line = line(acl, inport, decision, frame);
+        match self.tx.try_send(line) {
+            Ok(()) => stats.lines += 1,
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => stats.dropped += 1,
+        }
+    }
+}
+
+/// One log line, as ovn-controller's `acl_log` writes it, the packet
+/// summarised as `ctrack replay` summarises it.
+pub fn line(acl: &str, inport: &str, d: &Decision, frame: &[u8]) -> String {
+    let what = describe(frame, &parse_frame(frame, LinkType::Ethernet));
+    format!(
+        "acl_log(ctrack)|INFO|name=\"{acl}\", verdict={}, severity=info, direction={}: inport=\"{inport}\": {what}",
+        d.action.name(),
+        d.stage.name(),
+    )
+}
+
+/// The writer thread's loop: writes each line of `rx` to `out` until
+/// `stop` is set (what is queued then is written first) or every sender
+/// is gone.
+pub fn write_lines(rx: &Receiver<String>, out: &mut dyn Write, stop: &AtomicBool) {
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(l) => {
+                // A closed or failing standard error loses the line, not
+                // the datapath.
+                let _ = writeln!(out, "{l}");
+            }
+            Err(RecvTimeoutError::Timeout) if !stop.load(Relaxed) => {}
+            Err(_) => break,
+        }
+    }
+    for l in rx.try_iter() {
+        let _ = writeln!(out, "{l}");
+    }
+    let _ = out.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctrack_policy::firewall::{AclRef, Action, Stage};
+    use ctrack_wire::build::{Frame, L4};
+
+    fn rejected() -> (Decision, Vec<u8>) {
+        let d = Decision {
+            action: Action::Reject,
+            stage: Stage::ToLport,
+            acl: AclRef::Acl(3),
+            log: true,
+            ..Decision::default()
+        };
+        let f = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::tcp(40000, 82, 0x002)).build();
+        (d, f)
+    }
+
+    #[test]
+    fn a_line_reads_as_ovns_acl_log() {
+        let (d, f) = rejected();
+        assert_eq!(
+            line("closed", "client", &d, &f),
+            format!(
+                "acl_log(ctrack)|INFO|name=\"closed\", verdict=reject, severity=info, \
+                 direction=to-lport: inport=\"client\": {}",
+                describe(&f, &parse_frame(&f, LinkType::Ethernet))
+            )
+        );
+        assert!(line("closed", "client", &d, &f).contains("10.0.0.1:40000 > 10.0.0.2:82 tcp [S]"));
+    }
+
+    #[test]
+    fn the_rate_bounds_the_lines_and_a_full_queue_drops() {
+        let (d, f) = rejected();
+        let log = AclLog::new(5, 3);
+        let mut lim = log.limiter();
+        let mut st = AclLogStats::default();
+        let t = Time::from_millis(10_000);
+        for _ in 0..8 {
+            lim.log(t, ("closed", "client"), &d, &f, &mut st);
+        }
+        // Five within the rate, of which the queue took three.
+        assert_eq!(
+            st,
+            AclLogStats {
+                lines: 3,
+                suppressed: 3,
+                dropped: 2
+            }
+        );
+        let rx = log.take_receiver().expect("the receiver");
+        assert!(log.take_receiver().is_none());
+        assert_eq!(rx.try_iter().count(), 3);
+        // A second later, five more tokens; the queue is empty again.
+        for _ in 0..8 {
+            lim.log(
+                Time::from_millis(11_000),
+                ("closed", "client"),
+                &d,
+                &f,
+                &mut st,
+            );
+        }
+        assert_eq!((st.lines, st.suppressed, st.dropped), (6, 6, 4));
+        // A rate of 0 logs nothing.
+        let mut none = AclLog::new(0, 8).limiter();
+        let mut st = AclLogStats::default();
+        none.log(t, ("closed", "client"), &d, &f, &mut st);
+        assert_eq!((st.lines, st.suppressed), (0, 1));
+    }
+
+    #[test]
+    fn the_writer_writes_what_is_queued_and_stops() {
+        let (d, f) = rejected();
+        let log = AclLog::new(100, 16);
+        let mut lim = log.limiter();
+        let mut st = AclLogStats::default();
+        for _ in 0..4 {
+            lim.log(Time::from_millis(1), ("closed", "client"), &d, &f, &mut st);
+        }
+        let stop = AtomicBool::new(true);
+        let mut out = Vec::new();
+        write_lines(&log.take_receiver().expect("rx"), &mut out, &stop);
+        let text = String::from_utf8(out).expect("UTF-8");
+        assert_eq!(text.lines().count(), 4, "{text}");
+        assert!(
+            text.lines()
+                .all(|l| l.starts_with("acl_log(ctrack)|INFO|name=\"closed\""))
+        );
+    }
+}
