@@ -99,6 +99,24 @@ pub struct Limiter {
 }
 
 impl Limiter {
+    /// Whether the rate allows a line at `now`; if not, counts it as
+    /// suppressed in `stats`. Asked first, so that a flood over the rate
+    /// costs a token bucket's test a packet and nothing else.
+    pub fn admit(&mut self, now: Time, stats: &mut AclLogStats) -> bool {
+        let ok = self.bucket.allow(now);
+        stats.suppressed += u64::from(!ok);
+        ok
+    }
+
+    /// Offers an admitted line to the writer; counts it in `stats` as
+    /// handed over or dropped (the queue full).
+    pub fn send(&mut self, line: String, stats: &mut AclLogStats) {
+        match self.tx.try_send(line) {
+            Ok(()) => stats.lines += 1,
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => stats.dropped += 1,
+        }
+    }
+
     /// Logs `decision` of `frame` (which came in on port `inport`) at
     /// `now`, if the rate allows; counts the outcome in `stats`. `acl` is
     /// the deciding ACL's name.
@@ -110,14 +128,8 @@ impl Limiter {
         frame: &[u8],
         stats: &mut AclLogStats,
     ) {
-        if !self.bucket.allow(now) {
-            stats.suppressed += 1;
-            return;
-        }
-        let line = line(acl, inport, decision, frame);
-        match self.tx.try_send(line) {
-            Ok(()) => stats.lines += 1,
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => stats.dropped += 1,
+        if self.admit(now, stats) {
+            self.send(line(acl, inport, decision, frame), stats);
         }
     }
 }

@@ -32,7 +32,7 @@ use ctrack_wire::offload::{self, VnetHdr};
 use super::cost::{Lap, Part, RoundCost};
 use super::shared::{Shared, SwitchDrop, Tag, WorkerStats};
 use super::switch::{Dest, Source, SwitchView};
-use crate::acllog::Limiter;
+use crate::acllog::{self, Limiter};
 use crate::io::{self, Pool, Port};
 
 /// Frames taken from one port per round.
@@ -361,14 +361,19 @@ impl Lane {
     #[cold]
     #[inline(never)]
     fn log_acl(&mut self, shared: &Shared, port: Tag, d: &Decision, frame: &[u8]) {
+        let st = &mut self.stats.acl_log;
+        if !self.log.admit(shared.now(), st) {
+            return;
+        }
+        // The policy in force (its ACLs' names), loaded only for a line
+        // that is written.
         let pol = shared.fw.policy();
-        let acl = pol.acl_name(d.acl);
         let inport = shared
             .ports
             .get(usize::from(port))
             .map_or("", |p| p.name.as_str());
-        let st = &mut self.stats.acl_log;
-        self.log.log(shared.now(), (acl, inport), d, frame, st);
+        let line = acllog::line(pol.acl_name(d.acl), inport, d, frame);
+        self.log.send(line, st);
     }
 
     /// Sends a frame that came in on `tag` on to its destination if
