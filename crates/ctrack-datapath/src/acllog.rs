@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use ctrack_core::Time;
 use ctrack_policy::firewall::Decision;
+use ctrack_policy::model::Severity;
 use ctrack_policy::reject::RateLimiter;
 use ctrack_wire::describe::describe;
 use ctrack_wire::{LinkType, parse_frame};
@@ -123,9 +124,9 @@ impl Limiter {
     pub fn log(
         &mut self,
         now: Time,
-        (acl, inport): (&str, &str),
-        decision: &Decision,
-        frame: &[u8],
+        acl: (&str, Severity),
+        inport: &str,
+        (decision, frame): (&Decision, &[u8]),
         stats: &mut AclLogStats,
     ) {
         if self.admit(now, stats) {
@@ -134,13 +135,16 @@ impl Limiter {
     }
 }
 
-/// One log line, as ovn-controller's `acl_log` writes it, the packet
-/// summarised as `ctrack replay` summarises it.
-pub fn line(acl: &str, inport: &str, d: &Decision, frame: &[u8]) -> String {
+/// One log line, as ovn-controller's `acl_log` writes it (at its log
+/// level INFO whatever the ACL's severity, which the line carries), the
+/// packet summarised as `ctrack replay` summarises it. `acl` is the
+/// deciding ACL's name and severity.
+pub fn line((acl, severity): (&str, Severity), inport: &str, d: &Decision, frame: &[u8]) -> String {
     let what = describe(frame, &parse_frame(frame, LinkType::Ethernet));
     format!(
-        "acl_log(ctrack)|INFO|name=\"{acl}\", verdict={}, severity=info, direction={}: inport=\"{inport}\": {what}",
+        "acl_log(ctrack)|INFO|name=\"{acl}\", verdict={}, severity={}, direction={}: inport=\"{inport}\": {what}",
         d.action.name(),
+        severity.name(),
         d.stage.name(),
     )
 }
@@ -188,14 +192,21 @@ mod tests {
     fn a_line_reads_as_ovns_acl_log() {
         let (d, f) = rejected();
         assert_eq!(
-            line("closed", "client", &d, &f),
+            line(("closed", Severity::Info), "client", &d, &f),
             format!(
                 "acl_log(ctrack)|INFO|name=\"closed\", verdict=reject, severity=info, \
                  direction=to-lport: inport=\"client\": {}",
                 describe(&f, &parse_frame(&f, LinkType::Ethernet))
             )
         );
-        assert!(line("closed", "client", &d, &f).contains("10.0.0.1:40000 > 10.0.0.2:82 tcp [S]"));
+        assert!(
+            line(("closed", Severity::Info), "client", &d, &f)
+                .contains("10.0.0.1:40000 > 10.0.0.2:82 tcp [S]")
+        );
+        assert!(
+            line(("closed", Severity::Alert), "client", &d, &f)
+                .contains("|INFO|name=\"closed\", verdict=reject, severity=alert,")
+        );
     }
 
     #[test]
@@ -206,7 +217,7 @@ mod tests {
         let mut st = AclLogStats::default();
         let t = Time::from_millis(10_000);
         for _ in 0..8 {
-            lim.log(t, ("closed", "client"), &d, &f, &mut st);
+            lim.log(t, ("closed", Severity::Info), "client", (&d, &f), &mut st);
         }
         // Five within the rate, of which the queue took three.
         assert_eq!(
@@ -222,19 +233,14 @@ mod tests {
         assert_eq!(rx.try_iter().count(), 3);
         // A second later, five more tokens; the queue is empty again.
         for _ in 0..8 {
-            lim.log(
-                Time::from_millis(11_000),
-                ("closed", "client"),
-                &d,
-                &f,
-                &mut st,
-            );
+            let at = Time::from_millis(11_000);
+            lim.log(at, ("closed", Severity::Info), "client", (&d, &f), &mut st);
         }
         assert_eq!((st.lines, st.suppressed, st.dropped), (6, 6, 4));
         // A rate of 0 logs nothing.
         let mut none = AclLog::new(0, 8).limiter();
         let mut st = AclLogStats::default();
-        none.log(t, ("closed", "client"), &d, &f, &mut st);
+        none.log(t, ("closed", Severity::Info), "client", (&d, &f), &mut st);
         assert_eq!((st.lines, st.suppressed), (0, 1));
     }
 
@@ -245,7 +251,13 @@ mod tests {
         let mut lim = log.limiter();
         let mut st = AclLogStats::default();
         for _ in 0..4 {
-            lim.log(Time::from_millis(1), ("closed", "client"), &d, &f, &mut st);
+            lim.log(
+                Time::from_millis(1),
+                ("closed", Severity::Warning),
+                "client",
+                (&d, &f),
+                &mut st,
+            );
         }
         let stop = AtomicBool::new(true);
         let mut out = Vec::new();

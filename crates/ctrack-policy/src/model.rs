@@ -59,6 +59,45 @@ pub enum AclAction {
     Pass,
 }
 
+/// How an ACL's log lines rate (OVN's `ACL.severity`: syslog's levels,
+/// most severe first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Severity {
+    /// `alert`.
+    Alert,
+    /// `warning`.
+    Warning,
+    /// `notice`.
+    Notice,
+    /// `info`: OVN's default.
+    #[default]
+    Info,
+    /// `debug`.
+    Debug,
+}
+
+impl Severity {
+    /// Every level, most severe first.
+    pub const ALL: [Severity; 5] = [
+        Severity::Alert,
+        Severity::Warning,
+        Severity::Notice,
+        Severity::Info,
+        Severity::Debug,
+    ];
+
+    /// The name in the policy file and in log lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Alert => "alert",
+            Severity::Warning => "warning",
+            Severity::Notice => "notice",
+            Severity::Info => "info",
+            Severity::Debug => "debug",
+        }
+    }
+}
+
 impl AclAction {
     /// The name in the policy file and in reports.
     pub fn name(self) -> &'static str {
@@ -132,6 +171,8 @@ pub struct Acl {
     pub label: Option<u32>,
     /// `log`.
     pub log: bool,
+    /// `severity`: how its log lines rate (`info` when not given).
+    pub severity: Severity,
     /// `persist-established`.
     pub persist_established: bool,
     /// `nat` (allow-related only).
@@ -165,6 +206,7 @@ impl Acl {
             action,
             label: None,
             log: false,
+            severity: Severity::Info,
             persist_established: false,
             nat: None,
             alg: None,
@@ -172,6 +214,31 @@ impl Acl {
             expr,
             span: Span::default(),
         }
+    }
+}
+
+impl Acl {
+    /// Its settings besides priority, name, action and match, as `policy
+    /// show` prints them after the match: ` nat=(...) alg=ftp label=7
+    /// log(severity=warning) persist-established`, each only where set.
+    pub fn options_text(&self) -> String {
+        let mut o = String::new();
+        if let Some(n) = &self.nat {
+            o.push_str(&format!(" nat=({n})"));
+        }
+        if let Some(g) = self.alg {
+            o.push_str(&format!(" alg={}", g.name()));
+        }
+        if let Some(l) = self.label {
+            o.push_str(&format!(" label={l}"));
+        }
+        if self.log {
+            o.push_str(&format!(" log(severity={})", self.severity.name()));
+        }
+        if self.persist_established {
+            o.push_str(" persist-established");
+        }
+        o
     }
 }
 

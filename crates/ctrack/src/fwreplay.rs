@@ -332,8 +332,9 @@ fn write_line(out: &mut dyn Write, format: Format, pol: &Compiled, line: &Line<'
     if d.log {
         // OVN's ACL log line (ovn-controller's acl_log), on stderr.
         eprintln!(
-            "acl_log(ctrack)|INFO|name=\"{acl}\", verdict={}, severity=info, direction={}: packet {}: {}",
+            "acl_log(ctrack)|INFO|name=\"{acl}\", verdict={}, severity={}, direction={}: packet {}: {}",
             d.action.name(),
+            pol.acl_severity(d.acl).name(),
             d.stage.name(),
             line.n,
             line.what

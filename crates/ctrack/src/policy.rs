@@ -273,14 +273,12 @@ fn show(file: &std::path::Path, out: &mut dyn Write) -> Result<()> {
         for a in acls {
             writeln!(
                 out,
-                "  priority={:<5} {:<20} {:<16} match=({}){}{}",
+                "  priority={:<5} {:<20} {:<16} match=({}){}",
                 a.priority,
                 a.name,
                 a.action.name(),
                 a.match_text,
-                a.nat.map_or(String::new(), |n| format!(" nat=({n})")),
-                a.alg
-                    .map_or(String::new(), |g| format!(" alg={}", g.name()))
+                a.options_text()
             )?;
         }
     }

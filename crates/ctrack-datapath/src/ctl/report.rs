@@ -452,14 +452,12 @@ pub(crate) fn policy_show(ctx: &Ctx, rest: &[String]) -> Result<String, String> 
             let k = acl_counters(&c, &fw, a);
             let _ = writeln!(
                 o,
-                "  priority={:<5} {:<20} {:<16} match=({}){}{} packets={} bytes={} conns={}",
+                "  priority={:<5} {:<20} {:<16} match=({}){} packets={} bytes={} conns={}",
                 a.priority,
                 a.name,
                 a.action.name(),
                 a.match_text,
-                a.nat.map_or(String::new(), |n| format!(" nat=({n})")),
-                a.alg
-                    .map_or(String::new(), |g| format!(" alg={}", g.name())),
+                a.options_text(),
                 k.packets,
                 k.bytes,
                 k.conns

@@ -372,7 +372,8 @@ impl Lane {
             .ports
             .get(usize::from(port))
             .map_or("", |p| p.name.as_str());
-        let line = acllog::line(pol.acl_name(d.acl), inport, d, frame);
+        let acl = (pol.acl_name(d.acl), pol.acl_severity(d.acl));
+        let line = acllog::line(acl, inport, d, frame);
         self.log.send(line, st);
     }
 

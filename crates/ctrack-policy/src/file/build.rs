@@ -9,7 +9,9 @@ use super::pos::{line_col, string_offset};
 use super::raw::{Format, RawAcl, RawPolicy, RawPort, Sp};
 use super::{MAX_ACL_NAME, MAX_ACLS, MAX_POLICY_NODES, MAX_PORTS};
 use crate::lang::{self, Context, MAX_NODES};
-use crate::model::{Acl, AclAction, DefaultAction, Direction, Policy, PolicyError, Port, Prefix};
+use crate::model::{
+    Acl, AclAction, DefaultAction, Direction, Policy, PolicyError, Port, Prefix, Severity,
+};
 
 /// The text being read, for positions.
 struct Src<'t> {
@@ -357,6 +359,18 @@ fn acl<F: Format>(
         Some(l) => Some(int_in(src, l, "label", i64::from(u32::MAX))? as u32),
         None => None,
     };
+    let severity = match &a.severity {
+        None => Severity::Info,
+        Some(s) => *Severity::ALL
+            .iter()
+            .find(|l| l.name() == s.value)
+            .ok_or_else(|| {
+                src.at(
+                    s,
+                    "expected \"alert\", \"warning\", \"notice\", \"info\" or \"debug\"",
+                )
+            })?,
+    };
     let (nat, alg) = ct_options(src, a, action)?;
     let expr = match_expr(src, cx, &a.match_, budget)?;
     Ok(Acl {
@@ -368,6 +382,7 @@ fn acl<F: Format>(
         action,
         label,
         log: a.log.unwrap_or(false),
+        severity,
         persist_established: a.persist_established.unwrap_or(false),
         nat,
         alg,

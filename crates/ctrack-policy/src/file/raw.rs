@@ -216,6 +216,8 @@ pub(crate) struct RawAcl<F> {
     pub(crate) label: Option<Sp<i64, F>>,
     #[serde(default)]
     pub(crate) log: Option<bool>,
+    #[serde(default)]
+    pub(crate) severity: Option<Sp<String, F>>,
     #[serde(default, rename = "persist-established")]
     pub(crate) persist_established: Option<bool>,
     #[serde(default)]

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use ctrack_core::action::Alg;
 
 use crate::key::{Field, Key};
-use crate::model::{AclAction, DefaultAction, Direction, Policy, PolicyError};
+use crate::model::{AclAction, DefaultAction, Direction, Policy, PolicyError, Severity};
 
 const EXAMPLE: &str = r#"[default]
 action = "allow"
@@ -239,6 +239,11 @@ fn file_errors_say_where() {
         (with_line(25, "tier = 4"), (25, 8), "tier 4 out of range"),
         (with_line(26, "label = 4294967296"), (26, 9), "label"),
         (
+            with_line(27, "severity = \"critical\""),
+            (27, 12),
+            "expected \"alert\", \"warning\", \"notice\", \"info\" or \"debug\"",
+        ),
+        (
             with_line(24, "action = \"allow\""),
             (29, 7),
             "only for allow-related",
@@ -380,5 +385,28 @@ fn hostile_files_are_refused_without_panic() {
         "[[port]]\nname = \"\"\n".into(),
     ] {
         assert!(Policy::from_str(&text, "h").is_err());
+    }
+}
+
+/// `severity`, OVN's `ACL.severity`: `info` unless given; `policy show`
+/// prints it with `log`.
+#[test]
+fn severity_is_read_and_shown_with_log() {
+    let p = load(EXAMPLE);
+    assert_eq!(p.acls[0].severity, Severity::Info);
+    assert_eq!(
+        p.acls[0].options_text(),
+        " nat=(src=198.51.100.1:1024-65535) alg=ftp label=7"
+    );
+    let p = load(&with_line(27, "log = true\nseverity = \"warning\""));
+    let a = &p.acls[0];
+    assert_eq!((a.log, a.severity), (true, Severity::Warning));
+    assert_eq!(
+        a.options_text(),
+        " nat=(src=198.51.100.1:1024-65535) alg=ftp label=7 log(severity=warning)"
+    );
+    for s in Severity::ALL {
+        let p = load(&with_line(27, &format!("severity = \"{}\"", s.name())));
+        assert_eq!(p.acls[0].severity, s);
     }
 }

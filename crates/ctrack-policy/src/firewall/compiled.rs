@@ -10,7 +10,7 @@ use super::word::{Pair, Word, WordStage};
 use crate::classify::{Classifier, CompileError, Rank, RuleId};
 use crate::expr::Expr;
 use crate::key::{Field, Key, NO_PORT, PortNo, flag, mac_u64};
-use crate::model::{AclAction, DefaultAction, Direction, Policy};
+use crate::model::{AclAction, DefaultAction, Direction, Policy, Severity};
 
 /// Tiers an ACL may name (0..=3).
 pub const TIERS: usize = 4;
@@ -483,6 +483,19 @@ impl Compiled {
     #[inline]
     pub fn pair_at(&self, inport: PortNo, outport: PortNo, zone: Zone) -> Pair {
         Pair::new(self.port_zone(inport), self.port_zone(outport), zone)
+    }
+
+    /// The severity of the log lines of the ACL `acl` names (`info` for
+    /// what is not an ACL of the policy).
+    pub fn acl_severity(&self, acl: AclRef) -> Severity {
+        match acl {
+            AclRef::Acl(i) => self
+                .policy
+                .acls
+                .get(i as usize)
+                .map_or(Severity::Info, |a| a.severity),
+            _ => Severity::Info,
+        }
     }
 
     /// The name an ACL reference is reported under.
