@@ -139,10 +139,17 @@ impl Limiter {
 /// level INFO whatever the ACL's severity, which the line carries), the
 /// packet summarised as `ctrack replay` summarises it. `acl` is the
 /// deciding ACL's name and severity.
-pub fn line((acl, severity): (&str, Severity), inport: &str, d: &Decision, frame: &[u8]) -> String {
+pub fn line(acl: (&str, Severity), inport: &str, d: &Decision, frame: &[u8]) -> String {
     let what = describe(frame, &parse_frame(frame, LinkType::Ethernet));
+    format!("{}: inport=\"{inport}\": {what}", head(acl, d))
+}
+
+/// What every ACL log line starts with (`ctrack replay` follows it with
+/// the packet's number): the ACL's name, the verdict, the ACL's severity,
+/// the stage that decided.
+pub fn head((acl, severity): (&str, Severity), d: &Decision) -> String {
     format!(
-        "acl_log(ctrack)|INFO|name=\"{acl}\", verdict={}, severity={}, direction={}: inport=\"{inport}\": {what}",
+        "acl_log(ctrack)|INFO|name=\"{acl}\", verdict={}, severity={}, direction={}",
         d.action.name(),
         severity.name(),
         d.stage.name(),

@@ -331,14 +331,8 @@ fn write_line(out: &mut dyn Write, format: Format, pol: &Compiled, line: &Line<'
     let ct = d.ct.map(|v| v.state.to_string());
     if d.log {
         // OVN's ACL log line (ovn-controller's acl_log), on stderr.
-        eprintln!(
-            "acl_log(ctrack)|INFO|name=\"{acl}\", verdict={}, severity={}, direction={}: packet {}: {}",
-            d.action.name(),
-            pol.acl_severity(d.acl).name(),
-            d.stage.name(),
-            line.n,
-            line.what
-        );
+        let head = ctrack_datapath::acllog::head((acl, pol.acl_severity(d.acl)), d);
+        eprintln!("{head}: packet {}: {}", line.n, line.what);
     }
     match format {
         Format::Json => {

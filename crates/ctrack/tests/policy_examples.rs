@@ -510,3 +510,54 @@ fn a_match_too_costly_to_compile_names_its_acl() {
         "{err}"
     );
 }
+
+/// `ctrack replay --policy` logs the decisions of an ACL with `log =
+/// true` on standard error, one `acl_log` line each with the ACL's
+/// severity and the packet's number, and no other ACL's.
+#[test]
+fn a_policy_replay_logs_the_decisions_of_logged_acls() {
+    let text = std::fs::read_to_string(root().join("examples/policy/mixed.toml")).expect("read");
+    let marked = "name = \"c-udp4-reject\"";
+    assert!(text.contains(marked));
+    let logged = text.replacen(
+        marked,
+        &format!("{marked}\nlog = true\nseverity = \"warning\""),
+        1,
+    );
+    let path = std::env::temp_dir().join(format!("ctrack-log-{}.toml", std::process::id()));
+    std::fs::write(&path, logged).expect("write");
+    let out = ctrack(&[
+        "replay",
+        "--policy",
+        path.to_str().expect("UTF-8 path"),
+        "--format",
+        "json",
+        "examples/policy/mixed.pcap",
+    ]);
+    let _ = std::fs::remove_file(&path);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let decided: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["acl"] == "c-udp4-reject")
+        .filter_map(|v| v["packet"].as_u64())
+        .collect();
+    assert!(!decided.is_empty(), "the capture never meets the ACL");
+    let head =
+        "acl_log(ctrack)|INFO|name=\"c-udp4-reject\", verdict=reject, severity=warning, direction=";
+    let logged: Vec<u64> = err
+        .lines()
+        .filter(|l| l.starts_with("acl_log(ctrack)"))
+        .map(|l| {
+            assert!(l.starts_with(head), "{l}");
+            let n = l
+                .split(": packet ")
+                .nth(1)
+                .and_then(|r| r.split(':').next());
+            n.and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{l}"))
+        })
+        .collect();
+    assert_eq!(logged, decided, "{err}");
+}

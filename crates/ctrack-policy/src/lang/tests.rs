@@ -494,13 +494,18 @@ const ERRORS: &[(&str, usize, &str)] = &[
     ),
 ];
 
-#[test]
-fn errors_point_at_the_offending_token() {
-    for (s, at, msg) in ERRORS {
+/// Each text is refused, the error at its offset and holding its words.
+pub(super) fn check_errors(cases: &[(&str, usize, &str)]) {
+    for (s, at, msg) in cases {
         let e = bad(s);
         assert!(e.message.contains(msg), "{s}: {e}, expected {msg}");
         assert_eq!(e.offset, *at, "{s}: {e}");
     }
+}
+
+#[test]
+fn errors_point_at_the_offending_token() {
+    check_errors(ERRORS);
 }
 
 #[test]

@@ -9,7 +9,7 @@ use ctrack_wire::build::{Frame, L4};
 use proptest::prelude::*;
 
 use super::parse;
-use super::tests::policy;
+use super::tests::{check_errors, policy};
 use crate::expr::Expr;
 use crate::key::{Field, Key, flag};
 
@@ -135,14 +135,7 @@ const ERRORS: &[(&str, usize, &str)] = &[
 
 #[test]
 fn subfield_errors_point_at_the_offending_token() {
-    for (s, at, msg) in ERRORS {
-        let e = match parse(s, &policy()) {
-            Ok(e) => panic!("{s} parsed: {e:?}"),
-            Err(e) => e,
-        };
-        assert!(e.message.contains(msg), "{s}: {e}, expected {msg}");
-        assert_eq!(e.offset, *at, "{s}: {e}");
-    }
+    check_errors(ERRORS);
 }
 
 fn v4_key(src: u32) -> Key {
