@@ -20,6 +20,8 @@
 //! work spent on products ([`MAX_WORK`]) and the nesting ([`MAX_DEPTH`])
 //! are bounded, and going over any bound is a [`CompileError`].
 
+use std::collections::HashMap;
+
 use super::rule::CompileError;
 use crate::expr::Expr;
 use crate::key::{Field, Key};
@@ -215,27 +217,30 @@ fn excluded_sets<'e>(xs: &[&'e Expr], neg: bool) -> (Vec<Excluded>, Vec<&'e Expr
         (&Expr::Test { field, value, mask }, true) => Some((field, value, mask)),
         _ => None,
     };
+    // Grouped through a map: a hostile match may hold as many distinct
+    // masks as operands.
+    let mut index: HashMap<(Field, u128), usize> = HashMap::new();
     let mut sets: Vec<Excluded> = Vec::new();
     for x in xs {
         if let Some((field, value, mask)) = negated_test(x) {
             let m = mask & field.all_ones();
-            match sets.iter_mut().find(|(f, sm, _)| *f == field && *sm == m) {
-                Some((.., vs)) => vs.push(value),
-                None => sets.push((field, m, vec![value])),
-            }
+            let i = *index.entry((field, m)).or_insert_with(|| {
+                sets.push((field, m, Vec::new()));
+                sets.len() - 1
+            });
+            sets[i].2.push(value);
         }
     }
-    sets.retain(|(.., vs)| vs.len() > 1);
+    let grouped = |field: Field, mask: u128| {
+        let m = mask & field.all_ones();
+        index.get(&(field, m)).is_some_and(|&i| sets[i].2.len() > 1)
+    };
     let rest = xs
         .iter()
         .copied()
-        .filter(|x| {
-            negated_test(x).is_none_or(|(field, _, mask)| {
-                let m = mask & field.all_ones();
-                !sets.iter().any(|(f, sm, _)| *f == field && *sm == m)
-            })
-        })
+        .filter(|x| negated_test(x).is_none_or(|(field, _, mask)| !grouped(field, mask)))
         .collect();
+    sets.retain(|(.., vs)| vs.len() > 1);
     (sets, rest)
 }
 
@@ -620,5 +625,14 @@ mod tests {
         )));
         let e = normalise(&scattered).unwrap_err();
         assert!(e.message.contains("conjunctions"), "{e}");
+        // Hostile: as many masks as operands are grouped through a map, not
+        // compared pairwise (50,000 negated tests, each of its own mask),
+        // and the product's bounds refuse them.
+        let masks = Expr::And(
+            (1..50_000u128)
+                .map(|m| Expr::Not(Box::new(Expr::masked(Field::IpDst, 0, m << 64 | 1))))
+                .collect(),
+        );
+        assert!(normalise(&masks).is_err());
     }
 }
