@@ -7,10 +7,10 @@
 //! - `Not` is pushed down to the leaves (De Morgan); a negated test
 //!   `!(field & mask == value)` becomes, as in OVN, one conjunction per bit
 //!   of the mask, that bit differing from the value's; a negated range the
-//!   ranges on either side of it; several negated tests of one field and
-//!   mask in one conjunction (`f != {a, b, c}`) are the complement of
-//!   their set of values, expanded at once (one conjunction a bit the
-//!   values share, and the gaps of their trie below), not multiplied;
+//!   ranges on either side of it; several negated tests of one field in
+//!   one conjunction (`f != {a, b, c}`) are expanded at once, as the
+//!   complement of what they test ([`super::complement`]), not
+//!   multiplied;
 //! - `And` is the cross product of its operands' DNFs, in which
 //!   conjunctions that require the same bit both set and clear are dropped;
 //! - duplicates are removed, and a conjunction that matches everything
@@ -20,8 +20,7 @@
 //! work spent on products ([`MAX_WORK`]) and the nesting ([`MAX_DEPTH`])
 //! are bounded, and going over any bound is a [`CompileError`].
 
-use std::collections::HashMap;
-
+use super::complement::{TooBig, complement, excluded_sets};
 use super::rule::CompileError;
 use crate::expr::Expr;
 use crate::key::{Field, Key};
@@ -135,8 +134,16 @@ impl Normaliser {
         flatten(xs, neg, depth, &mut flat)?;
         let (sets, rest) = excluded_sets(&flat, neg);
         let mut acc = vec![Conj::ANY];
-        for (field, mask, mut values) in sets {
-            let d = excluded(field, mask, &mut values)?;
+        for (field, mut tests) in sets {
+            let budget = MAX_WORK.saturating_sub(self.work);
+            let d = match complement(&mut tests, field.all_ones(), MAX_CONJ, budget) {
+                Ok(pairs) => pairs
+                    .into_iter()
+                    .map(|(v, m)| Conj::field(field, m, v))
+                    .collect(),
+                Err(TooBig::Pairs) => return Err(too_many()),
+                Err(TooBig::Work) => return Err(too_costly()),
+            };
             acc = self.times(acc, d)?;
             if acc.is_empty() {
                 return Ok(acc);
@@ -158,9 +165,7 @@ impl Normaliser {
         self.tidy(&mut d);
         self.work += (acc.len() as u64).saturating_mul(d.len() as u64);
         if self.work > MAX_WORK {
-            return Err(CompileError::new(format!(
-                "expression too costly to expand (over {MAX_WORK} combinations)"
-            )));
+            return Err(too_costly());
         }
         let mut next = Vec::with_capacity(acc.len().max(d.len()));
         for a in &acc {
@@ -198,112 +203,6 @@ fn flatten<'e>(
     Ok(())
 }
 
-/// A field, a mask, and values its masked bits must not take.
-type Excluded = (Field, u128, Vec<u128>);
-
-/// The operands of a conjunction (`xs`, each negated if `neg`) that say
-/// "`field & mask` is not `value`", grouped by field and mask where two or
-/// more share them, and the other operands. A group is one set of values
-/// to keep out (`ip6.dst != {a, b, c}`, `!ip6.mcast_all_rtrs`), expanded
-/// at once by [`excluded`]: operand by operand, each negated 128-bit
-/// equality is 128 conjunctions and their product 128^3 before tidying,
-/// where the set's complement needs about 130.
-fn excluded_sets<'e>(xs: &[&'e Expr], neg: bool) -> (Vec<Excluded>, Vec<&'e Expr>) {
-    let negated_test = |x: &Expr| match (x, neg) {
-        (Expr::Not(inner), false) => match **inner {
-            Expr::Test { field, value, mask } => Some((field, value, mask)),
-            _ => None,
-        },
-        (&Expr::Test { field, value, mask }, true) => Some((field, value, mask)),
-        _ => None,
-    };
-    // Grouped through a map: a hostile match may hold as many distinct
-    // masks as operands.
-    let mut index: HashMap<(Field, u128), usize> = HashMap::new();
-    let mut sets: Vec<Excluded> = Vec::new();
-    for x in xs {
-        if let Some((field, value, mask)) = negated_test(x) {
-            let m = mask & field.all_ones();
-            let i = *index.entry((field, m)).or_insert_with(|| {
-                sets.push((field, m, Vec::new()));
-                sets.len() - 1
-            });
-            sets[i].2.push(value);
-        }
-    }
-    let grouped = |field: Field, mask: u128| {
-        let m = mask & field.all_ones();
-        index.get(&(field, m)).is_some_and(|&i| sets[i].2.len() > 1)
-    };
-    let rest = xs
-        .iter()
-        .copied()
-        .filter(|x| negated_test(x).is_none_or(|(field, _, mask)| !grouped(field, mask)))
-        .collect();
-    sets.retain(|(.., vs)| vs.len() > 1);
-    (sets, rest)
-}
-
-/// The keys whose `field & mask` is none of `values`: for each branch of
-/// the values' binary trie (over the mask's bits, highest first) that no
-/// value takes, one conjunction. A value with bits outside the mask is
-/// never equal, so it excludes nothing.
-fn excluded(field: Field, mask: u128, values: &mut Vec<u128>) -> Result<Vec<Conj>, CompileError> {
-    values.retain(|v| v & !mask == 0);
-    values.sort_unstable();
-    values.dedup();
-    if values.is_empty() {
-        return Ok(vec![Conj::ANY]);
-    }
-    // The bits every value shares first, then those where they differ,
-    // each highest first: a key that differs on a shared bit is out in
-    // one conjunction a bit, and the trie branches only below them
-    // (`{ff01::2, ff02::2, ff05::2}` keeps out 130 conjunctions this way,
-    // 353 with the bits in plain order). The values sort by the bits
-    // where they differ, highest first, as the walk needs.
-    let (all, any) = values
-        .iter()
-        .fold((u128::MAX, 0), |(a, o), v| (a & v, o | v));
-    let shared = mask & !(all ^ any);
-    let ordered = |set: u128| {
-        (0..128)
-            .rev()
-            .map(|b| 1u128 << b)
-            .filter(move |b| set & b != 0)
-    };
-    let bits: Vec<u128> = ordered(shared).chain(ordered(mask & !shared)).collect();
-    let mut out = Vec::new();
-    trie_gaps(field, &bits, (0, 0), values, &mut out)?;
-    Ok(out)
-}
-
-/// [`excluded`]'s walk: `values` (sorted, not empty) all have `prefix`'s
-/// value on its mask's bits; `bits` are the bits still to branch on.
-fn trie_gaps(
-    field: Field,
-    bits: &[u128],
-    prefix: (u128, u128),
-    values: &[u128],
-    out: &mut Vec<Conj>,
-) -> Result<(), CompileError> {
-    let Some((&b, below)) = bits.split_first() else {
-        return Ok(());
-    };
-    let (value, mask) = prefix;
-    // Sorted, and equal on the bits walked: those with `b` clear come
-    // first (on a shared bit, all of them or none).
-    let split = values.partition_point(|v| v & b == 0);
-    for (bit, sub) in [(0, &values[..split]), (b, &values[split..])] {
-        if sub.is_empty() {
-            out.push(Conj::field(field, mask | b, value | bit));
-            check_len(out.len())?;
-        } else {
-            trie_gaps(field, below, (value | bit, mask | b), sub, out)?;
-        }
-    }
-    Ok(())
-}
-
 impl Normaliser {
     /// Removes duplicates, and conjunctions that a more general one of the
     /// list covers (when that check fits in the work budget: it only saves
@@ -334,11 +233,21 @@ impl Normaliser {
 
 fn check_len(n: usize) -> Result<(), CompileError> {
     if n > MAX_CONJ {
-        return Err(CompileError::new(format!(
-            "expression expands to more than {MAX_CONJ} conjunctions"
-        )));
+        return Err(too_many());
     }
     Ok(())
+}
+
+fn too_many() -> CompileError {
+    CompileError::new(format!(
+        "expression expands to more than {MAX_CONJ} conjunctions"
+    ))
+}
+
+fn too_costly() -> CompileError {
+    CompileError::new(format!(
+        "expression too costly to expand (over {MAX_WORK} combinations)"
+    ))
 }
 
 /// `field & mask == value`, or its negation: one conjunction per bit of the
@@ -625,14 +534,27 @@ mod tests {
         )));
         let e = normalise(&scattered).unwrap_err();
         assert!(e.message.contains("conjunctions"), "{e}");
-        // Hostile: as many masks as operands are grouped through a map, not
-        // compared pairwise (50,000 negated tests, each of its own mask),
-        // and the product's bounds refuse them.
+        // As many masks as operands (50,000 negated tests, each of its own
+        // mask): grouped through a map, not compared pairwise, and their
+        // complement is small. A key is out when its bit 0 is set (every
+        // test looks at it for 0), or when its bits 64..79 hold every
+        // power of two below 50,000 (each test then finds a bit it wants
+        // clear set).
         let masks = Expr::And(
             (1..50_000u128)
                 .map(|m| Expr::Not(Box::new(Expr::masked(Field::IpDst, 0, m << 64 | 1))))
                 .collect(),
         );
-        assert!(normalise(&masks).is_err());
+        let d = normalise(&masks).unwrap();
+        assert!(d.len() <= 4, "{}", d.len());
+        for (x, out) in [
+            (1, true),
+            (0xffff << 64, true),
+            (0x7fff << 64, false),
+            (0xbfff << 64, false),
+            (0, false),
+        ] {
+            assert_eq!(covers(&d, &key_with(Field::IpDst, x)), out, "{x:#x}");
+        }
     }
 }

@@ -90,6 +90,7 @@
 //! generates realistic rule sets and keys for tests and benchmarks.
 
 mod classifier;
+mod complement;
 mod dnf;
 mod entry;
 pub mod r#gen;
