@@ -12,6 +12,7 @@
 //! only it. OVN rate-limits its ACL log by a meter the operator may set
 //! (`ACL.meter`); ctrack's rate is `ctrack run --acl-log-rate`.
 
+use std::borrow::Cow;
 use std::io::Write;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -19,7 +20,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync
 use std::time::Duration;
 
 use ctrack_core::Time;
-use ctrack_policy::firewall::Decision;
+use ctrack_policy::firewall::{AclRef, Compiled, Decision};
 use ctrack_policy::model::Severity;
 use ctrack_policy::reject::RateLimiter;
 use ctrack_wire::describe::describe;
@@ -135,6 +136,20 @@ impl Limiter {
     }
 }
 
+/// The name and severity a line gives the ACL `acl` that decided under
+/// policy generation `judged`, `pol` being the policy in force. If another
+/// policy was swapped in since, its ACL of that number may be another: the
+/// line names the number and the generation instead.
+pub fn acl_of(pol: &Compiled, judged: u32, acl: AclRef) -> (Cow<'_, str>, Severity) {
+    match acl {
+        AclRef::Acl(i) if pol.generation != judged => (
+            Cow::Owned(format!("acl#{i} of policy generation {judged}")),
+            Severity::Info,
+        ),
+        r => (Cow::Borrowed(pol.acl_name(r)), pol.acl_severity(r)),
+    }
+}
+
 /// One log line, as ovn-controller's `acl_log` writes it (at its log
 /// level INFO whatever the ACL's severity, which the line carries), the
 /// packet summarised as `ctrack replay` summarises it. `acl` is the
@@ -180,7 +195,8 @@ pub fn write_lines(rx: &Receiver<String>, out: &mut dyn Write, stop: &AtomicBool
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ctrack_policy::firewall::{AclRef, Action, Stage};
+    use ctrack_policy::firewall::{Action, Stage};
+    use ctrack_policy::model::Policy;
     use ctrack_wire::build::{Frame, L4};
 
     fn rejected() -> (Decision, Vec<u8>) {
@@ -275,5 +291,21 @@ mod tests {
             text.lines()
                 .all(|l| l.starts_with("acl_log(ctrack)|INFO|name=\"closed\""))
         );
+    }
+
+    #[test]
+    fn a_line_after_a_policy_swap_names_the_acl_by_number() {
+        let text = "[[acl]]\nname = \"closed\"\ndirection = \"to-lport\"\npriority = 1\n\
+                    match = \"tcp\"\naction = \"reject\"\nlog = true\nseverity = \"alert\"\n";
+        let pol = Compiled::new(Policy::from_str(text, "p.toml").unwrap(), 7).unwrap();
+        let (name, sev) = acl_of(&pol, 7, AclRef::Acl(0));
+        assert_eq!((name.as_ref(), sev), ("closed", Severity::Alert));
+        let (name, sev) = acl_of(&pol, 6, AclRef::Acl(0));
+        assert_eq!(
+            (name.as_ref(), sev),
+            ("acl#0 of policy generation 6", Severity::Info)
+        );
+        // The default is the default whatever the generation.
+        assert_eq!(acl_of(&pol, 6, AclRef::Default).0, "default");
     }
 }

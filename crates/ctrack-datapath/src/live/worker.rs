@@ -26,8 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ctrack_core::Time;
-use ctrack_policy::firewall::{AclRef, Action, BurstOut, Decision, FwOutputs};
-use ctrack_policy::model::Severity;
+use ctrack_policy::firewall::{Action, BurstOut, Decision, FwOutputs};
 use ctrack_wire::offload::{self, VnetHdr};
 
 use super::cost::{Lap, Part, RoundCost};
@@ -367,23 +366,15 @@ impl Lane {
             return;
         }
         // The policy in force (its ACLs' names), loaded only for a line
-        // that is written. If another was swapped in since the frame was
-        // judged (the generation the worker counted under), its ACL of
-        // that number may be another: the line names the number and the
-        // generation instead.
+        // that is written; the generation the worker counted the frame
+        // under (`acllog::acl_of`).
         let pol = shared.fw.policy();
         let inport = shared
             .ports
             .get(usize::from(port))
             .map_or("", |p| p.name.as_str());
-        let judged = self.outs.stats.generation;
-        let line = match d.acl {
-            AclRef::Acl(i) if pol.generation != judged => {
-                let name = format!("acl#{i} of policy generation {judged}");
-                acllog::line((&name, Severity::Info), inport, d, frame)
-            }
-            r => acllog::line((pol.acl_name(r), pol.acl_severity(r)), inport, d, frame),
-        };
+        let (name, severity) = acllog::acl_of(&pol, self.outs.stats.generation, d.acl);
+        let line = acllog::line((&name, severity), inport, d, frame);
         self.log.send(line, st);
     }
 
