@@ -9,8 +9,10 @@
 //! worker and offered to a bounded queue with a non-blocking `try_send`,
 //! a full queue counting it as dropped. The writer thread takes lines off
 //! the queue and writes them, so a slow or blocked standard error stalls
-//! only it. OVN rate-limits its ACL log by a meter the operator may set
-//! (`ACL.meter`); ctrack's rate is `ctrack run --acl-log-rate`.
+//! only it. An ACL that names a meter (`meter`, OVN's `ACL.meter`) is
+//! limited by that meter instead, shared by all workers
+//! ([`ctrack_policy::meter`]); the others by `ctrack run --acl-log-rate`
+//! (OVN leaves them unlimited).
 
 use std::borrow::Cow;
 use std::io::Write;
@@ -101,11 +103,26 @@ pub struct Limiter {
 }
 
 impl Limiter {
-    /// Whether the rate allows a line at `now`; if not, counts it as
-    /// suppressed in `stats`. Asked first, so that a flood over the rate
-    /// costs a token bucket's test a packet and nothing else.
-    pub fn admit(&mut self, now: Time, stats: &mut AclLogStats) -> bool {
-        let ok = self.bucket.allow(now);
+    /// Whether a line may be written at `now` for the decision of `acl`,
+    /// judged under policy generation `judged`, on a packet of `bytes`
+    /// bytes, `pol` being the policy in force: by the ACL's meter if it
+    /// names one and `pol` is the policy that judged, by the worker's rate
+    /// otherwise. Counts a refusal in `stats` as suppressed. Asked first,
+    /// so that a flood over the rate costs a meter's or a token bucket's
+    /// test a packet and nothing else.
+    pub fn admit(
+        &mut self,
+        now: Time,
+        (pol, judged, acl): (&Compiled, u32, AclRef),
+        bytes: usize,
+        stats: &mut AclLogStats,
+    ) -> bool {
+        let metered = if pol.generation == judged {
+            pol.log_metered(acl, now, bytes)
+        } else {
+            None
+        };
+        let ok = metered.unwrap_or_else(|| self.bucket.allow(now));
         stats.suppressed += u64::from(!ok);
         ok
     }
@@ -120,18 +137,20 @@ impl Limiter {
     }
 
     /// Logs `decision` of `frame` (which came in on port `inport`) at
-    /// `now`, if the rate allows; counts the outcome in `stats`. `acl` is
-    /// the deciding ACL's name.
+    /// `now`, if its meter or the rate allows; counts the outcome in
+    /// `stats`. `pol` is the policy in force, `judged` the generation that
+    /// made the decision.
     pub fn log(
         &mut self,
         now: Time,
-        acl: (&str, Severity),
+        (pol, judged): (&Compiled, u32),
         inport: &str,
         (decision, frame): (&Decision, &[u8]),
         stats: &mut AclLogStats,
     ) {
-        if self.admit(now, stats) {
-            self.send(line(acl, inport, decision, frame), stats);
+        if self.admit(now, (pol, judged, decision.acl), frame.len(), stats) {
+            let (name, severity) = acl_of(pol, judged, decision.acl);
+            self.send(line((&name, severity), inport, decision, frame), stats);
         }
     }
 }
@@ -199,6 +218,25 @@ mod tests {
     use ctrack_policy::model::Policy;
     use ctrack_wire::build::{Frame, L4};
 
+    /// A policy whose ACL 3, `closed`, rejects and logs at `severity`,
+    /// limited by meter `m` (`rate` lines a second, burst `rate`) if
+    /// `rate` is not 0; as generation `generation`.
+    fn closed(severity: &str, rate: u32, generation: u32) -> Compiled {
+        let mut text = String::new();
+        for i in 0..3 {
+            text += &format!(
+                "[[acl]]\ndirection = \"to-lport\"\npriority = {i}\nmatch = \"udp\"\naction = \"allow\"\n"
+            );
+        }
+        text += &format!(
+            "[[acl]]\nname = \"closed\"\ndirection = \"to-lport\"\npriority = 9\nmatch = \"tcp\"\naction = \"reject\"\nlog = true\nseverity = \"{severity}\"\n"
+        );
+        if rate > 0 {
+            text += &format!("meter = \"m\"\n[meters.m]\nrate = {rate}\n");
+        }
+        Compiled::new(Policy::from_str(&text, "p.toml").unwrap(), generation).unwrap()
+    }
+
     fn rejected() -> (Decision, Vec<u8>) {
         let d = Decision {
             action: Action::Reject,
@@ -235,12 +273,13 @@ mod tests {
     #[test]
     fn the_rate_bounds_the_lines_and_a_full_queue_drops() {
         let (d, f) = rejected();
+        let pol = closed("info", 0, 1);
         let log = AclLog::new(5, 3);
         let mut lim = log.limiter();
         let mut st = AclLogStats::default();
         let t = Time::from_millis(10_000);
         for _ in 0..8 {
-            lim.log(t, ("closed", Severity::Info), "client", (&d, &f), &mut st);
+            lim.log(t, (&pol, 1), "client", (&d, &f), &mut st);
         }
         // Five within the rate, of which the queue took three.
         assert_eq!(
@@ -257,39 +296,75 @@ mod tests {
         // A second later, five more tokens; the queue is empty again.
         for _ in 0..8 {
             let at = Time::from_millis(11_000);
-            lim.log(at, ("closed", Severity::Info), "client", (&d, &f), &mut st);
+            lim.log(at, (&pol, 1), "client", (&d, &f), &mut st);
         }
         assert_eq!((st.lines, st.suppressed, st.dropped), (6, 6, 4));
         // A rate of 0 logs nothing.
         let mut none = AclLog::new(0, 8).limiter();
         let mut st = AclLogStats::default();
-        none.log(t, ("closed", Severity::Info), "client", (&d, &f), &mut st);
+        none.log(t, (&pol, 1), "client", (&d, &f), &mut st);
         assert_eq!((st.lines, st.suppressed), (0, 1));
     }
 
     #[test]
     fn the_writer_writes_what_is_queued_and_stops() {
         let (d, f) = rejected();
+        let pol = closed("warning", 0, 1);
         let log = AclLog::new(100, 16);
         let mut lim = log.limiter();
         let mut st = AclLogStats::default();
         for _ in 0..4 {
-            lim.log(
-                Time::from_millis(1),
-                ("closed", Severity::Warning),
-                "client",
-                (&d, &f),
-                &mut st,
-            );
+            lim.log(Time::from_millis(1), (&pol, 1), "client", (&d, &f), &mut st);
         }
         let stop = AtomicBool::new(true);
         let mut out = Vec::new();
         write_lines(&log.take_receiver().expect("rx"), &mut out, &stop);
         let text = String::from_utf8(out).expect("UTF-8");
         assert_eq!(text.lines().count(), 4, "{text}");
+        assert!(text.lines().all(|l| l.starts_with(
+            "acl_log(ctrack)|INFO|name=\"closed\", verdict=reject, severity=warning,"
+        )));
+    }
+
+    /// An ACL with a meter: its lines are limited by the meter, shared by
+    /// the workers, and not by their rate; after a policy swap, by the
+    /// rate again (the ACL of that number may be another).
+    #[test]
+    fn a_metered_acl_is_limited_by_its_meter() {
+        let (d, f) = rejected();
+        let pol = closed("info", 3, 1);
+        let log = AclLog::new(100, 64);
+        let (mut a, mut b) = (log.limiter(), log.limiter());
+        let mut st = AclLogStats::default();
+        let t = Time::from_millis(5_000);
+        for _ in 0..4 {
+            a.log(t, (&pol, 1), "client", (&d, &f), &mut st);
+            b.log(t, (&pol, 1), "client", (&d, &f), &mut st);
+        }
+        assert_eq!(
+            (st.lines, st.suppressed),
+            (3, 5),
+            "the meter's burst, for both"
+        );
+        // A second later, three more.
+        let t = Time::from_millis(6_000);
+        for _ in 0..4 {
+            b.log(t, (&pol, 1), "client", (&d, &f), &mut st);
+        }
+        assert_eq!((st.lines, st.suppressed), (6, 6));
+        // Judged under generation 1, logged under 2: the worker's rate.
+        let newer = closed("info", 3, 2);
+        for _ in 0..10 {
+            a.log(t, (&newer, 1), "client", (&d, &f), &mut st);
+        }
+        assert_eq!((st.lines, st.suppressed), (16, 6));
+        let rx = log.take_receiver().expect("rx");
+        let lines: Vec<String> = rx.try_iter().collect();
+        assert!(lines[..6].iter().all(|l| l.contains("name=\"closed\"")));
         assert!(
-            text.lines()
-                .all(|l| l.starts_with("acl_log(ctrack)|INFO|name=\"closed\""))
+            lines[6..]
+                .iter()
+                .all(|l| l.contains("name=\"acl#3 of policy generation 1\""))
         );
     }
 

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ctrack_core::{Config, FragConfig, Time, TimeoutPolicy, Tracker};
-use ctrack_datapath::acllog::AclLog;
+use ctrack_datapath::acllog::{AclLog, AclLogStats};
 use ctrack_datapath::ctl::client::request;
 use ctrack_datapath::ctl::{self, EventHub};
 use ctrack_datapath::io::{IoKind, Pool, Port, PortStats};
@@ -566,8 +566,37 @@ fn cost_reaches_stats_and_metrics() {
 /// are counted as suppressed, and ACLs without it log nothing.
 #[test]
 fn a_logged_acl_logs_its_decisions_within_the_rate() {
+    let (st, lines) = log_ten_telnets("log = true", "");
+    // One token a second, the bucket full at the start: one line, unless
+    // this machine took a second over the burst.
+    assert!((1..=2).contains(&st.lines), "{st:?}");
+    assert_eq!(st.lines + st.suppressed, 10, "{st:?}");
+    assert_eq!(lines.len() as u64, st.lines);
+}
+
+/// An ACL with a meter is limited by its meter (here a burst of five),
+/// not by the workers' rate (one a second).
+#[test]
+fn a_logged_acl_with_a_meter_logs_within_its_meter() {
+    let (st, lines) = log_ten_telnets(
+        "log = true\nmeter = \"m\"",
+        "\n[meters.m]\nrate = 1\nburst = 5\n",
+    );
+    assert!((5..=6).contains(&st.lines), "{st:?}");
+    assert_eq!(st.lines + st.suppressed, 10, "{st:?}");
+    assert_eq!(lines.len() as u64, st.lines);
+}
+
+/// Ten telnet SYNs and one HTTP SYN through a worker whose policy's
+/// rejecting ACL (`telnet`) has the lines `acl`, with `tail` after the
+/// policy, the workers' log rate one line a second: the log's counters
+/// and lines, each checked to name the ACL and the packet.
+fn log_ten_telnets(acl: &str, tail: &str) -> (AclLogStats, Vec<String>) {
     let mut r = rig_full(config(), false, AclLog::new(1, 64));
-    let logged = POLICY.replace("action = \"reject\"", "action = \"reject\"\nlog = true");
+    let logged = POLICY.replace(
+        "action = \"reject\"",
+        &format!("action = \"reject\"\n{acl}"),
+    ) + tail;
     assert_ne!(logged, POLICY);
     r.shared
         .fw
@@ -583,14 +612,9 @@ fn a_logged_acl_logs_its_decisions_within_the_rate() {
     }
     w.publish();
     let st = r.shared.stats().acl_log;
-    // One token a second, the bucket full at the start: one line, unless
-    // this machine took a second over the burst.
-    assert!((1..=2).contains(&st.lines), "{st:?}");
-    assert_eq!(st.lines + st.suppressed, 10, "{st:?}");
     assert_eq!(st.dropped, 0);
     let rx = r.shared.acl_log.take_receiver().unwrap();
     let lines: Vec<String> = rx.try_iter().collect();
-    assert_eq!(lines.len() as u64, st.lines);
     for l in &lines {
         assert!(
             l.starts_with(
@@ -601,4 +625,5 @@ fn a_logged_acl_logs_its_decisions_within_the_rate() {
         );
         assert!(l.contains("> 10.0.0.2:23 tcp [S]"), "{l}");
     }
+    (st, lines)
 }

@@ -39,6 +39,7 @@ pub fn policy_file(data: &[u8], probe: &mut Probe) {
             for g in p.port_groups.values() {
                 assert!(g.iter().all(|&i| i < p.ports.len()));
             }
+            meters(&p, probe);
             let cx = Context::new(&p);
             for a in &p.acls {
                 assert!(a.expr.size() <= lang::MAX_NODES);
@@ -56,12 +57,38 @@ pub fn policy_file(data: &[u8], probe: &mut Probe) {
                     assert!(!f.to_string().is_empty());
                     if let ctrack_policy::analyze::Finding::Unused { name, .. } = &f {
                         assert!(
-                            p.address_sets.contains_key(name) || p.port_groups.contains_key(name),
+                            p.address_sets.contains_key(name)
+                                || p.port_groups.contains_key(name)
+                                || p.meters.contains_key(name),
                             "{name}"
                         );
                     }
                 }
             }
+        }
+    }
+}
+
+/// A loaded policy's meters: each ACL's names one of the file, each has a
+/// rate and a burst, and asking them (as the ACL log does, at times out
+/// of order) neither panics nor lets through more than the burst at once.
+fn meters(p: &Policy, probe: &mut Probe) {
+    for m in p.meters.values() {
+        assert!(m.rate >= 1 && m.burst >= 1, "{m:?}");
+    }
+    let cells = ctrack_policy::meter::Meters::new(p);
+    for (i, a) in p.acls.iter().enumerate().take(16) {
+        let Some(name) = &a.meter else { continue };
+        let m = &p.meters[name];
+        let mut through = 0u64;
+        for t in [5u64, 5, 3, 5, 5] {
+            let now = ctrack_core::Time::from_millis(t);
+            through += u64::from(cells.admit(i as u32, now, 60) == Some(true));
+        }
+        probe.feature(75, (m.unit, m.fair, through.min(5)));
+        if m.unit == ctrack_policy::model::MeterUnit::Pktps && !m.fair {
+            // Shared with other ACLs asked before: at most the burst.
+            assert!(through <= u64::from(m.burst), "{m:?}: {through}");
         }
     }
 }

@@ -243,6 +243,9 @@ priority = 1000
 match = 'outport == @web && ip4.src == $clients && tcp.dst == {80, 443}'
 action = "allow-related"
 label = 7
+log = true
+severity = "notice"
+meter = "acl-log"
 nat = "src=198.51.100.1:1024-65535"
 alg = "ftp"
 [[acl]]
@@ -252,12 +255,22 @@ match = """
   inport == "vm1" && (udp.dst == 53 || icmp4.type == 8)
 """
 action = "allow"
+meter = "bits"
+[meters.acl-log]
+rate = 20
+[meters.bits]
+unit = "kbps"
+rate = 64
+burst = 128
+fair = true
 "#;
 
 /// The same format in JSON.
 pub const POLICY_JSON: &str = r#"{"port": [{"name": "vm1", "addresses": ["02:00:00:00:00:01 10.0.0.1"]}],
  "port_groups": {"g": ["vm1"]},
- "acl": [{"direction": "to-lport", "priority": 1, "match": "outport == @g && !(tcp.src < 1024)", "action": "drop"}]}"#;
+ "acl": [{"direction": "to-lport", "priority": 1, "match": "outport == @g && !(tcp.src < 1024)", "action": "drop",
+          "log": true, "meter": "m"}],
+ "meters": {"m": {"rate": 5, "burst": 0}}}"#;
 
 /// Every control command with typical arguments, one request a line, as
 /// raw words (the body also sends each line as an `argv` request) and as

@@ -57,9 +57,9 @@ pub enum Finding {
     Incomplete,
     /// An address set or port group that no ACL's match names (a port
     /// group counts as named when one of its derived sets, `$G_ip4` or
-    /// `$G_ip6`, is).
+    /// `$G_ip6`, is), or a meter no ACL names.
     Unused {
-        /// `address set` or `port group`.
+        /// `address set`, `port group` or `meter`.
         kind: &'static str,
         /// Its name.
         name: String,
@@ -71,6 +71,14 @@ pub enum Finding {
         name: String,
         /// The ACLs' indexes in the file.
         acls: Vec<usize>,
+    },
+    /// The ACL names a meter but does not log: the meter limits nothing
+    /// (OVN's `ACL.meter` limits only log lines).
+    MeterWithoutLog {
+        /// Its name.
+        acl: String,
+        /// The meter's.
+        meter: String,
     },
 }
 
@@ -104,6 +112,10 @@ impl fmt::Display for Finding {
             Finding::Unused { kind, name } => {
                 write!(f, "note: {kind} {name} is not used by any ACL")
             }
+            Finding::MeterWithoutLog { acl, meter } => write!(
+                f,
+                "note: ACL {acl} names meter {meter} but does not log: a meter limits only log lines"
+            ),
             Finding::SharedName { name, acls } => {
                 let list: Vec<String> = acls.iter().map(|i| format!("#{i}")).collect();
                 write!(
@@ -205,6 +217,13 @@ pub fn analyze(p: &Policy) -> Vec<Finding> {
         })
         .collect();
     out.extend(unused(p));
+    out.extend(p.acls.iter().zip(&names).filter_map(|(a, name)| {
+        let meter = a.meter.as_ref().filter(|_| !a.log)?;
+        Some(Finding::MeterWithoutLog {
+            acl: name.clone(),
+            meter: meter.clone(),
+        })
+    }));
     out.extend(matches(p, &names));
     out
 }
@@ -239,6 +258,8 @@ fn unused(p: &Policy) -> Vec<Finding> {
         p.port_groups.keys().collect(),
         &used.port_groups,
     ));
+    let metered: BTreeSet<&str> = p.acls.iter().filter_map(|a| a.meter.as_deref()).collect();
+    out.extend(of("meter", p.meters.keys().collect(), &metered));
     out
 }
 
@@ -475,6 +496,11 @@ direction = "from-lport"
 priority = 1
 match = "ip4.dst == $derived_ip4"
 action = "allow"
+meter = "named"
+[meters.named]
+rate = 10
+[meters.spare]
+rate = 10
 "#;
         let f = analyze(&Policy::from_str(text, "t.toml").expect("policy"));
         assert_eq!(
@@ -488,7 +514,20 @@ action = "allow"
                     kind: "port group",
                     name: "idle".into()
                 },
+                Finding::Unused {
+                    kind: "meter",
+                    name: "spare".into()
+                },
+                Finding::MeterWithoutLog {
+                    acl: "acl#1".into(),
+                    meter: "named".into()
+                },
             ]
+        );
+        assert!(!f[3].is_warning());
+        assert_eq!(
+            f[3].to_string(),
+            "note: ACL acl#1 names meter named but does not log: a meter limits only log lines"
         );
         assert_eq!(
             f[0].to_string(),

@@ -30,5 +30,6 @@ pub mod file;
 pub mod firewall;
 pub mod key;
 pub mod lang;
+pub mod meter;
 pub mod model;
 pub mod reject;

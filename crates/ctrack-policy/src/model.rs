@@ -98,6 +98,65 @@ impl Severity {
     }
 }
 
+/// The unit of a meter's rate and burst (OVN's `Meter.unit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum MeterUnit {
+    /// `pktps`: packets (for an ACL's log, lines) a second; the burst in
+    /// packets.
+    #[default]
+    Pktps,
+    /// `kbps`: kilobits a second of the packets logged; the burst in
+    /// kilobits.
+    Kbps,
+}
+
+impl MeterUnit {
+    /// The name in the policy file and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            MeterUnit::Pktps => "pktps",
+            MeterUnit::Kbps => "kbps",
+        }
+    }
+}
+
+/// A meter (`[meters.NAME]`): OVN's `Meter` with its one `drop` band.
+/// ACLs that name it in `meter` have their log lines limited to its rate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Meter {
+    /// Its name.
+    pub name: String,
+    /// What `rate` and `burst` count.
+    pub unit: MeterUnit,
+    /// Packets or kilobits a second, at least 1 (OVN's `Meter_Band.rate`).
+    pub rate: u32,
+    /// The most let through at once, in packets or kilobits
+    /// (`Meter_Band.burst_size`); a file's 0 or no `burst` gives `rate`,
+    /// as Open vSwitch's userspace datapath chooses for a burst size of 0.
+    pub burst: u32,
+    /// `fair`: each ACL naming the meter is limited on its own; otherwise
+    /// they share its rate (OVN's `Meter.fair`).
+    pub fair: bool,
+}
+
+impl Meter {
+    /// How `policy show` describes it: `20 pktps, burst 40, shared by its
+    /// ACLs` (or `fair (each ACL on its own)`).
+    pub fn text(&self) -> String {
+        format!(
+            "{} {}, burst {}, {}",
+            self.rate,
+            self.unit.name(),
+            self.burst,
+            if self.fair {
+                "fair (each ACL on its own)"
+            } else {
+                "shared by its ACLs"
+            }
+        )
+    }
+}
+
 impl AclAction {
     /// The name in the policy file and in reports.
     pub fn name(self) -> &'static str {
@@ -173,6 +232,9 @@ pub struct Acl {
     pub log: bool,
     /// `severity`: how its log lines rate (`info` when not given).
     pub severity: Severity,
+    /// `meter`: the name of the meter (in [`Policy::meters`]) that limits
+    /// its log lines (OVN's `ACL.meter`).
+    pub meter: Option<String>,
     /// `persist-established`.
     pub persist_established: bool,
     /// `nat` (allow-related only).
@@ -207,6 +269,7 @@ impl Acl {
             label: None,
             log: false,
             severity: Severity::Info,
+            meter: None,
             persist_established: false,
             nat: None,
             alg: None,
@@ -220,7 +283,8 @@ impl Acl {
 impl Acl {
     /// Its settings besides priority, name, action and match, as `policy
     /// show` prints them after the match: ` nat=(...) alg=ftp label=7
-    /// log(severity=warning) persist-established`, each only where set.
+    /// log(severity=warning,meter="m") persist-established`, each only
+    /// where set.
     pub fn options_text(&self) -> String {
         let mut o = String::new();
         if let Some(n) = &self.nat {
@@ -233,7 +297,13 @@ impl Acl {
             o.push_str(&format!(" label={l}"));
         }
         if self.log {
-            o.push_str(&format!(" log(severity={})", self.severity.name()));
+            o.push_str(&format!(" log(severity={}", self.severity.name()));
+            if let Some(m) = &self.meter {
+                o.push_str(&format!(",meter={m:?}"));
+            }
+            o.push(')');
+        } else if let Some(m) = &self.meter {
+            o.push_str(&format!(" meter={m:?}"));
         }
         if self.persist_established {
             o.push_str(" persist-established");
@@ -255,6 +325,8 @@ pub struct Policy {
     pub port_groups: BTreeMap<String, Vec<usize>>,
     /// The ACLs, in file order.
     pub acls: Vec<Acl>,
+    /// Meters by name (`[meters]`).
+    pub meters: BTreeMap<String, Meter>,
 }
 
 impl Policy {
@@ -263,6 +335,22 @@ impl Policy {
     /// OVN.
     pub fn has_stateful(&self) -> bool {
         self.acls.iter().any(|a| a.action.is_stateful())
+    }
+
+    /// A line a meter, as `policy show` prints them: `meter NAME: 20
+    /// pktps, burst 20, shared by its ACLs, 2 ACL(s)`.
+    pub fn meter_lines(&self) -> Vec<String> {
+        self.meters
+            .values()
+            .map(|m| {
+                let users = self
+                    .acls
+                    .iter()
+                    .filter(|a| a.meter.as_ref() == Some(&m.name))
+                    .count();
+                format!("meter {}: {}, {users} ACL(s)", m.name, m.text())
+            })
+            .collect()
     }
 
     /// The port that owns `mac`, if any.

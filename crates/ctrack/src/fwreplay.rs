@@ -87,6 +87,7 @@ fn run_policy(args: &ReplayArgs, path: &Path, out: &mut dyn Write) -> Result<()>
         first: None,
         now: Time::ZERO,
         next_sweep: Time::ZERO,
+        log: LogCounts::default(),
     };
     if args.format == Format::Human {
         writeln!(
@@ -115,9 +116,31 @@ struct Run<'a> {
     first: Option<u64>,
     now: Time,
     next_sweep: Time,
+    log: LogCounts,
+}
+
+/// The ACL log's lines: written, and kept back by the ACLs' meters.
+#[derive(Debug, Default, Clone, Copy)]
+struct LogCounts {
+    lines: u64,
+    suppressed: u64,
 }
 
 impl Run<'_> {
+    /// Whether decision `d` on a frame of `bytes` bytes gets an ACL log
+    /// line: its ACL logs, and its meter, if it has one, allows the line
+    /// at the replay's clock (an ACL without a meter logs every decision,
+    /// as in OVN).
+    fn logs(&mut self, pol: &Compiled, d: &Decision, bytes: usize) -> bool {
+        if !d.log {
+            return false;
+        }
+        let ok = pol.log_metered(d.acl, self.now, bytes).unwrap_or(true);
+        self.log.lines += u64::from(ok);
+        self.log.suppressed += u64::from(!ok);
+        ok
+    }
+
     fn packet(&mut self, pkt: &Packet<'_>, out: &mut dyn Write) -> Result<()> {
         self.n += 1;
         if pkt.link != LinkType::Ethernet {
@@ -155,7 +178,8 @@ impl Run<'_> {
         self.fw
             .process(pkt.data.to_vec(), tag, self.now, &mut self.outs);
         let pol = self.fw.policy();
-        for o in &self.outs.out {
+        let outs = std::mem::take(&mut self.outs.out);
+        for o in &outs {
             let what = describe(&o.frame, &parse_frame(&o.frame, LinkType::Ethernet));
             let line = Line {
                 n: o.tag.n,
@@ -163,6 +187,7 @@ impl Run<'_> {
                 what: &what,
                 d: &o.decision,
                 replied: o.reply.is_some(),
+                log: self.logs(&pol, &o.decision, o.frame.len()),
             };
             write_line(out, self.args.format, &pol, &line)?;
             if let Some(w) = self.pcap.as_mut() {
@@ -174,6 +199,7 @@ impl Run<'_> {
                 }
             }
         }
+        self.outs.out = outs;
         for (t, why) in &self.outs.dropped {
             let d = Decision {
                 action: Action::Drop,
@@ -190,6 +216,7 @@ impl Run<'_> {
                 what: &what,
                 d: &d,
                 replied: false,
+                log: false,
             };
             write_line(out, self.args.format, &pol, &line)?;
         }
@@ -239,7 +266,7 @@ impl Run<'_> {
                     serde_json::to_writer(&mut *out, r)?;
                     writeln!(out)?;
                 }
-                serde_json::to_writer(&mut *out, &summary(&self.fw, st))?;
+                serde_json::to_writer(&mut *out, &summary(&self.fw, st, self.log))?;
                 writeln!(out)?;
             }
             _ => {
@@ -258,7 +285,7 @@ impl Run<'_> {
                         r.action
                     )?;
                 }
-                let s = summary(&self.fw, st);
+                let s = summary(&self.fw, st, self.log);
                 writeln!(out, "\nverdicts: {}", serde_json::to_string(&s.verdicts)?)?;
                 writeln!(out, "stages: {}", serde_json::to_string(&s.stages)?)?;
                 writeln!(out, "drops: {}", serde_json::to_string(&s.drops)?)?;
@@ -267,6 +294,13 @@ impl Run<'_> {
                     "rejects: sent {}, suppressed {}; connections re-judged: {}; connections now: {}",
                     s.rejects_sent, s.rejects_suppressed, s.rejudged, s.connections
                 )?;
+                if pol.policy.acls.iter().any(|a| a.log) {
+                    writeln!(
+                        out,
+                        "acl log: {} lines, {} kept back by meters",
+                        s.log_lines, s.log_suppressed
+                    )?;
+                }
             }
         }
         out.flush()?;
@@ -283,9 +317,13 @@ struct Summary {
     rejects_suppressed: u64,
     rejudged: u64,
     connections: usize,
+    /// ACL log lines written (on standard error).
+    log_lines: u64,
+    /// ACL log lines the ACLs' meters kept back.
+    log_suppressed: u64,
 }
 
-fn summary(fw: &Firewall<Tag>, st: &FwStats) -> Summary {
+fn summary(fw: &Firewall<Tag>, st: &FwStats, log: LogCounts) -> Summary {
     let verdicts = [Action::Allow, Action::Drop, Action::Reject]
         .iter()
         .map(|a| (a.name(), st.verdicts[*a as usize]))
@@ -313,6 +351,8 @@ fn summary(fw: &Firewall<Tag>, st: &FwStats) -> Summary {
         rejects_suppressed: st.rejects_suppressed,
         rejudged: st.rejudged,
         connections: fw.tracker().table_len(),
+        log_lines: log.lines,
+        log_suppressed: log.suppressed,
     }
 }
 
@@ -323,13 +363,15 @@ struct Line<'a> {
     what: &'a str,
     d: &'a Decision,
     replied: bool,
+    /// An ACL log line goes with it.
+    log: bool,
 }
 
 fn write_line(out: &mut dyn Write, format: Format, pol: &Compiled, line: &Line<'_>) -> Result<()> {
     let d = line.d;
     let acl = pol.acl_name(d.acl);
     let ct = d.ct.map(|v| v.state.to_string());
-    if d.log {
+    if line.log {
         // OVN's ACL log line (ovn-controller's acl_log), on stderr.
         let head = ctrack_datapath::acllog::head((acl, pol.acl_severity(d.acl)), d);
         eprintln!("{head}: packet {}: {}", line.n, line.what);

@@ -111,12 +111,17 @@ impl FindingJson {
             }
             Finding::Incomplete => j.kind = "incomplete",
             Finding::Unused { kind, name } => {
-                j.kind = if *kind == "address set" {
-                    "unused_address_set"
-                } else {
-                    "unused_port_group"
+                j.kind = match *kind {
+                    "address set" => "unused_address_set",
+                    "meter" => "unused_meter",
+                    _ => "unused_port_group",
                 };
                 j.name = Some(name.clone());
+            }
+            Finding::MeterWithoutLog { acl, meter } => {
+                j.kind = "meter_without_log";
+                j.acl = Some(acl.clone());
+                j.name = Some(meter.clone());
             }
             Finding::SharedName { name, acls } => {
                 j.kind = "shared_name";
@@ -248,6 +253,9 @@ fn show(file: &std::path::Path, out: &mut dyn Write) -> Result<()> {
             macs.join(" "),
             ips.join(" ")
         )?;
+    }
+    for l in p.meter_lines() {
+        writeln!(out, "{l}")?;
     }
     for (dir, tier, cls) in c.classifiers() {
         let mut acls: Vec<_> = p

@@ -516,37 +516,85 @@ fn a_match_too_costly_to_compile_names_its_acl() {
 /// severity and the packet's number, and no other ACL's.
 #[test]
 fn a_policy_replay_logs_the_decisions_of_logged_acls() {
+    let r = replay_logged("severity = \"warning\"", "", &[]);
+    assert!(!r.decided.is_empty(), "the capture never meets the ACL");
+    assert_eq!(r.logged, r.decided, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("severity=warning, direction="),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.summary["log_lines"], r.decided.len() as u64);
+    assert_eq!(r.summary["log_suppressed"], 0);
+}
+
+/// An ACL with a meter (OVN's `ACL.meter`) logs what its meter lets
+/// through on the replay's clock: with `--clock fixed`, time stands still
+/// and only the burst (one line) is logged.
+#[test]
+fn a_policy_replay_meters_the_log_of_an_acl_with_a_meter() {
+    let r = replay_logged(
+        "meter = \"m\"",
+        "\n[meters.m]\nrate = 1\nburst = 1\n",
+        &["--clock", "fixed"],
+    );
+    assert!(
+        r.decided.len() > 1,
+        "the meter is never full: {:?}",
+        r.decided
+    );
+    assert_eq!(r.logged, r.decided[..1], "{}", r.stderr);
+    assert_eq!(r.summary["log_lines"], 1);
+    assert_eq!(r.summary["log_suppressed"], r.decided.len() as u64 - 1);
+}
+
+/// What `replay --format json` of the mixed example said and logged, its
+/// ACL `c-udp4-reject` given `log = true` and the lines `acl`, and the file
+/// `tail`.
+struct Logged {
+    /// The packets the ACL decided.
+    decided: Vec<u64>,
+    /// The packets an ACL log line names.
+    logged: Vec<u64>,
+    summary: serde_json::Value,
+    stderr: String,
+}
+
+fn replay_logged(acl: &str, tail: &str, args: &[&str]) -> Logged {
     let text = std::fs::read_to_string(root().join("examples/policy/mixed.toml")).expect("read");
     let marked = "name = \"c-udp4-reject\"";
     assert!(text.contains(marked));
-    let logged = text.replacen(
-        marked,
-        &format!("{marked}\nlog = true\nseverity = \"warning\""),
-        1,
-    );
-    let path = std::env::temp_dir().join(format!("ctrack-log-{}.toml", std::process::id()));
+    let logged = text.replacen(marked, &format!("{marked}\nlog = true\n{acl}"), 1) + tail;
+    let path = std::env::temp_dir().join(format!(
+        "ctrack-log-{}-{}.toml",
+        std::process::id(),
+        args.len()
+    ));
     std::fs::write(&path, logged).expect("write");
-    let out = ctrack(&[
+    let mut argv = vec![
         "replay",
         "--policy",
         path.to_str().expect("UTF-8 path"),
         "--format",
         "json",
-        "examples/policy/mixed.pcap",
-    ]);
+    ];
+    argv.extend_from_slice(args);
+    argv.push("examples/policy/mixed.pcap");
+    let out = ctrack(&argv);
     let _ = std::fs::remove_file(&path);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    let decided: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let objects: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["acl"] == "c-udp4-reject")
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let decided = objects
+        .iter()
+        .filter(|v| v["acl"] == "c-udp4-reject" && v["packet"].is_u64())
         .filter_map(|v| v["packet"].as_u64())
         .collect();
-    assert!(!decided.is_empty(), "the capture never meets the ACL");
-    let head =
-        "acl_log(ctrack)|INFO|name=\"c-udp4-reject\", verdict=reject, severity=warning, direction=";
-    let logged: Vec<u64> = err
+    let head = "acl_log(ctrack)|INFO|name=\"c-udp4-reject\", verdict=reject, severity=";
+    let logged = stderr
         .lines()
         .filter(|l| l.starts_with("acl_log(ctrack)"))
         .map(|l| {
@@ -559,5 +607,15 @@ fn a_policy_replay_logs_the_decisions_of_logged_acls() {
                 .unwrap_or_else(|| panic!("{l}"))
         })
         .collect();
-    assert_eq!(logged, decided, "{err}");
+    let summary = objects
+        .iter()
+        .find(|v| v.get("log_lines").is_some())
+        .cloned()
+        .expect("the summary");
+    Logged {
+        decided,
+        logged,
+        summary,
+        stderr,
+    }
 }

@@ -431,6 +431,9 @@ pub(crate) fn policy_show(ctx: &Ctx, rest: &[String]) -> Result<String, String> 
             ips.join(" ")
         );
     }
+    for l in p.meter_lines() {
+        let _ = writeln!(o, "{l}");
+    }
     for (dir, tier, cls) in c.classifiers() {
         let acls: Vec<&Acl> = ordered(&c)
             .into_iter()

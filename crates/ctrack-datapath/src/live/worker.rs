@@ -32,7 +32,7 @@ use ctrack_wire::offload::{self, VnetHdr};
 use super::cost::{Lap, Part, RoundCost};
 use super::shared::{Shared, SwitchDrop, Tag, WorkerStats};
 use super::switch::{Dest, Source, SwitchView};
-use crate::acllog::{self, Limiter};
+use crate::acllog::Limiter;
 use crate::io::{self, Pool, Port};
 
 /// Frames taken from one port per round.
@@ -362,20 +362,18 @@ impl Lane {
     #[inline(never)]
     fn log_acl(&mut self, shared: &Shared, port: Tag, d: &Decision, frame: &[u8]) {
         let st = &mut self.stats.acl_log;
-        if !self.log.admit(shared.now(), st) {
-            return;
-        }
-        // The policy in force (its ACLs' names), loaded only for a line
-        // that is written; the generation the worker counted the frame
-        // under (`acllog::acl_of`).
-        let pol = shared.fw.policy();
         let inport = shared
             .ports
             .get(usize::from(port))
             .map_or("", |p| p.name.as_str());
-        let (name, severity) = acllog::acl_of(&pol, self.outs.stats.generation, d.acl);
-        let line = acllog::line((&name, severity), inport, d, frame);
-        self.log.send(line, st);
+        // The policy in force (its meters, its ACLs' names) and the
+        // generation the worker counted the frame under
+        // (`acllog::acl_of`).
+        let judged = self.outs.stats.generation;
+        let log = &mut self.log;
+        shared.fw.with_policy(|pol| {
+            log.log(shared.now(), (pol, judged), inport, (d, frame), st);
+        });
     }
 
     /// Sends a frame that came in on `tag` on to its destination if

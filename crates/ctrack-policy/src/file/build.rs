@@ -6,11 +6,12 @@ use std::net::IpAddr;
 use ctrack_core::action::{CtAction, Nat};
 
 use super::pos::{line_col, string_offset};
-use super::raw::{Format, RawAcl, RawPolicy, RawPort, Sp};
+use super::raw::{Format, RawAcl, RawMeter, RawPolicy, RawPort, Sp};
 use super::{MAX_ACL_NAME, MAX_ACLS, MAX_POLICY_NODES, MAX_PORTS};
 use crate::lang::{self, Context, MAX_NODES};
 use crate::model::{
-    Acl, AclAction, DefaultAction, Direction, Policy, PolicyError, Port, Prefix, Severity,
+    Acl, AclAction, DefaultAction, Direction, Meter, MeterUnit, Policy, PolicyError, Port, Prefix,
+    Severity,
 };
 
 /// The text being read, for positions.
@@ -72,6 +73,9 @@ pub(crate) fn build<F: Format>(
         p.address_sets.insert(name.clone(), v);
     }
     p.port_groups = groups(&src, &raw.port_groups.0, &p)?;
+    for (name, m) in &raw.meters.0 {
+        p.meters.insert(name.clone(), meter(&src, name, m)?);
+    }
     if raw.acl.len() > MAX_ACLS {
         return Err(src.at(&raw.acl[MAX_ACLS], format!("more than {MAX_ACLS} ACLs")));
     }
@@ -79,7 +83,7 @@ pub(crate) fn build<F: Format>(
     let mut budget = MAX_POLICY_NODES;
     let mut acls = Vec::with_capacity(raw.acl.len());
     for (i, a) in raw.acl.iter().enumerate() {
-        let acl = acl(&src, &cx, i, a, &mut budget)?;
+        let acl = acl(&src, (&cx, &p.meters), i, a, &mut budget)?;
         acls.push(acl);
     }
     p.acls = acls;
@@ -309,7 +313,7 @@ fn int_in<F: Format>(
 
 fn acl<F: Format>(
     src: &Src<'_>,
-    cx: &Context<'_>,
+    (cx, meters): (&Context<'_>, &BTreeMap<String, Meter>),
     index: usize,
     sp: &Sp<RawAcl<F>, F>,
     budget: &mut usize,
@@ -371,6 +375,11 @@ fn acl<F: Format>(
                 )
             })?,
     };
+    let meter = match &a.meter {
+        None => None,
+        Some(m) if meters.contains_key(&m.value) => Some(m.value.clone()),
+        Some(m) => return Err(src.at(m, unknown_meter(&m.value, meters))),
+    };
     let (nat, alg) = ct_options(src, a, action)?;
     let expr = match_expr(src, cx, &a.match_, budget)?;
     Ok(Acl {
@@ -383,6 +392,7 @@ fn acl<F: Format>(
         label,
         log: a.log.unwrap_or(false),
         severity,
+        meter,
         persist_established: a.persist_established.unwrap_or(false),
         nat,
         alg,
@@ -390,6 +400,58 @@ fn acl<F: Format>(
         expr,
         span: line_col(src.text, sp.range(src.text).0),
     })
+}
+
+/// One `[meters.NAME]`: OVN's `Meter` and its one band, checked as
+/// OVN's schema checks them (a rate of at least 1, 32-bit rate and burst).
+fn meter<F: Format>(
+    src: &Src<'_>,
+    name: &str,
+    sp: &Sp<RawMeter<F>, F>,
+) -> Result<Meter, PolicyError> {
+    let m = &sp.value;
+    if name.is_empty() {
+        return Err(src.at(sp, "expected a meter name, found an empty string"));
+    }
+    let unit = match &m.unit {
+        None => MeterUnit::Pktps,
+        Some(u) => match u.value.as_str() {
+            "pktps" => MeterUnit::Pktps,
+            "kbps" => MeterUnit::Kbps,
+            _ => return Err(src.at(u, "expected \"pktps\" or \"kbps\"")),
+        },
+    };
+    let max = i64::from(u32::MAX);
+    if !(1..=max).contains(&m.rate.value) {
+        return Err(src.at(
+            &m.rate,
+            format!("rate {} out of range: expected 1..={max}", m.rate.value),
+        ));
+    }
+    let rate = m.rate.value as u32;
+    let burst = match &m.burst {
+        Some(b) => int_in(src, b, "burst", max)? as u32,
+        None => 0,
+    };
+    Ok(Meter {
+        name: name.to_string(),
+        unit,
+        rate,
+        burst: if burst == 0 { rate } else { burst },
+        fair: m.fair.unwrap_or(false),
+    })
+}
+
+fn unknown_meter(name: &str, meters: &BTreeMap<String, Meter>) -> String {
+    if meters.is_empty() {
+        format!("unknown meter {name:?}: the policy has no [meters] table")
+    } else {
+        let known: Vec<&str> = meters.keys().map(String::as_str).collect();
+        format!(
+            "unknown meter {name:?}: expected one of {}",
+            known.join(", ")
+        )
+    }
 }
 
 type CtOptions = (Option<Nat>, Option<ctrack_core::action::Alg>);

@@ -178,6 +178,21 @@ pub(crate) struct RawPolicy<F> {
     pub(crate) port_groups: UniqueMap<Sp<Vec<Sp<String, F>>, F>>,
     #[serde(default)]
     pub(crate) acl: Vec<Sp<RawAcl<F>, F>>,
+    #[serde(default)]
+    pub(crate) meters: UniqueMap<Sp<RawMeter<F>, F>>,
+}
+
+/// One `[meters.NAME]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, bound(deserialize = "F: Format"))]
+pub(crate) struct RawMeter<F> {
+    #[serde(default)]
+    pub(crate) unit: Option<Sp<String, F>>,
+    pub(crate) rate: Sp<i64, F>,
+    #[serde(default)]
+    pub(crate) burst: Option<Sp<i64, F>>,
+    #[serde(default)]
+    pub(crate) fair: Option<bool>,
 }
 
 /// `[default]`.
@@ -218,6 +233,8 @@ pub(crate) struct RawAcl<F> {
     pub(crate) log: Option<bool>,
     #[serde(default)]
     pub(crate) severity: Option<Sp<String, F>>,
+    #[serde(default)]
+    pub(crate) meter: Option<Sp<String, F>>,
     #[serde(default, rename = "persist-established")]
     pub(crate) persist_established: Option<bool>,
     #[serde(default)]

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use ctrack_core::action::Alg;
 
 use crate::key::{Field, Key};
-use crate::model::{AclAction, DefaultAction, Direction, Policy, PolicyError, Severity};
+use crate::model::{AclAction, DefaultAction, Direction, MeterUnit, Policy, PolicyError, Severity};
 
 const EXAMPLE: &str = r#"[default]
 action = "allow"
@@ -408,5 +408,123 @@ fn severity_is_read_and_shown_with_log() {
     for s in Severity::ALL {
         let p = load(&with_line(27, &format!("severity = \"{}\"", s.name())));
         assert_eq!(p.acls[0].severity, s);
+    }
+}
+
+const METERS: &str = "
+[meters.acl-log]
+rate = 20
+
+[meters.bits]
+unit = \"kbps\"
+rate = 64
+burst = 128
+fair = true
+";
+
+/// `[meters]` and an ACL's `meter`: OVN's `Meter` (one `drop` band) and
+/// `ACL.meter`.
+#[test]
+fn meters_are_read_and_named_by_acls() {
+    let p = load(&(with_line(27, "log = true\nmeter = \"acl-log\"") + METERS));
+    let m = &p.meters["acl-log"];
+    assert_eq!(
+        (m.unit, m.rate, m.burst, m.fair),
+        (MeterUnit::Pktps, 20, 20, false),
+        "pktps and a burst of the rate unless given"
+    );
+    let m = &p.meters["bits"];
+    assert_eq!(
+        (m.unit, m.rate, m.burst, m.fair),
+        (MeterUnit::Kbps, 64, 128, true)
+    );
+    assert_eq!(p.acls[0].meter.as_deref(), Some("acl-log"));
+    assert_eq!(p.acls[1].meter, None);
+    assert_eq!(
+        p.acls[0].options_text(),
+        " nat=(src=198.51.100.1:1024-65535) alg=ftp label=7 log(severity=info,meter=\"acl-log\")"
+    );
+    // A meter without `log` limits nothing; it is kept and shown.
+    let p = load(&(with_line(27, "meter = \"bits\"") + METERS));
+    assert!(
+        p.acls[0]
+            .options_text()
+            .ends_with(" label=7 meter=\"bits\"")
+    );
+    // `burst = 0`: the rate, as Open vSwitch chooses.
+    let p = load(&(EXAMPLE.to_string() + "[meters.m]\nrate = 7\nburst = 0\n"));
+    assert_eq!(p.meters["m"].burst, 7);
+    // JSON, the same shape.
+    let json = EXAMPLE_JSON.replace("\"log\": false,", "\"log\": true, \"meter\": \"m\",");
+    let json = json.replacen(
+        '{',
+        "{\"meters\": {\"m\": {\"unit\": \"kbps\", \"rate\": 5}},",
+        1,
+    );
+    let p = Policy::from_str(&json, "p.json").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(p.meters["m"].unit, MeterUnit::Kbps);
+    assert_eq!(p.acls[0].meter.as_deref(), Some("m"));
+}
+
+#[test]
+fn meter_errors_say_where() {
+    let with = |acl: &str, meters: &str| with_line(27, acl) + meters;
+    let line_of = |text: &str, needle: &str| {
+        text.lines().position(|l| l.contains(needle)).unwrap() as u32 + 1
+    };
+    let cases = [
+        (
+            with("meter = \"nope\"", METERS),
+            "nope",
+            9,
+            "unknown meter \"nope\": expected one of acl-log, bits",
+        ),
+        (
+            with("meter = \"nope\"", ""),
+            "nope",
+            9,
+            "the policy has no [meters] table",
+        ),
+        (
+            with("", "[meters.m]\nrate = 0\n"),
+            "rate = 0",
+            8,
+            "rate 0 out of range: expected 1..=4294967295",
+        ),
+        (
+            with("", "[meters.m]\nrate = 4294967296\n"),
+            "rate = 4",
+            8,
+            "out of range",
+        ),
+        (
+            with("", "[meters.m]\nrate = 1\nburst = -1\n"),
+            "burst",
+            9,
+            "burst -1 out of range",
+        ),
+        (
+            with("", "[meters.m]\nunit = \"bps\"\nrate = 1\n"),
+            "unit",
+            8,
+            "expected \"pktps\" or \"kbps\"",
+        ),
+        (
+            with("", "[meters.m]\nrate = 1\nbands = []\n"),
+            "bands",
+            1,
+            "unknown field `bands`",
+        ),
+        (
+            with("", "[meters.m]\nunit = \"kbps\"\n"),
+            "[meters.m]",
+            1,
+            "missing field `rate`",
+        ),
+    ];
+    for (text, needle, col, want) in cases {
+        let e = error(&text);
+        assert!(e.message.contains(want), "{e}");
+        assert_eq!(at(&e), (line_of(&text, needle), col), "{e}");
     }
 }

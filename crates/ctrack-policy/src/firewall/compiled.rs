@@ -2,7 +2,7 @@
 //! ports by MAC, each ACL's commit action. Immutable once built; a policy
 //! change builds a new one and swaps it in whole.
 
-use ctrack_core::{CtAction, Masked, Nat, Zone};
+use ctrack_core::{CtAction, Masked, Nat, Time, Zone};
 use foldhash::HashMap;
 
 use super::decision::{AclRef, Stage};
@@ -10,6 +10,7 @@ use super::word::{Pair, Word, WordStage};
 use crate::classify::{Classifier, CompileError, Rank, RuleId};
 use crate::expr::Expr;
 use crate::key::{Field, Key, NO_PORT, PortNo, flag, mac_u64};
+use crate::meter::Meters;
 use crate::model::{AclAction, DefaultAction, Direction, Policy, Severity};
 
 /// Tiers an ACL may name (0..=3).
@@ -116,6 +117,9 @@ pub struct Compiled {
     /// This compilation's own number, unique in the process: what a
     /// worker's memo of the last MAC pair's zone is valid for.
     id: u64,
+    /// The meters that limit the ACLs' log lines (`meter`), a policy
+    /// change starting them afresh.
+    pub meters: Meters,
 }
 
 /// Why the zones of a policy's port pairs do not name the ports (two ports
@@ -246,6 +250,7 @@ impl Compiled {
             has_nat,
             has_alg,
             new_by_word,
+            meters: Meters::new(&policy),
             policy,
             generation,
             stages,
@@ -495,6 +500,16 @@ impl Compiled {
                 .get(i as usize)
                 .map_or(Severity::Info, |a| a.severity),
             _ => Severity::Info,
+        }
+    }
+
+    /// Whether a log line for a decision of `acl` on a packet of `bytes`
+    /// bytes at `now` is within the ACL's meter; `None` when `acl` is no
+    /// ACL of the policy or has no meter.
+    pub fn log_metered(&self, acl: AclRef, now: Time, bytes: usize) -> Option<bool> {
+        match acl {
+            AclRef::Acl(i) => self.meters.admit(i, now, bytes),
+            _ => None,
         }
     }
 

@@ -91,6 +91,13 @@ impl<T> Firewall<T> {
         self.policy.load_full()
     }
 
+    /// Calls `f` with the policy in force, without taking a reference
+    /// count on it (for a caller on the packet path, where many threads
+    /// would contend for that count).
+    pub fn with_policy<R>(&self, f: impl FnOnce(&Compiled) -> R) -> R {
+        f(&self.policy.load())
+    }
+
     pub(super) fn policy_guard(&self) -> arc_swap::Guard<Arc<Compiled>> {
         self.policy.load()
     }

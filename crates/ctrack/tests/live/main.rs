@@ -80,6 +80,7 @@ priority = 1000
 match = "outport == \"server\" && tcp.dst == 82"
 action = "reject"
 log = true
+meter = "acl-log"
 
 [[acl]]
 name = "ftp"
@@ -104,6 +105,8 @@ action = "allow-related"
         );
     }
     p.push_str(extra);
+    // OVN's meter for ACL logs: one line a second, a burst of one.
+    p.push_str("\n[meters.acl-log]\nrate = 1\n");
     p
 }
 
@@ -305,9 +308,29 @@ fn http_ping_reject(tag: &str, io: &str) {
     assert!(logged, "no ACL log line {line:?} in: {log}");
     assert!(log.contains(&format!("> {SERVER_IP}:82 tcp [S]")), "{log}");
     assert!(!log.contains("name=\"http\""), "{log}");
-    let json = fw.ctl_ok(&net, &["stats", "--format", "json"]);
+    // Five more rejected SYNs: the ACL's meter (one line a second, a burst
+    // of one) logs about one a second of them, and counts the rest as
+    // suppressed.
+    let start = Instant::now();
+    for _ in 0..5 {
+        let (o, _) = curl(&net, 82, "5");
+        assert_eq!(o.status.code(), Some(7), "curl to a rejected port: {o:?}");
+    }
+    let secs = start.elapsed().as_secs();
+    let mut json = String::new();
+    let counted = Net::until(Duration::from_secs(5), || {
+        json = fw.ctl_ok(&net, &["stats", "--format", "json"]);
+        let v: serde_json::Value = serde_json::from_str(&json).expect("stats JSON");
+        let n = |k: &str| v["acl_log"][k].as_u64().unwrap_or(0);
+        n("lines") + n("suppressed") + n("dropped") == 6
+    });
+    assert!(counted, "six rejected SYNs, six log decisions: {json}");
     let v: serde_json::Value = serde_json::from_str(&json).expect("stats JSON");
-    assert!(v["acl_log"]["lines"].as_u64().unwrap_or(0) >= 1, "{json}");
+    let lines = v["acl_log"]["lines"].as_u64().unwrap_or(0);
+    assert!(
+        (1..=2 + secs).contains(&lines),
+        "{lines} lines in {secs} s through a meter of one a second: {json}"
+    );
     assert_eq!(v["acl_log"]["dropped"], 0, "{json}");
     fw.ctl_ok(&net, &["flush"]);
     let count = fw.ctl_ok(&net, &["count"]);
