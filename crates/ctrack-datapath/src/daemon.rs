@@ -49,6 +49,9 @@ pub struct RunConfig {
     pub event_queue: usize,
     /// ACL log lines (`log = true`) each worker may write a second.
     pub acl_log_rate: u32,
+    /// `reject` answers a second and at once, for all the workers
+    /// (`Firewall::set_reject_limit`).
+    pub reject_limit: (u32, u32),
 }
 
 /// A running datapath.
@@ -96,6 +99,7 @@ impl Daemon {
         let tracker = Tracker::new(cfg.tracker.clone());
         let fw = Firewall::new(tracker, cfg.frag, policy)
             .map_err(|e| format!("{}: {e}", cfg.policy_path.display()))?;
+        fw.set_reject_limit(cfg.reject_limit.0, cfg.reject_limit.1);
         let events = Arc::new(EventHub::new(cfg.event_queue));
         fw.tracker().set_event_sink(Some(events.clone()));
         // One counter slot per worker, and the housekeeping thread's.

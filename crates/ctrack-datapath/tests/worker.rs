@@ -627,3 +627,38 @@ fn log_ten_telnets(acl: &str, tail: &str) -> (AclLogStats, Vec<String>) {
     }
     (st, lines)
 }
+
+/// The firewall's limit on `reject` answers (`ctrack run --reject-rate`,
+/// `--reject-burst`) holds for the worker: a burst of three and no rate,
+/// ten rejected SYNs, three RSTs back to the client and seven refused.
+#[test]
+fn rejects_are_answered_within_the_limit() {
+    let mut r = rig_full(config(), false, AclLog::default());
+    r.shared.fw.set_reject_limit(0, 3);
+    let mut w = Worker::new(r.shared.clone(), 0, r.ports.take().unwrap());
+    let frames: Vec<Vec<u8>> = (0..10)
+        .map(|p| ip4(CLIENT, SERVER, seg(2000 + p, 23, SYN, 1, 0)).build())
+        .collect();
+    r.inbox[0].lock().unwrap().extend(frames);
+    while !r.inbox[0].lock().unwrap().is_empty() {
+        w.round();
+    }
+    w.publish();
+    let s = r.shared.stats();
+    assert_eq!(s.fw.verdicts[Action::Reject as usize], 10);
+    assert_eq!((s.fw.rejects_sent, s.fw.rejects_suppressed), (3, 7));
+    assert_eq!(s.switch.replies, 3);
+    let back = r.sent[0].lock().unwrap();
+    assert_eq!(back.len(), 3, "three RSTs to the client");
+    for f in back.iter() {
+        let l = ctrack_wire::parse_frame(f, ctrack_wire::LinkType::Ethernet);
+        let ip = l.ip.expect("an IP answer");
+        assert_eq!(ip.proto, ctrack_wire::ip_proto::TCP);
+        let flags = u16::from_be_bytes([f[ip.l4 + 12], f[ip.l4 + 13]]) & 0x3f;
+        assert_eq!(flags, 0x14, "RST|ACK");
+    }
+    assert!(
+        r.sent[1].lock().unwrap().is_empty(),
+        "nothing to the server"
+    );
+}

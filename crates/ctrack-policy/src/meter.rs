@@ -13,6 +13,12 @@
 //! between cores. (Open vSwitch's userspace datapath takes a mutex a
 //! meter; this is ours, written for that reason.)
 //!
+//! The same cell limits the answers of `reject` ACLs ([`Limit`], held by
+//! the firewall for all its workers): a per-worker clock that runs a
+//! little behind another's only makes a cell stricter, where a token
+//! bucket that takes an earlier time as its reference would gain tokens
+//! each time two threads' clocks alternate.
+//!
 //! Time is counted in milliseconds times the meter's rate, from the first
 //! time a meter of the set is asked: one packet costs 1,000 of those
 //! units, one bit (for `kbps`) 1, and the burst allows `burst × 1000`
@@ -47,11 +53,12 @@ pub struct Cell {
 }
 
 impl Cell {
-    /// A meter of `rate` (at least 1) and `burst` in `unit`, full.
+    /// A meter of `rate` and `burst` in `unit`, full. A rate of 0 lets
+    /// the burst through and then nothing; a burst of 0, nothing.
     pub fn new(unit: MeterUnit, rate: u32, burst: u32) -> Cell {
         Cell {
             tat: AtomicU64::new(0),
-            rate: u64::from(rate.max(1)),
+            rate: u64::from(rate),
             tolerance: u64::from(burst).saturating_mul(1000),
             unit,
         }
@@ -63,6 +70,19 @@ impl Cell {
             MeterUnit::Pktps => 1000,
             MeterUnit::Kbps => (bytes as u64).saturating_mul(8),
         }
+    }
+
+    /// Whether a packet of `bytes` bytes would be let through `elapsed`
+    /// milliseconds after the origin, without letting it through: a load
+    /// and no write.
+    pub fn would_admit(&self, elapsed: u64, bytes: usize) -> bool {
+        let now = elapsed.saturating_mul(self.rate);
+        let next = self
+            .tat
+            .load(Relaxed)
+            .max(now)
+            .saturating_add(self.cost(bytes));
+        next - now <= self.tolerance
     }
 
     /// Lets a packet of `bytes` bytes through `elapsed` milliseconds after
@@ -83,6 +103,52 @@ impl Cell {
                 Err(t) => tat = t,
             }
         }
+    }
+}
+
+/// Milliseconds from `origin` (set to `now` by the first caller) to
+/// `now`; 0 for a time before it.
+fn since(origin: &AtomicU64, now: Time) -> u64 {
+    let ms = now.as_millis();
+    let o = match origin.load(Relaxed) {
+        u64::MAX => match origin.compare_exchange(u64::MAX, ms, Relaxed, Relaxed) {
+            Ok(_) => ms,
+            Err(o) => o,
+        },
+        o => o,
+    };
+    ms.saturating_sub(o)
+}
+
+/// One cell with a clock of its own: what limits `reject` answers
+/// (`Firewall::set_reject_limit`), one packet an answer.
+#[derive(Debug)]
+pub struct Limit {
+    cell: Cell,
+    origin: AtomicU64,
+}
+
+impl Limit {
+    /// `per_second` answers a second, `burst` at once (a rate of 0 lets
+    /// the burst through and then nothing; a burst of 0, nothing).
+    pub fn new(per_second: u32, burst: u32) -> Limit {
+        Limit {
+            cell: Cell::new(MeterUnit::Pktps, per_second, burst),
+            origin: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// Lets one through at `now` if the limit allows; returns whether it
+    /// did.
+    pub fn allow(&self, now: Time) -> bool {
+        self.cell.admit(since(&self.origin, now), 0)
+    }
+
+    /// Whether one would be let through at `now`, without letting it
+    /// through (a caller with work to do before [`Limit::allow`] skips
+    /// it where the limit is spent).
+    pub fn open(&self, now: Time) -> bool {
+        self.cell.would_admit(since(&self.origin, now), 0)
     }
 }
 
@@ -268,6 +334,29 @@ mod tests {
         ));
         assert_eq!(through(&big, 0, 0, 1, 60), 1);
         assert_eq!(through(&big, 0, u64::MAX - 1, 3, 60), 3);
+    }
+
+    #[test]
+    fn a_limit_of_answers() {
+        let l = Limit::new(1000, 50);
+        let t = |ms| Time::from_millis(ms);
+        assert_eq!((0..100).filter(|_| l.allow(t(7))).count(), 50);
+        assert_eq!((0..100).filter(|_| l.allow(t(17))).count(), 10);
+        assert!(!l.open(t(17)) && l.open(t(18)) && l.open(t(18)));
+        assert_eq!((0..100).filter(|_| l.allow(t(18))).count(), 1);
+        // Clocks that alternate (two workers', one behind) gain nothing.
+        let n = (0..1000)
+            .filter(|i| l.allow(t(if i % 2 == 0 { 16 } else { 17 })))
+            .count();
+        assert_eq!(n, 0);
+        assert_eq!((0..100).filter(|_| l.allow(t(27))).count(), 9);
+        // A rate of 0: the burst, then nothing; a burst of 0: nothing.
+        let l = Limit::new(0, 2);
+        assert_eq!((0..5).filter(|_| l.allow(t(0))).count(), 2);
+        assert_eq!((0..5).filter(|_| l.allow(t(1_000_000))).count(), 0);
+        let l = Limit::new(1000, 0);
+        assert_eq!((0..5).filter(|_| l.allow(t(0))).count(), 0);
+        assert_eq!((0..5).filter(|_| l.allow(t(1_000_000))).count(), 0);
     }
 
     #[test]

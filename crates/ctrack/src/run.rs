@@ -80,6 +80,14 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = ctrack_datapath::acllog::DEFAULT_RATE,
           value_parser = bounded(0u32, 1_000_000))]
     pub acl_log_rate: u32,
+    /// `reject` answers (TCP RSTs, ICMP errors, SCTP ABORTs) a second, for
+    /// all workers together; more rejected packets are dropped without an
+    /// answer. 0: the burst, then none.
+    #[arg(long, value_name = "N", default_value_t = ctrack_policy::reject::DEFAULT_RATE)]
+    pub reject_rate: u32,
+    /// `reject` answers at once (0: none at all).
+    #[arg(long, value_name = "N", default_value_t = ctrack_policy::reject::DEFAULT_BURST)]
+    pub reject_burst: u32,
 }
 
 fn parse_port(s: &str) -> Result<(String, String), String> {
@@ -131,6 +139,7 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
         metrics: args.metrics,
         event_queue: args.event_queue,
         acl_log_rate: args.acl_log_rate,
+        reject_limit: (args.reject_rate, args.reject_burst),
     };
     let stop = Arc::new(AtomicBool::new(false));
     let hup = Arc::new(AtomicBool::new(false));
@@ -208,7 +217,7 @@ fn summary(s: &WorkerStats, out: &mut dyn Write) -> Result<()> {
     )?;
     writeln!(
         out,
-        "acl log: {} lines, {} suppressed (over --acl-log-rate), {} dropped (queue full)",
+        "acl log: {} lines, {} suppressed (over a meter or --acl-log-rate), {} dropped (queue full)",
         s.acl_log.lines, s.acl_log.suppressed, s.acl_log.dropped
     )?;
     Ok(())

@@ -182,3 +182,38 @@ fn bad_arguments_are_refused_with_a_message() {
     );
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// A reject flood on two threads: the answers stay within the limit (the
+/// benchmark's own check, on a tight limit), the flood is refused
+/// whole, and the report says so.
+#[test]
+fn a_reject_flood_is_answered_within_the_limit() {
+    for proto in ["tcp", "udp"] {
+        let (ok, j, err) = flood(&[
+            "reject",
+            "--proto",
+            proto,
+            "--threads",
+            "2",
+            "--packets",
+            "20000",
+            "--runs",
+            "2",
+            "--rate",
+            "10",
+            "--burst",
+            "5",
+        ]);
+        assert!(ok, "{proto}: {err}\n{j}");
+        assert!(
+            j["failures"].as_array().expect("failures").is_empty(),
+            "{j}"
+        );
+        let (drop, reject) = (&j["drop"], &j["reject"]);
+        assert_eq!(num(drop, "answers_sent"), 0, "{j}");
+        let sent = num(reject, "answers_sent");
+        assert!(sent >= 10, "both runs' bursts: {j}");
+        assert!(sent <= num(reject, "answers_allowed"), "{j}");
+        assert_eq!(sent + num(reject, "answers_suppressed"), 40_000, "{j}");
+    }
+}

@@ -11,8 +11,9 @@ use super::compiled::Compiled;
 use super::decision::{AclRef, Decision, DropReason, FwStats, Stage};
 use super::word::next_gen;
 use crate::classify::CompileError;
+use crate::meter::Limit;
 use crate::model::Policy;
-use crate::reject::RateLimiter;
+use crate::reject::{DEFAULT_BURST, DEFAULT_RATE};
 
 /// A packet leaving the firewall, with what was decided. Every packet the
 /// firewall is given comes back once (a fragment when its datagram is
@@ -59,7 +60,8 @@ pub struct Firewall<T> {
     pub(super) tracker: Tracker,
     frags: Reassembler<T>,
     policy: ArcSwap<Compiled>,
-    pub(super) limiter: Mutex<RateLimiter>,
+    /// The limit on `reject` answers, one for all workers.
+    reject_limit: ArcSwap<Limit>,
     change: Mutex<()>,
 }
 
@@ -71,7 +73,7 @@ impl<T> Firewall<T> {
             tracker,
             frags: Reassembler::new(frag),
             policy: ArcSwap::from_pointee(Compiled::new(policy, 1)?),
-            limiter: Mutex::new(RateLimiter::default()),
+            reject_limit: ArcSwap::from_pointee(Limit::new(DEFAULT_RATE, DEFAULT_BURST)),
             change: Mutex::new(()),
         })
     }
@@ -102,9 +104,14 @@ impl<T> Firewall<T> {
         self.policy.load()
     }
 
-    /// Sets the limit on `reject` answers.
-    pub fn set_reject_limit(&self, limiter: RateLimiter) {
-        *self.limiter.lock().unwrap_or_else(|e| e.into_inner()) = limiter;
+    /// Sets the limit on `reject` answers, for all the workers together:
+    /// `per_second` answers a second, `burst` at once (by default
+    /// [`DEFAULT_RATE`] and [`DEFAULT_BURST`], as Linux limits its ICMP
+    /// errors). A rate of 0 allows the burst and then nothing; a burst of
+    /// 0, no answer.
+    pub fn set_reject_limit(&self, per_second: u32, burst: u32) {
+        self.reject_limit
+            .store(Arc::new(Limit::new(per_second, burst)));
     }
 
     /// Replaces the policy, atomically: a packet sees the old policy or
@@ -180,21 +187,23 @@ impl<T> Firewall<T> {
         self.frags.expire_why(now, dropped);
     }
 
-    /// Answers a rejected packet, within the rate limit.
+    /// Answers a rejected packet, within the rate limit. Where the limit
+    /// is spent, nothing more is done; otherwise it is asked once the
+    /// packet is known to be answerable and before the answer is built.
+    /// So a flood over the limit costs a load of the limit's word a
+    /// packet (docs/attacks.md, "A reject flood").
     pub(super) fn reject(&self, frame: &[u8], now: Time, st: &mut FwStats) -> Option<Vec<u8>> {
-        let answer = crate::reject::reply(frame);
-        let allowed = answer.is_some()
-            && self
-                .limiter
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .allow(now);
-        if allowed {
+        let limit = self.reject_limit.load();
+        let answer = if limit.open(now) {
+            crate::reject::reply_within(frame, || limit.allow(now))
+        } else {
+            None
+        };
+        if answer.is_some() {
             st.rejects_sent += 1;
-            answer
         } else {
             st.rejects_suppressed += 1;
-            None
         }
+        answer
     }
 }

@@ -30,9 +30,14 @@ const MILLI: u64 = 1000;
 ///
 /// Time is ctrack's [`Time`] (milliseconds), the clock the tracker runs
 /// on; the bucket refills exactly at that resolution (it counts
-/// thousandths of a token). A clock that goes back gives no tokens: the
-/// bucket takes the earlier time as its new reference and refills from
-/// there. Any jump forward, however large, at most fills the bucket.
+/// thousandths of a token). A clock that goes back gives no tokens, and
+/// none until it passes again the latest time the bucket saw (a bucket
+/// that took the earlier time as its reference would gain the interval
+/// again each time the clock went back and forth). Any jump forward,
+/// however large, at most fills the bucket.
+///
+/// One thread's: the firewall's limit on answers, which all its workers
+/// share, is a [`crate::meter::Limit`].
 #[derive(Debug, Clone)]
 pub struct RateLimiter {
     /// Thousandths of a token gained per millisecond (= tokens per second).
@@ -67,7 +72,7 @@ impl RateLimiter {
     /// Takes a token at time `now` if one is left; returns whether it did.
     pub fn allow(&mut self, now: Time) -> bool {
         let elapsed = now.millis_since(self.last);
-        self.last = now;
+        self.last = self.last.max(now);
         let room = self.ceiling.saturating_sub(self.level);
         self.level += elapsed.saturating_mul(self.per_ms).min(room);
         if self.level >= MILLI {
@@ -149,13 +154,23 @@ mod tests {
         assert!(l.allow(ms(0)));
         let mut l = RateLimiter::new(10, 2);
         assert_eq!(allowed(&mut l, ms(5_000), 3), 2);
-        // Back in time: nothing gained...
+        // Back in time: nothing gained, nor on the way forward again
+        // until the latest time is passed...
         assert_eq!(allowed(&mut l, ms(1_000), 2), 0);
-        // ...and the refill counts from the earlier time.
-        assert_eq!(allowed(&mut l, ms(1_100), 2), 1);
+        assert_eq!(allowed(&mut l, ms(4_999), 2), 0);
+        assert_eq!(allowed(&mut l, ms(5_000), 2), 0);
+        // ...then the refill counts from it.
+        assert_eq!(allowed(&mut l, ms(5_100), 2), 1);
+        // Two clocks that alternate, one a millisecond behind, up to
+        // 5,699 ms: what one clock would give over those 599 ms (5.99
+        // tokens and the 0.999 left at 5,100), no more.
+        let n: u32 = (0..1000)
+            .map(|i| allowed(&mut l, ms(5_200 + i / 2 - (i % 2)), 1))
+            .sum();
+        assert_eq!(n, 6);
         assert_eq!(allowed(&mut l, Time::MAX, 5), 2);
         assert_eq!(allowed(&mut l, ms(0), 1), 0);
-        assert_eq!(l.dropped(), 1 + 2 + 1 + 3 + 1);
+        assert_eq!(l.dropped(), 1 + 2 + 2 + 2 + 1 + 994 + 3 + 1);
     }
 
     #[test]

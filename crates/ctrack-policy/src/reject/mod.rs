@@ -69,7 +69,10 @@
 //! not checked (pinctrl does not either): the ACL matched it, it is
 //! answered.
 //!
-//! [`RateLimiter`] bounds how many answers go out, on the caller's clock.
+//! [`reply_within`] asks a rate limit before it builds the answer; the
+//! firewall's is one for all its workers (`crate::meter::Limit`), and
+//! [`RateLimiter`] is a token bucket for one thread, on the caller's
+//! clock.
 
 use ctrack_wire::ethernet::{EthernetFrame, VlanTag, ethertype};
 use ctrack_wire::ipv4::Ipv4Packet;
@@ -94,6 +97,13 @@ pub const TOS: u8 = 0xc0;
 /// when none may be sent (see the [module documentation](self)). Never
 /// panics, whatever the bytes.
 pub fn reply(frame: &[u8]) -> Option<Vec<u8>> {
+    reply_within(frame, || true)
+}
+
+/// [`reply`], asking `allow` (a rate limit) once `frame` is known to be
+/// answerable and before its answer is built: `None` if it is not
+/// answerable or `allow` says no (then nothing was built).
+pub fn reply_within(frame: &[u8], allow: impl FnOnce() -> bool) -> Option<Vec<u8>> {
     let layers = parse_frame(frame, LinkType::Ethernet);
     let ip = layers.ip.ok()?;
     let eth = EthernetFrame::new_checked(frame).ok()?;
@@ -107,13 +117,25 @@ pub fn reply(frame: &[u8]) -> Option<Vec<u8>> {
     let l4 = frame.get(ip.l4..ip.end)?;
     let datagram = frame.get(ip.l3..ip.end)?;
     let v6 = ip.version == IpVersion::V6;
-    let answer = match ip.proto {
-        ip_proto::TCP => tcp::reset(l4)?,
-        ip_proto::SCTP => sctp::abort(l4)?,
+    // What answers it, known before anything is built: an ABORT is built
+    // here (rare, and whether there is one depends on its chunks), a RST
+    // or an ICMP error (a copy of up to a few hundred bytes of the packet)
+    // only once the limit allows.
+    let plan = match ip.proto {
+        ip_proto::TCP => Plan::Reset(tcp::reset(l4)?),
+        ip_proto::SCTP => Plan::Ready(sctp::abort(l4)?),
         ip_proto::ICMP if !v6 && !icmp::answerable_v4(l4) => return None,
         ip_proto::ICMPV6 if v6 && !icmp::answerable_v6(l4) => return None,
-        ip_proto::UDP => icmp::unreachable(ip.version, icmp::Unreachable::Port, datagram),
-        _ => icmp::unreachable(ip.version, icmp::Unreachable::Host, datagram),
+        ip_proto::UDP => Plan::Unreachable(icmp::Unreachable::Port),
+        _ => Plan::Unreachable(icmp::Unreachable::Host),
+    };
+    if !allow() {
+        return None;
+    }
+    let answer = match plan {
+        Plan::Reset(r) => r.answer(),
+        Plan::Ready(a) => a,
+        Plan::Unreachable(kind) => icmp::unreachable(ip.version, kind, datagram),
     };
     Some(assemble(
         eth.src(),
@@ -122,6 +144,13 @@ pub fn reply(frame: &[u8]) -> Option<Vec<u8>> {
         addrs.swapped(),
         answer,
     ))
+}
+
+/// An answer decided on, not yet built.
+enum Plan {
+    Reset(tcp::Reset),
+    Ready(Answer),
+    Unreachable(icmp::Unreachable),
 }
 
 /// The transport part of an answer, before the IP header is known.

@@ -27,10 +27,21 @@ use ctrack_wire::tcp::{TcpPacket, flags};
 
 use super::{Answer, RESET_TTL};
 
+/// What the RST answering a segment carries: its ports (already
+/// swapped), sequence and acknowledgment numbers and flags.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Reset {
+    sport: u16,
+    dport: u16,
+    seq: u32,
+    ack: u32,
+    flags: u16,
+}
+
 /// The RST answering the TCP segment `l4`, or `None` for a RST or a
-/// segment whose header is cut short. The checksum is left zero for the
-/// caller, which knows the pseudo-header.
-pub(super) fn reset(l4: &[u8]) -> Option<Answer> {
+/// segment whose header is cut short. Nothing is built yet
+/// ([`Reset::answer`]).
+pub(super) fn reset(l4: &[u8]) -> Option<Reset> {
     let seg = TcpPacket::new_checked(l4).ok()?;
     let f = seg.flags();
     if f & flags::RST != 0 {
@@ -45,17 +56,31 @@ pub(super) fn reset(l4: &[u8]) -> Option<Answer> {
             .wrapping_add(u32::from(f & flags::FIN != 0));
         (0, seg.seq().wrapping_add(len), flags::RST | flags::ACK)
     };
-    let mut h = Vec::with_capacity(20);
-    h.extend_from_slice(&seg.dst_port().to_be_bytes());
-    h.extend_from_slice(&seg.src_port().to_be_bytes());
-    h.extend_from_slice(&seq.to_be_bytes());
-    h.extend_from_slice(&ack.to_be_bytes());
-    h.extend_from_slice(&((5 << 12) | out_flags).to_be_bytes());
-    // Window, checksum (filled later), urgent pointer.
-    h.extend_from_slice(&[0; 6]);
-    Some(Answer {
-        proto: ip_proto::TCP,
-        ttl: RESET_TTL,
-        l4: h,
+    Some(Reset {
+        sport: seg.dst_port(),
+        dport: seg.src_port(),
+        seq,
+        ack,
+        flags: out_flags,
     })
+}
+
+impl Reset {
+    /// The RST's header. The checksum is left zero for the caller, which
+    /// knows the pseudo-header.
+    pub(super) fn answer(self) -> Answer {
+        let mut h = Vec::with_capacity(20);
+        h.extend_from_slice(&self.sport.to_be_bytes());
+        h.extend_from_slice(&self.dport.to_be_bytes());
+        h.extend_from_slice(&self.seq.to_be_bytes());
+        h.extend_from_slice(&self.ack.to_be_bytes());
+        h.extend_from_slice(&((5 << 12) | self.flags).to_be_bytes());
+        // Window, checksum (filled later), urgent pointer.
+        h.extend_from_slice(&[0; 6]);
+        Answer {
+            proto: ip_proto::TCP,
+            ttl: RESET_TTL,
+            l4: h,
+        }
+    }
 }

@@ -134,6 +134,47 @@ where
     Ok(handles)
 }
 
+/// Runs `work` on each ring in a thread of its own, all started together
+/// behind a start line; the seconds from the start to the last thread's
+/// end, and the sums of what the threads returned.
+pub(crate) fn on_threads<F>(rings: &mut [Vec<Vec<u8>>], work: F) -> Result<(f64, u64, u64)>
+where
+    F: Fn(&mut Vec<Vec<u8>>) -> (u64, u64) + Sync,
+{
+    let n = rings.len();
+    let line = StartLine::new(n + 1);
+    std::thread::scope(|s| {
+        let (line, work) = (&line, &work);
+        let mut handles = Vec::with_capacity(n);
+        for (i, ring) in rings.iter_mut().enumerate() {
+            let h = spawn(s, i, n, move || {
+                if !line.wait() {
+                    return (0, 0);
+                }
+                let r = work(ring);
+                line.wait();
+                r
+            });
+            match h {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    line.call_off();
+                    return Err(e);
+                }
+            }
+        }
+        let secs = line.time_between().as_secs_f64();
+        let mut sum = (0, 0);
+        for h in handles {
+            let (a, b) = h
+                .join()
+                .map_err(|_| anyhow::anyhow!("a benchmark thread panicked"))?;
+            sum = (sum.0 + a, sum.1 + b);
+        }
+        Ok((secs, sum.0, sum.1))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

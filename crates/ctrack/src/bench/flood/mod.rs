@@ -9,6 +9,7 @@
 //! | `zone` | a SYN flood aimed at one zone, with limits on two |
 //! | `frag` | a fragment flood: reassembly memory stays bounded, times out, legitimate datagrams still complete |
 //! | `hash` | a hash flood: keys colliding under a known seed, replayed against a fresh one |
+//! | `reject` | packets a `reject` ACL refuses, through the firewall: answers within their limit, and what answering costs against dropping |
 //!
 //! Each run fails (non-zero exit, the reason on stderr) when a property the
 //! attack must not break is broken: an established connection lost or no
@@ -20,6 +21,7 @@ mod conns;
 mod frag;
 mod fragmix;
 mod hash;
+mod reject;
 
 use std::io::Write;
 
@@ -52,6 +54,10 @@ pub enum FloodWhich {
     /// Hash flood: keys chosen to collide under a known hash seed, replayed
     /// against a tracker with a fresh random seed.
     Hash(hash::HashFloodArgs),
+    /// Reject flood: spoofed packets that a `reject` ACL refuses, through
+    /// the firewall on one or more threads, against the same flood
+    /// refused by a `drop` ACL; the answers stay within their limit.
+    Reject(reject::RejectFloodArgs),
 }
 
 /// Runs `ctrack bench flood`.
@@ -63,5 +69,6 @@ pub(crate) fn run(a: &FloodArgs, json: bool, out: &mut dyn Write) -> Result<()> 
         FloodWhich::Zone(c) => conns::run(conns::Attack::Zone, c, json, out),
         FloodWhich::Frag(f) => frag::run(f, json, out),
         FloodWhich::Hash(h) => hash::run(h, json, out),
+        FloodWhich::Reject(r) => reject::run(r, json, out),
     }
 }
