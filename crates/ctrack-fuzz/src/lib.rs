@@ -103,6 +103,10 @@ pub fn parse(data: &[u8], probe: &mut Probe) {
     for (n, link) in LINKS.into_iter().enumerate() {
         let f = parse_frame(data, link);
         frame_features(probe, n as u32, &f);
+        // What replay's lines and the ACL log say of the frame: short,
+        // whatever the bytes.
+        let said = ctrack_wire::describe::describe(data, &f);
+        assert!(said.len() < 256, "{said}");
         if let Some(l3) = f.l3 {
             assert!(l3 <= data.len());
         }

@@ -5,7 +5,7 @@
 //! mask over the same eight words and a match is eight AND-compares:
 //!
 //! ```text
-//! w0: flags:16 | eth.type:16 | vlan.vid:16 | ip.proto:8 | ip.ttl:8
+//! w0: flags:16 | eth.type:16 | vlan.tci:16 | ip.proto:8 | ip.ttl:8
 //! w1: inport:16 | outport:16 | tcp.flags:16 | icmp.type:8 | icmp.code:8
 //! w2: eth.src:48 | l4.src:16            (tcp.src, udp.src, sctp.src)
 //! w3: eth.dst:48 | l4.dst:16            (tcp.dst, udp.dst, sctp.dst)
@@ -15,7 +15,11 @@
 //!
 //! Fields that share a place (`tcp.src` and `udp.src`, `ip4.src` and
 //! `ip6.src`, `icmp4.type` and `icmp6.type`) are told apart by the
-//! prerequisite flags in w0, which every such field's test carries.
+//! prerequisite flags in w0, which every such field's test carries. An
+//! ARP frame (Ethernet and IPv4 addresses, as Open vSwitch reads ARP)
+//! puts its opcode in l4.src, its sender's addresses in the source
+//! address words (`arp.spa` in the low 32 bits, `arp.sha` in bits 64..112)
+//! and its target's in the destination's (`arp.tpa`, `arp.tha`).
 
 use ctrack_wire::ethernet::ethertype;
 pub(crate) use ctrack_wire::plain_ipv4;
@@ -67,8 +71,10 @@ pub enum Field {
     Flags,
     /// `eth.type`.
     EthType,
-    /// `vlan.vid` (0 without a tag).
-    VlanVid,
+    /// `vlan.tci` as Open vSwitch holds it: the outer tag's TCI (`vlan.pcp`
+    /// in bits 13..16, `vlan.vid` in 0..12) with bit 12 set for "a tag is
+    /// present" in place of the wire's DEI bit; 0 without a tag.
+    VlanTci,
     /// `ip.proto`.
     IpProto,
     /// `ip.ttl` (IPv6's hop limit).
@@ -102,7 +108,7 @@ impl Field {
     pub const ALL: [Field; 16] = [
         Field::Flags,
         Field::EthType,
-        Field::VlanVid,
+        Field::VlanTci,
         Field::IpProto,
         Field::IpTtl,
         Field::Inport,
@@ -125,7 +131,7 @@ impl Field {
         match self {
             Field::Flags => (0, 48, 16),
             Field::EthType => (0, 32, 16),
-            Field::VlanVid => (0, 16, 16),
+            Field::VlanTci => (0, 16, 16),
             Field::IpProto => (0, 8, 8),
             Field::IpTtl => (0, 0, 8),
             Field::Inport => (1, 48, 16),
@@ -243,12 +249,15 @@ impl Key {
         let mut flags = 0u16;
         if let Some(tag) = layers.vlans.as_slice().first() {
             flags |= flag::VLAN;
-            k.set(Field::VlanVid, u128::from(tag.vid()));
+            k.set(Field::VlanTci, u128::from(tag.tci | VLAN_PRESENT));
         }
         let ty = layers.ethertype.unwrap_or(0);
         k.set(Field::EthType, u128::from(ty));
         if ty == ethertype::ARP {
             flags |= flag::ARP;
+            if let Some(arp) = layers.l3.and_then(|at| frame.get(at..)) {
+                arp_fields(&mut k, arp);
+            }
         }
         if let Ok(ip) = layers.ip {
             flags |= flag::IP;
@@ -288,6 +297,29 @@ impl Key {
         k.set(Field::Flags, u128::from(flags));
         k
     }
+}
+
+/// `vlan.tci`'s bit 12, set when the frame has a tag (Open vSwitch's
+/// `VLAN_CFI`).
+const VLAN_PRESENT: u16 = 0x1000;
+
+/// The fields of the ARP packet `arp` (from its first byte), as Open
+/// vSwitch reads them (lib/flow.c): only for Ethernet and IPv4 addresses,
+/// whole; the opcode only if it is below 256 (0 otherwise).
+fn arp_fields(k: &mut Key, arp: &[u8]) {
+    let Some(a) = arp.get(..28) else {
+        return;
+    };
+    if a[0..6] != [0, 1, 8, 0, 6, 4] {
+        return;
+    }
+    let op = u16::from_be_bytes([a[6], a[7]]);
+    if op <= 0xff {
+        k.set(Field::L4Src, u128::from(op));
+    }
+    let mac = |b: &[u8]| b.iter().fold(0u128, |v, &x| (v << 8) | u128::from(x));
+    k.set(Field::IpSrc, (mac(&a[8..14]) << 64) | mac(&a[14..18]));
+    k.set(Field::IpDst, (mac(&a[18..24]) << 64) | mac(&a[24..28]));
 }
 
 impl Key {

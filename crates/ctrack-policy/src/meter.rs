@@ -24,7 +24,7 @@
 //! units, one bit (for `kbps`) 1, and the burst allows `burst × 1000`
 //! ahead. The count is exact at the millisecond resolution of
 //! [`Time`] and saturates after 2^64 units (213 days at a rate of 10^9,
-//! ten thousand years at 10^6), after which the meter lets everything
+//! 585 years at 10^6), after which the meter lets everything
 //! through.
 
 use ctrack_core::Time;

@@ -72,7 +72,8 @@ fn cmp(target: Target, relop: Relop, values: &[Value]) -> Expr {
 
 fn field_cmp(target: Target, field: Field, relop: Relop, values: &[Value]) -> Expr {
     let max = target.max();
-    let lo = target.lo;
+    // The target's lowest bit in the key field.
+    let lo = target.sym.shift + target.lo;
     let ints = values.iter().filter_map(|v| match v {
         Value::Int(c) => Some(*c),
         Value::Port(_) => None,
@@ -114,16 +115,17 @@ fn field_cmp(target: Target, field: Field, relop: Relop, values: &[Value]) -> Ex
                 Relop::Gt => (v + 1, max),
                 _ => (v, max),
             };
-            if !target.is_sub() {
+            if !target.is_sub() && target.sym.alone {
                 return Expr::Range {
                     field,
                     lo: from,
                     hi: to,
                 };
             }
-            // A range over a subfield is not a range of the field: the
-            // prefixes that cover it, each a masked test of the subfield's
-            // bits (as OVN expands a relation over a subfield).
+            // A range over a subfield, or a field that shares its key
+            // field, is not a range of the key field: the prefixes that
+            // cover it, each a masked test of its bits (as OVN expands a
+            // relation over a subfield).
             let tests = prefix_cover(from, to, target.width)
                 .into_iter()
                 .map(|(value, mask)| Expr::masked(field, value << lo, mask << lo))

@@ -83,6 +83,15 @@ pub(crate) struct Symbol {
     pub(crate) kind: Kind,
     /// Width in bits (0 for the string fields, 1 for predicates).
     pub(crate) width: u32,
+    /// A field's lowest bit in its key field (`vlan.pcp` is bits 13..16
+    /// of the key's `vlan.tci`).
+    pub(crate) shift: u32,
+    /// A field whose bits are the only ones its key field may have set
+    /// where its prerequisites hold (`ip4.src`, whose key field is 0
+    /// above it for IPv4): an ordered relation on it is a range of the
+    /// key field. Not so `vlan.vid` (`vlan.pcp` shares its key field) or
+    /// `arp.spa` (`arp.sha` does).
+    pub(crate) alone: bool,
     pub(crate) level: Level,
 }
 
@@ -94,7 +103,7 @@ impl Symbol {
             Kind::Field {
                 field: Field::IpSrc | Field::IpDst,
                 ..
-            } => Some(self.width == 128),
+            } if self.shift == 0 && matches!(self.width, 32 | 128) => Some(self.width == 128),
             _ => None,
         }
     }
@@ -108,7 +117,22 @@ const fn field(name: &'static str, field: Field, width: u32, prereq: u16, level:
         name,
         kind: Kind::Field { field, prereq },
         width,
+        shift: 0,
+        alone: true,
         level,
+    }
+}
+
+/// An ordinal field of `width` bits at bit `shift` of the key field
+/// `field`, which holds other bits too.
+const fn part(name: &'static str, field: Field, shift: u32, width: u32, prereq: u16) -> Symbol {
+    Symbol {
+        name,
+        kind: Kind::Field { field, prereq },
+        width,
+        shift,
+        alone: false,
+        level: Level::Ordinal,
     }
 }
 
@@ -117,6 +141,8 @@ const fn pred(name: &'static str, p: Pred, level: Level) -> Symbol {
         name,
         kind: Kind::Pred(p),
         width: 1,
+        shift: 0,
+        alone: true,
         level,
     }
 }
@@ -126,6 +152,8 @@ const fn port(name: &'static str, f: Field) -> Symbol {
         name,
         kind: Kind::Port(f),
         width: 0,
+        shift: 0,
+        alone: true,
         level: Level::Nominal,
     }
 }
@@ -139,7 +167,9 @@ pub(crate) const SYMBOLS: &[Symbol] = &[
     field("eth.src", Field::EthSrc, 48, 0, Ordinal),
     field("eth.dst", Field::EthDst, 48, 0, Ordinal),
     field("eth.type", Field::EthType, 16, 0, Nominal),
-    field("vlan.vid", Field::VlanVid, 12, flag::VLAN, Ordinal),
+    field("vlan.tci", Field::VlanTci, 16, 0, Ordinal),
+    part("vlan.vid", Field::VlanTci, 0, 12, flag::VLAN),
+    part("vlan.pcp", Field::VlanTci, 13, 3, flag::VLAN),
     pred("vlan.present", Pred::Flags(flag::VLAN), Boolean),
     pred("arp", Pred::Flags(flag::ARP), Nominal),
     pred("ip", Pred::Flags(flag::IP), Nominal),
@@ -154,6 +184,11 @@ pub(crate) const SYMBOLS: &[Symbol] = &[
         Boolean,
     ),
     pred("ip.first_frag", Pred::FirstFrag, Boolean),
+    field("arp.op", Field::L4Src, 16, flag::ARP, Ordinal),
+    part("arp.spa", Field::IpSrc, 0, 32, flag::ARP),
+    part("arp.tpa", Field::IpDst, 0, 32, flag::ARP),
+    part("arp.sha", Field::IpSrc, 64, 48, flag::ARP),
+    part("arp.tha", Field::IpDst, 64, 48, flag::ARP),
     field("ip4.src", Field::IpSrc, 32, flag::IP | flag::IP4, Ordinal),
     field("ip4.dst", Field::IpDst, 32, flag::IP | flag::IP4, Ordinal),
     field("ip6.src", Field::IpSrc, 128, flag::IP | flag::IP6, Ordinal),

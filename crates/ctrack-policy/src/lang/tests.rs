@@ -75,7 +75,7 @@ fn fields_resolve_with_their_prerequisites() {
         ("eth.type == 0x800", Expr::eq(Field::EthType, 0x800)),
         (
             "vlan.vid == 10",
-            and(flag::VLAN, Expr::masked(Field::VlanVid, 10, 0xfff)),
+            and(flag::VLAN, Expr::masked(Field::VlanTci, 10, 0xfff)),
         ),
         ("ip.proto == 6", and(flag::IP, Expr::eq(Field::IpProto, 6))),
         ("ip.ttl == 1", and(flag::IP, Expr::eq(Field::IpTtl, 1))),

@@ -241,3 +241,128 @@ proptest! {
         let _ = parse(&s, &policy());
     }
 }
+
+/// A VLAN-tagged frame of priority `pcp` and VLAN `vid`, and an untagged
+/// one.
+fn vlan_keys(pcp: u16, vid: u16) -> (Key, Key) {
+    let f = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::udp(1, 2, b""));
+    let tagged = f.clone().vlan(0x8100, (pcp << 13) | 0x1000 | vid).build();
+    (
+        Key::from_frame(&tagged, 0, 0),
+        Key::from_frame(&f.build(), 0, 0),
+    )
+}
+
+/// An ARP packet (Ethernet and IPv4 addresses) of opcode `op` from
+/// 02:00:00:00:00:01 / 10.0.0.1 for 10.0.0.2 (target MAC `tha`), with
+/// `ethertype` and the hardware-type bytes `hw`.
+fn arp_frame(op: u16, tha: [u8; 6], ethertype: u16, hw: [u8; 6]) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&[2, 0, 0, 0, 0, 1]);
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    f.extend_from_slice(&hw);
+    f.extend_from_slice(&op.to_be_bytes());
+    f.extend_from_slice(&[2, 0, 0, 0, 0, 1, 10, 0, 0, 1]);
+    f.extend_from_slice(&tha);
+    f.extend_from_slice(&[10, 0, 0, 2]);
+    f
+}
+
+/// The matches of the VLAN and ARP fields and what each matches, among
+/// a tagged frame of priority 5, VLAN 50 (`t`), the same untagged (`u`),
+/// an ARP request (`q`), an ARP reply (`r`), an ARP of opcode 0x101 (`b`),
+/// a RARP (`v`), an ARP of other hardware (`h`) and a UDP packet from
+/// the request's sender (`i`).
+const VLAN_ARP: &[(&str, &str)] = &[
+    ("vlan.pcp == 5", "t"),
+    ("vlan.pcp < 5", ""),
+    ("vlan.pcp >= 4 && vlan.vid == 50", "t"),
+    // OVN's `vlan.vid` is `vlan.tci[0..11]`: the priority beside it is
+    // not part of it, for ordered relations too.
+    ("vlan.vid < 100", "t"),
+    ("vlan.vid > 49 && vlan.vid <= 50", "t"),
+    ("vlan.vid >= 51", ""),
+    ("vlan.tci == 0xb032", "t"),
+    ("vlan.tci[12] && vlan.tci[13..15] == 5", "t"),
+    ("vlan.tci == 0", "uqrbvhi"),
+    ("vlan.tci > 0xb031", "t"),
+    ("!vlan.present && vlan.tci < 0x1000", "uqrbvhi"),
+    ("arp.op == 1", "q"),
+    ("arp.op == {1, 2}", "qr"),
+    ("arp.op > 1", "r"),
+    ("arp.op == 0", "bh"),
+    ("arp.spa == 10.0.0.1 && arp.tpa == 10.0.0.0/24", "qrb"),
+    ("arp.spa < 10.0.0.2", "qrbh"),
+    ("arp.spa == $clients", "qrb"),
+    ("arp.sha == 02:00:00:00:00:01", "qrb"),
+    ("arp.tha == 00:00:00:00:00:00", "qbh"),
+    ("arp.tha == 02:00:00:00:00:02 && arp.op == 2", "r"),
+    ("arp.sha[40]", ""),
+    ("arp.tha != 00:00:00:00:00:00", "r"),
+    ("ip4.src == 10.0.0.1", "tui"),
+    ("arp && !(arp.op == 1)", "rbh"),
+];
+
+#[test]
+fn vlan_and_arp_fields() {
+    let (t, u) = vlan_keys(5, 50);
+    let bcast = [0; 6];
+    let hw = [0, 1, 8, 0, 6, 4];
+    let keys = [
+        ('t', t),
+        ('u', u),
+        ('q', Key::from_frame(&arp_frame(1, bcast, 0x806, hw), 1, 0)),
+        (
+            'r',
+            Key::from_frame(&arp_frame(2, [2, 0, 0, 0, 0, 2], 0x806, hw), 1, 0),
+        ),
+        (
+            'b',
+            Key::from_frame(&arp_frame(0x101, bcast, 0x806, hw), 1, 0),
+        ),
+        ('v', Key::from_frame(&arp_frame(3, bcast, 0x8035, hw), 1, 0)),
+        (
+            'h',
+            Key::from_frame(&arp_frame(1, bcast, 0x806, [0, 6, 8, 0, 6, 4]), 1, 0),
+        ),
+        (
+            'i',
+            Key::from_frame(
+                &Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::udp(1, 2, b"")).build(),
+                1,
+                0,
+            ),
+        ),
+    ];
+    use crate::classify::Classifier;
+    for (i, (text, want)) in VLAN_ARP.iter().enumerate() {
+        let e = parse(text, &policy()).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let mut c = Classifier::new();
+        c.insert(i as u32, 1, &e)
+            .unwrap_or_else(|err| panic!("{text}: {err}"));
+        for (name, k) in &keys {
+            assert_eq!(e.eval(k), want.contains(*name), "{text} on {name}");
+            assert_eq!(c.classify(k).is_some(), e.eval(k), "{text} on {name}");
+        }
+    }
+    // The words: `vlan.tci` bit 12 for a tag (Open vSwitch's CFI), the
+    // ARP's fields in the address words and l4.src.
+    assert_eq!(t.get(Field::VlanTci), 0xb032);
+    let q = keys[2].1;
+    assert_eq!(q.get(Field::L4Src), 1);
+    assert_eq!(q.get(Field::IpSrc), (0x0200_0000_0001 << 64) | 0x0a00_0001);
+    assert_eq!(q.get(Field::IpDst), 0x0a00_0002);
+}
+
+#[test]
+fn vlan_and_arp_field_errors() {
+    for (text, why) in [
+        ("vlan.pcp == 8", "4-bit constant"),
+        ("arp.op == 0x10000", "17-bit constant"),
+        ("arp.spa == fd00::1", "128-bit constant"),
+        ("vlan.vid[12]", "bit"),
+    ] {
+        let e = parse(text, &policy()).expect_err(text);
+        assert!(e.message.contains(why), "{text}: {e}");
+    }
+}

@@ -57,7 +57,7 @@ fn subfields_resolve_to_masked_tests_of_their_field() {
         // An ordered relation over a subfield: the prefixes that cover it.
         (
             "vlan.vid[0..3] >= 12",
-            and(flag::VLAN, Expr::masked(Field::VlanVid, 12, 0xc)),
+            and(flag::VLAN, Expr::masked(Field::VlanTci, 12, 0xc)),
         ),
         (
             "tcp.src[0..1] < 3",
