@@ -150,6 +150,7 @@ const POLICY_WORDS: &[&[u8]] = &[
     b"alg = \"ftp\"\n",
     b"tier = 2\n",
     b"log = true\n",
+    b"log-related = true\n",
     b"meter = \"m\"\n",
     b"[meters.m]\n",
     b"rate = 10\n",

@@ -24,7 +24,7 @@ use crate::expr::Expr;
 use crate::firewall::rank;
 use crate::key::{Field, flag};
 use crate::lang::Context;
-use crate::model::Policy;
+use crate::model::{AclAction, Policy};
 
 /// Conjunction pairs compared at most.
 const MAX_PAIRS: u64 = 50_000_000;
@@ -80,6 +80,14 @@ pub enum Finding {
         /// The meter's.
         meter: String,
     },
+    /// The ACL has `log-related` but logs no related traffic: it does not
+    /// log, or commits no connection.
+    LogRelatedInert {
+        /// Its name.
+        acl: String,
+        /// Why: `does not log`, or `commits no connection`.
+        why: &'static str,
+    },
 }
 
 impl Finding {
@@ -115,6 +123,10 @@ impl fmt::Display for Finding {
             Finding::MeterWithoutLog { acl, meter } => write!(
                 f,
                 "note: ACL {acl} names meter {meter} but does not log: a meter limits only log lines"
+            ),
+            Finding::LogRelatedInert { acl, why } => write!(
+                f,
+                "note: ACL {acl} has log-related but {why}: it logs no reply or related packet"
             ),
             Finding::SharedName { name, acls } => {
                 let list: Vec<String> = acls.iter().map(|i| format!("#{i}")).collect();
@@ -222,6 +234,20 @@ pub fn analyze(p: &Policy) -> Vec<Finding> {
         Some(Finding::MeterWithoutLog {
             acl: name.clone(),
             meter: meter.clone(),
+        })
+    }));
+    let stateful = p.has_stateful();
+    out.extend(p.acls.iter().zip(&names).filter_map(|(a, name)| {
+        let commits =
+            a.action == AclAction::AllowRelated || (stateful && a.action == AclAction::Allow);
+        let why = match (a.log_related, a.log, commits) {
+            (false, _, _) | (true, true, true) => return None,
+            (true, false, _) => "does not log",
+            (true, true, false) => "commits no connection",
+        };
+        Some(Finding::LogRelatedInert {
+            acl: name.clone(),
+            why,
         })
     }));
     out.extend(matches(p, &names));
@@ -471,7 +497,7 @@ mod tests {
     }
 
     #[test]
-    fn sets_and_groups_no_acl_names_are_noted() {
+    fn unused_names_and_inert_log_options_are_noted() {
         let text = r#"
 [[port]]
 name = "p1"
@@ -497,6 +523,15 @@ priority = 1
 match = "ip4.dst == $derived_ip4"
 action = "allow"
 meter = "named"
+log-related = true
+[[acl]]
+name = "quiet"
+direction = "from-lport"
+priority = 2
+match = "tcp.dst == 9"
+action = "drop"
+log = true
+log-related = true
 [meters.named]
 rate = 10
 [meters.spare]
@@ -522,7 +557,19 @@ rate = 10
                     acl: "acl#1".into(),
                     meter: "named".into()
                 },
+                Finding::LogRelatedInert {
+                    acl: "acl#1".into(),
+                    why: "does not log"
+                },
+                Finding::LogRelatedInert {
+                    acl: "quiet".into(),
+                    why: "commits no connection"
+                },
             ]
+        );
+        assert_eq!(
+            f[5].to_string(),
+            "note: ACL quiet has log-related but commits no connection: it logs no reply or related packet"
         );
         assert!(!f[3].is_warning());
         assert_eq!(

@@ -235,6 +235,10 @@ pub struct Acl {
     /// `meter`: the name of the meter (in [`Policy::meters`]) that limits
     /// its log lines (OVN's `ACL.meter`).
     pub meter: Option<String>,
+    /// `log-related` (OVN's `options:log-related`): with `log`, the
+    /// replies and related packets of the connections it committed are
+    /// logged too.
+    pub log_related: bool,
     /// `persist-established`.
     pub persist_established: bool,
     /// `nat` (allow-related only).
@@ -270,6 +274,7 @@ impl Acl {
             log: false,
             severity: Severity::Info,
             meter: None,
+            log_related: false,
             persist_established: false,
             nat: None,
             alg: None,
@@ -300,6 +305,9 @@ impl Acl {
             o.push_str(&format!(" log(severity={}", self.severity.name()));
             if let Some(m) = &self.meter {
                 o.push_str(&format!(",meter={m:?}"));
+            }
+            if self.log_related {
+                o.push_str(",related");
             }
             o.push(')');
         } else if let Some(m) = &self.meter {

@@ -123,6 +123,14 @@ impl FindingJson {
                 j.acl = Some(acl.clone());
                 j.name = Some(meter.clone());
             }
+            Finding::LogRelatedInert { acl, why } => {
+                j.kind = if why.contains("log") {
+                    "log_related_without_log"
+                } else {
+                    "log_related_without_commit"
+                };
+                j.acl = Some(acl.clone());
+            }
             Finding::SharedName { name, acls } => {
                 j.kind = "shared_name";
                 j.name = Some(name.clone());

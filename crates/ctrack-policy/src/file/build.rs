@@ -393,6 +393,7 @@ fn acl<F: Format>(
         log: a.log.unwrap_or(false),
         severity,
         meter,
+        log_related: a.log_related.unwrap_or(false),
         persist_established: a.persist_established.unwrap_or(false),
         nat,
         alg,

@@ -235,6 +235,8 @@ pub(crate) struct RawAcl<F> {
     pub(crate) severity: Option<Sp<String, F>>,
     #[serde(default)]
     pub(crate) meter: Option<Sp<String, F>>,
+    #[serde(default, rename = "log-related")]
+    pub(crate) log_related: Option<bool>,
     #[serde(default, rename = "persist-established")]
     pub(crate) persist_established: Option<bool>,
     #[serde(default)]

@@ -351,6 +351,15 @@ impl<T> Judging<'_, T> {
             frames,
             &mut self.st.acls,
         );
+        if self.pol.logs_related {
+            // OVN's `log-related`: out of the loop above, which a policy
+            // without it never pays for.
+            for i in (0..vs.len().min(64)).filter(|i| (self.fast_mask >> i) & 1 != 0) {
+                if let Some(d) = self.decisions.get_mut(i) {
+                    self.pol.log_related(d, &vs[i]);
+                }
+            }
+        }
         self.fast += u64::from(self.fast_mask.count_ones());
     }
 }

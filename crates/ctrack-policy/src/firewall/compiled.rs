@@ -5,7 +5,7 @@
 use ctrack_core::{CtAction, Masked, Nat, Time, Zone};
 use foldhash::HashMap;
 
-use super::decision::{AclRef, Stage};
+use super::decision::{AclRef, Action, Decision, Stage};
 use super::word::{Pair, Word, WordStage};
 use crate::classify::{Classifier, CompileError, Rank, RuleId};
 use crate::expr::Expr;
@@ -120,6 +120,9 @@ pub struct Compiled {
     /// The meters that limit the ACLs' log lines (`meter`), a policy
     /// change starting them afresh.
     pub meters: Meters,
+    /// Some ACL logs its connections' replies and related packets
+    /// (`log = true` and `log-related = true`).
+    pub(crate) logs_related: bool,
 }
 
 /// Why the zones of a policy's port pairs do not name the ports (two ports
@@ -251,6 +254,7 @@ impl Compiled {
             has_alg,
             new_by_word,
             meters: Meters::new(&policy),
+            logs_related: policy.acls.iter().any(|a| a.log && a.log_related),
             policy,
             generation,
             stages,
@@ -500,6 +504,26 @@ impl Compiled {
                 .get(i as usize)
                 .map_or(Severity::Info, |a| a.severity),
             _ => Severity::Info,
+        }
+    }
+
+    /// OVN's `log-related`: marks `d`, a session's decision on a packet of
+    /// verdict `v`, to be logged if it admits a reply or a related packet
+    /// of a connection whose ACL logs with `log-related`.
+    #[inline]
+    pub(crate) fn log_related(&self, d: &mut Decision, v: &ctrack_core::Verdict) {
+        if self.logs_related
+            && d.action == Action::Allow
+            && d.stage == Stage::Session
+            && let AclRef::Acl(i) = d.acl
+            && (v.dir == ctrack_core::Dir::Reply || v.state.contains(ctrack_core::CtState::REL))
+            && self
+                .policy
+                .acls
+                .get(i as usize)
+                .is_some_and(|a| a.log && a.log_related)
+        {
+            d.log = true;
         }
     }
 

@@ -193,6 +193,7 @@ impl<T> Firewall<T> {
             None => Decision::allow(Stage::Session, acl),
         };
         d.ct = Some(v2);
+        pol.log_related(&mut d, &v2);
         d
     }
 

@@ -81,7 +81,9 @@ impl<T> Firewall<T> {
             c.packets += 1;
             c.bytes += frame.len() as u64;
         }
-        Decision { ct: Some(v), ..d }
+        let mut d = Decision { ct: Some(v), ..d };
+        pol.log_related(&mut d, &v);
+        d
     }
 
     /// A packet of connection `id` that goes between other zones than the
