@@ -662,3 +662,75 @@ fn rejects_are_answered_within_the_limit() {
         "nothing to the server"
     );
 }
+
+/// `log-related` through the worker: the ACL's decision on the SYN, then
+/// its connection's replies (the SYN-ACK, and a burst of answers that
+/// leave by the session fast path) are logged; the client's later
+/// packets are not.
+#[test]
+fn log_related_logs_a_connections_replies() {
+    let mut r = rig_full(config(), false, AclLog::default());
+    let server_in =
+        "match = \"outport == \\\"server\\\" && ip4.src == 10.0.0.1\"\naction = \"allow-related\"";
+    assert!(POLICY.contains(server_in));
+    let text = POLICY.replace(
+        server_in,
+        &format!("{server_in}\nlog = true\nlog-related = true"),
+    );
+    r.shared
+        .fw
+        .set_policy(Policy::from_str(&text, "test.toml").unwrap())
+        .unwrap();
+    let mut w = Worker::new(r.shared.clone(), 0, r.ports.take().unwrap());
+    let steps: Vec<(usize, Vec<Vec<u8>>)> = vec![
+        (
+            0,
+            vec![ip4(CLIENT, SERVER, seg(4000, 80, SYN, 1, 0)).build()],
+        ),
+        (
+            1,
+            vec![ip4(SERVER, CLIENT, seg(80, 4000, SYN | ACK, 100, 2)).build()],
+        ),
+        (
+            0,
+            vec![ip4(CLIENT, SERVER, seg(4000, 80, ACK, 2, 101)).build()],
+        ),
+        (
+            1,
+            (0..5)
+                .map(|i| ip4(SERVER, CLIENT, seg(80, 4000, ACK, 101 + i, 2)).build())
+                .collect(),
+        ),
+        (
+            0,
+            vec![ip4(CLIENT, SERVER, seg(4000, 80, ACK, 2, 106)).build()],
+        ),
+    ];
+    for (port, frames) in steps {
+        r.inbox[port].lock().unwrap().extend(frames);
+        while !r.inbox[port].lock().unwrap().is_empty() {
+            w.round();
+        }
+    }
+    w.publish();
+    let rx = r.shared.acl_log.take_receiver().unwrap();
+    let lines: Vec<String> = rx.try_iter().collect();
+    assert_eq!(lines.len(), 7, "{lines:#?}");
+    let head = "acl_log(ctrack)|INFO|name=\"server-in\", verdict=allow, severity=info, direction=";
+    assert!(
+        lines[0].starts_with(&format!(
+            "{head}to-lport: inport=\"client\": 10.0.0.1:4000 > 10.0.0.2:80 tcp [S]"
+        )),
+        "{}",
+        lines[0]
+    );
+    for l in &lines[1..] {
+        assert!(
+            l.starts_with(&format!(
+                "{head}session: inport=\"server\": 10.0.0.2:80 > 10.0.0.1:4000 tcp"
+            )),
+            "{l}"
+        );
+    }
+    assert_eq!(r.shared.stats().acl_log.lines, 7);
+}
