@@ -191,7 +191,7 @@ impl<T> Firewall<T> {
     /// is spent, nothing more is done; otherwise it is asked once the
     /// packet is known to be answerable and before the answer is built.
     /// So a flood over the limit costs a load of the limit's word a
-    /// packet (docs/attacks.md, "A reject flood").
+    /// packet (docs/attacks.md, "Reject flood").
     pub(super) fn reject(&self, frame: &[u8], now: Time, st: &mut FwStats) -> Option<Vec<u8>> {
         let limit = self.reject_limit.load();
         let answer = if limit.open(now) {
