@@ -73,6 +73,8 @@ pub const MATCH_WORDS: &[&[u8]] = &[
     b"nd",
     b"vlan.present",
     b"vlan.pcp",
+    b"ip.dscp",
+    b"ip.ecn",
     b"vlan.tci",
     b"arp.op",
     b"arp.spa",

@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! w0: flags:16 | eth.type:16 | vlan.tci:16 | ip.proto:8 | ip.ttl:8
-//! w1: inport:16 | outport:16 | tcp.flags:16 | icmp.type:8 | icmp.code:8
+//! w1: inport:16 | outport:16 | 0:8 | ip.tos:8 | tcp.flags:16 or icmp.type:8 | icmp.code:8
 //! w2: eth.src:48 | l4.src:16            (tcp.src, udp.src, sctp.src)
 //! w3: eth.dst:48 | l4.dst:16            (tcp.dst, udp.dst, sctp.dst)
 //! w4, w5: source address, 128 bits      (an IPv4 address in the low 32)
@@ -15,7 +15,9 @@
 //!
 //! Fields that share a place (`tcp.src` and `udp.src`, `ip4.src` and
 //! `ip6.src`, `icmp4.type` and `icmp6.type`) are told apart by the
-//! prerequisite flags in w0, which every such field's test carries. An
+//! prerequisite flags in w0, which every such field's test carries (so
+//! do `tcp.flags` and the ICMP type and code, which share w1's low 16
+//! bits: a packet has one or the other). An
 //! ARP frame (Ethernet and IPv4 addresses, as Open vSwitch reads ARP)
 //! puts its opcode in l4.src, its sender's addresses in the source
 //! address words (`arp.spa` in the low 32 bits, `arp.sha` in bits 64..112)
@@ -83,7 +85,7 @@ pub enum Field {
     Inport,
     /// `outport`, as a [`PortNo`].
     Outport,
-    /// `tcp.flags` (12 bits).
+    /// `tcp.flags` (12 bits), where the ICMP type and code are for ICMP.
     TcpFlags,
     /// `icmp4.type` / `icmp6.type`.
     IcmpType,
@@ -101,11 +103,14 @@ pub enum Field {
     IpSrc,
     /// `ip4.dst` (low 32 bits) / `ip6.dst`.
     IpDst,
+    /// The IPv4 TOS byte / IPv6 traffic class: `ip.dscp` in its high six
+    /// bits, `ip.ecn` in its low two.
+    IpTos,
 }
 
 impl Field {
     /// Every field.
-    pub const ALL: [Field; 16] = [
+    pub const ALL: [Field; 17] = [
         Field::Flags,
         Field::EthType,
         Field::VlanTci,
@@ -122,6 +127,7 @@ impl Field {
         Field::L4Dst,
         Field::IpSrc,
         Field::IpDst,
+        Field::IpTos,
     ];
 
     /// `(word, shift, width)`: the field is bits `shift..shift + width` of
@@ -136,7 +142,8 @@ impl Field {
             Field::IpTtl => (0, 0, 8),
             Field::Inport => (1, 48, 16),
             Field::Outport => (1, 32, 16),
-            Field::TcpFlags => (1, 16, 16),
+            Field::TcpFlags => (1, 0, 16),
+            Field::IpTos => (1, 16, 8),
             Field::IcmpType => (1, 8, 8),
             Field::IcmpCode => (1, 0, 8),
             Field::EthSrc => (2, 16, 48),
@@ -261,7 +268,7 @@ impl Key {
         }
         if let Ok(ip) = layers.ip {
             flags |= flag::IP;
-            let (src, dst, ttl) = match ip.version {
+            let (src, dst, ttl, tos) = match ip.version {
                 IpVersion::V4 => {
                     flags |= flag::IP4;
                     let h = &frame[ip.l3..];
@@ -269,6 +276,7 @@ impl Key {
                         u128::from(u32::from_be_bytes([h[12], h[13], h[14], h[15]])),
                         u128::from(u32::from_be_bytes([h[16], h[17], h[18], h[19]])),
                         h[8],
+                        h[1],
                     )
                 }
                 IpVersion::V6 => {
@@ -278,9 +286,11 @@ impl Key {
                         u128::from_be_bytes(h[8..24].try_into().unwrap_or([0; 16])),
                         u128::from_be_bytes(h[24..40].try_into().unwrap_or([0; 16])),
                         h[7],
+                        (h[0] << 4) | (h[1] >> 4),
                     )
                 }
             };
+            k.set(Field::IpTos, u128::from(tos));
             k.set(Field::IpSrc, src);
             k.set(Field::IpDst, dst);
             k.set(Field::IpTtl, u128::from(ttl));
@@ -357,7 +367,11 @@ impl Key {
                     | (u64::from(ethertype::IPV4) << 32)
                     | (u64::from(proto) << 8)
                     | u64::from(ttl),
-                (u64::from(inport) << 48) | (u64::from(outport) << 32) | (tcp_flags << 16) | icmp,
+                (u64::from(inport) << 48)
+                    | (u64::from(outport) << 32)
+                    | (u64::from(h[15]) << 16)
+                    | tcp_flags
+                    | icmp,
                 (mac_u64(&h[6..12]) << 16) | sport,
                 (mac_u64(&h[0..6]) << 16) | dport,
                 0,
@@ -438,21 +452,27 @@ mod tests {
         assert_eq!(mac_u64(&[]), 0);
     }
 
+    /// Each field reads back what was written into it, and the fields'
+    /// places are disjoint but for `tcp.flags` and the ICMP type and code,
+    /// which share w1's low 16 bits (a packet has one or the other).
     #[test]
     fn fields_round_trip_in_place() {
-        let mut k = Key::default();
+        let place = |f: Field| {
+            let mut k = Key::default();
+            k.set(f, f.all_ones());
+            k
+        };
         for (i, f) in Field::ALL.iter().enumerate() {
-            k.set(
-                *f,
-                ((i as u128 + 1) * 0x0101_0101_0101_0101_0101_0101_0101_0101) & f.all_ones(),
-            );
-        }
-        for (i, f) in Field::ALL.iter().enumerate() {
-            assert_eq!(
-                k.get(*f),
-                ((i as u128 + 1) * 0x0101_0101_0101_0101_0101_0101_0101_0101) & f.all_ones(),
-                "{f:?}"
-            );
+            let mut k = Key::default();
+            let v = ((i as u128 + 1) * 0x0101_0101_0101_0101_0101_0101_0101_0101) & f.all_ones();
+            k.set(*f, v);
+            assert_eq!(k.get(*f), v, "{f:?}");
+            assert_eq!(k.and(&place(*f)), k, "{f:?} within its place");
+            for g in &Field::ALL[i + 1..] {
+                let shared = matches!((f, g), (Field::TcpFlags, Field::IcmpType | Field::IcmpCode));
+                let overlap = (0..8).any(|w| place(*f).w[w] & place(*g).w[w] != 0);
+                assert_eq!(overlap, shared, "{f:?} and {g:?}");
+            }
         }
     }
 

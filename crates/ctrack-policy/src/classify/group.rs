@@ -45,11 +45,13 @@ impl Tuple {
 /// - flags kept as they are (protocols separate tuples cheaply);
 /// - addresses: the leading run of ones, cut to a multiple of
 ///   `step` bits (8: a /28 hashes as its /24);
-/// - TCP flags never hashed;
+/// - TCP flags never hashed, and the ICMP type and code, which share their
+///   bits, only where the entry tests the ICMP flag;
 /// - every other field hashed only when wholly masked (an exact port is
 ///   hashed, a port prefix from a range is not).
 pub(crate) fn coarse(mask: &Key, step: u32) -> Key {
     let mut out = Key::default();
+    let icmp = mask.get(Field::Flags) & u128::from(crate::key::flag::ICMP) != 0;
     for f in Field::ALL {
         let m = mask.get(f);
         if m == 0 {
@@ -59,6 +61,7 @@ pub(crate) fn coarse(mask: &Key, step: u32) -> Key {
             Field::Flags => m,
             Field::IpSrc | Field::IpDst => leading_run(m, step),
             Field::TcpFlags => 0,
+            Field::IcmpType | Field::IcmpCode if !icmp => 0,
             _ if m == f.all_ones() => m,
             _ => 0,
         };

@@ -200,7 +200,10 @@ fn invalid(v: Verdict) -> Decision {
 
 /// The key of a connection's opening packet, rebuilt from its original
 /// tuple: a TCP connection opens with a SYN; the link-layer fields come
-/// from the packet at hand (swapped when it is a reply).
+/// from the packet at hand (swapped when it is a reply), as do the TTL and
+/// the TOS (`ip.ttl`, `ip.dscp`, `ip.ecn`), which the connection does not
+/// keep: OVN, which matches each packet of a connection against the ACLs
+/// again, reads them from the packet at hand too.
 fn opening_key(e: &Entry, frame: &[u8], dir: Dir, inport: u16, outport: u16) -> Key {
     let mut k = Key::from_frame(frame, inport, outport);
     if dir == Dir::Reply && frame.len() >= 12 {

@@ -177,6 +177,8 @@ pub(crate) const SYMBOLS: &[Symbol] = &[
     pred("ip6", Pred::Flags(flag::IP | flag::IP6), Nominal),
     field("ip.proto", Field::IpProto, 8, flag::IP, Nominal),
     field("ip.ttl", Field::IpTtl, 8, flag::IP, Nominal),
+    part("ip.dscp", Field::IpTos, 2, 6, flag::IP),
+    part("ip.ecn", Field::IpTos, 0, 2, flag::IP),
     pred("ip.is_frag", Pred::Flags(flag::IP | flag::FRAG), Boolean),
     pred(
         "ip.later_frag",

@@ -334,17 +334,7 @@ fn vlan_and_arp_fields() {
             ),
         ),
     ];
-    use crate::classify::Classifier;
-    for (i, (text, want)) in VLAN_ARP.iter().enumerate() {
-        let e = parse(text, &policy()).unwrap_or_else(|e| panic!("{text}: {e}"));
-        let mut c = Classifier::new();
-        c.insert(i as u32, 1, &e)
-            .unwrap_or_else(|err| panic!("{text}: {err}"));
-        for (name, k) in &keys {
-            assert_eq!(e.eval(k), want.contains(*name), "{text} on {name}");
-            assert_eq!(c.classify(k).is_some(), e.eval(k), "{text} on {name}");
-        }
-    }
+    check_table(VLAN_ARP, &keys);
     // The words: `vlan.tci` bit 12 for a tag (Open vSwitch's CFI), the
     // ARP's fields in the address words and l4.src.
     assert_eq!(t.get(Field::VlanTci), 0xb032);
@@ -365,4 +355,70 @@ fn vlan_and_arp_field_errors() {
         let e = parse(text, &policy()).expect_err(text);
         assert!(e.message.contains(why), "{text}: {e}");
     }
+}
+
+/// Each match of `table` matches the keys whose names it lists, evaluated
+/// and through a classifier of it alone.
+fn check_table(table: &[(&str, &str)], keys: &[(char, Key)]) {
+    use crate::classify::Classifier;
+    for (i, (text, want)) in table.iter().enumerate() {
+        let e = parse(text, &policy()).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let mut c = Classifier::new();
+        c.insert(i as u32, 1, &e)
+            .unwrap_or_else(|err| panic!("{text}: {err}"));
+        for (name, k) in keys {
+            assert_eq!(e.eval(k), want.contains(*name), "{text} on {name}");
+            assert_eq!(c.classify(k).is_some(), e.eval(k), "{text} on {name}");
+        }
+    }
+}
+
+/// The matches of `ip.dscp` and `ip.ecn` and what each matches, among an
+/// IPv4 TCP SYN of DSCP 46 (EF) and ECN 0 (`e`), an IPv4 ping of DSCP 10
+/// and ECN 3 (`p`), an IPv6 UDP datagram of traffic class 0xb9 (DSCP 46,
+/// ECN 1; `s`), an IPv4 UDP datagram of TOS 0 (`z`) and an ARP (`a`).
+const TOS: &[(&str, &str)] = &[
+    ("ip.dscp == 46", "es"),
+    ("ip.dscp == 46 && ip4", "e"),
+    ("ip.dscp >= 40", "es"),
+    ("ip.dscp < 11 && ip.dscp > 0", "p"),
+    ("ip.dscp == {10, 12, 14}", "p"),
+    ("ip.ecn == 3", "p"),
+    ("ip.ecn != 0", "ps"),
+    ("ip.ecn == 0", "ez"),
+    ("ip.dscp == 0", "z"),
+    // The TCP flags and the ICMP type and code, which share a word with
+    // the TOS byte, are read as before.
+    ("ip.dscp == 46 && tcp.flags == 0x002", "e"),
+    ("tcp.flags == 0x002", "e"),
+    ("icmp4.type == 8 && icmp4.code == 0 && ip.ecn == 3", "p"),
+    ("icmp4.type == 8", "p"),
+    ("!(ip.dscp == 46)", "pz"),
+];
+
+#[test]
+fn dscp_and_ecn() {
+    // An IPv4 frame's TOS is byte 15 (the header's second byte); an IPv6
+    // frame's traffic class spans bytes 14 and 15.
+    let v4 = |l4: L4, tos: u8| {
+        let mut f = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], l4).build();
+        f[15] = tos;
+        Key::from_frame(&f, 1, 2)
+    };
+    let mut f6 = Frame::v6(v6(1), v6(2), L4::udp(1, 2, b"x")).build();
+    f6[14] = 0x60 | (0xb9 >> 4);
+    f6[15] = (0xb9 << 4) | (f6[15] & 0x0f);
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
+    arp.extend_from_slice(&[0; 28]);
+    let keys = [
+        ('e', v4(L4::tcp(40000, 443, 0x002), 46 << 2)),
+        ('p', v4(L4::icmp_query(8, 1, 1), (10 << 2) | 3)),
+        ('s', Key::from_frame(&f6, 1, 2)),
+        ('z', v4(L4::udp(1, 2, b"x"), 0)),
+        ('a', Key::from_frame(&arp, 1, 0)),
+    ];
+    check_table(TOS, &keys);
+    assert_eq!(keys[0].1.get(Field::IpTos), 46 << 2);
+    assert_eq!(keys[2].1.get(Field::IpTos), 0xb9);
 }
