@@ -75,6 +75,7 @@ fn run_policy(args: &ReplayArgs, path: &Path, out: &mut dyn Write) -> Result<()>
     let frag = frag_config(args)?;
     let fw = Firewall::new(Tracker::new(tracker_config(args)), frag, policy)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    fw.set_reject_limit(args.reject_rate, args.reject_burst);
     let file = File::open(&args.file).with_context(|| format!("{}", args.file.display()))?;
     let mut reader = CaptureReader::new(BufReader::new(file))
         .with_context(|| format!("{}", args.file.display()))?;

@@ -111,6 +111,16 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "N", default_value_t = ctrack_core::track::DEFAULT_MAX_CONNS,
           value_parser = bounded(1, MAX_CONNS))]
     pub max_conns: usize,
+    /// With `--policy`: `reject` answers a second on the replay's clock,
+    /// as `ctrack run --reject-rate` (more rejected packets get none).
+    #[arg(long, value_name = "N", default_value_t = ctrack_policy::reject::DEFAULT_RATE,
+          requires = "policy")]
+    pub reject_rate: u32,
+    /// With `--policy`: `reject` answers at once, as `ctrack run
+    /// --reject-burst`.
+    #[arg(long, value_name = "N", default_value_t = ctrack_policy::reject::DEFAULT_BURST,
+          requires = "policy")]
+    pub reject_burst: u32,
 }
 
 /// The largest minimum fragment size: an IP packet is at most 65535 bytes

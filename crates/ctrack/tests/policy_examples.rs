@@ -619,3 +619,47 @@ fn replay_logged(acl: &str, tail: &str, args: &[&str]) -> Logged {
         stderr,
     }
 }
+
+/// `replay --reject-rate N --reject-burst N` set the limit on `reject`
+/// answers, as `ctrack run`'s do: with a burst of 0 the mixed example's
+/// rejected UDP gets no ICMP error, by default every one does; without
+/// `--policy` they are refused.
+#[test]
+fn replay_takes_the_reject_limit() {
+    let summary = |extra: &[&str]| {
+        let mut argv = vec![
+            "replay",
+            "--policy",
+            "examples/policy/mixed.toml",
+            "--format",
+            "json",
+        ];
+        argv.extend_from_slice(extra);
+        argv.push("examples/policy/mixed.pcap");
+        let out = ctrack(&argv);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v.get("rejects_sent").is_some())
+            .expect("the summary")
+    };
+    let n = |v: &serde_json::Value, k: &str| v[k].as_u64().expect("a count");
+    let open = summary(&[]);
+    let shut = summary(&["--reject-rate", "0", "--reject-burst", "0"]);
+    assert!(n(&open, "rejects_sent") >= 1, "{open}");
+    assert_eq!(n(&shut, "rejects_sent"), 0, "{shut}");
+    assert_eq!(
+        n(&shut, "rejects_suppressed"),
+        n(&open, "rejects_sent") + n(&open, "rejects_suppressed")
+    );
+    let bad = ctrack(&["replay", "--reject-rate", "5", "examples/traffic.pcap"]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("--policy"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
