@@ -55,7 +55,8 @@ match = 'arp'
 action = "allow-stateless"
 "#,
     // Stateless and stateful at interleaved priorities (seed 004's case
-    // and its converse), rejects of each protocol.
+    // and its converse), rejects of each protocol, their answers limited
+    // by a `[copp]` meter in kilobits (the rejected frames' sizes count).
     r#"[default]
 action = "allow"
 [[port]]
@@ -91,6 +92,12 @@ priority = 50
 match = 'ip'
 action = "allow-related"
 label = 9
+[meters.answers]
+unit = "kbps"
+rate = 8
+burst = 2
+[copp]
+reject = "answers"
 "#,
     // Source NAT with the FTP gateway, and the TFTP gateway.
     r#"[default]

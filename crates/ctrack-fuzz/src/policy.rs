@@ -91,6 +91,24 @@ fn meters(p: &Policy, probe: &mut Probe) {
             assert!(through <= u64::from(m.burst), "{m:?}: {through}");
         }
     }
+    // `[copp] reject` names a meter of the file, which the answers then
+    // ask (after the ACLs, with whom it may share its cell): at most its
+    // burst in packets.
+    assert_eq!(cells.limits_rejects(), p.copp.reject.is_some());
+    if let Some(name) = &p.copp.reject {
+        let m = &p.meters[name];
+        let mut through = 0u64;
+        for t in [5u64, 4, 5, 5, 5] {
+            let now = ctrack_core::Time::from_millis(t);
+            let open = cells.reject_would_admit(now, 60) == Some(true);
+            let sent = open && cells.reject_admit(now, 60) == Some(true);
+            through += u64::from(sent);
+        }
+        probe.feature(76, (m.unit, m.fair, through.min(5)));
+        if m.unit == ctrack_policy::model::MeterUnit::Pktps {
+            assert!(through <= u64::from(m.burst), "{m:?}: {through}");
+        }
+    }
 }
 
 /// The small policy [`match_expr`] resolves names against: ports vm1, vm2,

@@ -263,6 +263,8 @@ unit = "kbps"
 rate = 64
 burst = 128
 fair = true
+[copp]
+reject = "acl-log"
 "#;
 
 /// The same format in JSON.
@@ -270,7 +272,7 @@ pub const POLICY_JSON: &str = r#"{"port": [{"name": "vm1", "addresses": ["02:00:
  "port_groups": {"g": ["vm1"]},
  "acl": [{"direction": "to-lport", "priority": 1, "match": "outport == @g && !(tcp.src < 1024)", "action": "drop",
           "log": true, "meter": "m"}],
- "meters": {"m": {"rate": 5, "burst": 0}}}"#;
+ "meters": {"m": {"rate": 5, "burst": 0}}, "copp": {"reject": "m"}}"#;
 
 /// Every control command with typical arguments, one request a line, as
 /// raw words (the body also sends each line as an `argv` request) and as

@@ -159,6 +159,8 @@ const POLICY_WORDS: &[&[u8]] = &[
     b"burst = 0\n",
     b"unit = \"kbps\"\n",
     b"fair = true\n",
+    b"[copp]\n",
+    b"reject = \"m\"\n",
     b"\"",
     b"'",
     b"[",

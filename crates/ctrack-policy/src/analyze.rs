@@ -57,7 +57,7 @@ pub enum Finding {
     Incomplete,
     /// An address set or port group that no ACL's match names (a port
     /// group counts as named when one of its derived sets, `$G_ip4` or
-    /// `$G_ip6`, is), or a meter no ACL names.
+    /// `$G_ip6`, is), or a meter no ACL (nor `[copp]`) names.
     Unused {
         /// `address set`, `port group` or `meter`.
         kind: &'static str,
@@ -87,6 +87,12 @@ pub enum Finding {
         acl: String,
         /// Why: `does not log`, or `commits no connection`.
         why: &'static str,
+    },
+    /// `[copp] reject` names a meter, but no ACL rejects: it limits
+    /// nothing.
+    CoppWithoutReject {
+        /// The meter's name.
+        meter: String,
     },
 }
 
@@ -127,6 +133,10 @@ impl fmt::Display for Finding {
             Finding::LogRelatedInert { acl, why } => write!(
                 f,
                 "note: ACL {acl} has log-related but {why}: it logs no reply or related packet"
+            ),
+            Finding::CoppWithoutReject { meter } => write!(
+                f,
+                "note: [copp] reject names meter {meter} but no ACL rejects: it limits nothing"
             ),
             Finding::SharedName { name, acls } => {
                 let list: Vec<String> = acls.iter().map(|i| format!("#{i}")).collect();
@@ -250,6 +260,13 @@ pub fn analyze(p: &Policy) -> Vec<Finding> {
             why,
         })
     }));
+    if let Some(meter) = &p.copp.reject
+        && !p.acls.iter().any(|a| a.action == AclAction::Reject)
+    {
+        out.push(Finding::CoppWithoutReject {
+            meter: meter.clone(),
+        });
+    }
     out.extend(matches(p, &names));
     out
 }
@@ -284,7 +301,9 @@ fn unused(p: &Policy) -> Vec<Finding> {
         p.port_groups.keys().collect(),
         &used.port_groups,
     ));
-    let metered: BTreeSet<&str> = p.acls.iter().filter_map(|a| a.meter.as_deref()).collect();
+    let metered: BTreeSet<&str> = (p.acls.iter().filter_map(|a| a.meter.as_deref()))
+        .chain(p.copp.reject.as_deref())
+        .collect();
     out.extend(of("meter", p.meters.keys().collect(), &metered));
     out
 }
@@ -579,6 +598,32 @@ rate = 10
         assert_eq!(
             f[0].to_string(),
             "note: address set spare is not used by any ACL"
+        );
+    }
+
+    /// A meter named by `[copp]` alone is used; a `[copp] reject` meter
+    /// where no ACL rejects limits nothing.
+    #[test]
+    fn copp_reject_meters() {
+        let text = |action: &str| {
+            format!(
+                "[[acl]]\ndirection = \"to-lport\"\npriority = 1\nmatch = \"tcp\"\naction = \"{action}\"\n\
+                 [meters.answers]\nrate = 10\n[copp]\nreject = \"answers\"\n"
+            )
+        };
+        let f = analyze(&Policy::from_str(&text("reject"), "t.toml").expect("policy"));
+        assert_eq!(f, []);
+        let f = analyze(&Policy::from_str(&text("drop"), "t.toml").expect("policy"));
+        assert_eq!(
+            f,
+            [Finding::CoppWithoutReject {
+                meter: "answers".into()
+            }]
+        );
+        assert!(!f[0].is_warning());
+        assert_eq!(
+            f[0].to_string(),
+            "note: [copp] reject names meter answers but no ACL rejects: it limits nothing"
         );
     }
 

@@ -13,8 +13,10 @@
 //! between cores. (Open vSwitch's userspace datapath takes a mutex a
 //! meter; this is ours, written for that reason.)
 //!
-//! The same cell limits the answers of `reject` ACLs ([`Limit`], held by
-//! the firewall for all its workers): a per-worker clock that runs a
+//! A policy's `[copp] reject` meter limits the answers of its `reject`
+//! ACLs ([`Meters::reject_admit`]), sharing its cell with the ACLs that
+//! name it unless it is `fair`; without one, the firewall's own cell does
+//! ([`Limit`], held by the firewall for all its workers): a per-worker clock that runs a
 //! little behind another's only makes a cell stricter, where a token
 //! bucket that takes an earlier time as its reference would gain tokens
 //! each time two threads' clocks alternate.
@@ -159,37 +161,45 @@ pub struct Meters {
     cells: Vec<Cell>,
     /// Each ACL's cell, or [`NONE`].
     by_acl: Vec<u32>,
+    /// The cell of the `[copp] reject` meter, or [`NONE`].
+    reject: u32,
     /// The time the set was first asked, in milliseconds (`u64::MAX`
     /// until then).
     origin: AtomicU64,
 }
 
 impl Meters {
-    /// The cells `policy`'s ACLs need.
+    /// The cells `policy`'s ACLs and `[copp]` need. A meter is one cell
+    /// for all that name it, as in OVN, but for a `fair` meter's ACLs,
+    /// which have one each (OVN gives each a meter of its own, and its
+    /// `Copp` the meter by its name).
     pub fn new(policy: &Policy) -> Meters {
         let mut cells = Vec::new();
         let mut shared: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+        let mut cell_of = |name: Option<&str>| {
+            let Some(m) = name.and_then(|m| policy.meters.get(m)) else {
+                return NONE;
+            };
+            let mut cell = || {
+                cells.push(Cell::new(m.unit, m.rate, m.burst));
+                (cells.len() - 1) as u32
+            };
+            if m.fair {
+                cell()
+            } else {
+                *shared.entry(m.name.as_str()).or_insert_with(cell)
+            }
+        };
         let by_acl = policy
             .acls
             .iter()
-            .map(|a| {
-                let Some(m) = a.meter.as_deref().and_then(|m| policy.meters.get(m)) else {
-                    return NONE;
-                };
-                let mut cell = || {
-                    cells.push(Cell::new(m.unit, m.rate, m.burst));
-                    (cells.len() - 1) as u32
-                };
-                if m.fair {
-                    cell()
-                } else {
-                    *shared.entry(m.name.as_str()).or_insert_with(cell)
-                }
-            })
+            .map(|a| cell_of(a.meter.as_deref()))
             .collect();
+        let reject = cell_of(policy.copp.reject.as_deref());
         Meters {
             cells,
             by_acl,
+            reject,
             origin: AtomicU64::new(u64::MAX),
         }
     }
@@ -204,15 +214,27 @@ impl Meters {
     pub fn admit(&self, acl: u32, now: Time, bytes: usize) -> Option<bool> {
         let &c = self.by_acl.get(acl as usize)?;
         let cell = self.cells.get(c as usize)?;
-        let ms = now.as_millis();
-        let origin = match self.origin.load(Relaxed) {
-            u64::MAX => match self.origin.compare_exchange(u64::MAX, ms, Relaxed, Relaxed) {
-                Ok(_) => ms,
-                Err(o) => o,
-            },
-            o => o,
-        };
-        Some(cell.admit(ms.saturating_sub(origin), bytes))
+        Some(cell.admit(since(&self.origin, now), bytes))
+    }
+
+    /// Whether the policy's `[copp]` names a `reject` meter, which then
+    /// limits `reject` answers in place of the firewall's own limit.
+    pub fn limits_rejects(&self) -> bool {
+        self.reject != NONE
+    }
+
+    /// Whether the `[copp] reject` meter lets the answer to a rejected
+    /// packet of `bytes` bytes through at `now`; `None` without one.
+    pub fn reject_admit(&self, now: Time, bytes: usize) -> Option<bool> {
+        let cell = self.cells.get(self.reject as usize)?;
+        Some(cell.admit(since(&self.origin, now), bytes))
+    }
+
+    /// [`Meters::reject_admit`] without letting it through: a load and
+    /// no write.
+    pub fn reject_would_admit(&self, now: Time, bytes: usize) -> Option<bool> {
+        let cell = self.cells.get(self.reject as usize)?;
+        Some(cell.would_admit(since(&self.origin, now), bytes))
     }
 }
 
@@ -357,6 +379,43 @@ mod tests {
         let l = Limit::new(1000, 0);
         assert_eq!((0..5).filter(|_| l.allow(t(0))).count(), 0);
         assert_eq!((0..5).filter(|_| l.allow(t(1_000_000))).count(), 0);
+    }
+
+    /// `[copp] reject`: its own cell for a `fair` meter, else the one its
+    /// ACLs share; in `kbps` the rejected packets' sizes count.
+    #[test]
+    fn a_copp_reject_meter() {
+        let t = |ms| Time::from_millis(ms);
+        let with_copp = |meters: &[(&str, MeterUnit, u32, u32, bool)], acls: &[Option<&str>]| {
+            let mut p = policy(meters, acls);
+            p.copp.reject = Some("m".into());
+            Meters::new(&p)
+        };
+        assert!(!Meters::new(&policy(&[], &[])).limits_rejects());
+        assert_eq!(Meters::new(&policy(&[], &[])).reject_admit(t(0), 60), None);
+        // 8 kbit/s with a burst of 8 kbit: a thousand bytes at once, then
+        // a hundred a tenth of a second.
+        let m = with_copp(&[("m", MeterUnit::Kbps, 8, 8, false)], &[]);
+        assert!(m.limits_rejects());
+        assert_eq!(m.cells(), 1);
+        let n = (0..100).filter(|_| m.reject_admit(t(5), 100) == Some(true));
+        assert_eq!(n.count(), 10);
+        assert_eq!(m.reject_would_admit(t(104), 100), Some(false));
+        assert_eq!(m.reject_would_admit(t(105), 100), Some(true));
+        assert_eq!(m.reject_admit(t(105), 101), Some(false));
+        assert_eq!(m.reject_admit(t(105), 100), Some(true));
+        // Shared with the ACLs that name it...
+        let m = with_copp(&[("m", MeterUnit::Pktps, 1, 3, false)], &[Some("m")]);
+        assert_eq!(m.cells(), 1);
+        assert_eq!(m.admit(0, t(0), 60), Some(true));
+        let n = (0..10).filter(|_| m.reject_admit(t(0), 60) == Some(true));
+        assert_eq!(n.count(), 2);
+        // ...but for a fair meter, whose ACLs have their own.
+        let m = with_copp(&[("m", MeterUnit::Pktps, 1, 3, true)], &[Some("m")]);
+        assert_eq!(m.cells(), 2);
+        assert_eq!(m.admit(0, t(0), 60), Some(true));
+        let n = (0..10).filter(|_| m.reject_admit(t(0), 60) == Some(true));
+        assert_eq!(n.count(), 3);
     }
 
     #[test]

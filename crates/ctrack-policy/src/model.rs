@@ -157,6 +157,18 @@ impl Meter {
     }
 }
 
+/// The policy's control plane protection (`[copp]`): OVN's `Copp` of a
+/// logical switch, of which ctrack has the one key a switch's ACLs use.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Copp {
+    /// `reject`: the meter (in [`Policy::meters`]) that limits the
+    /// answers to packets of `reject` ACLs, for all workers together, in
+    /// place of the firewall's own limit (`Firewall::set_reject_limit`,
+    /// `--reject-rate`). In `kbps`, the rejected packets' bits count, as
+    /// OVN's meter counts the packets it sends to its controller.
+    pub reject: Option<String>,
+}
+
 impl AclAction {
     /// The name in the policy file and in reports.
     pub fn name(self) -> &'static str {
@@ -335,6 +347,8 @@ pub struct Policy {
     pub acls: Vec<Acl>,
     /// Meters by name (`[meters]`).
     pub meters: BTreeMap<String, Meter>,
+    /// `[copp]`: the meter that limits `reject` answers.
+    pub copp: Copp,
 }
 
 impl Policy {
@@ -346,7 +360,8 @@ impl Policy {
     }
 
     /// A line a meter, as `policy show` prints them: `meter NAME: 20
-    /// pktps, burst 20, shared by its ACLs, 2 ACL(s)`.
+    /// pktps, burst 20, shared by its ACLs, 2 ACL(s)`, and `, the reject
+    /// answers ([copp])` for the meter that limits them.
     pub fn meter_lines(&self) -> Vec<String> {
         self.meters
             .values()
@@ -356,7 +371,12 @@ impl Policy {
                     .iter()
                     .filter(|a| a.meter.as_ref() == Some(&m.name))
                     .count();
-                format!("meter {}: {}, {users} ACL(s)", m.name, m.text())
+                let copp = if self.copp.reject.as_ref() == Some(&m.name) {
+                    ", the reject answers ([copp])"
+                } else {
+                    ""
+                };
+                format!("meter {}: {}, {users} ACL(s){copp}", m.name, m.text())
             })
             .collect()
     }

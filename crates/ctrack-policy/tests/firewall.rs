@@ -257,6 +257,80 @@ fn reject_answers_with_a_reset() {
     assert!(reply.is_none());
 }
 
+/// `[copp] reject`: the policy's meter limits the answers in place of the
+/// firewall's own limit, while that policy is in force; frame by frame
+/// and in bursts alike, and in kilobits where the meter counts them.
+#[test]
+fn a_copp_meter_limits_reject_answers() {
+    use ctrack_policy::model::{Copp, Meter, MeterUnit};
+    let with_copp = |unit, rate, burst| {
+        let mut p = policy(
+            DefaultAction::Allow,
+            vec![
+                acl(0, Direction::ToLport, 10, AclAction::Reject, tcp_to(25)),
+                // Tracked: a burst takes the tracker's burst path.
+                acl(
+                    1,
+                    Direction::ToLport,
+                    5,
+                    AclAction::AllowRelated,
+                    tcp_to(80),
+                ),
+            ],
+        );
+        p.meters.insert(
+            "answers".into(),
+            Meter {
+                name: "answers".into(),
+                unit,
+                rate,
+                burst,
+                fair: false,
+            },
+        );
+        p.copp = Copp {
+            reject: Some("answers".into()),
+        };
+        p
+    };
+    let syns = |n: u16| -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| from_client(S_IP, seg(1000 + i, 25, SYN, 7, 0)))
+            .collect()
+    };
+    let answered = |fw: &Firewall<u64>, frames: Vec<Vec<u8>>| {
+        let mut o = FwOutputs::default();
+        frames
+            .into_iter()
+            .filter(|f| one(fw, f.clone(), &mut o).1.is_some())
+            .count()
+    };
+    // The firewall's own limit would answer all ten; the meter, three.
+    let f = fw(with_copp(MeterUnit::Pktps, 1, 3));
+    f.set_reject_limit(1000, 1000);
+    assert_eq!(answered(&f, syns(10)), 3);
+    // In a burst: the same meter, spent.
+    let (actions, st) = bursts(&f, [&mut syns(10)]);
+    assert!(actions.iter().all(|a| *a == Action::Reject));
+    assert_eq!((st.rejects_sent, st.rejects_suppressed), (0, 10));
+    // A policy without `[copp]`: the firewall's own limit again.
+    let mut plain = with_copp(MeterUnit::Pktps, 1, 3);
+    plain.copp = Copp::default();
+    f.set_policy(plain).unwrap();
+    f.set_reject_limit(0, 5);
+    assert_eq!(answered(&f, syns(10)), 5);
+    // A new policy's meter starts full, in a burst as well.
+    f.set_policy(with_copp(MeterUnit::Pktps, 1, 4)).unwrap();
+    let (_, st) = bursts(&f, [&mut syns(10)]);
+    assert_eq!((st.rejects_sent, st.rejects_suppressed), (4, 6));
+    // In kilobits: the rejected frames' bits count. Each SYN here is 54
+    // bytes (432 bits); a burst of 2 kbit answers four of them.
+    let len = syns(1)[0].len();
+    assert_eq!(len, 54);
+    let f = fw(with_copp(MeterUnit::Kbps, 1, 2));
+    assert_eq!(answered(&f, syns(10)), 2000 / (len * 8));
+}
+
 /// The server takes TCP 443 only (a change of `web_policy` that no longer
 /// allows its connections to port 80).
 fn https_only() -> Policy {

@@ -131,6 +131,10 @@ impl FindingJson {
                 };
                 j.acl = Some(acl.clone());
             }
+            Finding::CoppWithoutReject { meter } => {
+                j.kind = "copp_without_reject";
+                j.name = Some(meter.clone());
+            }
             Finding::SharedName { name, acls } => {
                 j.kind = "shared_name";
                 j.name = Some(name.clone());

@@ -112,7 +112,8 @@ pub struct ReplayArgs {
           value_parser = bounded(1, MAX_CONNS))]
     pub max_conns: usize,
     /// With `--policy`: `reject` answers a second on the replay's clock,
-    /// as `ctrack run --reject-rate` (more rejected packets get none).
+    /// as `ctrack run --reject-rate` (more rejected packets get none); a
+    /// policy's `[copp] reject` meter in its place, as there.
     #[arg(long, value_name = "N", default_value_t = ctrack_policy::reject::DEFAULT_RATE,
           requires = "policy")]
     pub reject_rate: u32,

@@ -82,7 +82,8 @@ pub struct RunArgs {
     pub acl_log_rate: u32,
     /// `reject` answers (TCP RSTs, ICMP errors, SCTP ABORTs) a second, for
     /// all workers together; more rejected packets are dropped without an
-    /// answer. 0: the burst, then none.
+    /// answer. 0: the burst, then none. A policy whose `[copp]` names a
+    /// `reject` meter is limited by that meter instead.
     #[arg(long, value_name = "N", default_value_t = ctrack_policy::reject::DEFAULT_RATE)]
     pub reject_rate: u32,
     /// `reject` answers at once (0: none at all).

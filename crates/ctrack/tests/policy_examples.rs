@@ -360,6 +360,10 @@ direction = "from-lport"
 priority = 50
 match = "tcp && udp"
 action = "allow"
+[meters.answers]
+rate = 5
+[copp]
+reject = "answers"
 "#,
     )
     .expect("write");
@@ -393,7 +397,7 @@ action = "allow"
             j["warnings"].as_u64(),
             j["notes"].as_u64()
         ),
-        (Some(4), Some(2), Some(1))
+        (Some(4), Some(2), Some(2))
     );
     let kinds: Vec<(&str, &str)> = j["findings"]
         .as_array()
@@ -410,11 +414,13 @@ action = "allow"
         kinds,
         [
             ("note", "unused_address_set"),
+            ("note", "copp_without_reject"),
             ("warning", "never_matches"),
             ("warning", "shadowed")
         ]
     );
-    let shadow = &j["findings"][2];
+    assert_eq!(j["findings"][1]["name"].as_str(), Some("answers"));
+    let shadow = &j["findings"][3];
     assert_eq!(
         (
             shadow["acl"].as_str(),
@@ -427,7 +433,8 @@ action = "allow"
         "note: address set spare is not used by any ACL",
         "warning: ACL odd can never match",
         "warning: ACL ssh is shadowed by v4 and v6, which rank above it and together match every packet it matches",
-        "4 ACLs (0 stateful), default allow; 2 warning(s), 1 note(s)",
+        "note: [copp] reject names meter answers but no ACL rejects: it limits nothing",
+        "4 ACLs (0 stateful), default allow; 2 warning(s), 2 note(s)",
     ] {
         assert!(text.contains(want), "{want:?} in {text}");
     }
@@ -623,17 +630,12 @@ fn replay_logged(acl: &str, tail: &str, args: &[&str]) -> Logged {
 /// `replay --reject-rate N --reject-burst N` set the limit on `reject`
 /// answers, as `ctrack run`'s do: with a burst of 0 the mixed example's
 /// rejected UDP gets no ICMP error, by default every one does; without
-/// `--policy` they are refused.
+/// `--policy` they are refused. A policy's `[copp] reject` meter limits
+/// them in the flags' place.
 #[test]
 fn replay_takes_the_reject_limit() {
-    let summary = |extra: &[&str]| {
-        let mut argv = vec![
-            "replay",
-            "--policy",
-            "examples/policy/mixed.toml",
-            "--format",
-            "json",
-        ];
+    let summary = |policy: &str, extra: &[&str]| {
+        let mut argv = vec!["replay", "--policy", policy, "--format", "json"];
         argv.extend_from_slice(extra);
         argv.push("examples/policy/mixed.pcap");
         let out = ctrack(&argv);
@@ -649,14 +651,30 @@ fn replay_takes_the_reject_limit() {
             .expect("the summary")
     };
     let n = |v: &serde_json::Value, k: &str| v[k].as_u64().expect("a count");
-    let open = summary(&[]);
-    let shut = summary(&["--reject-rate", "0", "--reject-burst", "0"]);
-    assert!(n(&open, "rejects_sent") >= 1, "{open}");
+    let both = |v: &serde_json::Value| (n(v, "rejects_sent"), n(v, "rejects_suppressed"));
+    let mixed = "examples/policy/mixed.toml";
+    let open = summary(mixed, &[]);
+    let shut = summary(mixed, &["--reject-rate", "0", "--reject-burst", "0"]);
+    assert!(n(&open, "rejects_sent") >= 2, "{open}");
     assert_eq!(n(&shut, "rejects_sent"), 0, "{shut}");
     assert_eq!(
         n(&shut, "rejects_suppressed"),
         n(&open, "rejects_sent") + n(&open, "rejects_suppressed")
     );
+    // A meter of one answer a second, by `[copp]`: what the same limit
+    // by flags gives, whatever the flags say.
+    let one = summary(mixed, &["--reject-rate", "1", "--reject-burst", "1"]);
+    assert_eq!(both(&one), (1, n(&open, "rejects_sent") - 1), "{one}");
+    let copp = std::env::temp_dir().join(format!("ctrack-copp-{}.toml", std::process::id()));
+    let text = std::fs::read_to_string(root().join(mixed)).expect("the example")
+        + "\n[meters.answers]\nrate = 1\nburst = 1\n\n[copp]\nreject = \"answers\"\n";
+    std::fs::write(&copp, text).expect("a temporary file");
+    let path = copp.to_str().expect("a UTF-8 path");
+    let by_meter = summary(path, &[]);
+    let over_flags = summary(path, &["--reject-rate", "0", "--reject-burst", "0"]);
+    let _ = std::fs::remove_file(&copp);
+    assert_eq!(both(&by_meter), both(&one), "{by_meter}");
+    assert_eq!(both(&over_flags), both(&one), "{over_flags}");
     let bad = ctrack(&["replay", "--reject-rate", "5", "examples/traffic.pcap"]);
     assert!(!bad.status.success());
     let err = String::from_utf8_lossy(&bad.stderr);

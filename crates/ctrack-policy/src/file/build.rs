@@ -10,8 +10,8 @@ use super::raw::{Format, RawAcl, RawMeter, RawPolicy, RawPort, Sp};
 use super::{MAX_ACL_NAME, MAX_ACLS, MAX_POLICY_NODES, MAX_PORTS};
 use crate::lang::{self, Context, MAX_NODES};
 use crate::model::{
-    Acl, AclAction, DefaultAction, Direction, Meter, MeterUnit, Policy, PolicyError, Port, Prefix,
-    Severity,
+    Acl, AclAction, Copp, DefaultAction, Direction, Meter, MeterUnit, Policy, PolicyError, Port,
+    Prefix, Severity,
 };
 
 /// The text being read, for positions.
@@ -76,6 +76,7 @@ pub(crate) fn build<F: Format>(
     for (name, m) in &raw.meters.0 {
         p.meters.insert(name.clone(), meter(&src, name, m)?);
     }
+    p.copp = copp(&src, &raw.copp.0, &p.meters)?;
     if raw.acl.len() > MAX_ACLS {
         return Err(src.at(&raw.acl[MAX_ACLS], format!("more than {MAX_ACLS} ACLs")));
     }
@@ -441,6 +442,32 @@ fn meter<F: Format>(
         burst: if burst == 0 { rate } else { burst },
         fair: m.fair.unwrap_or(false),
     })
+}
+
+/// `[copp]`: OVN's `Copp` meters by key. A logical switch's ACLs use
+/// one of its keys, `reject`; OVN's others limit what its router and
+/// controller answer (ARP, DHCP, DNS, BFD...), which ctrack has not.
+fn copp<F: Format>(
+    src: &Src<'_>,
+    raw: &BTreeMap<String, Sp<String, F>>,
+    meters: &BTreeMap<String, Meter>,
+) -> Result<Copp, PolicyError> {
+    let mut c = Copp::default();
+    for (key, m) in raw {
+        if key != "reject" {
+            return Err(src.at(
+                m,
+                format!(
+                    "copp key {key:?}: expected \"reject\" (the one key of OVN's Copp that a switch's ACLs use)"
+                ),
+            ));
+        }
+        if !meters.contains_key(&m.value) {
+            return Err(src.at(m, unknown_meter(&m.value, meters)));
+        }
+        c.reject = Some(m.value.clone());
+    }
+    Ok(c)
 }
 
 fn unknown_meter(name: &str, meters: &BTreeMap<String, Meter>) -> String {

@@ -180,6 +180,9 @@ pub(crate) struct RawPolicy<F> {
     pub(crate) acl: Vec<Sp<RawAcl<F>, F>>,
     #[serde(default)]
     pub(crate) meters: UniqueMap<Sp<RawMeter<F>, F>>,
+    /// `[copp]`: OVN's `Copp` meters by key (only `reject` is taken).
+    #[serde(default)]
+    pub(crate) copp: UniqueMap<Sp<String, F>>,
 }
 
 /// One `[meters.NAME]`.

@@ -528,3 +528,66 @@ fn meter_errors_say_where() {
         assert_eq!(at(&e), (line_of(&text, needle), col), "{e}");
     }
 }
+
+/// `[copp]`: OVN's `Copp` of the switch, its `reject` key naming the
+/// meter that limits the answers to `reject` ACLs.
+#[test]
+fn copp_names_the_reject_meter() {
+    let p = load(&(EXAMPLE.to_string() + METERS));
+    assert_eq!(p.copp.reject, None);
+    let p = load(&(EXAMPLE.to_string() + METERS + "[copp]\nreject = \"bits\"\n"));
+    assert_eq!(p.copp.reject.as_deref(), Some("bits"));
+    assert!(
+        p.meter_lines()
+            .iter()
+            .any(|l| l.starts_with("meter bits:") && l.ends_with(", the reject answers ([copp])")),
+        "{:?}",
+        p.meter_lines()
+    );
+    // JSON, the same shape.
+    let json = EXAMPLE_JSON.replacen(
+        '{',
+        "{\"meters\": {\"m\": {\"rate\": 5}}, \"copp\": {\"reject\": \"m\"},",
+        1,
+    );
+    let p = Policy::from_str(&json, "p.json").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(p.copp.reject.as_deref(), Some("m"));
+}
+
+#[test]
+fn copp_errors_say_where() {
+    let line_of = |text: &str, needle: &str| {
+        text.lines().position(|l| l.contains(needle)).unwrap() as u32 + 1
+    };
+    let cases = [
+        (
+            EXAMPLE.to_string() + METERS + "[copp]\nreject = \"nope\"\n",
+            "nope",
+            10,
+            "unknown meter \"nope\": expected one of acl-log, bits",
+        ),
+        (
+            EXAMPLE.to_string() + "[copp]\nreject = \"nope\"\n",
+            "nope",
+            10,
+            "the policy has no [meters] table",
+        ),
+        (
+            EXAMPLE.to_string() + METERS + "[copp]\ntcp-reset = \"bits\"\n",
+            "tcp-reset",
+            13,
+            "copp key \"tcp-reset\": expected \"reject\"",
+        ),
+        (
+            EXAMPLE.to_string() + METERS + "[copp]\nreject = 5\n",
+            "reject = 5",
+            10,
+            "expected a string",
+        ),
+    ];
+    for (text, needle, col, want) in cases {
+        let e = error(&text);
+        assert!(e.message.contains(want), "{e}");
+        assert_eq!(at(&e), (line_of(&text, needle), col), "{e}");
+    }
+}

@@ -554,7 +554,7 @@ impl<T> Firewall<T> {
         let d = self.after_lookup(&cx, frame, *v, st);
         st.count(&d);
         let reply = if d.action == Action::Reject {
-            self.reject(frame, now, st)
+            self.reject(pol, frame, now, st)
         } else {
             None
         };

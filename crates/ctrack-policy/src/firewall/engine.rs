@@ -108,7 +108,8 @@ impl<T> Firewall<T> {
     /// `per_second` answers a second, `burst` at once (by default
     /// [`DEFAULT_RATE`] and [`DEFAULT_BURST`], as Linux limits its ICMP
     /// errors). A rate of 0 allows the burst and then nothing; a burst of
-    /// 0, no answer.
+    /// 0, no answer. A policy whose `[copp]` names a `reject` meter is
+    /// limited by that meter instead, while it is in force.
     pub fn set_reject_limit(&self, per_second: u32, burst: u32) {
         self.reject_limit
             .store(Arc::new(Limit::new(per_second, burst)));
@@ -187,17 +188,34 @@ impl<T> Firewall<T> {
         self.frags.expire_why(now, dropped);
     }
 
-    /// Answers a rejected packet, within the rate limit. Where the limit
-    /// is spent, nothing more is done; otherwise it is asked once the
-    /// packet is known to be answerable and before the answer is built.
-    /// So a flood over the limit costs a load of the limit's word a
-    /// packet (docs/attacks.md, "Reject flood").
-    pub(super) fn reject(&self, frame: &[u8], now: Time, st: &mut FwStats) -> Option<Vec<u8>> {
-        let limit = self.reject_limit.load();
-        let answer = if limit.open(now) {
-            crate::reject::reply_within(frame, || limit.allow(now))
+    /// Answers a rejected packet, within the limit: the policy's `[copp]
+    /// reject` meter if it names one, else the firewall's own. Where the
+    /// limit is spent, nothing more is done; otherwise it is asked once
+    /// the packet is known to be answerable and before the answer is
+    /// built. So a flood over the limit costs a load of the limit's word
+    /// a packet (docs/attacks.md, "Reject flood").
+    pub(super) fn reject(
+        &self,
+        pol: &Compiled,
+        frame: &[u8],
+        now: Time,
+        st: &mut FwStats,
+    ) -> Option<Vec<u8>> {
+        let n = frame.len();
+        let m = &pol.meters;
+        let answer = if m.limits_rejects() {
+            if m.reject_would_admit(now, n) == Some(true) {
+                crate::reject::reply_within(frame, || m.reject_admit(now, n) == Some(true))
+            } else {
+                None
+            }
         } else {
-            None
+            let limit = self.reject_limit.load();
+            if limit.open(now) {
+                crate::reject::reply_within(frame, || limit.allow(now))
+            } else {
+                None
+            }
         };
         if answer.is_some() {
             st.rejects_sent += 1;

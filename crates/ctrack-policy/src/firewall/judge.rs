@@ -35,7 +35,7 @@ impl<T> Firewall<T> {
         let d = self.decide(pol, frame, now, st);
         st.count(&d);
         let reply = if d.action == Action::Reject {
-            self.reject(frame, now, st)
+            self.reject(pol, frame, now, st)
         } else {
             None
         };

@@ -337,6 +337,60 @@ fn http_ping_reject(tag: &str, io: &str) {
     assert_eq!(count.trim(), "0", "count after flush: {count}");
 }
 
+/// A policy's `[copp] reject` meter limits `reject` answers in place of
+/// `--reject-rate`, from the reload that brings it: twenty SYNs at once
+/// to the rejected port get twenty RSTs under the default limit (a burst
+/// of 50), then, under a meter of one a second with a burst of two, two
+/// (three if a second turns meanwhile); the rest are dropped unanswered.
+#[test]
+fn reject_answers_within_a_copp_meter() {
+    let Some((net, fw)) = setup("cp", "af-packet") else {
+        return;
+    };
+    // Twenty connections opened at once, closed before a SYN is sent
+    // again: one SYN each.
+    let syns = format!(
+        "import socket, time\n\
+         ss = [socket.socket() for _ in range(20)]\n\
+         for s in ss:\n    s.setblocking(False)\n    s.connect_ex(('{SERVER_IP}', 82))\n\
+         time.sleep(0.3)\n\
+         for s in ss:\n    s.close()\n"
+    );
+    let rejects = |want: u64| {
+        let mut json = String::new();
+        let done = Net::until(Duration::from_secs(5), || {
+            json = fw.ctl_ok(&net, &["stats", "--format", "json"]);
+            let v: serde_json::Value = serde_json::from_str(&json).expect("stats JSON");
+            let n = |k: &str| v["rejects"][k].as_u64().unwrap_or(0);
+            n("sent") + n("suppressed") >= want
+        });
+        assert!(done, "{want} rejected SYNs: {json}");
+        let v: serde_json::Value = serde_json::from_str(&json).expect("stats JSON");
+        let n = |k: &str| v["rejects"][k].as_u64().unwrap_or(0);
+        (n("sent"), n("suppressed"))
+    };
+    let run = |what: &str| {
+        let o = net.run(&net.c, &["python3", "-c", &syns]);
+        assert!(o.status.success(), "{what}: {o:?}");
+    };
+    run("under --reject-rate");
+    assert_eq!(rejects(20), (20, 0));
+    let copp = "\n[meters.answers]\nrate = 1\nburst = 2\n\n[copp]\nreject = \"answers\"\n";
+    let with = net.file("copp.toml", &policy(true, copp));
+    let shown = fw.ctl_ok(&net, &["policy", "reload", &with.display().to_string()]);
+    assert!(shown.contains("generation"), "{shown}");
+    let show = fw.ctl_ok(&net, &["policy", "show"]);
+    assert!(show.contains("the reject answers ([copp])"), "{show}");
+    let start = Instant::now();
+    run("under the copp meter");
+    let secs = start.elapsed().as_secs();
+    let (sent, suppressed) = rejects(40);
+    assert!(
+        (22..=23 + secs).contains(&sent) && sent + suppressed == 40,
+        "{sent} answers and {suppressed} kept back, 20 of them in {secs} s through a meter of one a second, a burst of two"
+    );
+}
+
 #[test]
 fn http_ping_and_reject_af_packet() {
     http_ping_reject("hp", "af-packet");
