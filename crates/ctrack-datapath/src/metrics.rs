@@ -120,17 +120,11 @@ fn firewall(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
         .map(|(v, n)| (labels(&[("verdict", (*v).to_owned())]), n))
         .collect();
     counters(reg, "packets", "Packets by final verdict.", verdicts);
-    let stages = [
-        Stage::FromLport,
-        Stage::ToLport,
-        Stage::Session,
-        Stage::Default,
-        Stage::Nd,
-    ]
-    .iter()
-    .zip(fw.stages)
-    .map(|(st, n)| (labels(&[("stage", st.name().to_owned())]), n))
-    .collect();
+    let stages = Stage::ALL
+        .iter()
+        .zip(fw.stages)
+        .map(|(st, n)| (labels(&[("stage", st.name().to_owned())]), n))
+        .collect();
     counters(reg, "stage_packets", "Packets by deciding stage.", stages);
     let mut drops: Vec<(Labels, u64)> = DropReason::ALL
         .iter()

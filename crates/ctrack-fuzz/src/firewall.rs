@@ -15,23 +15,27 @@ use crate::Probe;
 /// The policies a `firewall_frames` input picks from (its first byte), as
 /// policy files: `{A}` and `{B}` stand for the source and destination MAC
 /// addresses of the input's first frame, so that mutated traffic meets
-/// ACLs that name its ports. Between them: stateful and stateless ACLs at
-/// interleaved priorities, `reject` of every kind, tiers and `pass`,
+/// ACLs that name its ports. Between them: port security, stateful and
+/// stateless ACLs at interleaved priorities, `reject` of every kind, tiers and `pass`,
 /// source NAT with the FTP and TFTP gateways, a default allow that
 /// commits, ports in zones of their own, and sessions of several ACLs
 /// side by side.
 pub const FIREWALL_POLICIES: [&str; 6] = [
     // A security group: each port may send anything out; the server
-    // takes a few services in; ARP passes stateless.
+    // takes a few services in; ARP passes stateless. Port security: `a`
+    // sends from and receives at private addresses only, `b` its MAC
+    // alone.
     r#"[default]
 action = "drop"
 [[port]]
 name = "a"
 addresses = ["{A}"]
+port_security = ["{A} 10.0.0.0/8 192.168.0.0/16 172.16.0.1/12 fd00::/8"]
 zone = 1
 [[port]]
 name = "b"
 addresses = ["{B}"]
+port_security = ["{B}"]
 zone = 2
 [[acl]]
 direction = "from-lport"

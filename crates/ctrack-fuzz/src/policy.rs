@@ -40,6 +40,17 @@ pub fn policy_file(data: &[u8], probe: &mut Probe) {
                 assert!(g.iter().all(|&i| i < p.ports.len()));
             }
             meters(&p, probe);
+            // Every MAC of port security is its port's, and no other's.
+            for (i, port) in p.ports.iter().enumerate() {
+                for e in &port.security {
+                    assert!(port.macs.contains(&e.mac), "{port:?}");
+                    assert_eq!(p.port_of_mac(e.mac), (i + 1) as u16, "{port:?}");
+                    for (a, len) in &e.ips {
+                        assert!(*len <= if a.is_ipv4() { 32 } else { 128 });
+                    }
+                }
+                probe.feature(77, port.security.len().min(4));
+            }
             let cx = Context::new(&p);
             for a in &p.acls {
                 assert!(a.expr.size() <= lang::MAX_NODES);
@@ -119,6 +130,7 @@ pub fn match_policy() -> Policy {
         macs: vec![[2, 0, 0, 0, 0, n]],
         ips: vec![ip.parse().expect("fixed address")],
         zone: u16::from(n),
+        security: Vec::new(),
     };
     Policy {
         ports: vec![

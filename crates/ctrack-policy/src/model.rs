@@ -190,17 +190,60 @@ impl AclAction {
     }
 }
 
-/// A port, as OVN's Logical_Switch_Port: its name, addresses and zone.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A port, as OVN's Logical_Switch_Port: its name, addresses, zone and
+/// port security.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Port {
     /// Its name.
     pub name: String,
-    /// Its MAC addresses (the first token of each `addresses` entry).
+    /// Its MAC addresses (the first token of each `addresses` entry, then
+    /// those of `port_security` entries that `addresses` lacks: ctrack
+    /// tells ports apart by MAC).
     pub macs: Vec<[u8; 6]>,
     /// Its IP addresses (the other tokens).
     pub ips: Vec<IpAddr>,
     /// The conntrack zone of its connections.
     pub zone: u16,
+    /// `port_security`: the addresses it may send from and receive at
+    /// (OVN's `Logical_Switch_Port.port_security`); empty: any.
+    pub security: Vec<PortSecurity>,
+}
+
+impl Port {
+    /// Its `port_security` as `policy show` prints it, after the port's
+    /// line: `; port security "02:00:00:00:00:01 10.0.0.1/32", ...`, or
+    /// nothing.
+    pub fn security_text(&self) -> String {
+        if self.security.is_empty() {
+            return String::new();
+        }
+        let entries: Vec<String> = self
+            .security
+            .iter()
+            .map(|e| {
+                let mut t = e.mac.map(|b| format!("{b:02x}")).join(":");
+                for (a, len) in &e.ips {
+                    t.push_str(&format!(" {a}/{len}"));
+                }
+                format!("{t:?}")
+            })
+            .collect();
+        format!("; port security {}", entries.join(", "))
+    }
+}
+
+/// One `port_security` entry: a MAC, and the IP addresses the port may
+/// use with it (none: any). An address with a prefix length whose host
+/// bits are zero is a network (any address in it); with host bits set,
+/// that address alone (and, for IPv4, the network's broadcast address as
+/// a destination), as in OVN.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortSecurity {
+    /// The MAC address.
+    pub mac: [u8; 6],
+    /// The addresses, each with its prefix length (32 or 128 when none
+    /// was given), host bits as written.
+    pub ips: Vec<(IpAddr, u8)>,
 }
 
 /// An IP prefix of an address set.

@@ -74,6 +74,7 @@ fn port(name: &str, mac: [u8; 6], zone: u16) -> Port {
         macs: vec![mac],
         ips: Vec::new(),
         zone,
+        security: Vec::new(),
     }
 }
 

@@ -27,6 +27,7 @@ fn policy(default: DefaultAction, acls: Vec<Acl>) -> Policy {
         macs: vec![mac],
         ips: Vec::new(),
         zone,
+        security: Vec::new(),
     };
     Policy {
         default,
@@ -875,6 +876,7 @@ fn a_burst_of_two_zones_judges_each_frame_in_its_own() {
             macs: vec![mac],
             ips: Vec::new(),
             zone,
+            security: Vec::new(),
         });
     }
     let frame = |src_mac, dst_mac, reply: bool, i: u16, flags, seq, ack| {
@@ -973,4 +975,98 @@ fn the_last_pairs_zone_is_remembered_for_its_own_policy_only() {
     assert_eq!(zones(&a, syn(3), &mut st), [(Action::Allow, Some(1))]);
     a.set_policy(zoned(5, 6)).unwrap();
     assert_eq!(zones(&a, syn(4), &mut st), [(Action::Allow, Some(5))]);
+}
+
+/// `web_policy` with port security on both ports: each may use its own
+/// address only.
+fn secured_web() -> Policy {
+    use ctrack_policy::model::PortSecurity;
+    let mut p = web_policy();
+    let ip = |a: [u8; 4]| (std::net::IpAddr::from(a), 32);
+    p.ports[0].security = vec![PortSecurity {
+        mac: C_MAC,
+        ips: vec![ip(C_IP)],
+    }];
+    p.ports[1].security = vec![PortSecurity {
+        mac: S_MAC,
+        ips: vec![ip(S_IP)],
+    }];
+    p
+}
+
+/// Port security drops a spoofed source before the ACLs and the tracker,
+/// and a destination the receiver may not use after them; the session's
+/// packets pass, frame by frame and in bursts alike.
+#[test]
+fn port_security_holds_before_the_acls_and_the_session() {
+    let fw = fw(secured_web());
+    let mut o = FwOutputs::default();
+    let (d, _) = one(&fw, from_client(S_IP, seg(1000, 80, SYN, 1, 0)), &mut o);
+    assert_eq!((d.action, d.acl), (Action::Allow, AclRef::Acl(0)));
+    let (d, _) = one(
+        &fw,
+        from_server(S_IP, seg(80, 1000, SYN | ACK, 9, 2)),
+        &mut o,
+    );
+    assert_eq!((d.action, d.stage), (Action::Allow, Stage::Session));
+    // The client sends as another address: dropped, nothing tracked.
+    let mut spoofed = Frame::v4([10, 0, 0, 9], S_IP, seg(1001, 80, SYN, 1, 0));
+    spoofed.eth_src = C_MAC;
+    spoofed.eth_dst = S_MAC;
+    let spoofed = spoofed.build();
+    let (d, reply) = one(&fw, spoofed.clone(), &mut o);
+    assert_eq!(
+        (d.action, d.stage, d.acl, d.reason),
+        (
+            Action::Drop,
+            Stage::PortSecurity,
+            AclRef::PortSecurity,
+            Some(DropReason::PortSecurity)
+        )
+    );
+    assert!(reply.is_none() && d.ct.is_none());
+    assert_eq!(fw.tracker().table_len(), 1);
+    // To the server's MAC, another address: the server may not receive it.
+    let (d, _) = one(
+        &fw,
+        from_client([10, 0, 0, 3], seg(1002, 80, SYN, 1, 0)),
+        &mut o,
+    );
+    assert_eq!(d.stage, Stage::PortSecurity);
+    assert_eq!(o.stats.drops[DropReason::PortSecurity as usize], 2);
+    assert_eq!(o.stats.stages[Stage::PortSecurity as usize], 2);
+    // The same frames in bursts: the session's packets, a spoofed one
+    // among them, decided as frame by frame.
+    let frames = || {
+        let mut v = Vec::new();
+        for i in 0..40u32 {
+            v.push(from_client(S_IP, seg(1000, 80, ACK, 2 + i, 10)));
+            v.push(from_server(S_IP, seg(80, 1000, ACK, 10, 2 + i)));
+            if i == 17 {
+                v.push(spoofed.clone());
+            }
+        }
+        v
+    };
+    let fw2 = ctrack_policy::firewall::Firewall::new(
+        Tracker::new(Config::default()),
+        FragConfig::default(),
+        secured_web(),
+    )
+    .unwrap();
+    let mut o2 = FwOutputs::default();
+    one(&fw2, from_client(S_IP, seg(1000, 80, SYN, 1, 0)), &mut o2);
+    one(
+        &fw2,
+        from_server(S_IP, seg(80, 1000, SYN | ACK, 9, 2)),
+        &mut o2,
+    );
+    let by_frame: Vec<Action> = frames()
+        .into_iter()
+        .map(|f| one(&fw2, f, &mut o2).0.action)
+        .collect();
+    let (by_burst, st) = bursts(&fw, [&mut frames()]);
+    assert_eq!(by_burst, by_frame);
+    assert_eq!(by_burst.iter().filter(|a| **a == Action::Drop).count(), 1);
+    assert_eq!(st.drops[DropReason::PortSecurity as usize], 1);
 }

@@ -34,6 +34,7 @@ fn policy(extra: Option<(AclAction, Expr)>) -> Policy {
         macs: vec![mac],
         ips: Vec::new(),
         zone,
+        security: Vec::new(),
     };
     let mut to_b = Acl::new(
         0,
@@ -329,6 +330,7 @@ fn the_policy_says_whether_its_words_decide_new_packets() {
             macs: vec![[2, 0, 0, 0, (i >> 8) as u8 + 1, i as u8]],
             ips: Vec::new(),
             zone: i,
+            security: Vec::new(),
         });
     }
     assert!(fw(many.clone()).policy().takes_words());

@@ -40,6 +40,7 @@ fn policy(port: u16) -> Policy {
         macs: vec![mac],
         ips: Vec::new(),
         zone,
+        security: Vec::new(),
     };
     let to_server = Expr::And(vec![
         Expr::eq(Field::Outport, 2),

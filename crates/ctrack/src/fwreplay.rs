@@ -329,16 +329,10 @@ fn summary(fw: &Firewall<Tag>, st: &FwStats, log: LogCounts) -> Summary {
         .iter()
         .map(|a| (a.name(), st.verdicts[*a as usize]))
         .collect();
-    let stages = [
-        Stage::FromLport,
-        Stage::ToLport,
-        Stage::Session,
-        Stage::Default,
-        Stage::Nd,
-    ]
-    .iter()
-    .map(|s| (s.name(), st.stages[*s as usize]))
-    .collect();
+    let stages = Stage::ALL
+        .iter()
+        .map(|s| (s.name(), st.stages[*s as usize]))
+        .collect();
     let drops = DropReason::ALL
         .iter()
         .map(|r| (r.name(), st.drops[*r as usize]))

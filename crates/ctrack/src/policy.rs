@@ -258,12 +258,13 @@ fn show(file: &std::path::Path, out: &mut dyn Write) -> Result<()> {
         let ips: Vec<String> = port.ips.iter().map(|ip| ip.to_string()).collect();
         writeln!(
             out,
-            "port {} ({}): zone {}, {} {}",
+            "port {} ({}): zone {}, {} {}{}",
             port.name,
             i + 1,
             port.zone,
             macs.join(" "),
-            ips.join(" ")
+            ips.join(" "),
+            port.security_text()
         )?;
     }
     for l in p.meter_lines() {

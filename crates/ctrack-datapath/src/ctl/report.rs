@@ -12,13 +12,7 @@ use super::ctx::{Ctx, lock};
 use crate::live::{CostStats, Part, SwitchDrop, WorkerStats};
 
 /// The stages, in counter order.
-pub(crate) const STAGES: [Stage; 5] = [
-    Stage::FromLport,
-    Stage::ToLport,
-    Stage::Session,
-    Stage::Default,
-    Stage::Nd,
-];
+pub(crate) const STAGES: [Stage; 6] = Stage::ALL;
 
 /// The verdicts, in counter order.
 pub(crate) const VERDICTS: [&str; 3] = ["allow", "drop", "reject"];
@@ -423,12 +417,13 @@ pub(crate) fn policy_show(ctx: &Ctx, rest: &[String]) -> Result<String, String> 
         let ips: Vec<String> = port.ips.iter().map(|ip| ip.to_string()).collect();
         let _ = writeln!(
             o,
-            "port {} ({}): zone {}, {} {}",
+            "port {} ({}): zone {}, {} {}{}",
             port.name,
             i + 1,
             port.zone,
             macs.join(" "),
-            ips.join(" ")
+            ips.join(" "),
+            port.security_text()
         );
     }
     for l in p.meter_lines() {

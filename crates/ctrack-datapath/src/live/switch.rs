@@ -5,9 +5,11 @@
 //! (each policy port is bound to one datapath port), then among addresses
 //! learned from the source MACs of frames that arrived on a port. Broadcast,
 //! multicast and unknown unicast are flooded to every port but the one the
-//! frame came in on. A frame whose source MAC is a policy address of
-//! another port is dropped before the firewall sees it (port security:
-//! a VM cannot speak for another).
+//! frame came in on (unknown unicast not to ports with `port_security`).
+//! A frame whose source MAC is a policy address of another port is
+//! dropped before the firewall sees it (port security: a VM cannot speak
+//! for another), and so is one from a port with `port_security` whose
+//! source MAC is none of the port's: the firewall checks the rest.
 //!
 //! The learned table is shared by the workers (a frame may arrive on one
 //! worker and its reply on another); each worker keeps a small cache in
@@ -113,6 +115,10 @@ pub struct SwitchView {
     generation: u32,
     /// Policy address → datapath port.
     owner: FastMap<u16>,
+    /// The datapath ports bound to policy ports with `port_security`:
+    /// they may send from their policy addresses only, and are not sent
+    /// unicast frames for addresses not theirs.
+    locked: Vec<u16>,
     /// Learned addresses seen lately (valid while `version` holds).
     cache: FastMap<u16>,
     version: u64,
@@ -148,12 +154,27 @@ impl SwitchView {
         }
         self.generation = policy.generation;
         self.owner.clear();
+        self.locked.clear();
         for p in &policy.policy.ports {
             if let Some(i) = port(&p.name) {
                 for m in &p.macs {
                     self.owner.insert(mac_u64(m), i);
                 }
+                if !p.security.is_empty() {
+                    self.locked.push(i);
+                }
             }
+        }
+    }
+
+    /// The datapath ports a flooded `frame` skips: none for a group
+    /// address; for a unicast one (an address no port owns), those with
+    /// port security (OVN's egress port security drops a unicast frame to
+    /// an address of none of the port's entries).
+    pub fn flood_skips(&self, frame: &[u8]) -> &[u16] {
+        match frame.first() {
+            Some(b) if b & 1 == 0 => &self.locked,
+            _ => &[],
         }
     }
 
@@ -173,6 +194,11 @@ impl SwitchView {
             } else {
                 Source::Spoofed
             };
+        }
+        if self.locked.contains(&port) {
+            // A port with port security sends from its own addresses
+            // only (the firewall checks which of them).
+            return Source::Spoofed;
         }
         self.validate(table);
         let fresh = self.cache.get(&mac) == Some(&port)
@@ -228,5 +254,66 @@ impl SwitchView {
             self.cache.clear();
             self.refreshed.clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctrack_policy::model::{Policy, Port, PortSecurity};
+
+    /// A port with `port_security` sends from its own MACs only, and is
+    /// not flooded unicast frames; another port learns as before.
+    #[test]
+    fn ports_with_port_security_are_locked() {
+        let port = |name: &str, mac: [u8; 6], locked: bool| Port {
+            name: name.into(),
+            macs: vec![mac],
+            zone: 1,
+            security: if locked {
+                vec![PortSecurity { mac, ips: vec![] }]
+            } else {
+                vec![]
+            },
+            ..Port::default()
+        };
+        let policy = Policy {
+            ports: vec![
+                port("a", [2, 0, 0, 0, 0, 1], true),
+                port("b", [2, 0, 0, 0, 0, 2], false),
+            ],
+            ..Policy::default()
+        };
+        let compiled = Compiled::new(policy, 7).expect("compiles");
+        let mut view = SwitchView::default();
+        view.sync(&compiled, |n| Some(if n == "a" { 0 } else { 1 }));
+        let table = MacTable::default();
+        let frame = |src: [u8; 6], dst: [u8; 6]| {
+            let mut f = dst.to_vec();
+            f.extend_from_slice(&src);
+            f.extend_from_slice(&[0x08, 0x00]);
+            f
+        };
+        let now = Time::from_secs(1);
+        let stranger = [2, 0, 0, 0, 0, 9];
+        let own = [2, 0, 0, 0, 0, 1];
+        assert_eq!(
+            view.source(&frame(own, [0xff; 6]), 0, &table, now),
+            Source::Ok { learned: false }
+        );
+        assert_eq!(
+            view.source(&frame(stranger, [0xff; 6]), 0, &table, now),
+            Source::Spoofed
+        );
+        assert_eq!(
+            view.source(&frame(stranger, [0xff; 6]), 1, &table, now),
+            Source::Ok { learned: true }
+        );
+        assert_eq!(view.flood_skips(&frame(own, [2, 0, 0, 0, 0, 0x42])), [0]);
+        assert!(view.flood_skips(&frame(own, [0xff; 6])).is_empty());
+        assert!(
+            view.flood_skips(&frame(own, [0x33, 0x33, 0, 0, 0, 1]))
+                .is_empty()
+        );
     }
 }

@@ -403,7 +403,8 @@ impl Lane {
             Dest::Flood => {
                 self.stats.switch.flooded += 1;
                 let n = self.tx.len() as Tag;
-                for p in (0..n).filter(|&p| p != tag) {
+                let skip = self.view.flood_skips(&frame).to_vec();
+                for p in (0..n).filter(|&p| p != tag && !skip.contains(&p)) {
                     let mut copy = match gso {
                         Some(_) => Vec::with_capacity(frame.len()),
                         None => self.pool.get(),

@@ -11,7 +11,7 @@ use super::{MAX_ACL_NAME, MAX_ACLS, MAX_POLICY_NODES, MAX_PORTS};
 use crate::lang::{self, Context, MAX_NODES};
 use crate::model::{
     Acl, AclAction, Copp, DefaultAction, Direction, Meter, MeterUnit, Policy, PolicyError, Port,
-    Prefix, Severity,
+    PortSecurity, Prefix, Severity,
 };
 
 /// The text being read, for positions.
@@ -130,9 +130,7 @@ fn ports<F: Format>(src: &Src<'_>, raw: &[RawPort<F>]) -> Result<Vec<Port>, Poli
         }
         let mut port = Port {
             name: name.clone(),
-            macs: Vec::new(),
-            ips: Vec::new(),
-            zone: 0,
+            ..Port::default()
         };
         for entry in &rp.addresses {
             addresses(src, entry, &mut port, &mut macs)?;
@@ -147,6 +145,13 @@ fn ports<F: Format>(src: &Src<'_>, raw: &[RawPort<F>]) -> Result<Vec<Port>, Poli
             explicit.insert(port.zone);
         }
         out.push(port);
+    }
+    // Port security, once every port has its addresses: a MAC it names
+    // that no port has becomes its port's.
+    for (port, rp) in out.iter_mut().zip(raw) {
+        for entry in &rp.port_security {
+            port_security(src, entry, port, &mut macs)?;
+        }
     }
     // Ports without a zone: the smallest unused zone >= 1, in file order.
     let mut next = 1u32;
@@ -218,7 +223,116 @@ fn addresses<F: Format>(
     Ok(())
 }
 
-/// One address set member: an address, or an address and prefix length.
+/// One `port_security` entry: a MAC, then IP addresses, each with an
+/// optional prefix length or (IPv4) dotted mask, separated by spaces or
+/// commas (ovn-nb(5)). A MAC that `addresses` did not give the port
+/// becomes one of its MACs, for ctrack tells ports apart by MAC.
+fn port_security<F: Format>(
+    src: &Src<'_>,
+    entry: &Sp<String, F>,
+    port: &mut Port,
+    macs: &mut HashMap<[u8; 6], String>,
+) -> Result<(), PolicyError> {
+    let s = entry.value.as_str();
+    let mut tokens = s
+        .split(|c: char| c.is_ascii_whitespace() || c == ',')
+        .filter(|t| !t.is_empty())
+        .map(|t| (t, t.as_ptr() as usize - s.as_ptr() as usize));
+    let Some((mac, at)) = tokens.next() else {
+        return Err(src.at(entry, "expected a MAC address, then IP addresses"));
+    };
+    if mac.starts_with("VRRPv3") {
+        return Err(src.inside(
+            entry,
+            at,
+            "VRRPv3 port security entries are not supported: expected a MAC address, then IP addresses",
+        ));
+    }
+    let Some(m) = lang::parse_mac(mac) else {
+        return Err(src.inside(
+            entry,
+            at,
+            format!("bad MAC address `{mac}`: expected xx:xx:xx:xx:xx:xx"),
+        ));
+    };
+    let mac_bytes: [u8; 6] = std::array::from_fn(|i| (m >> (40 - 8 * i)) as u8);
+    match macs.get(&mac_bytes) {
+        Some(owner) if *owner != port.name => {
+            return Err(src.inside(
+                entry,
+                at,
+                format!("MAC address {mac} is already port {owner:?}'s"),
+            ));
+        }
+        Some(_) => {}
+        None => {
+            macs.insert(mac_bytes, port.name.clone());
+            port.macs.push(mac_bytes);
+        }
+    }
+    let mut ips = Vec::new();
+    for (t, at) in tokens {
+        let ip = secured_ip(t).ok_or_else(|| {
+            src.inside(
+                entry,
+                at,
+                format!(
+                    "bad IP address `{t}`: expected an IPv4 or IPv6 address, with an optional /LEN (or IPv4 /MASK)"
+                ),
+            )
+        })?;
+        ips.push(ip);
+    }
+    port.security.push(PortSecurity {
+        mac: mac_bytes,
+        ips,
+    });
+    Ok(())
+}
+
+/// An address of a `port_security` entry, with its prefix length (host
+/// bits kept): `a.b.c.d`, `a.b.c.d/N`, `a.b.c.d/m.m.m.m` (a prefix mask),
+/// `x::y`, `x::y/N`; an IPv4-mapped IPv6 address is IPv4, as in OVN.
+fn secured_ip(t: &str) -> Option<(IpAddr, u8)> {
+    let (a, len) = match t.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (t, None),
+    };
+    let mut addr: IpAddr = a.parse().ok()?;
+    let mut mapped = false;
+    if let IpAddr::V6(v6) = addr
+        && let Some(v4) = v6.to_ipv4_mapped()
+    {
+        addr = IpAddr::V4(v4);
+        mapped = true;
+    }
+    let bits: u8 = if addr.is_ipv4() { 32 } else { 128 };
+    let decimal = |l: &str| match l.parse::<u8>() {
+        Ok(n) if !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()) => Some(n),
+        _ => None,
+    };
+    let len = match len {
+        None => bits,
+        // A mapped address's length counts its 96 leading bits.
+        Some(l) if mapped => decimal(l)?.checked_sub(96).filter(|n| *n <= 32)?,
+        Some(l) => match decimal(l) {
+            Some(n) if n <= bits => n,
+            Some(_) => return None,
+            None if addr.is_ipv4() => {
+                let m = u32::from(l.parse::<std::net::Ipv4Addr>().ok()?);
+                // A prefix mask: ones, then zeros.
+                if m.leading_ones() + m.trailing_zeros() != 32 {
+                    return None;
+                }
+                m.leading_ones() as u8
+            }
+            None => return None,
+        },
+    };
+    Some((addr, len))
+}
+
+/// One address set member: an address, or an address and prefix length./// One address set member: an address, or an address and prefix length.
 fn prefix<F: Format>(src: &Src<'_>, e: &Sp<String, F>) -> Result<Prefix, PolicyError> {
     let s = e.value.trim();
     let (a, len) = match s.split_once('/') {

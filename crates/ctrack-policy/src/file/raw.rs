@@ -215,6 +215,8 @@ pub(crate) struct RawPort<F> {
     pub(crate) addresses: Vec<Sp<String, F>>,
     #[serde(default)]
     pub(crate) zone: Option<Sp<i64, F>>,
+    #[serde(default)]
+    pub(crate) port_security: Vec<Sp<String, F>>,
 }
 
 /// One `[[acl]]`.

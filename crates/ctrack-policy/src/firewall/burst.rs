@@ -56,6 +56,7 @@ impl<T> Firewall<T> {
                 policy: pol.id(),
                 last: None,
                 pairs: [Pair::NONE; 2],
+                ports: (0, 0),
             };
         }
         for chunk in frames.chunks_mut(BURST) {
@@ -63,7 +64,31 @@ impl<T> Firewall<T> {
             let decisions = &mut out.decisions[base..base + n];
             let zone = zones.zone_of(&pol, &chunk[0]);
             let same_zone = zones.all_of_last(chunk);
-            if let (true, Some(forward)) = (pol.tracking, same_zone) {
+            // Port security holds for every frame, a session's too: a
+            // chunk with a frame it drops goes frame by frame, where it is
+            // checked first (as is every frame that goes alone anyway).
+            let secure = |forward: u64| {
+                // The pair's checks each way, found once for the chunk.
+                // `zones.ports` are the memo's pair's as the memo has
+                // it, which frames of bit 1 carry.
+                let (a, b) = zones.ports;
+                let first: [u8; 12] = chunk[0].first_chunk().copied().unwrap_or_default();
+                let mut swapped = [0u8; 12];
+                swapped[..6].copy_from_slice(&first[6..]);
+                swapped[6..].copy_from_slice(&first[..6]);
+                let (memo, other) = match forward & 1 {
+                    1 => (first, swapped),
+                    _ => (swapped, first),
+                };
+                let there = pol.guard(&memo, a, b);
+                let back = pol.guard(&other, b, a);
+                (chunk.iter().enumerate()).all(|(i, f)| match (forward >> (i % 64)) & 1 {
+                    1 => pol.secure_with(&there, f),
+                    _ => pol.secure_with(&back, f),
+                })
+            };
+            let go = pol.tracking && same_zone.is_some_and(|fw| !pol.has_security || secure(fw));
+            if let (true, Some(forward)) = (go, same_zone) {
                 let mut o = BurstOut {
                     decisions,
                     replies: out.replies,
@@ -169,6 +194,7 @@ impl ZoneCache {
     #[inline(never)]
     fn miss(&mut self, pol: &Compiled, f: &[u8], pair: &[u8; 12]) -> u16 {
         let (inport, outport) = (pol.port_at(f, 6), pol.port_at(f, 0));
+        self.ports = (inport, outport);
         let z = pol.zone_for(inport, outport);
         self.pairs = [
             pol.pair_at(outport, inport, z),

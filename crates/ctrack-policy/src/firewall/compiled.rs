@@ -2,10 +2,12 @@
 //! ports by MAC, each ACL's commit action. Immutable once built; a policy
 //! change builds a new one and swaps it in whole.
 
-use ctrack_core::{CtAction, Masked, Nat, Time, Zone};
+use ctrack_core::{CtAction, LinkType, Masked, Nat, Time, Zone};
+use ctrack_wire::{parse_frame, plain_ipv4};
 use foldhash::HashMap;
 
 use super::decision::{AclRef, Action, Decision, Stage};
+use super::security::{Secured, Side};
 use super::word::{Pair, Word, WordStage};
 use crate::classify::{Classifier, CompileError, Rank, RuleId};
 use crate::expr::Expr;
@@ -103,6 +105,11 @@ pub struct Compiled {
     /// The highest tier with an ACL, per direction.
     top_tier: [usize; 2],
     macs: HashMap<u64, PortNo>,
+    /// Each port's port security (by port number - 1), `None` where it
+    /// has none.
+    security: Vec<Option<Secured>>,
+    /// Some port has port security.
+    pub has_security: bool,
     /// The policy has a stateful ACL: packets are tracked.
     pub tracking: bool,
     /// Some ACL translates addresses.
@@ -123,6 +130,26 @@ pub struct Compiled {
     /// Some ACL logs its connections' replies and related packets
     /// (`log = true` and `log-related = true`).
     pub(crate) logs_related: bool,
+}
+
+/// The port security of frames carrying one MAC pair one way
+/// ([`Compiled::guard`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Guard<'a> {
+    from: Side<'a>,
+    to: Side<'a>,
+    ports: (PortNo, PortNo),
+}
+
+/// A plain IPv4 frame (`h`, its Ethernet and IPv4 headers, `l4` its
+/// payload) through `from` and `to`.
+#[inline]
+fn check4(from: Side<'_>, to: Side<'_>, h: &[u8; 34], l4: &[u8]) -> bool {
+    let word = |at: usize| u32::from_be_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+    let (src, dst) = (word(26), word(30));
+    let dhcp =
+        || h[23] == 17 && l4.get(..4) == Some(&[0, 68, 0, 67]) && (src, dst) == (0, u32::MAX);
+    from.sends4(src, dhcp) && to.takes4(dst)
 }
 
 /// Why the zones of a policy's port pairs do not name the ports (two ports
@@ -242,6 +269,9 @@ impl Compiled {
                 macs.insert(mac_u64(m), (i + 1) as PortNo);
             }
         }
+        let security: Vec<Option<Secured>> = (policy.ports.iter())
+            .map(|p| Secured::new(&p.security))
+            .collect();
         let has_nat = policy.acls.iter().any(|a| a.nat.is_some());
         let has_alg = policy.acls.iter().any(|a| a.alg.is_some());
         let new_by_word = !has_nat
@@ -260,6 +290,8 @@ impl Compiled {
             stages,
             top_tier,
             macs,
+            has_security: security.iter().any(Option::is_some),
+            security,
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
@@ -267,6 +299,66 @@ impl Compiled {
     /// This compilation's number, unique in the process (never 0).
     pub(crate) fn id(&self) -> u64 {
         self.id
+    }
+
+    /// Whether port security lets `frame` through: from the port of its
+    /// source MAC and to the port of its destination MAC, where they have
+    /// `port_security` (see `security.rs`).
+    #[inline]
+    pub fn secure(&self, frame: &[u8]) -> bool {
+        !self.has_security
+            || self.secure_between(frame, self.port_at(frame, 6), self.port_at(frame, 0))
+    }
+
+    fn secured(&self, p: PortNo) -> Option<&Secured> {
+        match p {
+            NO_PORT => None,
+            p => self.security.get(usize::from(p) - 1)?.as_ref(),
+        }
+    }
+
+    /// The IPv4 checks of frames carrying the MAC pair of `frame` (its
+    /// first twelve bytes) from `inport` to `outport`, found once for a
+    /// burst's frames that carry it ([`Compiled::secure_with`]).
+    pub(crate) fn guard(&self, frame: &[u8], inport: PortNo, outport: PortNo) -> Guard<'_> {
+        let (src, dst) = (
+            frame.get(6..12).unwrap_or(&[]),
+            frame.get(..6).unwrap_or(&[]),
+        );
+        Guard {
+            from: self
+                .secured(inport)
+                .map_or(Side::Open, |s| s.sender_side(src)),
+            to: self
+                .secured(outport)
+                .map_or(Side::Open, |s| s.receiver_side(dst)),
+            ports: (inport, outport),
+        }
+    }
+
+    /// [`Compiled::secure_between`] for a frame of the MAC pair `g` was
+    /// found for: a plain IPv4 frame by its addresses alone.
+    #[inline]
+    pub(crate) fn secure_with(&self, g: &Guard<'_>, frame: &[u8]) -> bool {
+        match plain_ipv4(frame) {
+            Some((h, l4)) => check4(g.from, g.to, h, l4),
+            None => self.secure_between(frame, g.ports.0, g.ports.1),
+        }
+    }
+
+    /// [`Compiled::secure`] for a frame from `inport` to `outport`.
+    pub(crate) fn secure_between(&self, frame: &[u8], inport: PortNo, outport: PortNo) -> bool {
+        let (from, to) = (self.secured(inport), self.secured(outport));
+        if from.is_none() && to.is_none() {
+            return true;
+        }
+        if plain_ipv4(frame).is_some() {
+            let g = self.guard(frame, inport, outport);
+            return self.secure_with(&g, frame);
+        }
+        let layers = parse_frame(frame, LinkType::Ethernet);
+        from.is_none_or(|s| s.ingress(frame, &layers))
+            && to.is_none_or(|s| s.egress(frame, &layers))
     }
 
     /// The port owning the MAC in `frame[at..at + 6]`.
@@ -550,6 +642,7 @@ impl Compiled {
             AclRef::Invalid => "ct.inv",
             AclRef::Persisted => "persisted",
             AclRef::Runt => "runt",
+            AclRef::PortSecurity => "port-security",
         }
     }
 

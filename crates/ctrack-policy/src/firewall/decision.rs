@@ -39,10 +39,25 @@ pub enum Stage {
     Default,
     /// IPv6 neighbour discovery or MLD, which always pass.
     Nd,
+    /// Port security (`port_security`): the sender's addresses, or the
+    /// receiver's, are not those its port may use; checked before every
+    /// other stage.
+    PortSecurity,
 }
 
 impl Stage {
-    /// `from-lport`, `to-lport`, `session`, `default`, `nd`.
+    /// Every stage, in counter order.
+    pub const ALL: [Stage; 6] = [
+        Stage::FromLport,
+        Stage::ToLport,
+        Stage::Session,
+        Stage::Default,
+        Stage::Nd,
+        Stage::PortSecurity,
+    ];
+
+    /// `from-lport`, `to-lport`, `session`, `default`, `nd`,
+    /// `port-security`.
     pub fn name(self) -> &'static str {
         match self {
             Stage::FromLport => "from-lport",
@@ -50,6 +65,7 @@ impl Stage {
             Stage::Session => "session",
             Stage::Default => "default",
             Stage::Nd => "nd",
+            Stage::PortSecurity => "port-security",
         }
     }
 }
@@ -70,6 +86,8 @@ pub enum AclRef {
     Persisted,
     /// The frame is too short to be switched.
     Runt,
+    /// Port security dropped it.
+    PortSecurity,
 }
 
 /// Why a packet was dropped (each has a counter).
@@ -98,11 +116,14 @@ pub enum DropReason {
     Runt,
     /// A fragment the reassembler dropped.
     Fragment,
+    /// Port security: an address the sending or receiving port may not
+    /// use.
+    PortSecurity,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; 10] = [
+    pub const ALL: [DropReason; 11] = [
         DropReason::Acl,
         DropReason::Default,
         DropReason::Invalid,
@@ -113,6 +134,7 @@ impl DropReason {
         DropReason::Clash,
         DropReason::Runt,
         DropReason::Fragment,
+        DropReason::PortSecurity,
     ];
 
     /// The reason's name in reports.
@@ -128,6 +150,7 @@ impl DropReason {
             DropReason::Clash => "clash",
             DropReason::Runt => "runt",
             DropReason::Fragment => "fragment",
+            DropReason::PortSecurity => "port_security",
         }
     }
 }
@@ -206,7 +229,7 @@ pub struct FwStats {
     /// Packets by final verdict: allow, drop, reject.
     pub verdicts: [u64; 3],
     /// Packets by deciding stage, in [`Stage`] order.
-    pub stages: [u64; 5],
+    pub stages: [u64; Stage::ALL.len()],
     /// Drops by reason, in [`DropReason::ALL`] order.
     pub drops: [u64; DropReason::ALL.len()],
     /// Answers sent for `reject`.
@@ -337,6 +360,8 @@ pub(crate) struct ZoneCache {
     /// (`Compiled::pair_at`), the other way round (`[0]`) and as it came
     /// (`[1]`).
     pub(crate) pairs: [super::word::Pair; 2],
+    /// The last pair's ports as it came: (inport, outport).
+    pub(crate) ports: (crate::key::PortNo, crate::key::PortNo),
 }
 
 /// Packets per tracker burst of the burst path (burst.rs), here beside

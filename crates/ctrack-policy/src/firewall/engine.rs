@@ -144,7 +144,25 @@ impl<T> Firewall<T> {
             });
             return;
         }
-        let zone = pol.zone_for(pol.port_at(&frame, 6), pol.port_at(&frame, 0));
+        let (inport, outport) = (pol.port_at(&frame, 6), pol.port_at(&frame, 0));
+        if pol.has_security && !pol.secure_between(&frame, inport, outport) {
+            // Before reassembly too: a fragment the port may not send is
+            // not held.
+            let d = Decision::drop(
+                Stage::PortSecurity,
+                AclRef::PortSecurity,
+                DropReason::PortSecurity,
+            );
+            outs.stats.count(&d);
+            outs.out.push(FwOut {
+                frame,
+                tag,
+                decision: d,
+                reply: None,
+            });
+            return;
+        }
+        let zone = pol.zone_for(inport, outport);
         let checksums = self.tracker.checksums();
         match self
             .frags

@@ -14,6 +14,7 @@ mod decision;
 mod engine;
 mod judge;
 mod nd;
+mod security;
 mod session;
 pub mod word;
 

@@ -15,6 +15,7 @@ pub(super) fn policy() -> Policy {
         macs: vec![[2, 0, 0, 0, 0, mac]],
         ips: ips.iter().map(|s| s.parse().unwrap()).collect(),
         zone: u16::from(mac),
+        security: Vec::new(),
     };
     let mut p = Policy {
         ports: vec![

@@ -20,10 +20,9 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use ctrack_core::{Config, CtAction, FragConfig, LinkType, Stats, Time, Tracker, Verdict};
-use ctrack_policy::expr::Expr;
 use ctrack_policy::firewall::{Action, BurstOut, Decision, Firewall, FwStats};
-use ctrack_policy::key::{Field, Key, flag};
-use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy, Port};
+use ctrack_policy::key::Key;
+use ctrack_policy::model::{AclAction, Policy};
 use ctrack_wire::tcp::flags::{ACK, PSH, SYN};
 use serde::Serialize;
 
@@ -32,7 +31,9 @@ use super::{Machine, median, packets};
 use crate::args::{MAX_RUNS, MAX_THREADS, bounded};
 
 mod oneway;
+mod policies;
 mod threaded;
+use policies::{acl, policy, related_firewall};
 use threaded::threaded_runs;
 
 /// What `ctrack bench policy` measures.
@@ -105,6 +106,12 @@ pub struct PolicyBenchArgs {
     /// connections as threads.
     #[arg(long)]
     pub affine: bool,
+    /// Each port with port security (`port_security`) on the traffic's
+    /// addresses, the client's MAC with 10.0.0.0/8 and the server's with
+    /// 172.16.0.0/12, checked on every packet (`stage`, `passes`,
+    /// `reload`, and `stateless`'s allow-related firewall).
+    #[arg(long)]
+    pub port_security: bool,
 }
 
 /// The ACLs of `ctrack bench policy` in front of the admitting one.
@@ -159,62 +166,6 @@ struct Report {
     #[serde(skip)]
     text: String,
     machine: Machine,
-}
-
-/// A policy of two ports (client, server) whose traffic `allow` admits,
-/// behind `n - 1` to-lport ACLs of higher priority: with
-/// [`RuleSet::Simple`], drops that the traffic never matches (/32 sources
-/// in 198.18.0.0/15 to single ports, of `proto`), as a security group's
-/// rules for other peers would be; with [`RuleSet::Realistic`], the
-/// classifier benchmark's generated shapes, each an `allow` (of the same
-/// kind), so that whichever the traffic matches lets it through.
-fn policy(n: usize, allow: AclAction, proto: Proto, rules: RuleSet) -> Policy {
-    let l4 = match proto {
-        Proto::Udp => flag::UDP,
-        Proto::Tcp => flag::TCP,
-    };
-    // A zone each, as by default; tracked in the lower (1), as lookups are.
-    let port = |name: &str, mac: [u8; 6], zone| Port {
-        name: name.into(),
-        macs: vec![mac],
-        ips: Vec::new(),
-        zone,
-    };
-    let mut acls = Vec::with_capacity(n);
-    if rules == RuleSet::Realistic {
-        // The first generated rule is ranked highest; priorities above
-        // the admitting ACL's 1000 (tied at the top past 31,766 rules).
-        let generated = ctrack_policy::classify::r#gen::rules(n - 1, 7);
-        for (i, (_, _, expr)) in generated.into_iter().enumerate() {
-            let priority = (1001 + (n - 1 - i)).min(32767) as u16;
-            acls.push(acl(i, priority, allow, expr));
-        }
-    }
-    for i in (0..n - 1).filter(|_| rules == RuleSet::Simple) {
-        let expr = Expr::And(vec![
-            Expr::flags(flag::IP | flag::IP4 | l4),
-            Expr::eq(Field::Outport, 2),
-            Expr::eq(Field::IpSrc, u128::from(0xc612_0000u32 + i as u32)),
-            Expr::eq(Field::L4Dst, (i % 60_000) as u128 + 1),
-        ]);
-        acls.push(acl(i, 2000, AclAction::Drop, expr));
-    }
-    let expr = Expr::And(vec![
-        Expr::flags(flag::IP | flag::IP4 | l4),
-        Expr::eq(Field::Outport, 2),
-    ]);
-    acls.push(acl(n - 1, 1000, allow, expr));
-    // Each stage reaches its own default: from-lport's (no ACL) allows.
-    Policy {
-        default: DefaultAction::Allow,
-        ports: vec![port("client", CLIENT_MAC, 1), port("server", SERVER_MAC, 2)],
-        acls,
-        ..Policy::default()
-    }
-}
-
-fn acl(index: usize, priority: u16, action: AclAction, expr: Expr) -> Acl {
-    Acl::new(index, Direction::ToLport, priority, action, expr)
 }
 
 /// An established packet of connection `i` with the ports' MACs: for
@@ -320,16 +271,6 @@ fn firewall(p: Policy, conns: u64, proto: Proto) -> Result<Firewall<()>> {
         );
     }
     Ok(fw)
-}
-
-/// [`firewall`] with `a`'s connections behind `n` ACLs allowing them
-/// related ([`policy`]).
-fn related_firewall(a: &PolicyBenchArgs, n: usize) -> Result<Firewall<()>> {
-    firewall(
-        policy(n, AclAction::AllowRelated, a.proto, a.rules),
-        a.conns,
-        a.proto,
-    )
 }
 
 /// Runs `frames` through `fw` in bursts; returns how many passed.
@@ -448,10 +389,15 @@ fn stage(a: &PolicyBenchArgs) -> Result<Report> {
     let t = plain(a.conns, a.proto);
     let mut rows = Vec::new();
     let mut text = format!(
-        "firewall stage, established {}, {} connections, {} ACLs in front, a ring of {} frames, {}:\n",
+        "firewall stage, established {}, {} connections, {} ACLs in front{}, a ring of {} frames, {}:\n",
         name(a.proto),
         a.conns,
         rules_name(a.rules),
+        if a.port_security {
+            ", port security on both ports"
+        } else {
+            ""
+        },
         ring_len(a),
         match a.threads {
             1 => "one core".to_string(),

@@ -391,6 +391,57 @@ fn reject_answers_within_a_copp_meter() {
     );
 }
 
+/// `port_security` on the client's port: ping from its own address
+/// passes; from a second address the client takes, it is dropped by port
+/// security (counted as such), while the ACLs would allow it; and a frame
+/// from a MAC the client makes up is dropped by the switch.
+#[test]
+fn port_security_drops_a_spoofed_source() {
+    let ours = format!("addresses = [\"{CLIENT_MAC} {CLIENT_IP}\"]");
+    let text = policy(false, "").replacen(
+        &ours,
+        &format!("{ours}\nport_security = [\"{CLIENT_MAC} {CLIENT_IP}\"]"),
+        1,
+    );
+    assert!(text.contains("port_security"));
+    let Some((net, fw)) = setup_with("ps", "af-packet", false, &text) else {
+        return;
+    };
+    let ping = |from: &str| {
+        net.run(
+            &net.c,
+            &[
+                "ping", "-c", "2", "-i", "0.2", "-W", "1", "-I", from, SERVER_IP,
+            ],
+        )
+    };
+    let ok = Net::until(Duration::from_secs(10), || ping(CLIENT_IP).status.success());
+    assert!(ok, "ping from the client's own address");
+    let add = net.run(&net.c, &["ip", "addr", "add", "10.77.0.50/24", "dev", "c0"]);
+    assert!(add.status.success(), "{add:?}");
+    let spoofed = ping("10.77.0.50");
+    assert!(
+        !spoofed.status.success(),
+        "ping from another address passed: {spoofed:?}"
+    );
+    let json = fw.ctl_ok(&net, &["stats", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("stats JSON");
+    let n = v["drops"]["port_security"].as_u64().unwrap_or(0);
+    assert!(n >= 2, "{n} drops by port security: {json}");
+    assert!(ping(CLIENT_IP).status.success(), "the own address after");
+    // Another MAC on the client's interface: the switch drops it.
+    let mac = net.run(
+        &net.c,
+        &["ip", "link", "set", "c0", "address", "02:77:00:00:00:42"],
+    );
+    assert!(mac.status.success(), "{mac:?}");
+    assert!(!ping(CLIENT_IP).status.success(), "a made-up MAC passed");
+    let json = fw.ctl_ok(&net, &["stats", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("stats JSON");
+    let n = v["switch"]["drops"]["port-security"].as_u64().unwrap_or(0);
+    assert!(n >= 1, "{n} switch drops by port security: {json}");
+}
+
 #[test]
 fn http_ping_and_reject_af_packet() {
     http_ping_reject("hp", "af-packet");
