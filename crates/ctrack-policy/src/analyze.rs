@@ -94,6 +94,15 @@ pub enum Finding {
         /// The meter's name.
         meter: String,
     },
+    /// A port's `port_security` does not allow one of its own
+    /// `addresses` (a MAC, or an IP address as a source): its packets
+    /// from it are dropped.
+    PortSecurityExcludes {
+        /// The port's name.
+        port: String,
+        /// The address, as written.
+        address: String,
+    },
 }
 
 impl Finding {
@@ -137,6 +146,10 @@ impl fmt::Display for Finding {
             Finding::CoppWithoutReject { meter } => write!(
                 f,
                 "note: [copp] reject names meter {meter} but no ACL rejects: it limits nothing"
+            ),
+            Finding::PortSecurityExcludes { port, address } => write!(
+                f,
+                "note: port {port}'s address {address} is not one its port_security allows: its packets from it are dropped"
             ),
             Finding::SharedName { name, acls } => {
                 let list: Vec<String> = acls.iter().map(|i| format!("#{i}")).collect();
@@ -260,6 +273,7 @@ pub fn analyze(p: &Policy) -> Vec<Finding> {
             why,
         })
     }));
+    out.extend(p.ports.iter().flat_map(excluded));
     if let Some(meter) = &p.copp.reject
         && !p.acls.iter().any(|a| a.action == AclAction::Reject)
     {
@@ -305,6 +319,66 @@ fn unused(p: &Policy) -> Vec<Finding> {
         .chain(p.copp.reject.as_deref())
         .collect();
     out.extend(of("meter", p.meters.keys().collect(), &metered));
+    out
+}
+
+/// The addresses of `port` that its `port_security` does not allow as
+/// sources: a MAC of no entry; an IP address that no entry allows (an
+/// entry without addresses allows any; one with addresses of the other
+/// family only, none of this one). The port's addresses are not kept by
+/// MAC, so an address another MAC's entry allows is not noted: a note is
+/// always a real exclusion, and a port of one MAC is checked exactly.
+fn excluded(port: &crate::model::Port) -> Vec<Finding> {
+    if port.security.is_empty() {
+        return Vec::new();
+    }
+    let note = |address: String| Finding::PortSecurityExcludes {
+        port: port.name.clone(),
+        address,
+    };
+    let mut out = Vec::new();
+    for m in &port.macs {
+        if !port.security.iter().any(|e| e.mac == *m) {
+            out.push(note(m.map(|b| format!("{b:02x}")).join(":")));
+        }
+    }
+    let covers = |net: &std::net::IpAddr, len: u8, a: &std::net::IpAddr| match (net, a) {
+        (std::net::IpAddr::V4(n), std::net::IpAddr::V4(a)) => {
+            let (n, a) = (u32::from(*n), u32::from(*a));
+            let m = if len == 0 {
+                0
+            } else {
+                u32::MAX << (32 - u32::from(len.min(32)))
+            };
+            if n & !m == 0 { a & m == n } else { a == n }
+        }
+        (std::net::IpAddr::V6(n), std::net::IpAddr::V6(a)) => {
+            let (n, a) = (u128::from(*n), u128::from(*a));
+            let m = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - u32::from(len.min(128)))
+            };
+            if n & !m == 0 { a & m == n } else { a == n }
+        }
+        _ => false,
+    };
+    // The link-local address of a MAC (EUI-64), which an entry with IPv6
+    // addresses allows.
+    let link_local = |m: [u8; 6]| {
+        let iid = u64::from_be_bytes([m[0] ^ 2, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]]);
+        std::net::IpAddr::V6(((0xfe80u128 << 112) | u128::from(iid)).into())
+    };
+    for a in &port.ips {
+        let allowed = port.security.iter().any(|e| {
+            e.ips.is_empty()
+                || e.ips.iter().any(|(net, len)| covers(net, *len, a))
+                || (*a == link_local(e.mac) && e.ips.iter().any(|(n, _)| n.is_ipv6()))
+        });
+        if !allowed {
+            out.push(note(a.to_string()));
+        }
+    }
     out
 }
 
@@ -624,6 +698,55 @@ rate = 10
         assert_eq!(
             f[0].to_string(),
             "note: [copp] reject names meter answers but no ACL rejects: it limits nothing"
+        );
+    }
+
+    /// A port whose `port_security` leaves out one of its own addresses.
+    #[test]
+    fn port_security_that_excludes_the_port_s_addresses() {
+        let text = |ps: &str| {
+            format!(
+                "[[port]]\nname = \"vm1\"\n\
+                 addresses = [\"02:00:00:00:00:01 10.0.0.1 fd00::1 fe80::ff:fe00:1\", \"02:00:00:00:00:11\"]\n\
+                 port_security = [{ps}]\n"
+            )
+        };
+        let found = |ps: &str| -> Vec<String> {
+            analyze(&Policy::from_str(&text(ps), "t.toml").expect("policy"))
+                .into_iter()
+                .map(|f| match f {
+                    Finding::PortSecurityExcludes { port, address } => format!("{port} {address}"),
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        // Everything allowed: its MACs, its addresses (a network, the
+        // link-local address of the MAC).
+        let all = "\"02:00:00:00:00:01 10.0.0.0/24 fd00::1\", \"02:00:00:00:00:11 10.0.0.1\"";
+        assert_eq!(found(all), Vec::<String>::new());
+        assert_eq!(
+            found("\"02:00:00:00:00:01 10.0.0.2 fd00::/64\""),
+            ["vm1 02:00:00:00:00:11", "vm1 10.0.0.1"]
+        );
+        // IPv4 only: no IPv6 address of the port, the link-local one
+        // neither.
+        assert_eq!(
+            found("\"02:00:00:00:00:01 10.0.0.1\", \"02:00:00:00:00:11 10.0.0.1\""),
+            ["vm1 fd00::1", "vm1 fe80::ff:fe00:1"]
+        );
+        // A host with a prefix is that host alone.
+        assert_eq!(
+            found("\"02:00:00:00:00:01 10.0.0.5/24 fd00::1\", \"02:00:00:00:00:11 10.0.0.5/24\""),
+            ["vm1 10.0.0.1"]
+        );
+        let f = Finding::PortSecurityExcludes {
+            port: "vm1".into(),
+            address: "10.0.0.1".into(),
+        };
+        assert!(!f.is_warning());
+        assert_eq!(
+            f.to_string(),
+            "note: port vm1's address 10.0.0.1 is not one its port_security allows: its packets from it are dropped"
         );
     }
 

@@ -135,6 +135,10 @@ impl FindingJson {
                 j.kind = "copp_without_reject";
                 j.name = Some(meter.clone());
             }
+            Finding::PortSecurityExcludes { port, .. } => {
+                j.kind = "port_security_excludes";
+                j.name = Some(port.clone());
+            }
             Finding::SharedName { name, acls } => {
                 j.kind = "shared_name";
                 j.name = Some(name.clone());
