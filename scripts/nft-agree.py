@@ -54,7 +54,9 @@ Traffic file: one command a line, `#` starts a comment:
                                 ports N of PORT, IPv4 and IPv6
   tcp SRC DST N [-6]            curl http://DST:N/ from SRC (1.5 s limit)
   udp SRC DST N [-6]            one datagram, waits 1 s for an echo
-  ping SRC DST [-6]             two echo requests
+  ping SRC DST [-6] [from ADDR] two echo requests; with `from`, sent from
+                                ADDR, an address SRC takes on for it (a
+                                source its port security does not allow)
   sleep SECONDS
   require VERDICT...            fail unless the kernel gave each verdict
                                 at least once (a check on the ruleset)
@@ -501,10 +503,18 @@ def traffic(lab, cmds):
             raise SetupError(f"port {name} has no IPv{'6' if v6 else '4'} address")
         return lst[0]
 
+    taken = set()
     for n, w in cmds:
         verb, args = w[0], w[1:]
         v6 = "-6" in args
         args = [a for a in args if a != "-6"]
+        source = None
+        if "from" in args:
+            i = args.index("from")
+            if verb != "ping" or i + 1 >= len(args):
+                raise SetupError(f"traffic line {n}: `from ADDR` is for ping")
+            source = args[i + 1]
+            del args[i:i + 2]
         if verb in ("serve", "require"):
             continue
         if verb == "sleep":
@@ -521,6 +531,13 @@ def traffic(lab, cmds):
             cmd = ["python3", "-c", UDP_CLIENT, dst, args[2]]
         else:
             cmd = ["ping", "-6" if v6 else "-4", "-c", "2", "-i", "0.2", "-W", "1", dst]
+            if source:
+                if (src, source) not in taken:
+                    plen = "64" if ":" in source else "24"
+                    extra = ["nodad"] if ":" in source else []
+                    run(["ip", "-n", src, "addr", "add", f"{source}/{plen}", "dev", "eth0", *extra])
+                    taken.add((src, source))
+                cmd[1:1] = ["-I", source]
         r = subprocess.run(["ip", "netns", "exec", src, *cmd], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, env=env)
         last = (r.stdout.strip().splitlines() or [""])[-1]

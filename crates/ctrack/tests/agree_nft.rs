@@ -122,3 +122,8 @@ fn web_three_tiers_with_rejects() {
 fn mixed_stateless_and_stateful() {
     agree("mixed");
 }
+
+#[test]
+fn port_security_against_spoofed_sources() {
+    agree("portsec");
+}
