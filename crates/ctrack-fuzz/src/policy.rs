@@ -131,6 +131,7 @@ pub fn match_policy() -> Policy {
         ips: vec![ip.parse().expect("fixed address")],
         zone: u16::from(n),
         security: Vec::new(),
+        disabled: false,
     };
     Policy {
         ports: vec![

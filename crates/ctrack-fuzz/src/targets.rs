@@ -142,6 +142,7 @@ const POLICY_WORDS: &[&[u8]] = &[
     b"addresses = [\"02:00:00:00:00:01 10.0.0.1\"]\n",
     b"zone = 1\n",
     b"port_security = [\"02:00:00:00:00:01 10.0.0.1/24 fd00::1\"]\n",
+    b"enabled = false\n",
     b"direction = \"to-lport\"\n",
     b"direction = \"from-lport\"\n",
     b"priority = 100\n",

@@ -207,6 +207,9 @@ pub struct Port {
     /// `port_security`: the addresses it may send from and receive at
     /// (OVN's `Logical_Switch_Port.port_security`); empty: any.
     pub security: Vec<PortSecurity>,
+    /// `enabled = false` (OVN's `Logical_Switch_Port.enabled`): every
+    /// frame from or to the port is dropped.
+    pub disabled: bool,
 }
 
 impl Port {
@@ -214,6 +217,9 @@ impl Port {
     /// line: `; port security "02:00:00:00:00:01 10.0.0.1/32", ...`, or
     /// nothing.
     pub fn security_text(&self) -> String {
+        if self.disabled {
+            return "; disabled (enabled = false)".into();
+        }
         if self.security.is_empty() {
             return String::new();
         }

@@ -75,6 +75,7 @@ fn port(name: &str, mac: [u8; 6], zone: u16) -> Port {
         ips: Vec::new(),
         zone,
         security: Vec::new(),
+        disabled: false,
     }
 }
 

@@ -28,6 +28,7 @@ fn policy(default: DefaultAction, acls: Vec<Acl>) -> Policy {
         ips: Vec::new(),
         zone,
         security: Vec::new(),
+        disabled: false,
     };
     Policy {
         default,
@@ -877,6 +878,7 @@ fn a_burst_of_two_zones_judges_each_frame_in_its_own() {
             ips: Vec::new(),
             zone,
             security: Vec::new(),
+            disabled: false,
         });
     }
     let frame = |src_mac, dst_mac, reply: bool, i: u16, flags, seq, ack| {
@@ -1069,4 +1071,43 @@ fn port_security_holds_before_the_acls_and_the_session() {
     assert_eq!(by_burst, by_frame);
     assert_eq!(by_burst.iter().filter(|a| **a == Action::Drop).count(), 1);
     assert_eq!(st.drops[DropReason::PortSecurity as usize], 1);
+}
+
+/// A disabled port (`enabled = false`, OVN's `Logical_Switch_Port.enabled`):
+/// nothing from it or to it, neighbour discovery and broadcasts included.
+#[test]
+fn a_disabled_port_sends_and_receives_nothing() {
+    let mut p = web_policy();
+    p.ports[1].disabled = true;
+    let fw = fw(p);
+    let mut o = FwOutputs::default();
+    let (d, _) = one(&fw, from_client(S_IP, seg(1000, 80, SYN, 1, 0)), &mut o);
+    assert_eq!((d.action, d.stage), (Action::Drop, Stage::PortSecurity));
+    let (d, _) = one(&fw, from_server(S_IP, seg(80, 1000, SYN, 1, 0)), &mut o);
+    assert_eq!((d.action, d.stage), (Action::Drop, Stage::PortSecurity));
+    // Neighbour discovery passes above every ACL, but not from a disabled
+    // port; a broadcast from it is dropped, one from the client is not.
+    let ns = |src_mac: [u8; 6]| {
+        let t: std::net::Ipv6Addr = "fd00::1".parse().unwrap();
+        let mut f = Frame::v6(
+            "fd00::2".parse().unwrap(),
+            "ff02::1:ff00:1".parse().unwrap(),
+            L4::Icmp {
+                ty: 135,
+                code: 0,
+                rest: [0; 4],
+                body: t.octets().to_vec(),
+            },
+        );
+        f.ttl = 255;
+        f.eth_src = src_mac;
+        f.eth_dst = [0x33, 0x33, 0xff, 0, 0, 1];
+        f.build()
+    };
+    let (d, _) = one(&fw, ns(S_MAC), &mut o);
+    assert_eq!(d.stage, Stage::PortSecurity);
+    let (d, _) = one(&fw, ns(C_MAC), &mut o);
+    assert_eq!((d.action, d.stage), (Action::Allow, Stage::Nd));
+    assert_eq!(fw.tracker().table_len(), 0);
+    assert_eq!(o.stats.drops[DropReason::PortSecurity as usize], 3);
 }

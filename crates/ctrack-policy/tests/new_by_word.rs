@@ -35,6 +35,7 @@ fn policy(extra: Option<(AclAction, Expr)>) -> Policy {
         ips: Vec::new(),
         zone,
         security: Vec::new(),
+        disabled: false,
     };
     let mut to_b = Acl::new(
         0,
@@ -331,6 +332,7 @@ fn the_policy_says_whether_its_words_decide_new_packets() {
             ips: Vec::new(),
             zone: i,
             security: Vec::new(),
+            disabled: false,
         });
     }
     assert!(fw(many.clone()).policy().takes_words());

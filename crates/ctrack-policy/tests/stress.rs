@@ -41,6 +41,7 @@ fn policy(port: u16) -> Policy {
         ips: Vec::new(),
         zone,
         security: Vec::new(),
+        disabled: false,
     };
     let to_server = Expr::And(vec![
         Expr::eq(Field::Outport, 2),

@@ -115,10 +115,13 @@ pub struct SwitchView {
     generation: u32,
     /// Policy address → datapath port.
     owner: FastMap<u16>,
-    /// The datapath ports bound to policy ports with `port_security`:
-    /// they may send from their policy addresses only, and are not sent
-    /// unicast frames for addresses not theirs.
+    /// The datapath ports bound to policy ports with `port_security` (or
+    /// disabled): they may send from their policy addresses only, and are
+    /// not sent unicast frames for addresses not theirs.
     locked: Vec<u16>,
+    /// Those bound to disabled policy ports (`enabled = false`): not
+    /// flooded at all.
+    closed: Vec<u16>,
     /// Learned addresses seen lately (valid while `version` holds).
     cache: FastMap<u16>,
     version: u64,
@@ -155,26 +158,30 @@ impl SwitchView {
         self.generation = policy.generation;
         self.owner.clear();
         self.locked.clear();
+        self.closed.clear();
         for p in &policy.policy.ports {
             if let Some(i) = port(&p.name) {
                 for m in &p.macs {
                     self.owner.insert(mac_u64(m), i);
                 }
-                if !p.security.is_empty() {
+                if !p.security.is_empty() || p.disabled {
                     self.locked.push(i);
+                }
+                if p.disabled {
+                    self.closed.push(i);
                 }
             }
         }
     }
 
-    /// The datapath ports a flooded `frame` skips: none for a group
-    /// address; for a unicast one (an address no port owns), those with
-    /// port security (OVN's egress port security drops a unicast frame to
-    /// an address of none of the port's entries).
+    /// The datapath ports a flooded `frame` skips: for a group address,
+    /// the disabled ones; for a unicast one (an address no port owns),
+    /// those with port security too (OVN's egress port security drops a
+    /// unicast frame to an address of none of the port's entries).
     pub fn flood_skips(&self, frame: &[u8]) -> &[u16] {
         match frame.first() {
             Some(b) if b & 1 == 0 => &self.locked,
-            _ => &[],
+            _ => &self.closed,
         }
     }
 
@@ -265,7 +272,7 @@ mod tests {
     /// A port with `port_security` sends from its own MACs only, and is
     /// not flooded unicast frames; another port learns as before.
     #[test]
-    fn ports_with_port_security_are_locked() {
+    fn ports_with_port_security_or_disabled_are_locked() {
         let port = |name: &str, mac: [u8; 6], locked: bool| Port {
             name: name.into(),
             macs: vec![mac],
@@ -277,16 +284,21 @@ mod tests {
             },
             ..Port::default()
         };
+        let mut off = port("c", [2, 0, 0, 0, 0, 3], false);
+        off.disabled = true;
         let policy = Policy {
             ports: vec![
                 port("a", [2, 0, 0, 0, 0, 1], true),
                 port("b", [2, 0, 0, 0, 0, 2], false),
+                off,
             ],
             ..Policy::default()
         };
         let compiled = Compiled::new(policy, 7).expect("compiles");
         let mut view = SwitchView::default();
-        view.sync(&compiled, |n| Some(if n == "a" { 0 } else { 1 }));
+        view.sync(&compiled, |n| {
+            Some(["a", "b", "c"].iter().position(|x| *x == n)? as u16)
+        });
         let table = MacTable::default();
         let frame = |src: [u8; 6], dst: [u8; 6]| {
             let mut f = dst.to_vec();
@@ -309,11 +321,13 @@ mod tests {
             view.source(&frame(stranger, [0xff; 6]), 1, &table, now),
             Source::Ok { learned: true }
         );
-        assert_eq!(view.flood_skips(&frame(own, [2, 0, 0, 0, 0, 0x42])), [0]);
-        assert!(view.flood_skips(&frame(own, [0xff; 6])).is_empty());
-        assert!(
-            view.flood_skips(&frame(own, [0x33, 0x33, 0, 0, 0, 1]))
-                .is_empty()
+        assert_eq!(
+            view.source(&frame(stranger, [0xff; 6]), 2, &table, now),
+            Source::Spoofed
         );
+        assert_eq!(view.flood_skips(&frame(own, [2, 0, 0, 0, 0, 0x42])), [0, 2]);
+        // A disabled port is not flooded even group addresses.
+        assert_eq!(view.flood_skips(&frame(own, [0xff; 6])), [2]);
+        assert_eq!(view.flood_skips(&frame(own, [0x33, 0x33, 0, 0, 0, 1])), [2]);
     }
 }

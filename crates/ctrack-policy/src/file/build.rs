@@ -135,6 +135,7 @@ fn ports<F: Format>(src: &Src<'_>, raw: &[RawPort<F>]) -> Result<Vec<Port>, Poli
         for entry in &rp.addresses {
             addresses(src, entry, &mut port, &mut macs)?;
         }
+        port.disabled = rp.enabled == Some(false);
         if let Some(z) = &rp.zone {
             port.zone = u16::try_from(z.value).map_err(|_| {
                 src.at(

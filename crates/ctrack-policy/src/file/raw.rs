@@ -217,6 +217,8 @@ pub(crate) struct RawPort<F> {
     pub(crate) zone: Option<Sp<i64, F>>,
     #[serde(default)]
     pub(crate) port_security: Vec<Sp<String, F>>,
+    #[serde(default)]
+    pub(crate) enabled: Option<bool>,
 }
 
 /// One `[[acl]]`.

@@ -699,3 +699,16 @@ fn port_security_errors_say_where() {
         assert_eq!(at(&e), (8, col), "{entry}: {e}");
     }
 }
+
+/// `enabled = false`: OVN's `Logical_Switch_Port.enabled`.
+#[test]
+fn a_port_may_be_disabled() {
+    assert!(!load(EXAMPLE).ports[0].disabled);
+    let p = load(&with_line(7, "zone = 1\nenabled = false"));
+    assert!(p.ports[0].disabled && !p.ports[1].disabled);
+    assert_eq!(p.ports[0].security_text(), "; disabled (enabled = false)");
+    assert!(!load(&with_line(7, "zone = 1\nenabled = true")).ports[0].disabled);
+    let e = error(&with_line(7, "zone = 1\nenabled = \"no\""));
+    assert!(e.message.contains("expected a boolean"), "{e}");
+    assert_eq!(at(&e).0, 8);
+}

@@ -270,7 +270,10 @@ impl Compiled {
             }
         }
         let security: Vec<Option<Secured>> = (policy.ports.iter())
-            .map(|p| Secured::new(&p.security))
+            .map(|p| match p.disabled {
+                true => Some(Secured::disabled()),
+                false => Secured::new(&p.security),
+            })
             .collect();
         let has_nat = policy.acls.iter().any(|a| a.nat.is_some());
         let has_alg = policy.acls.iter().any(|a| a.alg.is_some());

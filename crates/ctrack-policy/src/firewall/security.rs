@@ -98,6 +98,8 @@ impl Entry {
 /// A port's port security, compiled.
 #[derive(Debug)]
 pub(super) struct Secured {
+    /// `enabled = false`: nothing from or to the port.
+    disabled: bool,
     entries: Vec<Entry>,
     /// The IPv4 checks by MAC, the entries of each MAC together: what a
     /// plain IPv4 frame needs ([`Secured::ingress4`]), found by one
@@ -295,7 +297,21 @@ impl Secured {
                 m.bcast.extend_from_slice(&e.bcast4);
             }
         }
-        Some(Secured { entries, by_mac })
+        Some(Secured {
+            disabled: false,
+            entries,
+            by_mac,
+        })
+    }
+
+    /// A disabled port's (`enabled = false`): every frame from or to it
+    /// is dropped, as OVN drops a disabled port's traffic.
+    pub(super) fn disabled() -> Secured {
+        Secured {
+            disabled: true,
+            entries: Vec::new(),
+            by_mac: Vec::new(),
+        }
     }
 
     fn of_mac(&self, mac: &[u8]) -> impl Iterator<Item = &Entry> {
@@ -304,7 +320,7 @@ impl Secured {
 
     /// Whether the port may send `frame` (parsed as `layers`).
     pub(super) fn ingress(&self, frame: &[u8], layers: &Frame) -> bool {
-        let Some(src) = frame.get(6..12) else {
+        let Some(src) = frame.get(6..12).filter(|_| !self.disabled) else {
             return false;
         };
         let s = seen(frame, layers);
@@ -358,12 +374,18 @@ impl Secured {
     /// The IPv4 check of frames from `mac`: [`Side::Closed`] where no
     /// entry is of it.
     pub(super) fn sender_side(&self, mac: &[u8]) -> Side<'_> {
+        if self.disabled {
+            return Side::Closed;
+        }
         self.mac4(mac).map_or(Side::Closed, Side::Mac)
     }
 
     /// The IPv4 check of frames to `mac`: [`Side::Open`] for a group
     /// address.
     pub(super) fn receiver_side(&self, mac: &[u8]) -> Side<'_> {
+        if self.disabled {
+            return Side::Closed;
+        }
         if mac.first().is_some_and(|b| b & 1 != 0) {
             return Side::Open;
         }
@@ -408,7 +430,7 @@ impl Secured {
     /// listing any address drops an IP frame (which is why, as in OVN, an
     /// entry without addresses does not widen another of the same MAC).
     pub(super) fn egress(&self, frame: &[u8], layers: &Frame) -> bool {
-        let Some(dst) = frame.get(0..6) else {
+        let Some(dst) = frame.get(0..6).filter(|_| !self.disabled) else {
             return false;
         };
         if dst[0] & 1 != 0 {

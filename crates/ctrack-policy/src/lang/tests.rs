@@ -16,6 +16,7 @@ pub(super) fn policy() -> Policy {
         ips: ips.iter().map(|s| s.parse().unwrap()).collect(),
         zone: u16::from(mac),
         security: Vec::new(),
+        disabled: false,
     };
     let mut p = Policy {
         ports: vec![

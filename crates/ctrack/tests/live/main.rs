@@ -442,6 +442,38 @@ fn port_security_drops_a_spoofed_source() {
     assert!(n >= 1, "{n} switch drops by port security: {json}");
 }
 
+/// `enabled = false` on the client's port, by a reload: its ping stops
+/// (dropped by port security); a reload without it lets it through again.
+#[test]
+fn a_disabled_port_is_cut_off_until_enabled() {
+    let Some((net, fw)) = setup("dp", "af-packet") else {
+        return;
+    };
+    let ping = || {
+        net.run(
+            &net.c,
+            &["ping", "-c", "2", "-i", "0.2", "-W", "1", SERVER_IP],
+        )
+    };
+    let ok = Net::until(Duration::from_secs(10), || ping().status.success());
+    assert!(ok, "ping before");
+    let ours = format!("addresses = [\"{CLIENT_MAC} {CLIENT_IP}\"]");
+    let off = policy(true, "").replacen(&ours, &format!("{ours}\nenabled = false"), 1);
+    let file = net.file("off.toml", &off);
+    fw.ctl_ok(&net, &["policy", "reload", &file.display().to_string()]);
+    assert!(!ping().status.success(), "ping from a disabled port");
+    let json = fw.ctl_ok(&net, &["stats", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("stats JSON");
+    assert!(
+        v["drops"]["port_security"].as_u64().unwrap_or(0) >= 1,
+        "{json}"
+    );
+    let on = net.file("on.toml", &policy(true, ""));
+    fw.ctl_ok(&net, &["policy", "reload", &on.display().to_string()]);
+    let ok = Net::until(Duration::from_secs(10), || ping().status.success());
+    assert!(ok, "ping once enabled again");
+}
+
 #[test]
 fn http_ping_and_reject_af_packet() {
     http_ping_reject("hp", "af-packet");

@@ -28,6 +28,7 @@ pub(super) fn policy(n: usize, allow: AclAction, proto: Proto, rules: RuleSet) -
         ips: Vec::new(),
         zone,
         security: Vec::new(),
+        disabled: false,
     };
     let mut acls = Vec::with_capacity(n);
     if rules == RuleSet::Realistic {
