@@ -195,14 +195,7 @@ fn addresses<F: Format>(
             ),
         ));
     }
-    let Some(m) = lang::parse_mac(mac) else {
-        return Err(src.inside(
-            entry,
-            at,
-            format!("bad MAC address `{mac}`: expected xx:xx:xx:xx:xx:xx"),
-        ));
-    };
-    let mac_bytes: [u8; 6] = std::array::from_fn(|i| (m >> (40 - 8 * i)) as u8);
+    let mac_bytes = mac_token(src, entry, mac, at)?;
     if let Some(other) = macs.insert(mac_bytes, port.name.clone()) {
         return Err(src.inside(
             entry,
@@ -222,6 +215,23 @@ fn addresses<F: Format>(
         port.ips.push(ip);
     }
     Ok(())
+}
+
+/// The MAC `mac` at byte `at` of `entry`'s string, as bytes.
+fn mac_token<F: Format>(
+    src: &Src<'_>,
+    entry: &Sp<String, F>,
+    mac: &str,
+    at: usize,
+) -> Result<[u8; 6], PolicyError> {
+    let Some(m) = lang::parse_mac(mac) else {
+        return Err(src.inside(
+            entry,
+            at,
+            format!("bad MAC address `{mac}`: expected xx:xx:xx:xx:xx:xx"),
+        ));
+    };
+    Ok(std::array::from_fn(|i| (m >> (40 - 8 * i)) as u8))
 }
 
 /// One `port_security` entry: a MAC, then IP addresses, each with an
@@ -249,14 +259,7 @@ fn port_security<F: Format>(
             "VRRPv3 port security entries are not supported: expected a MAC address, then IP addresses",
         ));
     }
-    let Some(m) = lang::parse_mac(mac) else {
-        return Err(src.inside(
-            entry,
-            at,
-            format!("bad MAC address `{mac}`: expected xx:xx:xx:xx:xx:xx"),
-        ));
-    };
-    let mac_bytes: [u8; 6] = std::array::from_fn(|i| (m >> (40 - 8 * i)) as u8);
+    let mac_bytes = mac_token(src, entry, mac, at)?;
     match macs.get(&mac_bytes) {
         Some(owner) if *owner != port.name => {
             return Err(src.inside(

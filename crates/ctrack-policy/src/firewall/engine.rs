@@ -133,8 +133,8 @@ impl<T> Firewall<T> {
     pub fn process(&self, frame: Vec<u8>, tag: T, now: Time, outs: &mut FwOutputs<T>) {
         self.expire(now, &mut outs.dropped);
         let pol = self.policy.load();
-        if frame.len() < 14 {
-            let d = Decision::drop(Stage::Default, AclRef::Runt, DropReason::Runt);
+        // A frame dropped before reassembly, as it is.
+        let refuse = |outs: &mut FwOutputs<T>, frame, tag, d: Decision| {
             outs.stats.count(&d);
             outs.out.push(FwOut {
                 frame,
@@ -142,7 +142,10 @@ impl<T> Firewall<T> {
                 decision: d,
                 reply: None,
             });
-            return;
+        };
+        if frame.len() < 14 {
+            let d = Decision::drop(Stage::Default, AclRef::Runt, DropReason::Runt);
+            return refuse(outs, frame, tag, d);
         }
         let (inport, outport) = (pol.port_at(&frame, 6), pol.port_at(&frame, 0));
         if pol.has_security && !pol.secure_between(&frame, inport, outport) {
@@ -153,14 +156,7 @@ impl<T> Firewall<T> {
                 AclRef::PortSecurity,
                 DropReason::PortSecurity,
             );
-            outs.stats.count(&d);
-            outs.out.push(FwOut {
-                frame,
-                tag,
-                decision: d,
-                reply: None,
-            });
-            return;
+            return refuse(outs, frame, tag, d);
         }
         let zone = pol.zone_for(inport, outport);
         let checksums = self.tracker.checksums();
