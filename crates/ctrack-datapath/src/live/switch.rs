@@ -191,8 +191,12 @@ impl SwitchView {
             return Source::Ok { learned: false };
         };
         if src[0] & 1 != 0 {
-            // A group address as source is never learned (802.1D).
-            return Source::Ok { learned: false };
+            // A group address as source is never learned (802.1D); from a
+            // port with port security it is none of the port's.
+            return match self.locked.contains(&port) {
+                true => Source::Spoofed,
+                false => Source::Ok { learned: false },
+            };
         }
         let mac = mac_u64(src);
         if let Some(&owner) = self.owner.get(&mac) {
@@ -324,6 +328,16 @@ mod tests {
         assert_eq!(
             view.source(&frame(stranger, [0xff; 6]), 2, &table, now),
             Source::Spoofed
+        );
+        // A group address as source: from a locked port, spoofed.
+        let group = [0x03, 0, 0, 0, 0, 1];
+        assert_eq!(
+            view.source(&frame(group, [0xff; 6]), 0, &table, now),
+            Source::Spoofed
+        );
+        assert_eq!(
+            view.source(&frame(group, [0xff; 6]), 1, &table, now),
+            Source::Ok { learned: false }
         );
         assert_eq!(view.flood_skips(&frame(own, [2, 0, 0, 0, 0, 0x42])), [0, 2]);
         // A disabled port is not flooded even group addresses.
