@@ -613,34 +613,14 @@ mod tests {
         assert!(!from(&s, &v4(M9, GW, "10.0.0.1", "10.0.0.2", udp())));
         // A DHCP client's broadcast, and nothing like it.
         let bcast = [0xff; 6];
-        assert!(from(
-            &s,
-            &v4(
-                M1,
-                bcast,
-                "0.0.0.0",
-                "255.255.255.255",
-                L4::udp(68, 67, b"d")
-            )
-        ));
-        assert!(!from(
-            &s,
-            &v4(
-                M1,
-                bcast,
-                "0.0.0.0",
-                "255.255.255.255",
-                L4::udp(68, 68, b"d")
-            )
-        ));
+        let dhcp = |l4| v4(M1, bcast, "0.0.0.0", "255.255.255.255", l4);
+        assert!(from(&s, &dhcp(L4::udp(68, 67, b"d"))));
+        assert!(!from(&s, &dhcp(L4::udp(68, 68, b"d"))));
         assert!(!from(
             &s,
             &v4(M1, GW, "0.0.0.0", "10.0.0.2", L4::udp(68, 67, b"d"))
         ));
-        assert!(!from(
-            &s,
-            &v4(M1, bcast, "0.0.0.0", "255.255.255.255", L4::tcp(68, 67, 2))
-        ));
+        assert!(!from(&s, &dhcp(L4::tcp(68, 67, 2))));
         // IPv6 from its address or its link-local one.
         assert!(from(&s, &v6(M1, GW, "fd00::1", "fd00::2", 64, udp())));
         assert!(from(&s, &v6(M1, GW, &lla(M1), "fe80::2", 64, udp())));
