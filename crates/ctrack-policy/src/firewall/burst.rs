@@ -110,7 +110,10 @@ impl<T> Firewall<T> {
         out.stats.zones = zones;
     }
 
-    /// One frame, alone, without reassembly.
+    /// One frame, alone, without reassembly: port security first (OVN's
+    /// `ls_in_check_port_sec`; its `ls_out_check_port_sec` comes last
+    /// there, after the receiver's ACLs, which here commit nothing for a
+    /// frame it drops), as `Firewall::process` checks it.
     fn judge_alone(
         &self,
         pol: &Compiled,
@@ -118,12 +121,19 @@ impl<T> Firewall<T> {
         now: Time,
         st: &mut FwStats,
     ) -> (Decision, Option<Vec<u8>>) {
-        if frame.len() < 14 {
-            let d = Decision::drop(Stage::Default, AclRef::Runt, DropReason::Runt);
-            st.count(&d);
-            return (d, None);
-        }
-        self.judge(pol, frame, now, st)
+        let d = if frame.len() < 14 {
+            Decision::drop(Stage::Default, AclRef::Runt, DropReason::Runt)
+        } else if !pol.secure(frame) {
+            Decision::drop(
+                Stage::PortSecurity,
+                AclRef::PortSecurity,
+                DropReason::PortSecurity,
+            )
+        } else {
+            return self.judge(pol, frame, now, st);
+        };
+        st.count(&d);
+        (d, None)
     }
 }
 

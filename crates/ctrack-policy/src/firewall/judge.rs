@@ -44,17 +44,8 @@ impl<T> Firewall<T> {
 
     fn decide(&self, pol: &Compiled, frame: &mut Vec<u8>, now: Time, st: &mut FwStats) -> Decision {
         let (inport, outport) = (pol.port_at(frame, 6), pol.port_at(frame, 0));
-        // Port security, before everything else (OVN's
-        // `ls_in_check_port_sec`; its `ls_out_check_port_sec` comes last
-        // there, after the receiver's ACLs, which here commit nothing for
-        // a packet it drops).
-        if pol.has_security && !pol.secure_between(frame, inport, outport) {
-            return Decision::drop(
-                Stage::PortSecurity,
-                AclRef::PortSecurity,
-                DropReason::PortSecurity,
-            );
-        }
+        // Port security was checked before: `Firewall::process` does before
+        // reassembly, the burst path for each chunk or frame alone.
         // A frame of the common case (plain IPv4) is never neighbour
         // discovery and its IP layer is whole: no need to parse its
         // layers to know (106 of the 952 instructions of a stateless
