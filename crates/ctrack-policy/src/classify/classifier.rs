@@ -6,7 +6,7 @@ use std::hash::BuildHasher;
 use foldhash::fast::RandomState;
 use hashbrown::HashMap;
 
-use super::dnf::normalise;
+use super::dnf::{MAX_TOTAL_CONJ, normalise};
 use super::entry::{Entry, entries};
 use super::group::{Group, Tuple, coarse};
 use super::rule::{CompileError, Rank, RuleId, score, unscore};
@@ -150,6 +150,11 @@ pub struct Classifier {
     by_tuple: Map<Tuple, u32>,
     entries: usize,
     conjs: usize,
+    /// Most conjunctions in all, its own and `conj_elsewhere` together
+    /// ([`MAX_TOTAL_CONJ`] but in tests).
+    conj_bound: usize,
+    /// Conjunctions held by the other classifiers of its policy.
+    conj_elsewhere: usize,
     seed: Seed,
     /// Groups an entry's placing looked at, over all placings (for the
     /// test that a compile stays linear in the entries).
@@ -194,6 +199,8 @@ impl Classifier {
             by_tuple: Map::default(),
             entries: 0,
             conjs: 0,
+            conj_bound: MAX_TOTAL_CONJ,
+            conj_elsewhere: 0,
             seed,
             #[cfg(test)]
             place_scans: 0,
@@ -208,13 +215,38 @@ impl Classifier {
         Classifier::new().build_into(rules)
     }
 
+    /// [`Classifier::build`] of one of a policy's classifiers, whose others
+    /// hold `elsewhere` conjunctions: all of them together hold at most
+    /// [`MAX_TOTAL_CONJ`].
+    pub fn build_within<'a>(
+        elsewhere: usize,
+        rules: impl IntoIterator<Item = (RuleId, Rank, &'a Expr)>,
+    ) -> Result<Classifier, CompileError> {
+        Classifier::build_bounded(MAX_TOTAL_CONJ, elsewhere, rules)
+    }
+
+    /// [`Classifier::build_within`] under the bound `bound` (tests set a
+    /// small one).
+    pub(crate) fn build_bounded<'a>(
+        bound: usize,
+        elsewhere: usize,
+        rules: impl IntoIterator<Item = (RuleId, Rank, &'a Expr)>,
+    ) -> Result<Classifier, CompileError> {
+        Classifier {
+            conj_bound: bound,
+            conj_elsewhere: elsewhere,
+            ..Classifier::new()
+        }
+        .build_into(rules)
+    }
+
     /// Builds `rules` into this empty classifier.
     fn build_into<'a>(
         mut self,
         rules: impl IntoIterator<Item = (RuleId, Rank, &'a Expr)>,
     ) -> Result<Classifier, CompileError> {
         for (id, rank, expr) in rules {
-            self.add(id, rank, expr, false)?;
+            self.add(id, rank, expr, false).map_err(|e| e.of(id))?;
         }
         self.renumber();
         self.reorder();
@@ -223,7 +255,7 @@ impl Classifier {
 
     /// Adds a rule; `id` must be new. Touches only the rule's own entries.
     pub fn insert(&mut self, id: RuleId, rank: Rank, expr: &Expr) -> Result<(), CompileError> {
-        self.add(id, rank, expr, true)?;
+        self.add(id, rank, expr, true).map_err(|e| e.of(id))?;
         self.reorder();
         Ok(())
     }
@@ -365,6 +397,11 @@ impl Classifier {
         self.rules.len()
     }
 
+    /// The number of conjunctions its rules expand to, together.
+    pub fn conjunctions(&self) -> usize {
+        self.conjs
+    }
+
     /// Whether there is no rule.
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
@@ -423,6 +460,15 @@ impl Classifier {
             return Err(CompileError::new(format!("rule id {id} is already in")));
         }
         let conjs = normalise(expr)?;
+        let held = self.conj_elsewhere.saturating_add(self.conjs);
+        if held.saturating_add(conjs.len()) > self.conj_bound {
+            return Err(CompileError::new(format!(
+                "the ACLs expand to more than {} conjunctions in all \
+                 ({held} before this one, which adds {})",
+                self.conj_bound,
+                conjs.len()
+            )));
+        }
         let s = score(id, rank);
         let mut placed = Vec::new();
         for e in entries(&conjs) {

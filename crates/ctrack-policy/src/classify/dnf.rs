@@ -16,9 +16,10 @@
 //! - duplicates are removed, and a conjunction that matches everything
 //!   absorbs the rest.
 //!
-//! The input is hostile: the number of conjunctions ([`MAX_CONJ`]), the
-//! work spent on products ([`MAX_WORK`]) and the nesting ([`MAX_DEPTH`])
-//! are bounded, and going over any bound is a [`CompileError`].
+//! The input is hostile: the number of conjunctions ([`MAX_CONJ`]; a
+//! classifier's in all, [`MAX_TOTAL_CONJ`]), the work spent on products
+//! ([`MAX_WORK`]) and the nesting ([`MAX_DEPTH`]) are bounded, and going
+//! over any bound is a [`CompileError`].
 
 use super::complement::{TooBig, complement, excluded_sets};
 use super::rule::CompileError;
@@ -27,6 +28,14 @@ use crate::key::{Field, Key};
 
 /// Most conjunctions one rule may expand to (its DNF or any part of it).
 pub const MAX_CONJ: usize = 65_536;
+/// Most conjunctions a classifier may hold in all, its rules' together
+/// (and a compiled policy in all, its stages' classifiers together): about
+/// 17 times the 121,152 entries of `bench policy classify`'s 100,000
+/// rules, and 0.8 to 2 GiB of classifier by the shapes measured
+/// (docs/firewall.md, "The compiled classifier"). Without it, a policy
+/// file of a few kilobytes (ACLs each near [`MAX_CONJ`]) could ask for
+/// tens of gigabytes.
+pub const MAX_TOTAL_CONJ: usize = 1 << 21;
 /// Most pairs of conjunctions one rule's products may combine.
 pub const MAX_WORK: u64 = 1 << 20;
 /// Deepest nesting of an expression.

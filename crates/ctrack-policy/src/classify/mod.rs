@@ -102,5 +102,5 @@ mod table;
 mod tests;
 
 pub use classifier::{Classifier, ClassifierStats};
-pub use dnf::{Conj, MAX_CONJ, MAX_DEPTH, MAX_WORK, normalise, prefix_cover};
+pub use dnf::{Conj, MAX_CONJ, MAX_DEPTH, MAX_TOTAL_CONJ, MAX_WORK, normalise, prefix_cover};
 pub use rule::{CompileError, Rank, RuleId, naive};

@@ -17,12 +17,24 @@ pub type Rank = u64;
 pub struct CompileError {
     /// What went wrong, for a person.
     pub message: String,
+    /// The rule that could not go in, where a classifier's build or
+    /// insert says which.
+    pub rule: Option<RuleId>,
 }
 
 impl CompileError {
     pub(crate) fn new(message: impl Into<String>) -> CompileError {
         CompileError {
             message: message.into(),
+            rule: None,
+        }
+    }
+
+    /// The same error, of rule `id`.
+    pub(crate) fn of(self, id: RuleId) -> CompileError {
+        CompileError {
+            rule: Some(id),
+            ..self
         }
     }
 }

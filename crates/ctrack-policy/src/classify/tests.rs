@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 
 use super::r#gen::{self, Rng};
-use super::{Classifier, Rank, RuleId, naive, normalise};
+use super::{Classifier, MAX_TOTAL_CONJ, Rank, RuleId, naive, normalise};
 use crate::expr::Expr;
 use crate::key::{Field, Key, flag};
 
@@ -318,6 +318,59 @@ fn errors_and_edge_cases() {
     let s = c.stats();
     assert_eq!((s.rules, s.entries), (4, 3));
     assert!(c.memory() > 0 && format!("{c:?}").contains("Classifier"));
+}
+
+/// A rule of `n` conjunctions: `tcp.dst` one of `n` ports.
+fn ports(n: u16) -> Expr {
+    Expr::Or(
+        (0..n)
+            .map(|p| Expr::eq(Field::L4Dst, u128::from(p)))
+            .collect(),
+    )
+}
+
+#[test]
+fn the_conjunctions_in_all_are_bounded() {
+    let rules = [(1, 9, ports(4)), (2, 8, ports(6)), (3, 7, ports(1))];
+    let each = || rules.iter().map(|(i, r, e)| (*i, *r, e));
+    // Up to the bound, each rule in.
+    let c = Classifier::build_bounded(11, 0, each()).unwrap();
+    assert_eq!((c.len(), c.conjunctions()), (3, 11));
+    // One over, counting those held elsewhere: refused at the rule that
+    // crosses it, which is named.
+    let e = Classifier::build_bounded(11, 1, each()).unwrap_err();
+    assert_eq!(e.rule, Some(3), "{e}");
+    assert_eq!(
+        e.message,
+        "the ACLs expand to more than 11 conjunctions in all (11 before this one, which adds 1)"
+    );
+    // The crate's bound.
+    let e = Classifier::build_within(MAX_TOTAL_CONJ - 10, each()).unwrap_err();
+    assert_eq!(e.rule, Some(3), "{e}");
+    assert_eq!(
+        Classifier::build_within(MAX_TOTAL_CONJ - 11, each())
+            .unwrap()
+            .len(),
+        3
+    );
+    // An insert over the bound leaves the classifier as it was.
+    let mut c = Classifier::build_bounded(10, 0, each().take(1)).unwrap();
+    c.insert(2, 8, &ports(6)).unwrap();
+    let mut k = Key::default();
+    k.set(Field::L4Dst, 0);
+    assert_eq!(c.classify(&k), Some((1, 9)));
+    let e = c.insert(3, 10, &ports(1)).unwrap_err();
+    assert_eq!(e.rule, Some(3));
+    assert_eq!((c.len(), c.conjunctions()), (2, 10));
+    assert_eq!(c.classify(&k), Some((1, 9)));
+    // Room made by a removal is room again.
+    assert!(c.remove(2));
+    c.insert(3, 10, &ports(1)).unwrap();
+    assert_eq!(c.classify(&k), Some((3, 10)));
+    // An error of one rule alone names it too.
+    let bad = [(7, 1, Expr::True), (7, 2, Expr::True)];
+    let e = Classifier::build(bad.iter().map(|(i, r, e)| (*i, *r, e))).unwrap_err();
+    assert_eq!(e.rule, Some(7));
 }
 
 #[test]

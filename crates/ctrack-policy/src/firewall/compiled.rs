@@ -9,7 +9,7 @@ use foldhash::HashMap;
 use super::decision::{AclRef, Action, Decision, Stage};
 use super::security::{Secured, Side};
 use super::word::{Pair, Word, WordStage};
-use crate::classify::{Classifier, CompileError, Rank, RuleId};
+use crate::classify::{Classifier, CompileError, MAX_TOTAL_CONJ, Rank, RuleId};
 use crate::expr::Expr;
 use crate::key::{Field, Key, NO_PORT, PortNo, flag, mac_u64};
 use crate::meter::Meters;
@@ -221,29 +221,28 @@ static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 impl Compiled {
     /// Compiles `policy` as generation `generation`.
     pub fn new(policy: Policy, generation: u32) -> Result<Compiled, CompileError> {
+        Compiled::within(policy, generation, MAX_TOTAL_CONJ)
+    }
+
+    /// [`Compiled::new`], its classifiers holding at most `bound`
+    /// conjunctions together ([`MAX_TOTAL_CONJ`] but in tests).
+    fn within(policy: Policy, generation: u32, bound: usize) -> Result<Compiled, CompileError> {
         let mut stages: [[Classifier; TIERS]; 2] = Default::default();
         let mut top_tier = [0usize; 2];
+        // The stages' classifiers share one bound on their conjunctions.
+        let mut held = 0;
         for (d, dir) in [Direction::FromLport, Direction::ToLport]
             .iter()
             .enumerate()
         {
             for (t, slot) in stages[d].iter_mut().enumerate() {
-                let acls = || {
-                    policy
-                        .acls
-                        .iter()
-                        .filter(|a| a.direction == *dir && usize::from(a.tier) == t)
-                };
-                let rules = acls().map(|a| (a.index as RuleId, rank(a.priority, a.index), &a.expr));
-                *slot = Classifier::build(rules).map_err(|e| {
-                    // Which ACL: found again one by one, on this path
-                    // only.
-                    let bad = acls().find(|a| {
-                        let r = rank(a.priority, a.index);
-                        Classifier::new()
-                            .insert(a.index as RuleId, r, &a.expr)
-                            .is_err()
-                    });
+                let acls = (policy.acls.iter())
+                    .filter(|a| a.direction == *dir && usize::from(a.tier) == t);
+                let rules = acls.map(|a| (a.index as RuleId, rank(a.priority, a.index), &a.expr));
+                *slot = Classifier::build_bounded(bound, held, rules).map_err(|e| {
+                    let bad = e
+                        .rule
+                        .and_then(|id| policy.acls.iter().find(|a| a.index as RuleId == id));
                     match bad {
                         Some(a) => CompileError {
                             message: format!(
@@ -254,10 +253,12 @@ impl Compiled {
                                 a.direction.name(),
                                 a.priority
                             ),
+                            rule: e.rule,
                         },
                         None => e,
                     }
                 })?;
+                held += slot.conjunctions();
                 if !slot.is_empty() {
                     top_tier[d] = t;
                 }
@@ -668,4 +669,38 @@ impl Compiled {
 /// undefined).
 pub fn rank(priority: u16, index: usize) -> Rank {
     (u64::from(priority) << 32) | u64::from(u32::MAX - (index as u32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Compiled;
+    use crate::model::Policy;
+
+    #[test]
+    fn the_stages_share_one_bound_on_conjunctions() {
+        let text = r#"
+[[acl]]
+direction = "from-lport"
+priority = 10
+match = "tcp.dst == {1, 2, 3, 4}"
+action = "allow"
+
+[[acl]]
+name = "over"
+direction = "to-lport"
+priority = 20
+tier = 2
+match = "udp.dst == {1, 2, 3, 4, 5, 6}"
+action = "drop"
+"#;
+        let p = || Policy::from_str(text, "p.toml").unwrap();
+        let c = Compiled::within(p(), 1, 10).unwrap();
+        assert_eq!(c.policy.acls.len(), 2);
+        let e = Compiled::within(p(), 1, 9).unwrap_err().to_string();
+        assert!(
+            e == "line 8, column 1: ACL `over` (to-lport, priority 20): the ACLs expand to \
+                 more than 9 conjunctions in all (4 before this one, which adds 6)",
+            "{e}"
+        );
+    }
 }
