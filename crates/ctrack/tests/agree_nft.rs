@@ -12,10 +12,6 @@
 //! `$TMPDIR/ctrack-netns-tests.lock` while they run, so that no two
 //! namespace tests run at once (the namespaces' names carry the script's
 //! process id besides).
-//!
-//! Until `ctrack replay` has `--policy`, only the kernel's half runs
-//! (`--no-ctrack`: the capture and the kernel's verdicts are made and
-//! checked), and the test says so.
 
 use std::fs::File;
 use std::process::{Command, Stdio};
@@ -59,14 +55,6 @@ fn unusable(probe: &str) -> Option<String> {
     None
 }
 
-/// Whether the built ctrack's `replay` takes `--policy`.
-fn has_policy() -> bool {
-    Command::new(env!("CARGO_BIN_EXE_ctrack"))
-        .args(["replay", "--help"])
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("--policy"))
-}
-
 /// Says why the scenario is skipped; in CI, fails instead.
 fn skip(scenario: &str, why: &str) {
     assert!(
@@ -93,12 +81,6 @@ fn agree(scenario: &str) {
         .arg("scripts/nft-agree.py")
         .arg(format!("tests/agree/{scenario}.toml"))
         .env("CTRACK", env!("CARGO_BIN_EXE_ctrack"));
-    if !has_policy() {
-        eprintln!(
-            "{scenario}: `ctrack replay` has no --policy yet: the kernel's half only (--no-ctrack)"
-        );
-        cmd.arg("--no-ctrack");
-    }
     let out = cmd.output().expect("run python3 scripts/nft-agree.py");
     let text = format!(
         "{}{}",
@@ -110,6 +92,13 @@ fn agree(scenario: &str) {
         out.status.success(),
         "{scenario}: nft-agree.py exit {:?}:\n{text}",
         out.status.code()
+    );
+    // Both halves ran: the kernel's verdicts, and ctrack's compared.
+    assert!(
+        text.contains(&format!(
+            "{scenario}: ctrack agrees with the kernel on all "
+        )),
+        "{scenario}: no comparison with ctrack:\n{text}"
     );
 }
 
