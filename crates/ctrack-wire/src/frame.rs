@@ -187,6 +187,35 @@ pub fn plain_ipv4(frame: &[u8]) -> Option<(&[u8; 34], &[u8])> {
     Some((h, frame.get(ETH + IP..ETH + total)?))
 }
 
+/// The Ethernet and IPv6 headers of a frame of the common case over
+/// IPv6: untagged Ethernet II carrying an IPv6 packet whose next header
+/// is TCP, UDP or SCTP (no extension header, so neither a fragment nor
+/// ICMPv6 and its neighbour discovery), whole (its payload length within
+/// the frame, at most 64 KiB of padding after it, as [`parse_frame`]
+/// requires); `None` for any other frame. Such a frame's IP layer parses,
+/// its transport header starting at byte 54.
+#[inline(always)]
+pub fn plain_ipv6(frame: &[u8]) -> Option<&[u8; 54]> {
+    const ETH: usize = ethernet::HEADER_LEN;
+    let h: &[u8; 54] = frame.first_chunk()?;
+    // IPv6 EtherType, version 6, a transport protocol next.
+    if h[12] != 0x86 || h[13] != 0xdd || h[14] >> 4 != 6 {
+        return None;
+    }
+    if !matches!(
+        h[20],
+        crate::ip_proto::TCP | crate::ip_proto::UDP | crate::ip_proto::SCTP
+    ) {
+        return None;
+    }
+    let end = ipv6::HEADER_LEN + usize::from(u16::from_be_bytes([h[18], h[19]]));
+    let area = frame.len() - ETH;
+    if end > area || area - end > usize::from(u16::MAX) {
+        return None;
+    }
+    Some(h)
+}
+
 impl Frame {
     fn no_link() -> Frame {
         Frame {
@@ -413,6 +442,39 @@ mod tests {
             let _ = parse_frame(&f[..n], LinkType::Ethernet);
             let _ = parse_frame(&f[..n], LinkType::RawIp);
             let _ = parse_frame(&f[..n], LinkType::LinuxSll);
+        }
+    }
+
+    /// A plain IPv6 frame is one whose layers parse as IPv6, whole, with
+    /// TCP, UDP or SCTP right after the fixed header and no tag.
+    #[test]
+    fn plain_ipv6_is_what_the_parser_finds_plain() {
+        use crate::build::{Frame as Build, L4};
+        let (a, b) = ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
+        let mut f = Build::v6(a, b, L4::udp(1, 2, b"abcd")).build();
+        f.extend_from_slice(&[0; 6]); // padding
+        for plain in [
+            f.clone(),
+            Build::v6(a, b, L4::tcp(1, 2, 0x02)).build(),
+            Build::v6(a, b, L4::udp(1, 2, b"")).build(),
+        ] {
+            assert!(plain_ipv6(&plain).is_some());
+            let ip = parse_frame(&plain, LinkType::Ethernet).ip.expect("parses");
+            assert_eq!(
+                (ip.version, ip.l4, ip.frag),
+                (IpVersion::V6, 54, Fragment::No)
+            );
+        }
+        let tagged = Build::v6(a, b, L4::udp(1, 2, b"")).vlan(0x8100, 5).build();
+        let icmp = Build::v6(a, b, L4::icmp_query(128, 1, 1)).build();
+        let mut long = f.clone();
+        long[19] = 200; // a payload length past the frame
+        let mut version = f.clone();
+        version[14] = 0x45;
+        let mut ext = f.clone();
+        ext[20] = 0; // a hop-by-hop header next
+        for other in [tagged, icmp, long, version, ext, f[..53].to_vec()] {
+            assert!(plain_ipv6(&other).is_none(), "{other:02x?}");
         }
     }
 

@@ -71,7 +71,7 @@ pub mod seq;
 pub mod tcp;
 pub mod udp;
 
-pub use frame::{Frame, IpLayer, IpVersion, LinkType, NotIp, parse_frame, plain_ipv4};
+pub use frame::{Frame, IpLayer, IpVersion, LinkType, NotIp, parse_frame, plain_ipv4, plain_ipv6};
 pub use ipv6::Fragment;
 pub use seq::SeqNum;
 

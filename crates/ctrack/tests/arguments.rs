@@ -618,32 +618,41 @@ fn the_stage_benchmark_pairs_its_runs() {
 /// `bench policy --proto tcp` opens every connection by a handshake
 /// through the firewall and sends data both ways: each benchmark fails if
 /// an opening or an established segment does not pass, so a run that ends
-/// well is one where every segment did, and the report names TCP.
+/// well is one where every segment did, and the report names TCP. The
+/// same over IPv6 (`--ipv6`), through port security on the addresses'
+/// networks.
 #[test]
 fn the_policy_benchmarks_run_on_tcp_connections() {
     for what in ["stage", "passes", "stateless", "reload"] {
-        let args = [
-            "bench",
-            "--json",
-            "policy",
-            what,
-            "--proto",
-            "tcp",
-            "--conns",
-            "300",
-            "--acls",
-            "10",
-            "--packets",
-            "2000",
-            "--runs",
-            "1",
-        ];
-        let out = ctrack(&args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
-        assert_eq!(v["figures"]["proto"], "tcp", "{what}: {v}");
-        assert_eq!(v["figures"]["conns"], 300, "{what}: {v}");
+        for v6 in [false, true] {
+            let mut args = vec![
+                "bench",
+                "--json",
+                "policy",
+                what,
+                "--proto",
+                "tcp",
+                "--conns",
+                "300",
+                "--acls",
+                "10",
+                "--packets",
+                "2000",
+                "--runs",
+                "1",
+            ];
+            if v6 {
+                args.extend(["--ipv6", "--port-security"]);
+            }
+            let out = ctrack(&args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+            let v: serde_json::Value =
+                serde_json::from_slice(&out.stdout).expect("one JSON document");
+            assert_eq!(v["figures"]["proto"], "tcp", "{what}: {v}");
+            assert_eq!(v["figures"]["conns"], 300, "{what}: {v}");
+            assert_eq!(v["figures"]["ipv6"], v6, "{what}: {v}");
+        }
     }
 }
 

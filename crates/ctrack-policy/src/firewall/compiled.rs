@@ -3,7 +3,7 @@
 //! change builds a new one and swaps it in whole.
 
 use ctrack_core::{CtAction, LinkType, Masked, Nat, Time, Zone};
-use ctrack_wire::{parse_frame, plain_ipv4};
+use ctrack_wire::{parse_frame, plain_ipv4, plain_ipv6};
 use foldhash::HashMap;
 
 use super::decision::{AclRef, Action, Decision, Stage};
@@ -150,6 +150,14 @@ fn check4(from: Side<'_>, to: Side<'_>, h: &[u8; 34], l4: &[u8]) -> bool {
     let dhcp =
         || h[23] == 17 && l4.get(..4) == Some(&[0, 68, 0, 67]) && (src, dst) == (0, u32::MAX);
     from.sends4(src, dhcp) && to.takes4(dst)
+}
+
+/// A plain IPv6 frame (`h`, its Ethernet and IPv6 headers: see
+/// [`plain_ipv6`]) through `from` and `to`.
+#[inline]
+fn check6(from: Side<'_>, to: Side<'_>, h: &[u8; 54]) -> bool {
+    let addr = |at: usize| u128::from_be_bytes(h[at..at + 16].try_into().unwrap_or_default());
+    from.sends6(addr(22)) && to.takes6(addr(38))
 }
 
 /// Why the zones of a policy's port pairs do not name the ports (two ports
@@ -341,12 +349,15 @@ impl Compiled {
     }
 
     /// [`Compiled::secure_between`] for a frame of the MAC pair `g` was
-    /// found for: a plain IPv4 frame by its addresses alone.
+    /// found for: a plain IPv4 or IPv6 frame by its addresses alone.
     #[inline]
     pub(crate) fn secure_with(&self, g: &Guard<'_>, frame: &[u8]) -> bool {
-        match plain_ipv4(frame) {
-            Some((h, l4)) => check4(g.from, g.to, h, l4),
-            None => self.secure_between(frame, g.ports.0, g.ports.1),
+        if let Some((h, l4)) = plain_ipv4(frame) {
+            return check4(g.from, g.to, h, l4);
+        }
+        match plain_ipv6(frame) {
+            Some(h) => check6(g.from, g.to, h),
+            None => self.general(frame, g.ports.0, g.ports.1),
         }
     }
 
@@ -356,10 +367,16 @@ impl Compiled {
         if from.is_none() && to.is_none() {
             return true;
         }
-        if plain_ipv4(frame).is_some() {
+        if plain_ipv4(frame).is_some() || plain_ipv6(frame).is_some() {
             let g = self.guard(frame, inport, outport);
             return self.secure_with(&g, frame);
         }
+        self.general(frame, inport, outport)
+    }
+
+    /// [`Compiled::secure_between`] by the frame's parsed layers.
+    fn general(&self, frame: &[u8], inport: PortNo, outport: PortNo) -> bool {
+        let (from, to) = (self.secured(inport), self.secured(outport));
         let layers = parse_frame(frame, LinkType::Ethernet);
         from.is_none_or(|s| s.ingress(frame, &layers))
             && to.is_none_or(|s| s.egress(frame, &layers))

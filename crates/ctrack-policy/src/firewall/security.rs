@@ -101,15 +101,15 @@ pub(super) struct Secured {
     /// `enabled = false`: nothing from or to the port.
     disabled: bool,
     entries: Vec<Entry>,
-    /// The IPv4 checks by MAC, the entries of each MAC together: what a
-    /// plain IPv4 frame needs ([`Secured::ingress4`]), found by one
-    /// comparison a MAC.
-    by_mac: Vec<Mac4>,
+    /// The address checks by MAC, the entries of each MAC together: what
+    /// a plain IPv4 or IPv6 frame needs ([`Secured::ingress4`],
+    /// [`Side::sends6`]), found by one comparison a MAC.
+    by_mac: Vec<MacChecks>,
 }
 
-/// The IPv4 checks of the entries of one MAC.
+/// The address checks of the entries of one MAC.
 #[derive(Debug)]
-pub(super) struct Mac4 {
+pub(super) struct MacChecks {
     /// The MAC in a word (`mac_word`).
     mac: u64,
     /// An entry lists no address: anything from the MAC.
@@ -121,16 +121,21 @@ pub(super) struct Mac4 {
     has_v4: bool,
     nets: Vec<Net<u32>>,
     bcast: Vec<u32>,
+    /// Some entry lists IPv6 addresses: their networks, beside the MAC's
+    /// link-local address.
+    has_v6: bool,
+    nets6: Vec<Net<u128>>,
+    lla: u128,
 }
 
-/// The IPv4 check of one side of a MAC pair, found once for the frames
-/// that carry the pair (a burst's): no port security there, no entry of
-/// the MAC, or the MAC's entries.
+/// The address check of one side of a MAC pair, found once for the
+/// frames that carry the pair (a burst's): no port security there, no
+/// entry of the MAC, or the MAC's entries.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Side<'a> {
     Open,
     Closed,
-    Mac(&'a Mac4),
+    Mac(&'a MacChecks),
 }
 
 impl Side<'_> {
@@ -160,6 +165,39 @@ impl Side<'_> {
                             || m.bcast.contains(&d)
                             || d == u32::MAX
                             || d >> 28 == 0xe))
+            }
+        }
+    }
+}
+
+impl Side<'_> {
+    /// Whether a plain IPv6 frame (TCP, UDP or SCTP: neither neighbour
+    /// discovery nor MLD, whose own rules [`Secured::ingress`] keeps)
+    /// from address `a` passes.
+    #[inline]
+    pub(super) fn sends6(self, a: u128) -> bool {
+        match self {
+            Side::Open => true,
+            Side::Closed => false,
+            Side::Mac(m) => {
+                m.open_from
+                    || (m.has_v6 && (a == m.lla || m.nets6.iter().any(|n| a & n.mask == n.net)))
+            }
+        }
+    }
+
+    /// Whether a plain IPv6 frame to address `d` passes.
+    #[inline]
+    pub(super) fn takes6(self, d: u128) -> bool {
+        match self {
+            Side::Open => true,
+            Side::Closed => false,
+            Side::Mac(m) => {
+                m.open_to
+                    || (m.has_v6
+                        && (d == m.lla
+                            || d >> 120 == 0xff
+                            || m.nets6.iter().any(|n| d & n.mask == n.net)))
             }
         }
     }
@@ -271,19 +309,22 @@ impl Secured {
                 c
             })
             .collect::<Vec<Entry>>();
-        let mut by_mac: Vec<Mac4> = Vec::new();
+        let mut by_mac: Vec<MacChecks> = Vec::new();
         for e in &entries {
             let mac = mac_word(&e.mac);
             let i = match by_mac.iter().position(|m| m.mac == mac) {
                 Some(i) => i,
                 None => {
-                    by_mac.push(Mac4 {
+                    by_mac.push(MacChecks {
                         mac,
                         open_from: false,
                         open_to: true,
                         has_v4: false,
                         nets: Vec::new(),
                         bcast: Vec::new(),
+                        has_v6: false,
+                        nets6: Vec::new(),
+                        lla: e.lla,
                     });
                     by_mac.len() - 1
                 }
@@ -295,6 +336,10 @@ impl Secured {
                 m.has_v4 = true;
                 m.nets.extend_from_slice(&e.v4);
                 m.bcast.extend_from_slice(&e.bcast4);
+            }
+            if !e.v6.is_empty() {
+                m.has_v6 = true;
+                m.nets6.extend_from_slice(&e.v6);
             }
         }
         Some(Secured {
@@ -371,7 +416,7 @@ impl Secured {
         }
     }
 
-    /// The IPv4 check of frames from `mac`: [`Side::Closed`] where no
+    /// The address check of frames from `mac`: [`Side::Closed`] where no
     /// entry is of it.
     pub(super) fn sender_side(&self, mac: &[u8]) -> Side<'_> {
         if self.disabled {
@@ -380,7 +425,7 @@ impl Secured {
         self.mac4(mac).map_or(Side::Closed, Side::Mac)
     }
 
-    /// The IPv4 check of frames to `mac`: [`Side::Open`] for a group
+    /// The address check of frames to `mac`: [`Side::Open`] for a group
     /// address.
     pub(super) fn receiver_side(&self, mac: &[u8]) -> Side<'_> {
         if self.disabled {
@@ -392,7 +437,7 @@ impl Secured {
         self.mac4(mac).map_or(Side::Closed, Side::Mac)
     }
 
-    fn mac4(&self, mac: &[u8]) -> Option<&Mac4> {
+    fn mac4(&self, mac: &[u8]) -> Option<&MacChecks> {
         let w = mac_word(mac);
         self.by_mac.iter().find(|m| m.mac == w)
     }
@@ -499,12 +544,13 @@ mod tests {
     use std::net::Ipv6Addr;
 
     use ctrack_wire::build::{Frame as Build, L4};
-    use ctrack_wire::{LinkType, parse_frame, plain_ipv4};
+    use ctrack_wire::{LinkType, parse_frame, plain_ipv4, plain_ipv6};
 
     use super::*;
 
     const M1: [u8; 6] = [2, 0, 0, 0, 0, 1];
     const M9: [u8; 6] = [2, 0, 0, 0, 0, 9];
+    const M5: [u8; 6] = [2, 0, 0, 0, 0, 5];
     const GW: [u8; 6] = [2, 0, 0, 0, 0, 0x77];
 
     fn entry(mac: [u8; 6], ips: &[&str]) -> PortSecurity {
@@ -784,32 +830,71 @@ mod tests {
         assert!(to(&any, &v6(GW, M1, "fd00::2", "fd00::1", 64, udp())));
     }
 
-    /// The compiled policy's check of a plain IPv4 frame (which does not
-    /// parse the frame's layers) agrees with the general one.
-    #[test]
-    fn the_plain_ipv4_path_agrees() {
+    /// Two ports of port security `a` (MAC `M1`) and `b` (`GW` and `M9`,
+    /// and `M5` when `b` has an entry of it): whether the compiled
+    /// policy's check of every frame of `frames(source MAC, destination
+    /// MAC)` (each plain, `plain`: checked without parsing its layers)
+    /// agrees with the general one, for every pair of five MACs; the
+    /// frames that pass.
+    fn fast_agrees(
+        a: &[PortSecurity],
+        b: &[PortSecurity],
+        plain: impl Fn(&[u8]) -> bool,
+        frames: impl Fn([u8; 6], [u8; 6]) -> Vec<(String, Vec<u8>)>,
+    ) -> u32 {
         use crate::firewall::Compiled;
         use crate::model::{Policy, Port};
         // As the file makes them: every MAC of port security is one of
         // the port's.
-        let port = |name: &str, security: Vec<PortSecurity>| Port {
+        let port = |name: &str, security: &[PortSecurity]| Port {
             name: name.into(),
             macs: security.iter().map(|e| e.mac).collect(),
             zone: 1,
-            security,
+            security: security.to_vec(),
             ..Port::default()
         };
-        let a = vec![
-            entry(M1, &["10.0.1.4/24", "fd00::1"]),
-            entry(M1, &["192.0.2.0/28"]),
-        ];
-        let b = vec![entry(GW, &["10.0.0.2"]), entry(M9, &[])];
         let policy = Policy {
-            ports: vec![port("a", a.clone()), port("b", b.clone())],
+            ports: vec![port("a", a), port("b", b)],
             ..Policy::default()
         };
         let pol = Compiled::new(policy, 1).expect("compiles");
-        let (sa, sb) = (secured(&a), secured(&b));
+        let (sa, sb) = (secured(a), secured(b));
+        let side = |m: [u8; 6]| match m {
+            M1 => Some(&sa),
+            m if b.iter().any(|e| e.mac == m) => Some(&sb),
+            _ => None,
+        };
+        let macs = [M1, GW, M9, M5, [0xff; 6], [0x33, 0x33, 0, 0, 0, 1]];
+        let mut n = 0;
+        for (sm, dm) in macs.iter().flat_map(|x| macs.iter().map(move |y| (*x, *y))) {
+            for (what, f) in frames(sm, dm) {
+                assert!(plain(&f), "{what}");
+                let layers = parse_frame(&f, LinkType::Ethernet);
+                let general = side(sm).is_none_or(|x| x.ingress(&f, &layers))
+                    && side(dm).is_none_or(|x| x.egress(&f, &layers));
+                assert_eq!(pol.secure(&f), general, "{sm:02x?} > {dm:02x?}: {what}");
+                n += u32::from(general);
+            }
+        }
+        n
+    }
+
+    /// Every pair of `addrs`.
+    fn pairs<'a>(addrs: &'a [&'a str]) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        addrs
+            .iter()
+            .flat_map(|x| addrs.iter().map(move |y| (*x, *y)))
+    }
+
+    /// The compiled policy's check of a plain IPv4 frame (which does not
+    /// parse the frame's layers) agrees with the general one.
+    #[test]
+    fn the_plain_ipv4_path_agrees() {
+        let a = [
+            entry(M1, &["10.0.1.4/24", "fd00::1"]),
+            entry(M1, &["192.0.2.0/28"]),
+        ];
+        let b = [entry(GW, &["10.0.0.2"]), entry(M9, &[])];
         let addrs = [
             "10.0.1.4",
             "10.0.1.5",
@@ -823,29 +908,64 @@ mod tests {
             "239.1.2.3",
             "8.8.8.8",
         ];
-        let macs = [M1, GW, M9, [0xff; 6], [0x01, 0, 0x5e, 0, 0, 1]];
-        let mut n = 0;
-        for (sm, dm) in macs.iter().flat_map(|x| macs.iter().map(move |y| (*x, *y))) {
-            for (s, d) in addrs
-                .iter()
-                .flat_map(|x| addrs.iter().map(move |y| (*x, *y)))
-            {
-                for l4 in [udp(), L4::udp(68, 67, b"d"), L4::tcp(68, 67, 2)] {
-                    let f = v4(sm, dm, s, d, l4);
-                    assert!(plain_ipv4(&f).is_some());
-                    let layers = parse_frame(&f, LinkType::Ethernet);
-                    let side = |m: [u8; 6]| match m {
-                        M1 => Some(&sa),
-                        GW | M9 => Some(&sb),
-                        _ => None,
-                    };
-                    let general = side(sm).is_none_or(|x| x.ingress(&f, &layers))
-                        && side(dm).is_none_or(|x| x.egress(&f, &layers));
-                    assert_eq!(pol.secure(&f), general, "{sm:?} {s} > {dm:?} {d}");
-                    n += u32::from(general);
-                }
-            }
-        }
+        let n = fast_agrees(
+            &a,
+            &b,
+            |f| plain_ipv4(f).is_some(),
+            |sm, dm| {
+                pairs(&addrs)
+                    .flat_map(|(s, d)| {
+                        [udp(), L4::udp(68, 67, b"d"), L4::tcp(68, 67, 2)]
+                            .map(|l4| (format!("{s} > {d}"), v4(sm, dm, s, d, l4)))
+                    })
+                    .collect()
+            },
+        );
+        assert!(n > 100, "{n}");
+    }
+
+    /// The same of a plain IPv6 frame (TCP or UDP), with a MAC whose
+    /// entry lists IPv4 alone.
+    #[test]
+    fn the_plain_ipv6_path_agrees() {
+        let a = [
+            entry(M1, &["fd00:1::4/64", "10.0.0.1"]),
+            entry(M1, &["2001:db8::/48"]),
+        ];
+        let b = [
+            entry(GW, &["fd00::2"]),
+            entry(M9, &[]),
+            entry(M5, &["10.0.0.5"]),
+        ];
+        let (l1, lg, l9) = (lla(M1), lla(GW), lla(M9));
+        let addrs = [
+            "fd00:1::4",
+            "fd00:1::5",
+            "2001:db8::3",
+            "2001:db8:1::3",
+            "fd00::2",
+            "::",
+            "ff02::1",
+            "ff05::1:3",
+            "fe80::99",
+            "2001:4860::8888",
+            &l1,
+            &lg,
+            &l9,
+        ];
+        let n = fast_agrees(
+            &a,
+            &b,
+            |f| plain_ipv6(f).is_some(),
+            |sm, dm| {
+                pairs(&addrs)
+                    .flat_map(|(s, d)| {
+                        [udp(), L4::tcp(40000, 80, 2)]
+                            .map(|l4| (format!("{s} > {d}"), v6(sm, dm, s, d, 64, l4)))
+                    })
+                    .collect()
+            },
+        );
         assert!(n > 100, "{n}");
     }
 

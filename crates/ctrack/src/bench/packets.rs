@@ -40,16 +40,19 @@ pub(crate) fn udp(i: u64, reply: bool) -> Vec<u8> {
     }
 }
 
+/// Address `a` of a benchmark's IPv4 connection as its IPv6 twin has it:
+/// in fd00::/16, the IPv4 address in the low 32 bits.
+pub(crate) fn v6_of(a: [u8; 4]) -> std::net::Ipv6Addr {
+    std::net::Ipv6Addr::from(
+        0xfd00_0000_0000_0000_0000_0000_0000_0000u128 | u128::from(u32::from_be_bytes(a)),
+    )
+}
+
 /// [`udp`] over IPv6: the same connection between fd00::/16 addresses that
-/// embed its IPv4 ones (an 80-byte frame).
+/// embed its IPv4 ones ([`v6_of`]; an 80-byte frame).
 pub(crate) fn udp6(i: u64, reply: bool) -> Vec<u8> {
     let (c, s, sport) = endpoints(i);
-    let v6 = |a: [u8; 4]| {
-        std::net::Ipv6Addr::from(
-            0xfd00_0000_0000_0000_0000_0000_0000_0000u128 | u128::from(u32::from_be_bytes(a)),
-        )
-    };
-    let (c, s) = (v6(c), v6(s));
+    let (c, s) = (v6_of(c), v6_of(s));
     let payload = [0u8; 18];
     if reply {
         Frame::v6(s, c, L4::udp(53, sport, &payload)).build()
@@ -91,26 +94,32 @@ pub(crate) fn swap_of(f: &mut [u8], v6: bool) {
 /// A TCP segment of connection `i`; with PSH it carries six bytes (a
 /// 64-byte frame), else none.
 pub(crate) fn tcp(i: u64, reply: bool, flags: u16, seq: u32, ack: u32) -> Vec<u8> {
+    tcp_of(i, reply, (flags, seq, ack), false)
+}
+
+/// [`tcp`], over IPv6 with `v6` (as [`udp6`]: an 80-byte frame with PSH).
+pub(crate) fn tcp_of(i: u64, reply: bool, (flags, seq, ack): (u16, u32, u32), v6: bool) -> Vec<u8> {
     let (c, s, sport) = endpoints(i);
     let payload: &[u8] = if flags & ctrack_wire::tcp::flags::PSH != 0 {
         &[0u8; 6]
     } else {
         &[]
     };
-    if reply {
-        Frame::v4(
+    let (from, to, l4) = match reply {
+        true => (
             s,
             c,
             L4::tcp_seg(80, sport, flags, seq, ack, 65535, payload),
-        )
-        .build()
-    } else {
-        Frame::v4(
+        ),
+        false => (
             c,
             s,
             L4::tcp_seg(sport, 80, flags, seq, ack, 65535, payload),
-        )
-        .build()
+        ),
+    };
+    match v6 {
+        true => Frame::v6(v6_of(from), v6_of(to), l4).build(),
+        false => Frame::v4(from, to, l4).build(),
     }
 }
 

@@ -108,10 +108,33 @@ pub struct PolicyBenchArgs {
     pub affine: bool,
     /// Each port with port security (`port_security`) on the traffic's
     /// addresses, the client's MAC with 10.0.0.0/8 and the server's with
-    /// 172.16.0.0/12, checked on every packet (`stage`, `passes`,
+    /// 172.16.0.0/12 (with `--ipv6`, their twins fd00::a00:0/104 and
+    /// fd00::ac10:0/108), checked on every packet (`stage`, `passes`,
     /// `reload`, and `stateless`'s allow-related firewall).
     #[arg(long)]
     pub port_security: bool,
+    /// The connections over IPv6 (`stage`, `passes`, `stateless`,
+    /// `reload`, `oneway`): the same connections between fd00::/16
+    /// addresses that embed their IPv4 ones, the ACLs in front of IPv6
+    /// (with `--rules simple`), and port security on the twin networks.
+    #[arg(long)]
+    pub ipv6: bool,
+}
+
+/// The traffic of a run: its protocol, and whether over IPv6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Traffic {
+    proto: Proto,
+    v6: bool,
+}
+
+impl Traffic {
+    fn of(a: &PolicyBenchArgs) -> Traffic {
+        Traffic {
+            proto: a.proto,
+            v6: a.ipv6,
+        }
+    }
 }
 
 /// The ACLs of `ctrack bench policy` in front of the admitting one.
@@ -172,36 +195,25 @@ struct Report {
 /// TCP, a segment of six bytes acknowledging the other side's handshake
 /// (each side's first data; sent again, a retransmission, which the
 /// window takes).
-fn frame(proto: Proto, i: u64, reply: bool) -> Vec<u8> {
-    let f = match (proto, reply) {
-        (Proto::Udp, _) => packets::udp(i, reply),
-        (Proto::Tcp, false) => packets::tcp(i, false, PSH | ACK, 1001, 5001),
-        (Proto::Tcp, true) => packets::tcp(i, true, PSH | ACK, 5001, 1001),
+fn frame(t: Traffic, i: u64, reply: bool) -> Vec<u8> {
+    let f = match (t.proto, reply) {
+        (Proto::Udp, _) => packets::udp_of(i, reply, t.v6),
+        (Proto::Tcp, false) => packets::tcp_of(i, false, (PSH | ACK, 1001, 5001), t.v6),
+        (Proto::Tcp, true) => packets::tcp_of(i, true, (PSH | ACK, 5001, 1001), t.v6),
     };
     with_macs(f, reply)
 }
 
 /// The packets that open connection `i`, in order, each with whether it
 /// is the answer: UDP's first packet and its answer, TCP's handshake.
-fn opening(proto: Proto, i: u64) -> Vec<(Vec<u8>, bool)> {
-    match proto {
-        Proto::Udp => vec![
-            (frame(proto, i, false), false),
-            (frame(proto, i, true), true),
-        ],
+fn opening(t: Traffic, i: u64) -> Vec<(Vec<u8>, bool)> {
+    let tcp = |reply, fsa| with_macs(packets::tcp_of(i, reply, fsa, t.v6), reply);
+    match t.proto {
+        Proto::Udp => vec![(frame(t, i, false), false), (frame(t, i, true), true)],
         Proto::Tcp => vec![
-            (
-                with_macs(packets::tcp(i, false, SYN, 1000, 0), false),
-                false,
-            ),
-            (
-                with_macs(packets::tcp(i, true, SYN | ACK, 5000, 1001), true),
-                true,
-            ),
-            (
-                with_macs(packets::tcp(i, false, ACK, 1001, 5001), false),
-                false,
-            ),
+            (tcp(false, (SYN, 1000, 0)), false),
+            (tcp(true, (SYN | ACK, 5000, 1001)), true),
+            (tcp(false, (ACK, 1001, 5001)), false),
         ],
     }
 }
@@ -223,10 +235,10 @@ fn with_macs(mut f: Vec<u8>, reply: bool) -> Vec<u8> {
 /// different connections; `--ring` of them, or as many as a run sends
 /// (at most 2^20).
 fn ring(a: &PolicyBenchArgs) -> Vec<Vec<u8>> {
-    let (proto, conns) = (a.proto, a.conns);
+    let (t, conns) = (Traffic::of(a), a.conns);
     let len = ring_len(a) as usize;
     (0..len as u64)
-        .map(|k| frame(proto, (k * 7919) % conns, k % 2 == 1))
+        .map(|k| frame(t, (k * 7919) % conns, k % 2 == 1))
         .collect()
 }
 
@@ -237,7 +249,7 @@ fn own_ring(a: &PolicyBenchArgs, t: usize) -> Vec<Vec<u8>> {
     let t = t as u64;
     let mine = (a.conns - t).div_ceil(n);
     (0..ring_len(a))
-        .map(|k| frame(a.proto, (k * 7919) % mine * n + t, k % 2 == 1))
+        .map(|k| frame(Traffic::of(a), (k * 7919) % mine * n + t, k % 2 == 1))
         .collect()
 }
 
@@ -252,12 +264,12 @@ fn tracker() -> Tracker {
 
 /// A firewall with `conns` connections of `proto` opened (every
 /// connection's first packet, then every answer, ...).
-fn firewall(p: Policy, conns: u64, proto: Proto) -> Result<Firewall<()>> {
+fn firewall(p: Policy, conns: u64, t: Traffic) -> Result<Firewall<()>> {
     let fw = Firewall::new(tracker(), FragConfig::default(), p)?;
     let mut st = FwStats::default();
-    for step in 0..opening(proto, 0).len() {
+    for step in 0..opening(t, 0).len() {
         let mut frames: Vec<Vec<u8>> = (0..conns)
-            .map(|i| opening(proto, i).swap_remove(step).0)
+            .map(|i| opening(t, i).swap_remove(step).0)
             .collect();
         let passed = judge_all(&fw, &mut frames, &mut st);
         if passed != conns {
@@ -315,13 +327,13 @@ fn rate(runs: usize, packets: u64, mut f: impl FnMut() -> u64) -> Result<(f64, V
 
 /// A tracker holding `conns` opened connections of `proto` in zone 1,
 /// and the lookup that finds them.
-fn plain(conns: u64, proto: Proto) -> Tracker {
+fn plain(conns: u64, traffic: Traffic) -> Tracker {
     let t = tracker();
     let mut s = Stats::default();
-    for step in 0..opening(proto, 0).len() {
+    for step in 0..opening(traffic, 0).len() {
         for i in 0..conns {
             t.process(
-                &opening(proto, i).swap_remove(step).0,
+                &opening(traffic, i).swap_remove(step).0,
                 LinkType::Ethernet,
                 &CtAction::commit(1),
                 Time::from_secs(1),
@@ -386,11 +398,11 @@ fn fw_run(fw: &Firewall<()>, ring: &mut [Vec<u8>], packets: u64, st: &mut FwStat
 }
 
 fn stage(a: &PolicyBenchArgs) -> Result<Report> {
-    let t = plain(a.conns, a.proto);
+    let t = plain(a.conns, Traffic::of(a));
     let mut rows = Vec::new();
     let mut text = format!(
         "firewall stage, established {}, {} connections, {} ACLs in front{}, a ring of {} frames, {}:\n",
-        name(a.proto),
+        name(Traffic::of(a)),
         a.conns,
         rules_name(a.rules),
         if a.port_security {
@@ -472,15 +484,17 @@ fn stage(a: &PolicyBenchArgs) -> Result<Report> {
     }
     Ok(report(
         "policy stage",
-        serde_json::json!({"conns": a.conns, "proto": a.proto, "rules": a.rules, "ring": ring_len(a), "threads": a.threads, "affine": a.affine, "rows": rows}),
+        serde_json::json!({"conns": a.conns, "proto": a.proto, "ipv6": a.ipv6, "rules": a.rules, "ring": ring_len(a), "threads": a.threads, "affine": a.affine, "rows": rows}),
         text,
     ))
 }
 
-fn name(proto: Proto) -> &'static str {
-    match proto {
-        Proto::Udp => "UDP",
-        Proto::Tcp => "TCP",
+fn name(t: Traffic) -> &'static str {
+    match (t.proto, t.v6) {
+        (Proto::Udp, false) => "UDP",
+        (Proto::Tcp, false) => "TCP",
+        (Proto::Udp, true) => "UDP over IPv6",
+        (Proto::Tcp, true) => "TCP over IPv6",
     }
 }
 
@@ -543,7 +557,7 @@ fn passes(a: &PolicyBenchArgs) -> Result<Report> {
     let mut rows = Vec::new();
     let mut text = format!(
         "single pass against two passes, established {}, {} connections, {} ACLs in front, a ring of {} frames, one core:\n",
-        name(a.proto),
+        name(Traffic::of(a)),
         a.conns,
         rules_name(a.rules),
         ring_len(a)
@@ -569,7 +583,7 @@ fn passes(a: &PolicyBenchArgs) -> Result<Report> {
     }
     Ok(report(
         "policy passes",
-        serde_json::json!({"conns": a.conns, "proto": a.proto, "rules": a.rules, "ring": ring_len(a), "rows": rows}),
+        serde_json::json!({"conns": a.conns, "proto": a.proto, "ipv6": a.ipv6, "rules": a.rules, "ring": ring_len(a), "rows": rows}),
         text,
     ))
 }
@@ -578,7 +592,7 @@ fn stateless(a: &PolicyBenchArgs) -> Result<Report> {
     let mut rows = Vec::new();
     let mut text = format!(
         "allow-stateless against allow-related, {}, {} connections, {} ACLs in front, a ring of {} frames, one core:\n",
-        name(a.proto),
+        name(Traffic::of(a)),
         a.conns,
         rules_name(a.rules),
         ring_len(a)
@@ -588,7 +602,7 @@ fn stateless(a: &PolicyBenchArgs) -> Result<Report> {
         let stateless = Firewall::new(
             tracker(),
             FragConfig::default(),
-            policy(n, AclAction::AllowStateless, a.proto, a.rules),
+            policy(n, AclAction::AllowStateless, Traffic::of(a), a.rules),
         )?;
         let mut r = ring(a);
         let (rel, rel_runs) = fw_rate(&related, &mut r, a)?;
@@ -604,7 +618,7 @@ fn stateless(a: &PolicyBenchArgs) -> Result<Report> {
     }
     Ok(report(
         "policy stateless",
-        serde_json::json!({"conns": a.conns, "proto": a.proto, "rules": a.rules, "ring": ring_len(a), "rows": rows}),
+        serde_json::json!({"conns": a.conns, "proto": a.proto, "ipv6": a.ipv6, "rules": a.rules, "ring": ring_len(a), "rows": rows}),
         text,
     ))
 }
@@ -614,7 +628,9 @@ fn reload(a: &PolicyBenchArgs) -> Result<Report> {
     let fw = related_firewall(a, n)?;
     let mut st = FwStats::default();
     // Every connection once, original direction, in order.
-    let mut all: Vec<Vec<u8>> = (0..a.conns).map(|i| frame(a.proto, i, false)).collect();
+    let mut all: Vec<Vec<u8>> = (0..a.conns)
+        .map(|i| frame(Traffic::of(a), i, false))
+        .collect();
     let mut before = histogram();
     let mut during = histogram();
     let now = Time::from_secs(1);
@@ -643,7 +659,12 @@ fn reload(a: &PolicyBenchArgs) -> Result<Report> {
     }
     // The change: one more ACL, which leaves every connection allowed.
     let start = Instant::now();
-    let generation = fw.set_policy(policy(n + 1, AclAction::AllowRelated, a.proto, a.rules))?;
+    let generation = fw.set_policy(policy(
+        n + 1,
+        AclAction::AllowRelated,
+        Traffic::of(a),
+        a.rules,
+    ))?;
     let swap = start.elapsed();
     for chunk in all.chunks_mut(BURST) {
         during.record(burst(&fw, chunk, &mut st).max(1))?;
@@ -677,7 +698,7 @@ fn reload(a: &PolicyBenchArgs) -> Result<Report> {
     Ok(report(
         "policy reload",
         serde_json::json!({
-            "conns": a.conns, "proto": a.proto, "rules": a.rules, "acls": n, "swap_ms": swap.as_secs_f64() * 1e3,
+            "conns": a.conns, "proto": a.proto, "ipv6": a.ipv6, "rules": a.rules, "acls": n, "swap_ms": swap.as_secs_f64() * 1e3,
             "all_rejudged_ms": all_judged.as_secs_f64() * 1e3, "rejudged": st.rejudged,
             "batch_latency_before_ns": b, "batch_latency_during_ns": d,
         }),

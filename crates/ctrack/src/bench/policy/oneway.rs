@@ -13,8 +13,8 @@ use ctrack_policy::key::{Field, flag};
 use ctrack_policy::model::{AclAction, Policy};
 
 use super::{
-    PolicyBenchArgs, Proto, Report, acl, frame, fw_rate, judge_all, policy, report, ring_len,
-    rules_name, tracker,
+    PolicyBenchArgs, Proto, Report, Traffic, acl, frame, fw_rate, judge_all, policy, report,
+    ring_len, rules_name, tracker,
 };
 
 /// `p` with an ACL, last and of the lowest priority, that reads `ip.ttl`
@@ -31,9 +31,9 @@ fn with_ttl_acl(mut p: Policy) -> Policy {
 
 /// A firewall of `p` with `conns` one-way UDP connections committed (each
 /// connection's first packet, no answer).
-fn one_way(p: Policy, conns: u64) -> Result<Firewall<()>> {
+fn one_way(p: Policy, conns: u64, t: Traffic) -> Result<Firewall<()>> {
     let fw = Firewall::new(tracker(), FragConfig::default(), p)?;
-    let mut frames: Vec<Vec<u8>> = (0..conns).map(|i| frame(Proto::Udp, i, false)).collect();
+    let mut frames: Vec<Vec<u8>> = (0..conns).map(|i| frame(t, i, false)).collect();
     let passed = judge_all(&fw, &mut frames, &mut FwStats::default());
     if passed != conns || fw.tracker().table_len() as u64 != conns {
         bail!("{passed} of {conns} opening packets passed");
@@ -45,7 +45,7 @@ fn one_way(p: Policy, conns: u64) -> Result<Firewall<()>> {
 /// original direction only.
 fn ring(a: &PolicyBenchArgs) -> Vec<Vec<u8>> {
     (0..ring_len(a))
-        .map(|k| frame(Proto::Udp, (k * 7919) % a.conns, false))
+        .map(|k| frame(Traffic::of(a), (k * 7919) % a.conns, false))
         .collect()
 }
 
@@ -55,15 +55,17 @@ pub(super) fn oneway(a: &PolicyBenchArgs) -> Result<Report> {
     }
     let mut rows = Vec::new();
     let mut text = format!(
-        "one-way UDP (`+new` packets of committed connections), {} connections, {} ACLs in front, a ring of {} frames, one core:\n",
+        "one-way UDP{} (`+new` packets of committed connections), {} connections, {} ACLs in front, a ring of {} frames, one core:\n",
+        if a.ipv6 { " over IPv6" } else { "" },
         a.conns,
         rules_name(a.rules),
         ring_len(a)
     );
     for &n in &a.acls {
-        let p = policy(n, AclAction::AllowRelated, Proto::Udp, a.rules);
-        let words = one_way(p.clone(), a.conns)?;
-        let acls = one_way(with_ttl_acl(p), a.conns)?;
+        let t = Traffic::of(a);
+        let p = policy(n, AclAction::AllowRelated, t, a.rules);
+        let words = one_way(p.clone(), a.conns, t)?;
+        let acls = one_way(with_ttl_acl(p), a.conns, t)?;
         let mut r = ring(a);
         let (w, w_runs) = fw_rate(&words, &mut r, a)?;
         let (c, c_runs) = fw_rate(&acls, &mut r, a)?;
@@ -78,7 +80,7 @@ pub(super) fn oneway(a: &PolicyBenchArgs) -> Result<Report> {
     }
     Ok(report(
         "policy oneway",
-        serde_json::json!({"conns": a.conns, "rules": a.rules, "ring": ring_len(a), "rows": rows}),
+        serde_json::json!({"conns": a.conns, "ipv6": a.ipv6, "rules": a.rules, "ring": ring_len(a), "rows": rows}),
         text,
     ))
 }
