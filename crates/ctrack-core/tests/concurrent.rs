@@ -206,6 +206,10 @@ fn the_same_new_flows_in_bursts_from_many_threads() {
                 let commit = CtAction::commit(0);
                 let mut x = i as u64 * 7919 + 1;
                 let mut out = Vec::new();
+                // The first wrong verdict (or a panic, caught), asserted
+                // once every thread is done: a thread that panicked would
+                // leave the others at the barrier for ever.
+                let mut wrong = None;
                 for r in 0..rounds {
                     // The round's flows are new: every thread's first
                     // packets of them race to commit.
@@ -228,28 +232,38 @@ fn the_same_new_flows_in_bursts_from_many_threads() {
                             .collect();
                         let refs: Vec<&[u8]> = pkts.iter().map(Vec::as_slice).collect();
                         out.clear();
-                        t.process_batch(
-                            &refs,
-                            LinkType::Ethernet,
-                            &commit,
-                            now,
-                            &mut out,
-                            &mut stats,
-                        );
-                        for v in &out {
-                            assert!(v.state.contains(CtState::TRK) && v.conn.is_some(), "{v:?}");
-                            assert!(!v.state.contains(CtState::INV), "{v:?}");
+                        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            t.process_batch(
+                                &refs,
+                                LinkType::Ethernet,
+                                &commit,
+                                now,
+                                &mut out,
+                                &mut stats,
+                            )
+                        }));
+                        if run.is_err() && wrong.is_none() {
+                            wrong = Some("the batch panicked".to_string());
+                        }
+                        let bad = out.iter().find(|v| {
+                            !v.state.contains(CtState::TRK)
+                                || v.conn.is_none()
+                                || v.state.contains(CtState::INV)
+                        });
+                        if let (None, Some(v)) = (&wrong, bad) {
+                            wrong = Some(format!("{v:?}"));
                         }
                     }
                 }
-                (stats, touched)
+                (stats, touched, wrong)
             })
         })
         .collect();
     let mut stats = Stats::default();
     let mut touched = std::collections::BTreeSet::new();
     for h in handles {
-        let (s, t) = h.join().unwrap();
+        let (s, t, wrong) = h.join().unwrap();
+        assert_eq!(wrong, None, "a first packet not tracked, or invalid");
         stats.merge(&s);
         touched.extend(t);
     }
@@ -478,10 +492,14 @@ fn evictions_at_the_limit_never_make_room_for_a_second_commit() {
                 }
                 stats
             });
-            for f in flooders {
-                s.merge(&f.join().unwrap());
-            }
+            // The sweeper stops however the flooders end: were one to
+            // panic, the scope would otherwise wait on the sweeper for
+            // ever.
+            let results: Vec<_> = flooders.into_iter().map(|f| f.join()).collect();
             stop.store(true, Ordering::Relaxed);
+            for r in results {
+                s.merge(&r.expect("a flooder panicked"));
+            }
             s.merge(&sweeper.join().unwrap());
         });
         assert!(

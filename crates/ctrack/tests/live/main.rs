@@ -9,6 +9,7 @@
 //! namespace tests: they share a lock file).
 
 mod flood;
+mod ipv6;
 mod net;
 
 use std::time::{Duration, Instant};
