@@ -101,18 +101,10 @@ pub fn fast_ipv6(frame: &[u8], checksums: bool) -> Option<Fast<V6>> {
 pub(crate) fn fast_ipv6_inline(frame: &[u8], checksums: bool) -> Option<Fast<V6>> {
     const ETH: usize = 14;
     const IP: usize = 40;
-    let h: &[u8; ETH + IP] = frame.get(..ETH + IP)?.try_into().ok()?;
-    // IPv6 EtherType, version 6.
-    if h[12] != 0x86 || h[13] != 0xdd || h[14] >> 4 != 6 {
-        return None;
-    }
+    // Untagged, whole (as the general path: at most 64 KiB of padding
+    // after it, Open vSwitch's bound), TCP, UDP or SCTP next.
+    let h = ctrack_wire::plain_ipv6(frame)?;
     let total = IP + usize::from(u16::from_be_bytes([h[18], h[19]]));
-    let area = frame.len() - ETH;
-    // As the general path: the packet must fit, with at most 64 KiB of
-    // padding after it (Open vSwitch's bound).
-    if total > area || area - total > usize::from(u16::MAX) {
-        return None;
-    }
     let proto = h[20];
     if proto != ip_proto::TCP && proto != ip_proto::UDP {
         return None;
