@@ -168,9 +168,7 @@ impl Side<'_> {
             }
         }
     }
-}
 
-impl Side<'_> {
     /// Whether a plain IPv6 frame (TCP, UDP or SCTP: neither neighbour
     /// discovery nor MLD, whose own rules [`Secured::ingress`] keeps)
     /// from address `a` passes.
@@ -422,7 +420,7 @@ impl Secured {
         if self.disabled {
             return Side::Closed;
         }
-        self.mac4(mac).map_or(Side::Closed, Side::Mac)
+        self.checks_of(mac).map_or(Side::Closed, Side::Mac)
     }
 
     /// The address check of frames to `mac`: [`Side::Open`] for a group
@@ -434,10 +432,10 @@ impl Secured {
         if mac.first().is_some_and(|b| b & 1 != 0) {
             return Side::Open;
         }
-        self.mac4(mac).map_or(Side::Closed, Side::Mac)
+        self.checks_of(mac).map_or(Side::Closed, Side::Mac)
     }
 
-    fn mac4(&self, mac: &[u8]) -> Option<&MacChecks> {
+    fn checks_of(&self, mac: &[u8]) -> Option<&MacChecks> {
         let w = mac_word(mac);
         self.by_mac.iter().find(|m| m.mac == w)
     }
