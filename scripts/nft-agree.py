@@ -52,7 +52,9 @@ Traffic file: one command a line, `#` starts a comment:
 
   serve PORT tcp|udp N[,N...]   HTTP servers (tcp) or UDP echo (udp) on
                                 ports N of PORT, IPv4 and IPv6
-  tcp SRC DST N [-6]            curl http://DST:N/ from SRC (1.5 s limit)
+  tcp SRC DST N [-6] [from ADDR]
+                                curl http://DST:N/ from SRC (1.5 s limit);
+                                with `from`, from ADDR as ping's
   udp SRC DST N [-6]            one datagram, waits 1 s for an echo
   ping SRC DST [-6] [from ADDR] two echo requests; with `from`, sent from
                                 ADDR, an address SRC takes on for it (a
@@ -511,8 +513,8 @@ def traffic(lab, cmds):
         source = None
         if "from" in args:
             i = args.index("from")
-            if verb != "ping" or i + 1 >= len(args):
-                raise SetupError(f"traffic line {n}: `from ADDR` is for ping")
+            if verb not in ("ping", "tcp") or i + 1 >= len(args):
+                raise SetupError(f"traffic line {n}: `from ADDR` is for ping and tcp")
             source = args[i + 1]
             del args[i:i + 2]
         if verb in ("serve", "require"):
@@ -523,20 +525,29 @@ def traffic(lab, cmds):
         if verb not in ("tcp", "udp", "ping") or len(args) < 2:
             raise SetupError(f"traffic line {n}: unknown command {' '.join(w)}")
         src, dst = lab.ns[lab_port(lab, args[0])], addr(args[1], v6)
+        # From the port's own address unless told otherwise: once SRC has
+        # taken on another address (`from`), the kernel might choose that
+        # one.
+        mine = lab.ports[args[0]]["v6" if v6 else "v4"]
+        source = source or (mine[0] if mine else None)
+        if source and source not in mine and (src, source) not in taken:
+            # An address SRC takes on, once (no duplicate address
+            # detection: it would hold an IPv6 one back a while).
+            plen = "64" if ":" in source else "24"
+            extra = ["nodad"] if ":" in source else []
+            run(["ip", "-n", src, "addr", "add", f"{source}/{plen}", "dev", "eth0", *extra])
+            taken.add((src, source))
         if verb == "tcp":
             host = f"[{dst}]" if v6 else dst
             cmd = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--noproxy", "*",
                    "-m", "1.5", f"http://{host}:{args[2]}/"]
+            if source:
+                cmd[1:1] = ["--interface", source]
         elif verb == "udp":
             cmd = ["python3", "-c", UDP_CLIENT, dst, args[2]]
         else:
             cmd = ["ping", "-6" if v6 else "-4", "-c", "2", "-i", "0.2", "-W", "1", dst]
             if source:
-                if (src, source) not in taken:
-                    plen = "64" if ":" in source else "24"
-                    extra = ["nodad"] if ":" in source else []
-                    run(["ip", "-n", src, "addr", "add", f"{source}/{plen}", "dev", "eth0", *extra])
-                    taken.add((src, source))
                 cmd[1:1] = ["-I", source]
         r = subprocess.run(["ip", "netns", "exec", src, *cmd], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, env=env)
