@@ -16,15 +16,18 @@ use crate::Probe;
 /// policy files: `{A}` and `{B}` stand for the source and destination MAC
 /// addresses of the input's first frame, so that mutated traffic meets
 /// ACLs that name its ports. Between them: port security, stateful and
-/// stateless ACLs at interleaved priorities, `reject` of every kind, tiers and `pass`,
+/// stateless ACLs at interleaved priorities, `reject` of every kind, tiers
+/// and `pass`, `persist-established` across a change,
 /// source NAT with the FTP and TFTP gateways, a default allow that
 /// commits, ports in zones of their own, and sessions of several ACLs
 /// side by side.
-pub const FIREWALL_POLICIES: [&str; 6] = [
+pub const FIREWALL_POLICIES: [&str; 7] = [
     // A security group: each port may send anything out; the server
-    // takes a few services in; ARP passes stateless. Port security: `a`
-    // sends from and receives at private addresses only, `b` its MAC
-    // alone.
+    // takes a few services in, and connections to them outlive the
+    // change to the next policy (`persist-established`); ARP passes
+    // stateless.
+    // Port security: `a` sends from and receives at private addresses
+    // only, `b` its MAC alone.
     r#"[default]
 action = "drop"
 [[port]]
@@ -46,6 +49,42 @@ action = "allow-related"
 direction = "to-lport"
 priority = 100
 match = 'outport == "b" && (tcp.dst == {21, 22, 80, 443} || udp.dst == {53, 69} || icmp4 || icmp6)'
+action = "allow-related"
+persist-established = true
+[[acl]]
+direction = "from-lport"
+priority = 100
+match = 'arp'
+action = "allow-stateless"
+[[acl]]
+direction = "to-lport"
+priority = 100
+match = 'arp'
+action = "allow-stateless"
+"#,
+    // The first one's ports and zones, its services closed but SSH: the
+    // connections the first one opened to them are blocked at this change
+    // but left alone (their ACL had `persist-established`), and their
+    // later packets are a persisted session's.
+    r#"[default]
+action = "drop"
+[[port]]
+name = "a"
+addresses = ["{A}"]
+zone = 1
+[[port]]
+name = "b"
+addresses = ["{B}"]
+zone = 2
+[[acl]]
+direction = "from-lport"
+priority = 10
+match = 'ip'
+action = "allow-related"
+[[acl]]
+direction = "to-lport"
+priority = 100
+match = 'outport == "b" && tcp.dst == 22'
 action = "allow-related"
 [[acl]]
 direction = "from-lport"
@@ -528,8 +567,8 @@ mod tests {
                 c.takes_words()
             })
             .collect();
-        // `tcp.flags` in the second, translations in the third, both
+        // `tcp.flags` in the third, translations in the fourth, both
         // ports in one zone in the last.
-        assert_eq!(takes, [true, false, false, true, true, false]);
+        assert_eq!(takes, [true, true, false, false, true, true, false]);
     }
 }

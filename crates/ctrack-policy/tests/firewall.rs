@@ -4,7 +4,8 @@
 use ctrack_core::{Config, CtState, FragConfig, Time, Tracker};
 use ctrack_policy::expr::Expr;
 use ctrack_policy::firewall::{
-    AclRef, Action, BurstOut, Decision, DropReason, Firewall, FwOutputs, FwStats, Stage,
+    AclCounters, AclRef, Action, BurstOut, Decision, DropReason, Firewall, FwOutputs, FwStats,
+    Stage,
 };
 use ctrack_policy::key::{Field, flag};
 use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy, Port};
@@ -470,6 +471,83 @@ fn persist_established_keeps_its_connections() {
     // A new connection meets the new policy.
     let (d, _) = one(&fw, from_client(S_IP, seg(1001, 80, SYN, 1, 0)), &mut o);
     assert_eq!(d.action, Action::Drop);
+}
+
+/// A connection a change left alone is reported as `persisted` at every
+/// later packet, frame by frame and in bursts, where a connection the
+/// default allowed beside it is reported as the default's; neither counts
+/// under an ACL or the default.
+#[test]
+fn a_connection_left_alone_is_reported_persisted_on_every_path() {
+    let mut p = web_policy();
+    p.acls[0].persist_established = true;
+    let fw = fw(p);
+    let mut o = FwOutputs::default();
+    let (c, s) = (|l4| from_client(S_IP, l4), |l4| from_server(S_IP, l4));
+    one(&fw, c(seg(1000, 80, SYN, 1, 0)), &mut o);
+    one(&fw, s(seg(80, 1000, SYN | ACK, 100, 2)), &mut o);
+    // The new policy drops HTTP and lets the rest in by its default; it
+    // has a stateful ACL, so what the default allows is committed.
+    let mut next = policy(
+        DefaultAction::Allow,
+        vec![
+            acl(
+                0,
+                Direction::ToLport,
+                1000,
+                AclAction::Drop,
+                Expr::And(vec![Expr::eq(Field::Outport, SERVER), tcp_to(80)]),
+            ),
+            acl(
+                1,
+                Direction::ToLport,
+                1,
+                AclAction::AllowRelated,
+                tcp_to(9999),
+            ),
+        ],
+    );
+    next.default = DefaultAction::Allow;
+    fw.set_policy(next).unwrap();
+    let (d, _) = one(&fw, c(seg(1000, 80, ACK, 2, 101)), &mut o);
+    assert_eq!((d.action, d.acl), (Action::Allow, AclRef::Persisted));
+    let (d, _) = one(&fw, s(seg(80, 1000, ACK, 101, 2)), &mut o);
+    assert_eq!(
+        (d.action, d.stage, d.acl),
+        (Action::Allow, Stage::Session, AclRef::Persisted)
+    );
+    // A connection to port 81, opened under the new policy by its default.
+    let (d, _) = one(&fw, c(seg(1001, 81, SYN, 1, 0)), &mut o);
+    assert_eq!((d.action, d.acl), (Action::Allow, AclRef::Default));
+    let (d, _) = one(&fw, s(seg(81, 1001, SYN | ACK, 100, 2)), &mut o);
+    assert_eq!((d.action, d.acl), (Action::Allow, AclRef::Default));
+    let mut burst = vec![
+        c(seg(1000, 80, ACK, 2, 101)),
+        c(seg(1001, 81, ACK, 2, 101)),
+        s(seg(80, 1000, ACK, 101, 2)),
+        s(seg(81, 1001, ACK, 101, 2)),
+        c(seg(1000, 80, ACK, 2, 101)),
+    ];
+    let mut ds = vec![Decision::default(); burst.len()];
+    let mut st = FwStats::default();
+    fw.process_burst(
+        &mut burst,
+        Time::from_secs(1),
+        BurstOut {
+            decisions: &mut ds,
+            replies: &mut Vec::new(),
+            stats: &mut st,
+        },
+    );
+    let got: Vec<_> = ds.iter().map(|d| (d.action, d.stage, d.acl)).collect();
+    let (persisted, default) = (
+        (Action::Allow, Stage::Session, AclRef::Persisted),
+        (Action::Allow, Stage::Session, AclRef::Default),
+    );
+    assert_eq!(got, [persisted, default, persisted, default, persisted]);
+    assert!(st.acls.iter().all(|c| c.packets == 0), "{:?}", st.acls);
+    assert_eq!(st.defaults, [AclCounters::default(); 2]);
+    assert_eq!(st.stages[Stage::Session as usize], 5);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 use std::fs::File;
 use std::io::{BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use ctrack_core::{LinkType, Time, Tracker};
@@ -17,11 +17,35 @@ use ctrack_policy::model::Policy;
 use ctrack_wire::parse_frame;
 use serde::Serialize;
 
+use crate::replay::reload::Reload;
 use crate::replay::{Clock, Format, PcapOut, ReplayArgs, frag_config, tracker_config};
 use ctrack_wire::describe::describe;
 
 /// How many connections a sweep may look at between two packets.
 const SWEEP_BUDGET: usize = 4096;
+
+/// The policies of `--reload`, loaded and compiled once up front so that
+/// a bad file is refused before the replay starts, in packet order.
+fn load_reloads(reloads: &[Reload]) -> Result<Vec<(u64, PathBuf, Policy)>> {
+    let mut out = Vec::with_capacity(reloads.len());
+    let mut last = 0;
+    for r in reloads {
+        if r.at <= last {
+            bail!(
+                "--reload {}:{}: packet numbers must increase ({} after {last})",
+                r.at,
+                r.path.display(),
+                r.at
+            );
+        }
+        last = r.at;
+        let policy = Policy::load(&r.path).map_err(anyhow::Error::msg)?;
+        Compiled::new(policy.clone(), 1)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", r.path.display()))?;
+        out.push((r.at, r.path.clone(), policy));
+    }
+    Ok(out)
+}
 
 /// What the firewall carries with each packet.
 #[derive(Debug, Clone, Copy)]
@@ -58,6 +82,10 @@ struct AclJson<'a> {
     n_packets: u64,
     n_bytes: u64,
     n_conns: u64,
+    /// At a `--reload`: the packet the next policy takes over at (these
+    /// are the outgoing policy's counters).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    until_packet: Option<u64>,
 }
 
 /// Runs `ctrack replay`: under `--policy` through the firewall, else
@@ -76,6 +104,8 @@ fn run_policy(args: &ReplayArgs, path: &Path, out: &mut dyn Write) -> Result<()>
     let fw = Firewall::new(Tracker::new(tracker_config(args)), frag, policy)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     fw.set_reject_limit(args.reject_rate, args.reject_burst);
+    let mut reloads = load_reloads(&args.reload)?;
+    reloads.reverse();
     let file = File::open(&args.file).with_context(|| format!("{}", args.file.display()))?;
     let mut reader = CaptureReader::new(BufReader::new(file))
         .with_context(|| format!("{}", args.file.display()))?;
@@ -89,6 +119,8 @@ fn run_policy(args: &ReplayArgs, path: &Path, out: &mut dyn Write) -> Result<()>
         now: Time::ZERO,
         next_sweep: Time::ZERO,
         log: LogCounts::default(),
+        reloads,
+        since: None,
     };
     if args.format == Format::Human {
         writeln!(
@@ -104,8 +136,16 @@ fn run_policy(args: &ReplayArgs, path: &Path, out: &mut dyn Write) -> Result<()>
             Err(e) => break Err(e),
         }
     };
+    let (n, unused) = (r.n, r.reloads.last().map(|(at, p, _)| (*at, p.clone())));
     r.finish(out)?;
-    result.with_context(|| format!("{}", args.file.display()))
+    result.with_context(|| format!("{}", args.file.display()))?;
+    if let Some((at, path)) = unused {
+        bail!(
+            "--reload {at}:{}: the capture has {n} packets, so that policy never took over",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 struct Run<'a> {
@@ -118,6 +158,11 @@ struct Run<'a> {
     now: Time,
     next_sweep: Time,
     log: LogCounts,
+    /// The `--reload`s still to come, the next last.
+    reloads: Vec<(u64, PathBuf, Policy)>,
+    /// The packet the policy in force took over at, if a reload put it
+    /// there.
+    since: Option<u64>,
 }
 
 /// The ACL log's lines: written, and kept back by the ACLs' meters.
@@ -144,6 +189,9 @@ impl Run<'_> {
 
     fn packet(&mut self, pkt: &Packet<'_>, out: &mut dyn Write) -> Result<()> {
         self.n += 1;
+        if self.reloads.last().is_some_and(|r| r.0 == self.n) {
+            self.reload(out)?;
+        }
         if pkt.link != LinkType::Ethernet {
             bail!(
                 "{}: packet {}: a policy needs Ethernet frames (ports are told apart by MAC); this capture's link type is {}",
@@ -224,15 +272,54 @@ impl Run<'_> {
         Ok(())
     }
 
-    fn finish(mut self, out: &mut dyn Write) -> Result<()> {
-        if let Some(w) = self.pcap.take() {
-            w.finish()?;
+    /// The next `--reload`: the outgoing policy's counters, then the new
+    /// policy in force from this packet on.
+    fn reload(&mut self, out: &mut dyn Write) -> Result<()> {
+        let Some((at, path, policy)) = self.reloads.pop() else {
+            return Ok(());
+        };
+        self.counters(out, Some(at))?;
+        let generation = self
+            .fw
+            .set_policy(policy)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        self.since = Some(at);
+        let file = path.display().to_string();
+        match self.args.format {
+            Format::Json => {
+                let change = ReloadJson {
+                    reload: at,
+                    policy: &file,
+                    generation,
+                };
+                serde_json::to_writer(&mut *out, &change)?;
+                writeln!(out)?;
+            }
+            Format::Ovs => {}
+            Format::Human => writeln!(
+                out,
+                "\npolicy {file} in force from packet {at} (generation {generation}): connections are judged again at their next packet\n"
+            )?,
         }
+        Ok(())
+    }
+
+    /// The ACL counters of the policy in force: at a reload (`until`, the
+    /// packet the next takes over at) or at the end.
+    fn counters(&self, out: &mut dyn Write, until: Option<u64>) -> Result<()> {
         let pol = self.fw.policy();
         let st = &self.outs.stats;
+        // Counters a worker has not yet synced to a new generation are
+        // none of this policy's.
+        let fresh = st.generation == pol.generation;
         let mut rows: Vec<AclJson<'_>> = Vec::new();
         for (i, a) in pol.policy.acls.iter().enumerate() {
-            let c = st.acls.get(i).copied().unwrap_or_default();
+            let c = st
+                .acls
+                .get(i)
+                .copied()
+                .filter(|_| fresh)
+                .unwrap_or_default();
             rows.push(AclJson {
                 acl: &a.name,
                 direction: a.direction.name(),
@@ -242,6 +329,7 @@ impl Run<'_> {
                 n_packets: c.packets,
                 n_bytes: c.bytes,
                 n_conns: c.conns,
+                until_packet: until,
             });
         }
         let default = match pol.policy.default {
@@ -249,7 +337,11 @@ impl Run<'_> {
             ctrack_policy::model::DefaultAction::Drop => "drop",
         };
         for (d, dir) in ["from-lport", "to-lport"].iter().enumerate() {
-            let c = st.defaults[d];
+            let c = if fresh {
+                st.defaults[d]
+            } else {
+                Default::default()
+            };
             rows.push(AclJson {
                 acl: "default",
                 direction: dir,
@@ -259,6 +351,7 @@ impl Run<'_> {
                 n_packets: c.packets,
                 n_bytes: c.bytes,
                 n_conns: c.conns,
+                until_packet: until,
             });
         }
         match self.args.format {
@@ -267,11 +360,17 @@ impl Run<'_> {
                     serde_json::to_writer(&mut *out, r)?;
                     writeln!(out)?;
                 }
-                serde_json::to_writer(&mut *out, &summary(&self.fw, st, self.log))?;
-                writeln!(out)?;
             }
-            _ => {
-                writeln!(out, "\nACL counters:")?;
+            Format::Ovs => {}
+            Format::Human => {
+                match (self.since, until) {
+                    (None, None) => writeln!(out, "\nACL counters:")?,
+                    (Some(a), None) => writeln!(out, "\nACL counters, from packet {a}:")?,
+                    (None, Some(b)) => writeln!(out, "\nACL counters, until packet {b}:")?,
+                    (Some(a), Some(b)) => {
+                        writeln!(out, "\nACL counters, from packet {a} until packet {b}:")?
+                    }
+                }
                 for r in &rows {
                     writeln!(
                         out,
@@ -286,6 +385,25 @@ impl Run<'_> {
                         r.action
                     )?;
                 }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(mut self, out: &mut dyn Write) -> Result<()> {
+        if let Some(w) = self.pcap.take() {
+            w.finish()?;
+        }
+        let pol = self.fw.policy();
+        let st = &self.outs.stats;
+        match self.args.format {
+            Format::Json => {
+                self.counters(out, None)?;
+                serde_json::to_writer(&mut *out, &summary(&self.fw, st, self.log))?;
+                writeln!(out)?;
+            }
+            _ => {
+                self.counters(out, None)?;
                 let s = summary(&self.fw, st, self.log);
                 writeln!(out, "\nverdicts: {}", serde_json::to_string(&s.verdicts)?)?;
                 writeln!(out, "stages: {}", serde_json::to_string(&s.stages)?)?;
@@ -307,6 +425,17 @@ impl Run<'_> {
         out.flush()?;
         Ok(())
     }
+}
+
+/// `--reload`'s line in `--format json`: the policy that takes over.
+#[derive(Serialize)]
+struct ReloadJson<'a> {
+    /// The packet it takes over at.
+    reload: u64,
+    /// Its file.
+    policy: &'a str,
+    /// Its generation (the first policy's is 1).
+    generation: u32,
 }
 
 #[derive(Serialize)]

@@ -2,6 +2,7 @@
 //! decides for every packet, then the connection table.
 
 mod json;
+pub(crate) mod reload;
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -122,6 +123,15 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "N", default_value_t = ctrack_policy::reject::DEFAULT_BURST,
           requires = "policy")]
     pub reject_burst: u32,
+    /// With `--policy`: before packet N (numbered as the lines are, from
+    /// 1), replace the policy with FILE, as `ctrack run` does on SIGHUP:
+    /// connections are judged again at their next packet, and one the new
+    /// policy no longer allows is blocked (dropped, `blocked`) unless an
+    /// ACL with `persist-established` allowed it. The outgoing policy's
+    /// counters are printed there. May be given again, N increasing.
+    #[arg(long, value_name = "N:FILE", value_parser = reload::parse_reload,
+          requires = "policy")]
+    pub reload: Vec<reload::Reload>,
 }
 
 /// The largest minimum fragment size: an IP packet is at most 65535 bytes

@@ -419,12 +419,14 @@ fn decide_fast(
 ) {
     // The run in three locals (as a struct in `Judging`, it was written
     // back to memory every packet), and the decision of its ACL made once
-    // a run. `acl` is the ACL's index plus one; 0, the default, is not
-    // counted.
+    // a run. `acl` is the words' run key ([`Word::run_key`]: the ACL's
+    // index plus one, and whether a policy change left the connection
+    // alone); the default (0) and those left alone are not counted.
     let (mut acl, mut packets, mut bytes) = (0, 0, 0);
-    let head = |a1: u32| {
-        let r = match a1.checked_sub(1) {
+    let head = |key: u32| {
+        let r = match Word::run_acl_plus_one(key).checked_sub(1) {
             Some(a) => AclRef::Acl(a),
+            None if Word::run_persisted(key) => AclRef::Persisted,
             None => AclRef::Default,
         };
         Decision::allow(Stage::Session, r)
@@ -439,7 +441,7 @@ fn decide_fast(
             // The word is of this policy (`settled`): its ACL is the one
             // `session_acl` would name.
             let v = &vs[i];
-            let a1 = Word::acl_plus_one(v.word);
+            let a1 = Word::run_key(v.word);
             if a1 != acl {
                 count_run(acls, acl, packets, bytes);
                 (acl, packets, bytes) = (a1, 0, 0);
@@ -469,10 +471,11 @@ fn decide_fast(
 }
 
 /// Adds a run of `packets` packets and `bytes` bytes to the counters of
-/// ACL `acl1 - 1` (none for 0, the default).
+/// the ACL of run key `key` (none for the default or a connection left
+/// alone).
 #[inline]
-fn count_run(acls: &mut [AclCounters], acl1: u32, packets: u64, bytes: u64) {
-    if let Some(i) = acl1.checked_sub(1)
+fn count_run(acls: &mut [AclCounters], key: u32, packets: u64, bytes: u64) {
+    if let Some(i) = Word::run_acl_plus_one(key).checked_sub(1)
         && let Some(c) = acls.get_mut(i as usize)
     {
         c.packets += packets;

@@ -285,7 +285,9 @@ pub(super) fn by_word(
     {
         return None;
     }
-    let w = Word::decode(v.word).filter(|w| w.generation == pol.generation)?;
+    // A connection a change left alone (`persist-established`) is not
+    // one this policy's ACLs allowed: its `+new` packets meet them.
+    let w = Word::decode(v.word).filter(|w| w.generation == pol.generation && !w.is_persisted())?;
     // As `FirstDecision::deciding` names an allowing decision: the to-lport
     // ACL, else the from-lport one, else the default (counted as
     // to-lport's).
@@ -315,6 +317,7 @@ pub(super) fn by_word(
 /// The ACL a session's word names, as reported.
 pub(super) fn session_acl(pol: &Compiled, word: u64) -> AclRef {
     match Word::decode(word) {
+        Some(w) if w.generation == pol.generation && w.is_persisted() => AclRef::Persisted,
         Some(w) if w.generation == pol.generation => w.acl.map_or(AclRef::Default, AclRef::Acl),
         Some(w) if w.persist => AclRef::Persisted,
         _ => AclRef::Default,

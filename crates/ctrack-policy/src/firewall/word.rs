@@ -15,6 +15,10 @@
 //! nothing), so the word needs no verdict bit: a word of the current
 //! generation means "allowed, by this ACL". A word of an older generation
 //! means the connection must be judged again before its packet passes.
+//! A connection a policy change left alone (its ACL had
+//! `persist-established`) is stamped with the new generation, no ACL and
+//! the `persist` bit ([`Word::is_persisted`]), and reported as
+//! `persisted`.
 //! Generations wrap after 2^23 - 1 policy changes; a connection that sees
 //! no packet across exactly that many changes would be taken as current.
 
@@ -200,6 +204,35 @@ impl Word {
         ((w >> ACL_SHIFT) & ACL_MASK) as u32
     }
 
+    /// What the burst path tells the runs of its session packets apart
+    /// by: the word's ACL plus one (as [`Word::acl_plus_one`]) and its
+    /// `persist` bit, so that a connection a change left alone
+    /// ([`Word::is_persisted`]) is not taken for one the default allowed.
+    /// The same cost as [`Word::acl_plus_one`] (a shift and a mask).
+    #[inline(always)]
+    pub fn run_key(w: u64) -> u32 {
+        ((w >> ACL_SHIFT) & (ACL_MASK | PERSIST >> ACL_SHIFT)) as u32
+    }
+
+    /// A [`Word::run_key`]'s ACL plus one (0 for none).
+    pub fn run_acl_plus_one(key: u32) -> u32 {
+        key & ACL_MASK as u32
+    }
+
+    /// Whether a [`Word::run_key`] is that of a connection a policy change
+    /// left alone.
+    pub fn run_persisted(key: u32) -> bool {
+        u64::from(key) == PERSIST >> ACL_SHIFT
+    }
+
+    /// Whether the word is the stamp a connection gets when a policy
+    /// change leaves it alone (its ACL had `persist-established`): no ACL
+    /// of the generation that stamped it allowed it, so it names none,
+    /// and it is reported as `persisted`, never as the default's.
+    pub fn is_persisted(self) -> bool {
+        self.acl.is_none() && self.persist
+    }
+
     /// The generation of a raw word (0 for none), without decoding the
     /// rest: the fast path's one comparison.
     #[inline]
@@ -233,6 +266,39 @@ mod tests {
             }
         }
         assert_eq!(Word::decode(0), None);
+    }
+
+    /// A run's key keeps the ACL and the persisted stamp apart from the
+    /// default, and nothing else of the word.
+    #[test]
+    fn run_keys() {
+        let w = |acl, persist, stage| Word {
+            generation: 5,
+            acl,
+            stage,
+            persist,
+            pair: Pair::new(1, 2, 1),
+        };
+        let key = |w: Word| Word::run_key(w.encode());
+        let stamp = w(None, true, WordStage::Default);
+        let default = w(None, false, WordStage::Default);
+        assert!(stamp.is_persisted() && !default.is_persisted());
+        assert!(Word::run_persisted(key(stamp)));
+        assert!(!Word::run_persisted(key(default)));
+        assert_ne!(key(stamp), key(default));
+        assert_eq!(Word::run_acl_plus_one(key(stamp)), 0);
+        let opened = w(Some(6), true, WordStage::To);
+        assert!(!opened.is_persisted() && !Word::run_persisted(key(opened)));
+        assert_eq!(Word::run_acl_plus_one(key(opened)), 7);
+        // The stage and the pair are not the run's.
+        assert_eq!(
+            key(opened),
+            key(Word {
+                stage: WordStage::From,
+                pair: Pair::NONE,
+                ..opened
+            })
+        );
     }
 
     #[test]
