@@ -68,7 +68,7 @@ pub mod zone;
 
 pub use action::{ActionError, Alg, CtAction, Masked, Nat, NatKind, NatMode, NatRange};
 pub use alg::ExpectationInfo;
-pub use conn::{Conn, ConnInfo, Counters, Entry, EventKind, EventSink};
+pub use conn::{Conn, ConnInfo, Counters, Entry, EntryTuple, EventKind, EventSink};
 pub use frag::{FragConfig, FragError, FragStats, Reassembler};
 pub use key::{ConnId, ConnKey, Dir, Endpoint, Family, KeyHasher, Zone};
 pub use time::{Millis, Time};

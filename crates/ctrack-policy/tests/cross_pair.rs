@@ -8,7 +8,7 @@
 //! between other ports"). Each case says what OVN's two lookups give.
 
 mod common;
-use common::{each, in_a_burst, plain};
+use common::{each, in_a_burst, plain, seg};
 
 use ctrack_core::{Config, FragConfig, Tracker};
 use ctrack_policy::expr::Expr;
@@ -347,19 +347,6 @@ fn a_burst_tells_the_sessions_packets_from_others() {
 }
 
 const S_IP: [u8; 4] = [192, 0, 2, 2];
-
-/// A TCP segment with the MACs given.
-fn seg(
-    ((src, sp), (dst, dp)): (([u8; 4], u16), ([u8; 4], u16)),
-    (flags, seq, ack): (u16, u32, u32),
-    data: &[u8],
-    (from, to): ([u8; 6], [u8; 6]),
-) -> Vec<u8> {
-    let mut f = Frame::v4(src, dst, L4::tcp_seg(sp, dp, flags, seq, ack, 65535, data));
-    f.eth_src = from;
-    f.eth_dst = to;
-    f.build()
-}
 
 /// An FTP server on port S (B's MAC, address `S_IP`, zone 2) that A may
 /// reach (ACL 0, to-lport, with the FTP gateway); everyone may send

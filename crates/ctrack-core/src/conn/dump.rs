@@ -39,6 +39,11 @@ pub struct Entry {
     /// original tuple.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub master: Option<String>,
+    /// The same tuple as a tuple (no counters), for a caller that judges
+    /// the connection by its control connection (a firewall after a policy
+    /// change).
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub master_tuple: Option<EntryTuple>,
 }
 
 /// One direction of an [`Entry`].
@@ -107,6 +112,9 @@ impl Entry {
             master: ext
                 .and_then(|e| e.master)
                 .map(|m| m.to_key(zone, proto).to_string()),
+            master_tuple: ext
+                .and_then(|e| e.master)
+                .map(|m| EntryTuple::new(&m.to_key(zone, proto), Counters::default())),
         }
     }
 }
@@ -326,6 +334,11 @@ mod tests {
              timeout=30,protoinfo=(state=SYN_SENT),\
              master=(src=10.0.0.1,dst=10.0.0.2,sport=40000,dport=21)"
         );
+        let m = e.master_tuple.expect("the master's tuple");
+        assert_eq!(
+            (m.src, m.dst, m.sport, m.dport),
+            (C.into(), S.into(), Some(40000), Some(21))
+        );
     }
 
     fn tuple(key: &ConnKey, c: Counters) -> EntryTuple {
@@ -379,6 +392,7 @@ mod tests {
             timeout: 60,
             helper: None,
             master: None,
+            master_tuple: None,
         };
         assert_eq!(
             e.to_string(),

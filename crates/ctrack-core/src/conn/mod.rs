@@ -10,7 +10,7 @@ mod info;
 mod record;
 
 pub use counters::Counters;
-pub use dump::Entry;
+pub use dump::{Entry, EntryTuple};
 pub(crate) use event::Events;
 pub use event::{EventKind, EventSink};
 pub use ext::Ext;

@@ -10,10 +10,14 @@
 //! removed and the packet dropped (`blocked`), in whichever direction it
 //! came; later packets find no connection and meet the ACLs as new ones.
 //! An ACL with `persist-established` exempts the connections it allowed.
+//! A connection a gateway expected (an FTP or TFTP data connection), let
+//! in as related to its control connection, is judged by that one's
+//! opening packet: it stays while the policy allows its control
+//! connection.
 //! This is the outcome OVN reaches by matching every established packet
 //! against the ACLs again, reached once per connection and generation.
 
-use ctrack_core::{ConnId, CtState, Dir, Entry, Verdict};
+use ctrack_core::{ConnId, CtState, Dir, Entry, EntryTuple, Verdict};
 use ctrack_wire::ethernet::ethertype;
 use ctrack_wire::ip_proto;
 
@@ -165,7 +169,7 @@ impl<T> Firewall<T> {
             Dir::Orig => (cx.inport, cx.outport),
             Dir::Reply => (cx.outport, cx.inport),
         };
-        let key = opening_key(&info.entry, frame, v.dir, inport, outport);
+        let key = judged_key(&info.entry, frame, v.dir, inport, outport);
         let fd = pol.decide(&key);
         let (stage, _, s) = fd.deciding();
         let acl = s.acl.map_or(AclRef::Default, AclRef::Acl);
@@ -198,26 +202,56 @@ fn invalid(v: Verdict) -> Decision {
     d
 }
 
-/// The key of a connection's opening packet, rebuilt from its original
-/// tuple: a TCP connection opens with a SYN; the link-layer fields come
-/// from the packet at hand (swapped when it is a reply), as do the TTL and
-/// the TOS (`ip.ttl`, `ip.dscp`, `ip.ecn`), which the connection does not
-/// keep: OVN, which matches each packet of a connection against the ACLs
-/// again, reads them from the packet at hand too.
-fn opening_key(e: &Entry, frame: &[u8], dir: Dir, inport: u16, outport: u16) -> Key {
+/// The key a connection is judged again by, whose packet at hand went in
+/// direction `dir` between `inport` and `outport` as the connection's
+/// opening packet went: that packet's ([`opening_key`]); or, for a
+/// connection a gateway expected (an FTP or TFTP data connection), its
+/// control connection's. The data connection was let in as related to
+/// that one without meeting the ACLs, so it stays while the policy allows
+/// that one (a change that leaves FTP allowed leaves its transfers
+/// alone). The control connection's opening packet went between the same
+/// two hosts; which way round its source address tells, one of the data
+/// connection's ends as its two tuples give them (translated or not). A
+/// control connection between other hosts (FXP) leaves the data
+/// connection judged by its own opening packet.
+fn judged_key(e: &Entry, frame: &[u8], dir: Dir, inport: u16, outport: u16) -> Key {
+    if let Some(m) = &e.master_tuple {
+        if m.src == e.orig.src {
+            return opening_key(m, e.proto, frame, dir, (inport, outport));
+        }
+        if m.src == e.orig.dst || m.src == e.reply.src {
+            let flipped = match dir {
+                Dir::Orig => Dir::Reply,
+                Dir::Reply => Dir::Orig,
+            };
+            return opening_key(m, e.proto, frame, flipped, (outport, inport));
+        }
+    }
+    opening_key(&e.orig, e.proto, frame, dir, (inport, outport))
+}
+
+/// The key of the opening packet of a connection of original tuple `t`
+/// and protocol `proto`, rebuilt: a TCP connection opens with a SYN; the
+/// link-layer fields come from the packet at hand (swapped when it goes
+/// the other way, `dir` a reply), as do the TTL and the TOS (`ip.ttl`,
+/// `ip.dscp`, `ip.ecn`), which the connection does not keep: OVN, which
+/// matches each packet of a connection against the ACLs again, reads them
+/// from the packet at hand too.
+fn opening_key(t: &EntryTuple, proto: u8, frame: &[u8], dir: Dir, ports: (u16, u16)) -> Key {
+    let (inport, outport) = ports;
     let mut k = Key::from_frame(frame, inport, outport);
     if dir == Dir::Reply && frame.len() >= 12 {
         k.set(Field::EthSrc, u128::from(mac_u64(&frame[0..6])));
         k.set(Field::EthDst, u128::from(mac_u64(&frame[6..12])));
     }
-    let v4 = e.orig.src.is_ipv4();
+    let v4 = t.src.is_ipv4();
     let addr = |a: std::net::IpAddr| match a {
         std::net::IpAddr::V4(x) => u128::from(u32::from(x)),
         std::net::IpAddr::V6(x) => u128::from(x),
     };
-    k.set(Field::IpSrc, addr(e.orig.src));
-    k.set(Field::IpDst, addr(e.orig.dst));
-    k.set(Field::IpProto, u128::from(e.proto));
+    k.set(Field::IpSrc, addr(t.src));
+    k.set(Field::IpDst, addr(t.dst));
+    k.set(Field::IpProto, u128::from(proto));
     k.set(
         Field::EthType,
         u128::from(if v4 { ethertype::IPV4 } else { ethertype::IPV6 }),
@@ -228,7 +262,7 @@ fn opening_key(e: &Entry, frame: &[u8], dir: Dir, inport: u16, outport: u16) -> 
     k.set(Field::L4Dst, 0);
     k.set(Field::IcmpType, 0);
     k.set(Field::IcmpCode, 0);
-    match e.proto {
+    match proto {
         ip_proto::TCP => {
             flags |= flag::TCP;
             k.set(Field::TcpFlags, u128::from(ctrack_wire::tcp::flags::SYN));
@@ -239,11 +273,11 @@ fn opening_key(e: &Entry, frame: &[u8], dir: Dir, inport: u16, outport: u16) -> 
         ip_proto::ICMPV6 if !v4 => flags |= flag::ICMP | flag::ICMP6,
         _ => {}
     }
-    if let (Some(s), Some(d)) = (e.orig.sport, e.orig.dport) {
+    if let (Some(s), Some(d)) = (t.sport, t.dport) {
         k.set(Field::L4Src, u128::from(s));
         k.set(Field::L4Dst, u128::from(d));
     }
-    if let Some((_, ty, code)) = e.orig.icmp {
+    if let Some((_, ty, code)) = t.icmp {
         k.set(Field::IcmpType, u128::from(ty));
         k.set(Field::IcmpCode, u128::from(code));
     }

@@ -2,8 +2,11 @@
 //! `Firewall::process` one by one, or through `Firewall::process_burst`,
 //! and decisions as two trackers can compare them.
 
+#![allow(dead_code)] // each test file uses some of these
+
 use ctrack_core::Time;
 use ctrack_policy::firewall::{BurstOut, Decision, Firewall, FwOutputs};
+use ctrack_wire::build::{Frame, L4};
 
 /// Each frame through `Firewall::process`, one by one.
 pub(crate) fn each(
@@ -50,4 +53,18 @@ pub(crate) fn plain(d: &Decision) -> Decision {
         v.conn = None;
     }
     d
+}
+
+/// A TCP segment from `src` to `dst` (address, port), with its flags,
+/// sequence and acknowledgement numbers, payload, and the MACs given.
+pub(crate) fn seg(
+    ((src, sp), (dst, dp)): (([u8; 4], u16), ([u8; 4], u16)),
+    (flags, seq, ack): (u16, u32, u32),
+    data: &[u8],
+    (from, to): ([u8; 6], [u8; 6]),
+) -> Vec<u8> {
+    let mut f = Frame::v4(src, dst, L4::tcp_seg(sp, dp, flags, seq, ack, 65535, data));
+    f.eth_src = from;
+    f.eth_dst = to;
+    f.build()
 }

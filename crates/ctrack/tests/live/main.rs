@@ -9,6 +9,7 @@
 //! namespace tests: they share a lock file).
 
 mod flood;
+mod ftp;
 mod ipv6;
 mod net;
 
@@ -659,104 +660,6 @@ fn af_xdp_says_what_sender_offloads_cost() {
     let hint = net.stderr("ctrack");
     assert_eq!(hint.matches("AF_XDP cannot tell").count(), 1, "{hint}");
     assert!(hint.contains("--io af-packet"), "{hint}");
-}
-
-/// FTP through SNAT with the FTP gateway, passive and active.
-#[test]
-fn ftp_through_snat() {
-    let Some((mut net, fw)) = setup("ft", "af-packet") else {
-        return;
-    };
-    // The server answers the SNAT address at the client's MAC, as a router
-    // in front of the client would have it.
-    let s = net.s.clone();
-    let o = net.run(
-        &s,
-        &[
-            "ip", "neigh", "add", SNAT_IP, "lladdr", CLIENT_MAC, "dev", "s0",
-        ],
-    );
-    assert!(o.status.success(), "{o:?}");
-    let root = net.dir.join("ftp");
-    std::fs::create_dir_all(&root).expect("ftp root");
-    let body: String = (0..20_000)
-        .map(|i| char::from(b'a' + (i % 26) as u8))
-        .collect();
-    std::fs::write(root.join("file.txt"), &body).expect("ftp file");
-    let root_s = root.display().to_string();
-    net.spawn(
-        &s,
-        "ftpd",
-        &[
-            ftp_python(),
-            "-m",
-            "pyftpdlib",
-            "-i",
-            SERVER_IP,
-            "-p",
-            "21",
-            "-d",
-            &root_s,
-        ],
-    );
-    let url = format!("ftp://{SERVER_IP}/file.txt");
-    let passive = || {
-        net.run(
-            &net.c,
-            &["curl", "-sS", "--max-time", "5", "--disable-epsv", &url],
-        )
-    };
-    let ok = Net::until(Duration::from_secs(10), || passive().status.success());
-    assert!(
-        ok,
-        "passive FTP through SNAT failed: {:?}\nftpd: {}\nconnections:\n{}\nstats:\n{}",
-        passive(),
-        net.stderr("ftpd"),
-        first_lines(&fw.ctl_ok(&net, &["dump-conntrack", "-s"]), 10),
-        fw.ctl_ok(&net, &["stats"]),
-    );
-    let o = passive();
-    assert_eq!(String::from_utf8_lossy(&o.stdout), body, "passive transfer");
-    let active = net.run(
-        &net.c,
-        &[
-            "curl",
-            "-sS",
-            "--max-time",
-            "5",
-            "--disable-eprt",
-            "--ftp-port",
-            CLIENT_IP,
-            &url,
-        ],
-    );
-    assert!(active.status.success(), "active FTP: {active:?}");
-    assert_eq!(
-        String::from_utf8_lossy(&active.stdout),
-        body,
-        "active transfer"
-    );
-    // The server saw the translated address.
-    let log = net.stderr("ftpd");
-    assert!(log.contains(SNAT_IP), "pyftpdlib log: {log}");
-    // The gateway's connections are listed with their helper.
-    let dump = fw.ctl_ok(&net, &["dump-conntrack"]);
-    assert!(dump.contains("helper=ftp"), "dump: {dump}");
-}
-
-/// A Python that has pyftpdlib: Debian's (`python3-pyftpdlib`, which
-/// `.ci/run` installs) when the first `python3` on the path is another.
-fn ftp_python() -> &'static str {
-    for py in ["python3", "/usr/bin/python3"] {
-        let ok = std::process::Command::new(py)
-            .args(["-c", "import pyftpdlib"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if ok {
-            return py;
-        }
-    }
-    panic!("no python3 with pyftpdlib (apt-get install python3-pyftpdlib)");
 }
 
 fn first_lines(text: &str, n: usize) -> String {
