@@ -62,10 +62,14 @@ priority = 100
 match = 'arp'
 action = "allow-stateless"
 "#,
-    // The first one's ports and zones, its services closed but SSH: the
-    // connections the first one opened to them are blocked at this change
-    // but left alone (their ACL had `persist-established`), and their
-    // later packets are a persisted session's.
+    // The first one's ports and zones, its services closed but FTP (with
+    // the gateway) and SSH: the connections the first one opened to the
+    // others are blocked at this change but left alone (their ACL had
+    // `persist-established`), and their later packets are a persisted
+    // session's. Ports in zones of their own and ACLs that read only what
+    // a connection's packets share: given again, this policy judges every
+    // connection, FTP data connections among them, as before
+    // (`Compiled::judges_again_alike`).
     r#"[default]
 action = "drop"
 [[port]]
@@ -84,8 +88,9 @@ action = "allow-related"
 [[acl]]
 direction = "to-lport"
 priority = 100
-match = 'outport == "b" && tcp.dst == 22'
+match = 'outport == "b" && tcp.dst == {21, 22}'
 action = "allow-related"
+alg = "ftp"
 [[acl]]
 direction = "from-lport"
 priority = 100
@@ -293,7 +298,10 @@ pub fn firewall_frames_bytes(data: &[u8], probe: &mut Probe) {
 /// aside), the same bytes (translated where NAT applies), the same
 /// answers to `reject`, the same counters. A third firewall, one frame at
 /// a time, has the policy with an ACL that matches nothing but keeps every
-/// `+new` packet meeting the ACLs (`without_words`): the same again.
+/// `+new` packet meeting the ACLs (`without_words`): the same again. A
+/// fourth, one frame at a time, is also given its policy again between
+/// the changes where the policy says that changes nothing
+/// (`Compiled::judges_again_alike`): the same decisions and bytes.
 /// Fragments are left out: the per-packet path reassembles them and the
 /// burst path, by design, does not. Counts the frames judged.
 pub fn firewall_frames(frames: &[Vec<u8>], pick: u8, probe: &mut Probe) {
@@ -328,6 +336,11 @@ pub fn firewall_frames(frames: &[Vec<u8>], pick: u8, probe: &mut Probe) {
     };
     let (one, burst) = (make(&policy), make(&policy));
     let acls = make(&without_words(policy.clone()));
+    // A fourth, frame by frame, that is also given its policy again now
+    // and then: connections judged again by the policy that opened them
+    // are decided as before (where that holds: `judges_again_alike`).
+    let again = make(&policy);
+    let mut current = policy.clone();
     let frames: Vec<&Vec<u8>> = frames
         .iter()
         .filter(|f| {
@@ -338,6 +351,7 @@ pub fn firewall_frames(frames: &[Vec<u8>], pick: u8, probe: &mut Probe) {
         .collect();
     let mut outs = FwOutputs::default();
     let mut by_acls = FwOutputs::default();
+    let mut reloaded = FwOutputs::default();
     let mut st = FwStats::default();
     let mut now = Time::from_secs(10);
     let mut replies = Vec::new();
@@ -347,9 +361,11 @@ pub fn firewall_frames(frames: &[Vec<u8>], pick: u8, probe: &mut Probe) {
         for part in chunk.chunks(1 + k % 7) {
             outs.out.clear();
             by_acls.out.clear();
+            reloaded.out.clear();
             for (i, f) in part.iter().enumerate() {
                 one.process((*f).clone(), i, now, &mut outs);
                 acls.process((*f).clone(), i, now, &mut by_acls);
+                again.process((*f).clone(), i, now, &mut reloaded);
             }
             assert!(
                 outs.dropped.is_empty(),
@@ -375,6 +391,7 @@ pub fn firewall_frames(frames: &[Vec<u8>], pick: u8, probe: &mut Probe) {
             at += part.len();
             agree(&outs.out, &got, &ds, &replies, base, probe);
             as_the_acls(&outs.out, &by_acls.out, base);
+            as_before(&outs.out, &reloaded.out, base);
             // Inputs whose `+new` packets take their connections' words.
             probe.feature(84, outs.stats.new_by_word.min(8));
             // Inputs that send a connection's packets between other ports.
@@ -388,7 +405,19 @@ pub fn firewall_frames(frames: &[Vec<u8>], pick: u8, probe: &mut Probe) {
                 .expect("the fuzz policies compile");
             acls.set_policy(without_words(p.clone()))
                 .expect("the fuzz policies compile");
-            burst.set_policy(p).expect("the fuzz policies compile");
+            again
+                .set_policy(p.clone())
+                .expect("the fuzz policies compile");
+            burst
+                .set_policy(p.clone())
+                .expect("the fuzz policies compile");
+            current = p;
+        } else if k % 5 == 2 && again.policy().judges_again_alike() {
+            // The same policy again (a reload of an unchanged file).
+            again
+                .set_policy(current.clone())
+                .expect("the fuzz policies compile");
+            probe.feature(86, 1);
         }
         if k % 8 == 7 {
             acls.tracker().sweep(now, 1000, &mut by_acls.stats.tracker);
@@ -429,6 +458,41 @@ fn burst_counters(w: &FwStats, g: &FwStats) {
         w.cross_pair, g.cross_pair,
         "packets of a connection between other zones"
     );
+}
+
+/// The same decisions and bytes, frame by frame, from a firewall (`want`)
+/// and one given the same policy again now and then (`got`), whose
+/// connections are judged again each time: connection numbers and words
+/// (their generations differ) aside. The answers to `reject` are not
+/// compared: a policy given again starts its `[copp]` meter afresh. Nor is
+/// the ACL named by a drop for want of room (a full table, no free
+/// translated port): a connection a gateway expected, refused so before
+/// its control connection was judged again, names no ACL.
+fn as_before(want: &[FwOut<usize>], got: &[FwOut<usize>], base: usize) {
+    assert_eq!(want.len(), got.len(), "one output a frame");
+    let plain = |d: &Decision| {
+        let mut d = *d;
+        if let Some(v) = d.ct.as_mut() {
+            v.conn = None;
+            v.word = 0;
+        }
+        if d.ct.is_some_and(|v| v.refused.is_some()) {
+            d.acl = ctrack_policy::firewall::AclRef::Default;
+        }
+        d
+    };
+    for (i, (w, g)) in want.iter().zip(got).enumerate() {
+        let n = base + i;
+        assert_eq!(
+            plain(&w.decision),
+            plain(&g.decision),
+            "decision of frame {n}, the policy given again"
+        );
+        assert_eq!(
+            w.frame, g.frame,
+            "bytes of frame {n}, the policy given again"
+        );
+    }
 }
 
 /// `p` with one more ACL, last and of the lowest priority, that reads
@@ -567,8 +631,8 @@ mod tests {
                 c.takes_words()
             })
             .collect();
-        // `tcp.flags` in the third, translations in the fourth, both
-        // ports in one zone in the last.
-        assert_eq!(takes, [true, true, false, false, true, true, false]);
+        // A gateway in the second, `tcp.flags` in the third,
+        // translations in the fourth, both ports in one zone in the last.
+        assert_eq!(takes, [true, false, false, false, true, true, false]);
     }
 }

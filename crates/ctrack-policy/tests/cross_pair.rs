@@ -418,3 +418,34 @@ fn an_expected_connection_from_a_third_port_meets_its_acls() {
     );
     assert_eq!(cross, 1);
 }
+
+/// A packet of the A–B flow's reply tuple sent from A's MAC to B's (the
+/// zones the flow's own, the way round of its opening) after the same
+/// policy is given again: the connection is judged again by the ports its
+/// word's zones name (A to B), not by the packet's swapped as a reply's
+/// (B to A, which no ACL would let in), and stays the session's, as it
+/// was before the change.
+#[test]
+fn a_connection_is_judged_again_between_the_ports_that_opened_it() {
+    let fw = fw(policy(vec![]));
+    let mut st = FwOutputs::default();
+    let opened = each(
+        &fw,
+        &[udp(false, A_MAC, B_MAC), udp(true, B_MAC, A_MAC)],
+        &mut st,
+    );
+    assert_eq!(
+        what(&opened[1]),
+        (Action::Allow, Stage::Session, AclRef::Acl(0))
+    );
+    let odd = udp(true, A_MAC, B_MAC);
+    let before = each(&fw, std::slice::from_ref(&odd), &mut st);
+    fw.set_policy(policy(vec![])).unwrap();
+    let after = each(&fw, std::slice::from_ref(&odd), &mut st);
+    assert_eq!(st.stats.rejudged, 1);
+    assert_eq!(what(&after[0]), what(&before[0]));
+    assert_eq!(
+        what(&after[0]),
+        (Action::Allow, Stage::Session, AclRef::Acl(0))
+    );
+}

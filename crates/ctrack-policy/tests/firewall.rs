@@ -550,6 +550,38 @@ fn a_connection_left_alone_is_reported_persisted_on_every_path() {
     assert_eq!(st.stages[Stage::Session as usize], 5);
 }
 
+/// A connection an ACL with `persist-established` allowed, judged again
+/// by a policy that still allows it, stays that ACL's (reported and
+/// counted as its, not as `persisted`); a later change that no longer
+/// allows it leaves it alone all the same.
+#[test]
+fn a_persisting_connection_still_allowed_keeps_its_acl() {
+    let mut p = web_policy();
+    p.acls[0].persist_established = true;
+    let fw = fw(p.clone());
+    let mut o = FwOutputs::default();
+    let (c, s) = (|l4| from_client(S_IP, l4), |l4| from_server(S_IP, l4));
+    one(&fw, c(seg(1000, 80, SYN, 1, 0)), &mut o);
+    one(&fw, s(seg(80, 1000, SYN | ACK, 100, 2)), &mut o);
+    // The same policy again.
+    fw.set_policy(p).unwrap();
+    let (d, _) = one(&fw, c(seg(1000, 80, ACK, 2, 101)), &mut o);
+    assert_eq!(
+        (d.action, d.stage, d.acl),
+        (Action::Allow, Stage::Session, AclRef::Acl(0))
+    );
+    let (d, _) = one(&fw, s(seg(80, 1000, ACK, 101, 2)), &mut o);
+    assert_eq!(d.acl, AclRef::Acl(0));
+    assert_eq!(o.stats.acls[0].packets, 2);
+    // Then a policy without it.
+    let mut egress_only = web_policy();
+    egress_only.acls.remove(0);
+    egress_only.acls[0].index = 0;
+    fw.set_policy(egress_only).unwrap();
+    let (d, _) = one(&fw, c(seg(1000, 80, ACK, 2, 101)), &mut o);
+    assert_eq!((d.action, d.acl), (Action::Allow, AclRef::Persisted));
+}
+
 #[test]
 fn nd_passes_and_arp_meets_the_acls() {
     let fw = fw(policy(DefaultAction::Drop, vec![]));

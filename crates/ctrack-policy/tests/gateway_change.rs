@@ -182,3 +182,49 @@ fn a_change_that_drops_ftp_blocks_its_transfers() {
         assert_eq!(ds[2].reason, Some(DropReason::Blocked), "{ds:?}");
     }
 }
+
+/// A data connection that opens after a change, before any packet of its
+/// control connection has come since (the control connection's word is
+/// still the older policy's): judged at once by its control connection
+/// under the policy in force, let in where that one still allows FTP,
+/// dropped where it does not.
+#[test]
+fn a_data_connection_opened_after_a_change_is_judged_by_its_control_connection() {
+    for active in [true, false] {
+        for (keep, next) in [(true, policy(true, true)), (false, policy(false, true))] {
+            let (before, _) = transfer(active);
+            // Up to the command that opens the data connection.
+            let (head, data) = before.split_at(4);
+            let (one, burst) = (fw(), fw());
+            let (mut so, mut sb) = (FwOutputs::default(), FwOutputs::default());
+            each(&one, head, &mut so);
+            each(&burst, head, &mut sb);
+            one.set_policy(next.clone()).unwrap();
+            burst.set_policy(next.clone()).unwrap();
+            let want = each(&one, &data[..1], &mut so);
+            let got = in_a_burst(&burst, &data[..1], &mut sb);
+            assert_eq!(plain(&got[0]), plain(&want[0]));
+            let d = want[0];
+            match keep {
+                true => assert_eq!(
+                    (d.action, d.stage, d.acl),
+                    (Action::Allow, Stage::Session, AclRef::Acl(0)),
+                    "active {active}"
+                ),
+                false => assert_eq!(
+                    (d.action, d.reason),
+                    (Action::Drop, Some(DropReason::Blocked)),
+                    "active {active}"
+                ),
+            }
+            // Let in, it is a connection of the policy in force: its
+            // answer passes on the session without judging it again.
+            if keep {
+                let rejudged = so.stats.rejudged;
+                let d = each(&one, &data[1..2], &mut so)[0];
+                assert_eq!((d.action, d.stage), (Action::Allow, Stage::Session));
+                assert_eq!(so.stats.rejudged, rejudged);
+            }
+        }
+    }
+}

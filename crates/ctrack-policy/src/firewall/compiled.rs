@@ -130,6 +130,10 @@ pub struct Compiled {
     /// Some ACL logs its connections' replies and related packets
     /// (`log = true` and `log-related = true`).
     pub(crate) logs_related: bool,
+    /// Each port by its zone, where every port has a zone of its own
+    /// (none where two share one): what tells the ports a connection was
+    /// opened between from the zones its word keeps.
+    zone_ports: Option<HashMap<Zone, PortNo>>,
 }
 
 /// The port security of frames carrying one MAC pair one way
@@ -297,6 +301,11 @@ impl Compiled {
             new_by_word,
             meters: Meters::new(&policy),
             logs_related: policy.acls.iter().any(|a| a.log && a.log_related),
+            zone_ports: shared_zone(&policy).is_none().then(|| {
+                (policy.ports.iter().enumerate())
+                    .map(|(i, p)| (p.zone, i as PortNo + 1))
+                    .collect()
+            }),
             policy,
             generation,
             stages,
@@ -587,6 +596,39 @@ impl Compiled {
     #[inline(always)]
     pub fn takes_words(&self) -> bool {
         self.new_by_word
+    }
+
+    /// Whether a connection judged again after a change to this same
+    /// policy is decided as its opening packet was, whichever of its
+    /// packets it is judged at. So where every ACL reads only what all of a
+    /// connection's original-direction packets share (as for
+    /// [`Compiled::takes_words`], translations and gateways allowed) and
+    /// every port has a zone of its own, so that connections' words keep
+    /// the ports' zones and a packet of the connection sent between other
+    /// ports is not judged as its session's. Not so where an ACL reads
+    /// `tcp.flags` (a connection opened mid-stream is judged again by a
+    /// SYN) or another field that changes within a connection, or where
+    /// ports share a zone: a connection is judged again with the ports of
+    /// the packet at hand, and one of its packets may come from or go to
+    /// another port of the zone (docs/firewall.md, "Where ctrack differs
+    /// from OVN").
+    pub fn judges_again_alike(&self) -> bool {
+        self.policy.acls.iter().all(|a| flow_constant(&a.expr))
+            && shared_zone(&self.policy).is_none()
+    }
+
+    /// The ports a connection tracked in `zone` was opened between
+    /// (inport, outport), as its word's `pair` keeps their zones: where
+    /// every port has a zone of its own, so that a zone names one port (0
+    /// none); `None` otherwise, or where the word keeps no zones.
+    pub fn opened_between(&self, pair: Pair, zone: Zone) -> Option<(PortNo, PortNo)> {
+        let ports = self.zone_ports.as_ref()?;
+        let (zin, zout) = pair.zones(zone)?;
+        let port = |z: Zone| match z {
+            0 => Some(NO_PORT),
+            z => ports.get(&z).copied(),
+        };
+        Some((port(zin)?, port(zout)?))
     }
 
     /// The zone a port's packets are tracked in, as a [`Pair`] names it:

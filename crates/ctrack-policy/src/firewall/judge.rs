@@ -189,6 +189,22 @@ impl<T> Firewall<T> {
             }
             return d;
         }
+        if v.word != 0
+            && Word::generation_of(v.word) != pol.generation
+            && let (Some(id), true) = (v2.conn, v2.committed)
+        {
+            // The control connection's word is an older policy's: no
+            // packet of it has come since the change. The new connection
+            // is judged now, as a change judges it: by its control
+            // connection, under the policy in force.
+            let d = self.rejudge(cx, frame, &v2, id, st);
+            let mut d = Decision { ct: Some(v2), ..d };
+            pol.log_related(&mut d, &v2);
+            return d;
+        }
+        // (Refused for want of room with such a word, it names no ACL:
+        // which one allows the control connection now is known once that
+        // connection is judged again.)
         let acl = session_acl(pol, v.word);
         let mut d = match v2.refused {
             Some(r) => Decision::drop(Stage::Session, acl, refusal_reason(r)),

@@ -136,7 +136,7 @@ impl<T> Firewall<T> {
     }
 
     /// Judges connection `id` again under the current policy.
-    fn rejudge(
+    pub(super) fn rejudge(
         &self,
         cx: &Cx<'_>,
         frame: &[u8],
@@ -148,26 +148,23 @@ impl<T> Firewall<T> {
         st.rejudged += 1;
         // The zones it was opened between stay the word's.
         let kept = Word::pair_of(v.word);
-        if Word::decode(v.word).is_some_and(|w| w.persist) {
-            let stamped = Word {
-                generation: pol.generation,
-                acl: None,
-                stage: WordStage::Default,
-                persist: true,
-                pair: kept,
-            };
-            self.tracker.set_word(id, v.word, stamped.encode(), now);
-            return Decision::allow(Stage::Session, AclRef::Persisted);
-        }
+        let persist = Word::decode(v.word).is_some_and(|w| w.persist);
         let Some(info) = self.tracker.conn(id, now) else {
             // Gone since the lookup: another worker judged it again and
             // blocked it, or it was flushed. The next packet starts
             // afresh.
             return Decision::drop(Stage::Session, AclRef::Default, DropReason::Blocked);
         };
-        let (inport, outport) = match v.dir {
-            Dir::Orig => (cx.inport, cx.outport),
-            Dir::Reply => (cx.outport, cx.inport),
+        // The ports its opening packet went between: those its word's
+        // zones name, where each port has a zone of its own; else those
+        // of the packet at hand (swapped for a reply), which may be other
+        // ports of a shared zone.
+        let (inport, outport) = match pol.opened_between(kept, cx.zone) {
+            Some(ports) => ports,
+            None => match v.dir {
+                Dir::Orig => (cx.inport, cx.outport),
+                Dir::Reply => (cx.outport, cx.inport),
+            },
         };
         let key = judged_key(&info.entry, frame, v.dir, inport, outport);
         let fd = pol.decide(&key);
@@ -180,9 +177,25 @@ impl<T> Firewall<T> {
                 true => kept,
                 false => pol.pair_at(inport, outport, cx.zone),
             };
-            let word = pol.word_at(&fd, pair).encode();
-            self.tracker.set_word(id, v.word, word, now);
+            // Still allowed: by the ACL that allows it now (reported and
+            // counted as that one's), and still left alone by a later
+            // change if an ACL with `persist-established` allowed it once.
+            let mut word = pol.word_at(&fd, pair);
+            word.persist |= persist;
+            self.tracker.set_word(id, v.word, word.encode(), now);
             return Decision::allow(Stage::Session, acl);
+        }
+        if persist {
+            // No longer allowed, but left alone.
+            let stamped = Word {
+                generation: pol.generation,
+                acl: None,
+                stage: WordStage::Default,
+                persist: true,
+                pair: kept,
+            };
+            self.tracker.set_word(id, v.word, stamped.encode(), now);
+            return Decision::allow(Stage::Session, AclRef::Persisted);
         }
         // No longer allowed statefully: blocked (or, if the new policy
         // passes it stateless, no longer tracked).
