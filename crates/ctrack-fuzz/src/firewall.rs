@@ -317,23 +317,6 @@ pub fn firewall_frames(frames: &[Vec<u8>], pick: u8, probe: &mut Probe) {
         Policy::from_str(&text, "fuzz.toml").expect("the fuzz policies load")
     };
     let policy = policy_at(usize::from(pick));
-    let make = |policy: &Policy| {
-        Firewall::<usize>::new(
-            // One hash seed for both: where a translation's port is taken,
-            // the search starts from a hash of the connection, and two
-            // seeds would pick two ports, each right.
-            Tracker::with_hasher(
-                Config {
-                    max_conns: 256,
-                    ..Config::default()
-                },
-                KeyHasher::with_seed(0x5eed),
-            ),
-            FragConfig::default(),
-            policy.clone(),
-        )
-        .expect("the fuzz policies compile")
-    };
     let (one, burst) = (make(&policy), make(&policy));
     let acls = make(&without_words(policy.clone()));
     // A fourth, frame by frame, that is also given its policy again now
@@ -458,6 +441,25 @@ fn burst_counters(w: &FwStats, g: &FwStats) {
         w.cross_pair, g.cross_pair,
         "packets of a connection between other zones"
     );
+}
+
+/// A firewall of the fuzz policy `policy`: a small table, one hash seed
+/// for all (where a translation's port is taken, the search starts from a
+/// hash of the connection, and two seeds would pick two ports, each
+/// right).
+fn make(policy: &Policy) -> Firewall<usize> {
+    Firewall::<usize>::new(
+        Tracker::with_hasher(
+            Config {
+                max_conns: 256,
+                ..Config::default()
+            },
+            KeyHasher::with_seed(0x5eed),
+        ),
+        FragConfig::default(),
+        policy.clone(),
+    )
+    .expect("the fuzz policies compile")
 }
 
 /// The same decisions and bytes, frame by frame, from a firewall (`want`)
