@@ -1,4 +1,4 @@
-//! A connection a gateway expected (an FTP data connection) across policy
+//! A connection a gateway expected (an FTP or TFTP data connection) across policy
 //! changes. It was let in as related to its control connection, without
 //! meeting the ACLs, so a change judges it by its control connection: a
 //! change that keeps FTP allowed leaves the transfer alone, one that no
@@ -225,6 +225,74 @@ fn a_data_connection_opened_after_a_change_is_judged_by_its_control_connection()
                 assert_eq!((d.action, d.stage), (Action::Allow, Stage::Session));
                 assert_eq!(so.stats.rejudged, rejudged);
             }
+        }
+    }
+}
+
+/// TFTP: the client asks the server's port 69 for a file; the server
+/// answers from a port of its own, the gateway's expected connection. A
+/// change that keeps TFTP allowed leaves it alone; one that does not
+/// blocks it.
+#[test]
+fn a_tftp_transfer_is_judged_by_its_request() {
+    use ctrack_wire::build::{Frame, L4};
+    let tftp = |keep: bool| {
+        let mut p = policy(false, false);
+        if keep {
+            let mut a = Acl::new(
+                2,
+                Direction::ToLport,
+                1000,
+                AclAction::AllowRelated,
+                Expr::And(vec![
+                    Expr::eq(Field::Outport, SERVER),
+                    Expr::flags(flag::IP | flag::UDP),
+                    Expr::eq(Field::L4Dst, 69),
+                ]),
+            );
+            a.alg = Some(Alg::Tftp);
+            p.acls.push(a);
+        }
+        p
+    };
+    let dgram = |(src, sp): ([u8; 4], u16),
+                 (dst, dp): ([u8; 4], u16),
+                 data: &[u8],
+                 macs: ([u8; 6], [u8; 6])| {
+        let mut f = Frame::v4(src, dst, L4::udp(sp, dp, data));
+        (f.eth_src, f.eth_dst) = macs;
+        f.build()
+    };
+    let (c, s, d) = ((C_IP, 40000), (S_IP, 69), (S_IP, 50000));
+    let request = dgram(c, s, b"\x00\x01file.txt\x00octet\x00", OUT);
+    let first = dgram(d, c, b"\x00\x03\x00\x01data", BACK);
+    let ack = dgram(c, d, b"\x00\x04\x00\x01", OUT);
+    let next = dgram(d, c, b"\x00\x03\x00\x02more", BACK);
+    for keep in [true, false] {
+        let fw = Firewall::new(
+            Tracker::new(Config::default()),
+            FragConfig::default(),
+            tftp(true),
+        )
+        .unwrap();
+        let mut o = FwOutputs::default();
+        for (i, d) in each(&fw, &[request.clone(), first.clone(), ack.clone()], &mut o)
+            .iter()
+            .enumerate()
+        {
+            assert_eq!(d.action, Action::Allow, "frame {i}: {d:?}");
+        }
+        fw.set_policy(tftp(keep)).unwrap();
+        let d = each(&fw, std::slice::from_ref(&next), &mut o)[0];
+        match keep {
+            true => assert_eq!(
+                (d.action, d.stage, d.acl),
+                (Action::Allow, Stage::Session, AclRef::Acl(2))
+            ),
+            false => assert_eq!(
+                (d.action, d.reason),
+                (Action::Drop, Some(DropReason::Blocked))
+            ),
         }
     }
 }
