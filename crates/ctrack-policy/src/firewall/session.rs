@@ -158,7 +158,10 @@ impl<T> Firewall<T> {
         // The ports its opening packet went between: those its word's
         // zones name, where each port has a zone of its own; else those
         // of the packet at hand (swapped for a reply), which may be other
-        // ports of a shared zone.
+        // ports of a shared zone. (A packet comes here only where its own
+        // ports' zones are the word's two, either way round, `fits` or
+        // `held`: so the ports named are the packet's, oriented as the
+        // opening went, even after a change renumbered the zones.)
         let (inport, outport) = match pol.opened_between(kept, cx.zone) {
             Some(ports) => ports,
             None => match v.dir {
