@@ -159,9 +159,10 @@ impl<T> Firewall<T> {
         // zones name, where each port has a zone of its own; else those
         // of the packet at hand (swapped for a reply), which may be other
         // ports of a shared zone. (A packet comes here only where its own
-        // ports' zones are the word's two, either way round, `fits` or
-        // `held`: so the ports named are the packet's, oriented as the
-        // opening went, even after a change renumbered the zones.)
+        // ports' zones are among the word's two, `fits` or `held`: so the
+        // ports named are the packet's, oriented as the opening went, even
+        // after a change renumbered the zones; for a frame between two
+        // MACs of one port, that port and the other the opening went to.)
         let (inport, outport) = match pol.opened_between(kept, cx.zone) {
             Some(ports) => ports,
             None => match v.dir {
