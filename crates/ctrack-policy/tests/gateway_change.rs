@@ -28,13 +28,6 @@ const BACK: ([u8; 6], [u8; 6]) = (S_MAC, C_MAC);
 /// (left out with `ftp` false, an SSH ACL in its place). ACL 1: the client
 /// may send anything out. ACL 2, with `unrelated`: the server takes UDP 9.
 fn policy(ftp: bool, unrelated: bool) -> Policy {
-    let to_server = |port: u128, proto: u16| {
-        Expr::And(vec![
-            Expr::eq(Field::Outport, SERVER),
-            Expr::flags(flag::IP | proto),
-            Expr::eq(Field::L4Dst, port),
-        ])
-    };
     let mut first = Acl::new(
         0,
         Direction::ToLport,
@@ -76,6 +69,15 @@ fn policy(ftp: bool, unrelated: bool) -> Policy {
         acls,
         ..Policy::default()
     }
+}
+
+/// To the server's port `port` of protocol `proto` (a `flag`).
+fn to_server(port: u128, proto: u16) -> Expr {
+    Expr::And(vec![
+        Expr::eq(Field::Outport, SERVER),
+        Expr::flags(flag::IP | proto),
+        Expr::eq(Field::L4Dst, port),
+    ])
 }
 
 fn fw() -> Firewall<u64> {
@@ -244,11 +246,7 @@ fn a_tftp_transfer_is_judged_by_its_request() {
                 Direction::ToLport,
                 1000,
                 AclAction::AllowRelated,
-                Expr::And(vec![
-                    Expr::eq(Field::Outport, SERVER),
-                    Expr::flags(flag::IP | flag::UDP),
-                    Expr::eq(Field::L4Dst, 69),
-                ]),
+                to_server(69, flag::UDP),
             );
             a.alg = Some(Alg::Tftp);
             p.acls.push(a);
