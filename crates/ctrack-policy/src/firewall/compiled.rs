@@ -600,18 +600,17 @@ impl Compiled {
 
     /// Whether a connection judged again after a change to this same
     /// policy is decided as its opening packet was, whichever of its
-    /// packets it is judged at. So where every ACL reads only what all of a
-    /// connection's original-direction packets share (as for
+    /// packets it is judged at. It is where every ACL reads only what all
+    /// of a connection's original-direction packets share (as for
     /// [`Compiled::takes_words`], translations and gateways allowed) and
-    /// every port has a zone of its own, so that connections' words keep
-    /// the ports' zones and a packet of the connection sent between other
-    /// ports is not judged as its session's. Not so where an ACL reads
+    /// every port has a zone of its own, so that the zones a connection's
+    /// word keeps name the ports it was opened between
+    /// ([`Compiled::opened_between`]). Not so where an ACL reads
     /// `tcp.flags` (a connection opened mid-stream is judged again by a
     /// SYN) or another field that changes within a connection, or where
-    /// ports share a zone: a connection is judged again with the ports of
-    /// the packet at hand, and one of its packets may come from or go to
-    /// another port of the zone (docs/firewall.md, "Where ctrack differs
-    /// from OVN").
+    /// ports share a zone: a connection is then judged again with the
+    /// ports of the packet at hand, which may come from or go to another
+    /// port of the zone (docs/firewall.md, "Policy changes").
     pub fn judges_again_alike(&self) -> bool {
         self.policy.acls.iter().all(|a| flow_constant(&a.expr))
             && shared_zone(&self.policy).is_none()
