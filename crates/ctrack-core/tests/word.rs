@@ -1,8 +1,8 @@
 //! The caller's word kept with each connection: stored by the commit that
 //! creates it, read into every verdict (one at a time and in bursts, ICMP
 //! errors included), changed by compare-exchange, inherited by a data
-//! connection from its control connection; and removing a connection by
-//! its id.
+//! connection from its control connection; its label changed after the
+//! commit; and removing a connection by its id.
 
 mod common;
 use common::{Net, act};
@@ -10,7 +10,8 @@ use common::{Net, act};
 use std::net::Ipv6Addr;
 
 use ctrack_core::{
-    ConnId, ConnKey, CtAction, Dir, Endpoint, Family, LinkType, Stats, Time, Verdict,
+    ConnId, ConnKey, CtAction, CtState, Dir, Endpoint, Family, LinkType, Masked, Stats, Time,
+    Verdict,
 };
 use ctrack_wire::build::{self, Frame, L4};
 use ctrack_wire::icmp::v4;
@@ -224,6 +225,59 @@ fn set_word_is_a_compare_exchange_on_a_live_connection() {
         .unwrap();
     assert!(n.t.flush_zone(4));
     assert!(!n.t.set_word(id, 1, 5, n.now));
+}
+
+/// `set_label` changes the bits its mask selects, on a live connection
+/// only, with or without a label set before.
+#[test]
+fn set_label_changes_the_masked_bits_of_a_live_connection() {
+    let n = Net::new();
+    let id = n.send_action(&udp(true), &act("commit")).conn.unwrap();
+    assert_eq!(n.t.conn(id, n.now).unwrap().entry.label, 0);
+    assert!(n.t.set_label(id, 0xab << 96 | 0x1234, 0xff << 96 | 0xffff, n.now));
+    assert_eq!(
+        n.send_action(&udp(false), &act("commit")).label,
+        0xab << 96 | 0x1234
+    );
+    // Only the masked bits change.
+    assert!(n.t.set_label(id, 0xcd << 96 | 0x9999, 0xff << 96, n.now));
+    assert_eq!(
+        n.t.conn(id, n.now).unwrap().entry.label,
+        0xcd << 96 | 0x1234
+    );
+    // Expired, or removed: not live.
+    assert!(!n.t.set_label(id, 0, u128::MAX, Time::from_secs(100 + 3600)));
+    assert!(n.remove(id));
+    assert!(!n.t.set_label(id, 0, u128::MAX, n.now));
+}
+
+/// `skip_label` leaves the label out of the verdicts of established and
+/// reply packets, not of `+new` packets' or a commit's.
+#[test]
+fn skip_label_leaves_the_label_out_of_established_verdicts() {
+    let n = Net::new();
+    let labelled = CtAction {
+        label: Some(Masked::new(0x42, u128::MAX)),
+        ..act("commit")
+    };
+    let v = n.send_action(&udp(true), &labelled);
+    assert_eq!((v.label, v.committed), (0x42, true));
+    let skip = CtAction {
+        skip_label: true,
+        ..act("")
+    };
+    // Unanswered, the flow's next packet is `+new`: it has the label.
+    let v = n.send_action(&udp(true), &skip);
+    assert!(v.state.contains(CtState::NEW));
+    assert_eq!(v.label, 0x42);
+    // The reply, and the established packets after it: none.
+    let v = n.send_action(&udp(false), &skip);
+    assert!(v.state.contains(CtState::RPL) && v.conn.is_some());
+    assert_eq!(v.label, 0);
+    assert_eq!(n.send_action(&udp(true), &skip).label, 0);
+    // Without it, they have it.
+    assert_eq!(n.send_action(&udp(true), &act("")).label, 0x42);
+    assert_eq!(n.send_action(&udp(false), &act("")).label, 0x42);
 }
 
 #[test]

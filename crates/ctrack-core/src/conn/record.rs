@@ -208,9 +208,15 @@ impl<A: Addr> Conn<A> {
         if self.orig == key.tuple {
             return Some(Dir::Orig);
         }
-        let reply = match self.ext.get(guard).and_then(|e| e.reply) {
-            Some(r) => r,
-            None => self.orig.reverse(),
+        // Only a translated connection keeps a reply tuple of its own: one
+        // whose extension holds a label or a gateway alone is not fetched
+        // it (a dependent load a reply packet).
+        let reply = match self.nat_bits() {
+            0 => self.orig.reverse(),
+            _ => match self.ext.get(guard).and_then(|e| e.reply) {
+                Some(r) => r,
+                None => self.orig.reverse(),
+            },
         };
         (reply == key.tuple).then_some(Dir::Reply)
     }

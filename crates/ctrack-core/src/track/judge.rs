@@ -246,7 +246,10 @@ impl Tracker {
             state,
             zone: action.zone,
             mark: c.mark(),
-            label: c.label(guard),
+            label: match action.skip_label && !state.contains(CtState::NEW) {
+                true => 0,
+                false => c.label(guard),
+            },
             conn: Some(ConnId::new(A::FAMILY, e.id())),
             dir,
             invalid,

@@ -1,7 +1,7 @@
 //! The caller's word kept with each connection (a firewall's cached
 //! verdict, say): set when a commit creates the connection
 //! ([`CtAction::word`](crate::CtAction::word)), read into every verdict,
-//! changed here.
+//! changed here; and its label, changed after the commit that set it.
 
 use ctrack_table::{Guard, pin};
 
@@ -36,5 +36,33 @@ impl Tracker {
     ) -> bool {
         self.live_entry::<A>(guard, id, now)
             .is_some_and(|e| e.record().cas_word(old, new))
+    }
+
+    /// Sets the bits of connection `id`'s label that `mask` selects to
+    /// those of `value`, as a commit's `label` would (OVN commits an
+    /// established connection again to change its label, when the ACL that
+    /// allows it changes). False if the connection is not live.
+    pub fn set_label(&self, id: ConnId, value: u128, mask: u128, now: Time) -> bool {
+        let guard = pin();
+        match id.family() {
+            Family::V4 => self.set_label_in::<u32>(&guard, id, value, mask, now),
+            Family::V6 => self.set_label_in::<V6>(&guard, id, value, mask, now),
+        }
+    }
+
+    fn set_label_in<A: Fam>(
+        &self,
+        guard: &Guard,
+        id: ConnId,
+        value: u128,
+        mask: u128,
+        now: Time,
+    ) -> bool {
+        let Some(e) = self.live_entry::<A>(guard, id, now) else {
+            return false;
+        };
+        let Some(lock) = e.lock() else { return false };
+        lock.set_label(value, mask, guard);
+        true
     }
 }
