@@ -17,15 +17,16 @@ use crate::Probe;
 /// addresses of the input's first frame, so that mutated traffic meets
 /// ACLs that name its ports. Between them: port security, stateful and
 /// stateless ACLs at interleaved priorities, `reject` of every kind, tiers
-/// and `pass`, `persist-established` across a change,
+/// and `pass`, `persist-established` across changes that keep its ACL
+/// and one that drops it,
 /// source NAT with the FTP and TFTP gateways, a default allow that
 /// commits, ports in zones of their own, and sessions of several ACLs
 /// side by side.
 pub const FIREWALL_POLICIES: [&str; 7] = [
     // A security group: each port may send anything out; the server
     // takes a few services in, and connections to them outlive the
-    // change to the next policy (`persist-established`); ARP passes
-    // stateless.
+    // change to the next policy (`persist-established`, the ACL kept by
+    // its name there); ARP passes stateless.
     // Port security: `a` sends from and receives at private addresses
     // only, `b` its MAC alone.
     r#"[default]
@@ -46,6 +47,7 @@ priority = 10
 match = 'ip'
 action = "allow-related"
 [[acl]]
+name = "services"
 direction = "to-lport"
 priority = 100
 match = 'outport == "b" && (tcp.dst == {21, 22, 80, 443} || udp.dst == {53, 69} || icmp4 || icmp6)'
@@ -63,10 +65,12 @@ match = 'arp'
 action = "allow-stateless"
 "#,
     // The first one's ports and zones, its services closed but FTP (with
-    // the gateway) and SSH: the connections the first one opened to the
-    // others are blocked at this change but left alone (their ACL had
-    // `persist-established`), and their later packets are a persisted
-    // session's. Ports in zones of their own and ACLs that read only what
+    // the gateway) and SSH by the same ACL, kept by its name: the
+    // connections the first one opened to the others are no longer
+    // allowed but left alone (the ACL has `persist-established`), and
+    // their later packets are a persisted session's, until the change to
+    // the next policy, which has no such ACL, blocks them. Ports in zones
+    // of their own and ACLs that read only what
     // a connection's packets share: given again, this policy judges every
     // connection, FTP data connections among them, as before
     // (`Compiled::judges_again_alike`).
@@ -86,11 +90,13 @@ priority = 10
 match = 'ip'
 action = "allow-related"
 [[acl]]
+name = "services"
 direction = "to-lport"
 priority = 100
 match = 'outport == "b" && tcp.dst == {21, 22}'
 action = "allow-related"
 alg = "ftp"
+persist-established = true
 [[acl]]
 direction = "from-lport"
 priority = 100

@@ -451,17 +451,25 @@ fn a_burst_after_a_policy_change_takes_what_its_first_packet_wrote() {
     }
 }
 
+/// `web_policy` with its HTTP ACL named `web` and persisting, taking TCP
+/// `port` instead of 80.
+fn persisting_web(port: u16) -> Policy {
+    let mut p = web_policy();
+    p.acls[0].name = "web".into();
+    p.acls[0].persist_established = true;
+    p.acls[0].expr = Expr::And(vec![Expr::eq(Field::Outport, SERVER), tcp_to(port)]);
+    p
+}
+
+/// A change to the match of the ACL that allowed a connection, which has
+/// `persist-established`, leaves the connection alone (tests/persist.rs
+/// has the rest).
 #[test]
 fn persist_established_keeps_its_connections() {
-    let mut p = web_policy();
-    p.acls[0].persist_established = true;
-    let fw = fw(p);
+    let fw = fw(persisting_web(80));
     let mut o = FwOutputs::default();
     one(&fw, from_client(S_IP, seg(1000, 80, SYN, 1, 0)), &mut o);
-    let mut egress_only = web_policy();
-    egress_only.acls.remove(0);
-    egress_only.acls[0].index = 0;
-    fw.set_policy(egress_only).unwrap();
+    fw.set_policy(persisting_web(8080)).unwrap();
     let (d, _) = one(
         &fw,
         from_server(S_IP, seg(80, 1000, SYN | ACK, 100, 2)),
@@ -479,15 +487,14 @@ fn persist_established_keeps_its_connections() {
 /// under an ACL or the default.
 #[test]
 fn a_connection_left_alone_is_reported_persisted_on_every_path() {
-    let mut p = web_policy();
-    p.acls[0].persist_established = true;
-    let fw = fw(p);
+    let fw = fw(persisting_web(80));
     let mut o = FwOutputs::default();
     let (c, s) = (|l4| from_client(S_IP, l4), |l4| from_server(S_IP, l4));
     one(&fw, c(seg(1000, 80, SYN, 1, 0)), &mut o);
     one(&fw, s(seg(80, 1000, SYN | ACK, 100, 2)), &mut o);
     // The new policy drops HTTP and lets the rest in by its default; it
-    // has a stateful ACL, so what the default allows is committed.
+    // has a stateful ACL, so what the default allows is committed. The
+    // ACL that allowed the connection now takes TCP 9999.
     let mut next = policy(
         DefaultAction::Allow,
         vec![
@@ -508,6 +515,8 @@ fn a_connection_left_alone_is_reported_persisted_on_every_path() {
         ],
     );
     next.default = DefaultAction::Allow;
+    next.acls[1].name = "web".into();
+    next.acls[1].persist_established = true;
     fw.set_policy(next).unwrap();
     let (d, _) = one(&fw, c(seg(1000, 80, ACK, 2, 101)), &mut o);
     assert_eq!((d.action, d.acl), (Action::Allow, AclRef::Persisted));
@@ -553,11 +562,10 @@ fn a_connection_left_alone_is_reported_persisted_on_every_path() {
 /// A connection an ACL with `persist-established` allowed, judged again
 /// by a policy that still allows it, stays that ACL's (reported and
 /// counted as its, not as `persisted`); a later change that no longer
-/// allows it leaves it alone all the same.
+/// allows it, keeping the ACL, leaves it alone all the same.
 #[test]
 fn a_persisting_connection_still_allowed_keeps_its_acl() {
-    let mut p = web_policy();
-    p.acls[0].persist_established = true;
+    let p = persisting_web(80);
     let fw = fw(p.clone());
     let mut o = FwOutputs::default();
     let (c, s) = (|l4| from_client(S_IP, l4), |l4| from_server(S_IP, l4));
@@ -573,11 +581,8 @@ fn a_persisting_connection_still_allowed_keeps_its_acl() {
     let (d, _) = one(&fw, s(seg(80, 1000, ACK, 101, 2)), &mut o);
     assert_eq!(d.acl, AclRef::Acl(0));
     assert_eq!(o.stats.acls[0].packets, 2);
-    // Then a policy without it.
-    let mut egress_only = web_policy();
-    egress_only.acls.remove(0);
-    egress_only.acls[0].index = 0;
-    fw.set_policy(egress_only).unwrap();
+    // Then a policy where it no longer matches.
+    fw.set_policy(persisting_web(8080)).unwrap();
     let (d, _) = one(&fw, c(seg(1000, 80, ACK, 2, 101)), &mut o);
     assert_eq!((d.action, d.acl), (Action::Allow, AclRef::Persisted));
 }

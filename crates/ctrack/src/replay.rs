@@ -127,7 +127,8 @@ pub struct ReplayArgs {
     /// 1), replace the policy with FILE, as `ctrack run` does on SIGHUP:
     /// connections are judged again at their next packet, and one the new
     /// policy no longer allows is blocked (dropped, `blocked`) unless an
-    /// ACL with `persist-established` allowed it. The outgoing policy's
+    /// ACL with `persist-established` committed it and the new policy
+    /// still has that ACL (by name). The outgoing policy's
     /// counters are printed there. May be given again, N increasing.
     #[arg(long, value_name = "N:FILE", value_parser = reload::parse_reload,
           requires = "policy")]

@@ -143,20 +143,25 @@ fn a_reload_blocks_the_connections_the_new_policy_no_longer_allows() {
 }
 
 /// The same change, where the ACL that allowed the connection has
-/// `persist-established`: the connection is left alone and flows on,
-/// reported as `persisted`; only new connections meet the new policy.
+/// `persist-established` and keeps it (by its name, `web-http`): the
+/// connection is left alone and flows on, reported as `persisted`; only
+/// new connections meet the new policy. A reload that unsets the option
+/// ends it, as OVN flushes such an ACL's connections.
 #[test]
 fn persist_established_keeps_a_connection_through_a_reload() {
-    let kept = variant(
-        "kept",
-        "outport == @web && tcp.dst == {80, 443}",
-        "persist-established = true",
-    );
-    let closed = variant("closed-kept", "outport == @web && tcp.dst == 8443", "");
+    let persist = "persist-established = true";
+    let kept = variant("kept", "outport == @web && tcp.dst == {80, 443}", persist);
+    let closed = variant("closed-kept", "outport == @web && tcp.dst == 8443", persist);
+    let unset = variant("closed-unset", "outport == @web && tcp.dst == 8443", "");
     let arg = format!("20:{}", closed.display());
     let objects = replay(kept.to_str().expect("UTF-8"), &["--reload", &arg]);
-    let _ = std::fs::remove_file(&kept);
-    let _ = std::fs::remove_file(&closed);
+    let arg = format!("20:{}", unset.display());
+    let ended = replay(kept.to_str().expect("UTF-8"), &["--reload", &arg]);
+    for f in [&kept, &closed, &unset] {
+        let _ = std::fs::remove_file(f);
+    }
+    let (verdict, _, _, reason) = packet(&ended, 20);
+    assert_eq!((verdict.as_str(), reason.as_str()), ("drop", "blocked"));
     for n in 20..=28 {
         let (verdict, acl, stage, _) = packet(&objects, n);
         assert_eq!(

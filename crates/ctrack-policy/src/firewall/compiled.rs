@@ -7,6 +7,7 @@ use ctrack_wire::{parse_frame, plain_ipv4, plain_ipv6};
 use foldhash::HashMap;
 
 use super::decision::{AclRef, Action, Decision, Stage};
+use super::persist::{IDS_MASK, Persisting, label_of};
 use super::security::{Secured, Side};
 use super::word::{Pair, Word, WordStage};
 use crate::classify::{Classifier, CompileError, MAX_TOTAL_CONJ, Rank, RuleId};
@@ -134,6 +135,9 @@ pub struct Compiled {
     /// (none where two share one): what tells the ports a connection was
     /// opened between from the zones its word keeps.
     zone_ports: Option<HashMap<Zone, PortNo>>,
+    /// The ACLs that persist what they commit (`persist-established`),
+    /// and their identities across policy changes.
+    pub(super) persisting: Persisting,
 }
 
 /// The port security of frames carrying one MAC pair one way
@@ -296,6 +300,7 @@ impl Compiled {
             && policy.acls.iter().all(|a| flow_constant(&a.expr));
         Ok(Compiled {
             tracking: policy.has_stateful(),
+            persisting: Persisting::new(&policy, policy.has_stateful()),
             has_nat,
             has_alg,
             new_by_word,
@@ -488,6 +493,9 @@ impl Compiled {
             // A `+new` packet meets the ACLs as it arrived; the commit
             // translates it.
             untranslated_new: true,
+            // Nothing reads a session packet's label (an ACL's `label`, a
+            // persisting ACL's identity): not fetched.
+            skip_label: true,
             ..CtAction::lookup(zone)
         }
     }
@@ -508,18 +516,43 @@ impl Compiled {
             |f: &dyn Fn(&crate::model::Acl) -> bool| from.filter(|a| f(a)).or(to.filter(|a| f(a)));
         let nat = pick(&|a| a.nat.is_some()).and_then(|a| a.nat);
         let alg = pick(&|a| a.alg.is_some()).and_then(|a| a.alg);
-        let label = to
-            .and_then(|a| a.label)
-            .or(from.and_then(|a| a.label))
+        let mut label = self
+            .acl_label(d)
             .map(|l| Masked::new(u128::from(l) << 96, u128::from(u32::MAX) << 96));
+        let ids = self.persist_ids(d);
+        if ids != [0; 2] {
+            // The identities of the ACLs whose `persist-established` it
+            // keeps, as OVN's `ct_label.acl_id` (see `persist.rs`).
+            let l = label.unwrap_or(Masked::new(0, 0));
+            label = Some(Masked::new(l.value | label_of(ids), l.mask | IDS_MASK));
+        }
         CtAction {
             // An ACL's own range, else the bare `nat` every lookup applies.
             nat: nat.or(self.lookup_action(zone).nat),
             alg,
             label,
-            word: Some(self.word_at(d, pair).encode()),
+            word: Some(self.word_with(d, pair, ids != [0; 2]).encode()),
             ..CtAction::commit(zone)
         }
+    }
+
+    /// The identities of the ACLs whose `persist-established` a
+    /// connection `d` allows keeps, (from-lport, to-lport): each stage's
+    /// ACL's where it allows statefully and persists (`persist.rs`).
+    pub fn persist_ids(&self, d: &FirstDecision) -> [u64; 2] {
+        [d.from, d.to].map(|s| match (s.kind, s.acl) {
+            (Kind::Stateful, Some(i)) => self.persisting.id_of(i),
+            _ => 0,
+        })
+    }
+
+    /// The `label` a connection `d` allows is committed with: the
+    /// to-lport ACL's, else the from-lport one's.
+    pub fn acl_label(&self, d: &FirstDecision) -> Option<u32> {
+        let acl = |s: StageDecision| s.acl.map(|i| &self.policy.acls[i as usize]);
+        acl(d.to)
+            .and_then(|a| a.label)
+            .or(acl(d.from).and_then(|a| a.label))
     }
 
     /// The verdict word of a connection `d` allows (keeping no zones: see
@@ -531,12 +564,12 @@ impl Compiled {
     /// The verdict word of a connection `d` allows, opened between the
     /// zones of `pair` ([`Compiled::pair_at`]).
     pub fn word_at(&self, d: &FirstDecision, pair: Pair) -> Word {
+        self.word_with(d, pair, self.persist_ids(d) != [0; 2])
+    }
+
+    /// [`Compiled::word_at`], whether an ACL of `d` persists given.
+    pub(super) fn word_with(&self, d: &FirstDecision, pair: Pair, persist: bool) -> Word {
         let (stage, _, s) = d.deciding();
-        let persist = [d.from, d.to].iter().any(|s| {
-            s.kind == Kind::Stateful
-                && s.acl
-                    .is_some_and(|i| self.policy.acls[i as usize].persist_established)
-        });
         Word {
             generation: self.generation,
             acl: s.acl,

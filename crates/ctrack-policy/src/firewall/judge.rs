@@ -357,12 +357,11 @@ pub(super) fn refusal_reason(r: Refusal) -> DropReason {
     }
 }
 
-/// Takes back what the tracker counted for a lookup whose packet is then
-/// tracked again (with a commit) or not at all (decided stateless): the
-/// same counts the tracker adds per packet.
 /// Whether committing the connection `v` found with `action` would change
 /// nothing: it exists already, with the verdict word and label the commit
 /// would give it, and the commit brings no translation, gateway or mark.
+/// (The lookup's verdict has the label of a `+new` packet's connection,
+/// though not of others: `skip_label`.)
 fn commit_changes_nothing(v: &Verdict, action: &CtAction) -> bool {
     v.conn.is_some()
         && v.refused.is_none()
@@ -375,6 +374,9 @@ fn commit_changes_nothing(v: &Verdict, action: &CtAction) -> bool {
             .is_none_or(|l| v.label & l.mask == l.value & l.mask)
 }
 
+/// Takes back what the tracker counted for a lookup whose packet is then
+/// tracked again (with a commit) or not at all (decided stateless): the
+/// same counts the tracker adds per packet.
 pub(super) fn uncount(s: &mut Stats, v: &Verdict) {
     let dec = |x: &mut u64| *x = x.saturating_sub(1);
     dec(&mut s.packets);

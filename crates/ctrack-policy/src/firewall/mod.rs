@@ -130,6 +130,7 @@ mod decision;
 mod engine;
 mod judge;
 mod nd;
+pub mod persist;
 mod security;
 mod session;
 pub mod word;

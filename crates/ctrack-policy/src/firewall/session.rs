@@ -9,7 +9,8 @@
 //! the packet passes, with no hiccup. No longer allowed: the connection is
 //! removed and the packet dropped (`blocked`), in whichever direction it
 //! came; later packets find no connection and meet the ACLs as new ones.
-//! An ACL with `persist-established` exempts the connections it allowed.
+//! An ACL with `persist-established` exempts the connections it
+//! committed for as long as a policy still has it (`persist.rs`).
 //! A connection a gateway expected (an FTP or TFTP data connection), let
 //! in as related to its control connection, is judged by that one's
 //! opening packet: it stays while the policy allows its control
@@ -17,13 +18,15 @@
 //! This is the outcome OVN reaches by matching every established packet
 //! against the ACLs again, reached once per connection and generation.
 
-use ctrack_core::{ConnId, CtState, Dir, Entry, EntryTuple, Verdict};
+use ctrack_core::{ConnId, CtState, Dir, Entry, EntryTuple, Masked, Verdict};
 use ctrack_wire::ethernet::ethertype;
 use ctrack_wire::ip_proto;
 
+use super::compiled::{Compiled, FirstDecision};
 use super::decision::{AclRef, Decision, DropReason, FwStats, Stage};
 use super::engine::Firewall;
 use super::judge::{Cx, held, opening_pair, session_acl};
+use super::persist;
 use super::word::{Word, WordStage};
 use crate::key::{Field, Key, flag, mac_u64};
 
@@ -174,7 +177,44 @@ impl<T> Firewall<T> {
         let fd = pol.decide(&key);
         let (stage, _, s) = fd.deciding();
         let acl = s.acl.map_or(AclRef::Default, AclRef::Acl);
-        if fd.commits() {
+        // The stages whose `persist-established` ACL the policy still has
+        // pass it whatever their ACLs now say (OVN's
+        // `ct_mark.allow_established`; see `persist.rs`).
+        let (old_ids, holds) = match persist {
+            true => {
+                let ids = persist::ids_of(info.entry.label);
+                (ids, pol.persisting.held(ids))
+            }
+            false => ([0; 2], [false; 2]),
+        };
+        let left_alone = || {
+            let alone = pol.decide_stages(!holds[0], !holds[1], &key);
+            (holds.contains(&true) && alone.allows()).then_some(alone)
+        };
+        let (allowed, judged) = match fd.commits() {
+            true => (true, fd),
+            false => match left_alone() {
+                Some(alone) => (false, alone),
+                None => {
+                    // No longer allowed statefully: blocked (or, if the
+                    // new policy passes it stateless, no longer tracked).
+                    self.tracker.remove(id, now, &mut st.tracker);
+                    return match fd.allows() {
+                        true => Decision::allow(stage, acl),
+                        false => Decision::drop(stage, acl, DropReason::Blocked),
+                    };
+                }
+            },
+        };
+        let (ids, label) = relabel(pol, &judged, allowed, old_ids, holds, info.entry.label);
+        // The label is written by whoever stamps the word: a worker still
+        // judging under an older policy, its stamp lost, leaves it alone.
+        let stamp = |word: Word| {
+            if self.tracker.set_word(id, v.word, word.encode(), now) && label.mask != 0 {
+                self.tracker.set_label(id, label.value, label.mask, now);
+            }
+        };
+        if allowed {
             // (`inport`, `outport`) as the connection's opening packet
             // went.
             let pair = match kept.kept() {
@@ -182,34 +222,66 @@ impl<T> Firewall<T> {
                 false => pol.pair_at(inport, outport, cx.zone),
             };
             // Still allowed: by the ACL that allows it now (reported and
-            // counted as that one's), and still left alone by a later
-            // change if an ACL with `persist-established` allowed it once.
-            let mut word = pol.word_at(&fd, pair);
-            word.persist |= persist;
-            self.tracker.set_word(id, v.word, word.encode(), now);
+            // counted as that one's).
+            stamp(pol.word_with(&fd, pair, ids != [0; 2]));
             return Decision::allow(Stage::Session, acl);
         }
-        if persist {
-            // No longer allowed, but left alone.
-            let stamped = Word {
-                generation: pol.generation,
-                acl: None,
-                stage: WordStage::Default,
-                persist: true,
-                pair: kept,
-            };
-            self.tracker.set_word(id, v.word, stamped.encode(), now);
-            return Decision::allow(Stage::Session, AclRef::Persisted);
-        }
-        // No longer allowed statefully: blocked (or, if the new policy
-        // passes it stateless, no longer tracked).
-        self.tracker.remove(id, now, &mut st.tracker);
-        if fd.allows() {
-            Decision::allow(stage, acl)
-        } else {
-            Decision::drop(stage, acl, DropReason::Blocked)
+        // No longer allowed, but left alone.
+        stamp(Word {
+            generation: pol.generation,
+            acl: None,
+            stage: WordStage::Default,
+            persist: true,
+            pair: kept,
+        });
+        Decision::allow(Stage::Session, AclRef::Persisted)
+    }
+}
+
+/// What a connection judged again (`judged`, which `allowed` it or left
+/// it alone) keeps in its label: the identities of its stages'
+/// persisting ACLs, the label's were `old` of which the policy `holds`
+/// those flagged, and the `label` of the ACL that allows it now. Returns
+/// the identities, and the label bits that change (mask 0: none).
+///
+/// A stage's identity stays while held. One whose ACL is gone becomes
+/// that of the persisting ACL that allows the connection now, if any: OVN
+/// flushes such a connection and commits its next packet afresh. A
+/// connection no persisting ACL committed gains none: OVN commits no
+/// `allow_established` to an established connection.
+fn relabel(
+    pol: &Compiled,
+    judged: &FirstDecision,
+    allowed: bool,
+    old: [u64; 2],
+    holds: [bool; 2],
+    label: u128,
+) -> ([u64; 2], Masked<u128>) {
+    let mut bits = Masked::new(0, 0);
+    let mut ids = old;
+    if old != [0; 2] {
+        let now = pol.persist_ids(judged);
+        ids = std::array::from_fn(|i| match old[i] != 0 && !holds[i] {
+            true => now[i],
+            false => old[i],
+        });
+        bits.value = persist::label_of(ids);
+        if ids != old {
+            bits.mask |= persist::IDS_MASK;
         }
     }
+    if let Some(l) = (allowed && pol.persisting.labels)
+        .then(|| pol.acl_label(judged))
+        .flatten()
+    {
+        // The ACL that allows it now gives its label, as OVN commits an
+        // established connection again to change it.
+        let l = u128::from(l) << 96;
+        if (label ^ l) >> 96 != 0 {
+            bits = Masked::new(bits.value | l, bits.mask | u128::from(u32::MAX) << 96);
+        }
+    }
+    (ids, bits)
 }
 
 /// The drop of a packet the tracker found invalid (OVN's `ct.inv`).

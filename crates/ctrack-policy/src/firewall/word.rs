@@ -6,7 +6,8 @@
 //! bits  0..23  policy generation that judged the connection (never 0)
 //! bits 23..43  the ACL that opened it: its index + 1, or 0 for the default
 //! bits 43..45  the stage that decided: 0 default, 1 from-lport, 2 to-lport
-//! bit  45      the ACL had `persist-established`
+//! bit  45      an ACL with `persist-established` committed it: the
+//!              connection's label keeps which (`persist.rs`)
 //! bits 46..64  the zones the packets that opened it went between, as a
 //!              [`Pair`] (0: not kept)
 //! ```
@@ -124,7 +125,8 @@ pub struct Word {
     pub acl: Option<u32>,
     /// The stage.
     pub stage: WordStage,
-    /// The ACL had `persist-established`.
+    /// An ACL with `persist-established` committed it, and the label keeps
+    /// which (`persist.rs`).
     pub persist: bool,
     /// The zones the packets that opened the connection went between.
     /// What tells a session's packets from the same addresses sent

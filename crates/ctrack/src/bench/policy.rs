@@ -33,7 +33,7 @@ use crate::args::{MAX_RUNS, MAX_THREADS, bounded};
 mod oneway;
 mod policies;
 mod threaded;
-use policies::{acl, policy, related_firewall};
+use policies::{acl, persisting, policy, related_firewall};
 use threaded::threaded_runs;
 
 /// What `ctrack bench policy` measures.
@@ -119,6 +119,12 @@ pub struct PolicyBenchArgs {
     /// (with `--rules simple`), and port security on the twin networks.
     #[arg(long)]
     pub ipv6: bool,
+    /// The ACLs that allow the connections with `persist-established`
+    /// (`stage`, `reload`): each connection keeps its ACL's identity in
+    /// its label, which a policy change reads when it judges the
+    /// connection again.
+    #[arg(long)]
+    pub persist: bool,
 }
 
 /// The traffic of a run: its protocol, and whether over IPv6.
@@ -659,11 +665,9 @@ fn reload(a: &PolicyBenchArgs) -> Result<Report> {
     }
     // The change: one more ACL, which leaves every connection allowed.
     let start = Instant::now();
-    let generation = fw.set_policy(policy(
-        n + 1,
-        AclAction::AllowRelated,
-        Traffic::of(a),
-        a.rules,
+    let generation = fw.set_policy(persisting(
+        a,
+        policy(n + 1, AclAction::AllowRelated, Traffic::of(a), a.rules),
     ))?;
     let swap = start.elapsed();
     for chunk in all.chunks_mut(BURST) {
@@ -698,7 +702,7 @@ fn reload(a: &PolicyBenchArgs) -> Result<Report> {
     Ok(report(
         "policy reload",
         serde_json::json!({
-            "conns": a.conns, "proto": a.proto, "ipv6": a.ipv6, "rules": a.rules, "acls": n, "swap_ms": swap.as_secs_f64() * 1e3,
+            "conns": a.conns, "proto": a.proto, "ipv6": a.ipv6, "rules": a.rules, "acls": n, "persist": a.persist, "swap_ms": swap.as_secs_f64() * 1e3,
             "all_rejudged_ms": all_judged.as_secs_f64() * 1e3, "rejudged": st.rejudged,
             "batch_latency_before_ns": b, "batch_latency_during_ns": d,
         }),

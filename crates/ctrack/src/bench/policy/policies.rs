@@ -76,11 +76,20 @@ pub(super) fn acl(index: usize, priority: u16, action: AclAction, expr: Expr) ->
     Acl::new(index, Direction::ToLport, priority, action, expr)
 }
 
+/// `p` with `persist-established` on its allow-related ACLs where `a`
+/// asks for it (`--persist`).
+pub(super) fn persisting(a: &PolicyBenchArgs, mut p: Policy) -> Policy {
+    for acl in &mut p.acls {
+        acl.persist_established |= a.persist && acl.action == AclAction::AllowRelated;
+    }
+    p
+}
+
 /// [`firewall`] with `a`'s connections behind `n` ACLs allowing them
 /// related ([`policy`]).
 pub(super) fn related_firewall(a: &PolicyBenchArgs, n: usize) -> Result<Firewall<()>> {
     let t = Traffic::of(a);
-    let mut p = policy(n, AclAction::AllowRelated, t, a.rules);
+    let mut p = persisting(a, policy(n, AclAction::AllowRelated, t, a.rules));
     if a.port_security {
         // The traffic's networks, or over IPv6 their twins.
         let entry = |mac, net: [u8; 4], len: u8| PortSecurity {

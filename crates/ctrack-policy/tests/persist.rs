@@ -1,0 +1,324 @@
+//! `persist-established` across policy changes, as OVN has it (ovn-nb(5)):
+//! a connection such an ACL committed outlives changes to the ACL's match,
+//! and stops being allowed once the ACL is gone, loses the option or
+//! stops committing. An ACL is the same ACL in the next policy file by its
+//! name, or, unnamed, by its direction, priority and match
+//! (docs/firewall.md, "Policy changes").
+
+mod common;
+use common::{each, in_a_burst, plain, seg};
+
+use ctrack_core::{Config, FragConfig, Time, Tracker};
+use ctrack_policy::firewall::{AclRef, Action, Decision, DropReason, Firewall, FwOutputs, Stage};
+use ctrack_policy::model::Policy;
+use ctrack_wire::tcp::flags::{ACK, SYN};
+
+const C_IP: [u8; 4] = [10, 0, 0, 1];
+const S_IP: [u8; 4] = [10, 0, 0, 2];
+const C_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const S_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
+const OUT: ([u8; 6], [u8; 6]) = (C_MAC, S_MAC);
+const BACK: ([u8; 6], [u8; 6]) = (S_MAC, C_MAC);
+
+/// Default drop; the client and the server; the client may send anything
+/// out (from-lport `ip`, allow-related, with `egress` in its place when
+/// given); `acls` as written.
+fn policy(acls: &str, egress: &str) -> Policy {
+    let text = format!(
+        r#"
+[default]
+action = "drop"
+
+[[port]]
+name = "client"
+addresses = ["02:00:00:00:00:01 10.0.0.1"]
+
+[[port]]
+name = "server"
+addresses = ["02:00:00:00:00:02 10.0.0.2"]
+
+[[acl]]
+name = "egress"
+direction = "from-lport"
+priority = 1
+match = 'inport == "client" && ip4'
+action = "allow-related"
+{egress}
+
+{acls}
+"#
+    );
+    Policy::from_str(&text, "persist.toml").unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// The server's HTTP, allow-related, with `persist-established`, named
+/// `name` (unnamed for ""), matching `tcp.dst == {port}`, and `more`.
+fn http(name: &str, priority: u16, ports: &str, more: &str) -> String {
+    let name = match name {
+        "" => String::new(),
+        n => format!("name = \"{n}\""),
+    };
+    format!(
+        r#"
+[[acl]]
+{name}
+direction = "to-lport"
+priority = {priority}
+match = 'outport == "server" && tcp.dst == {ports}'
+action = "allow-related"
+persist-established = true
+{more}
+"#
+    )
+}
+
+fn fw(p: Policy) -> Firewall<u64> {
+    Firewall::new(Tracker::new(Config::default()), FragConfig::default(), p).unwrap()
+}
+
+/// The client's connection from port `sp` to the server's 80, opened:
+/// the SYN and the SYN-ACK.
+fn open(fw: &Firewall<u64>, sp: u16) -> Vec<Decision> {
+    let frames = [
+        seg(((C_IP, sp), (S_IP, 80)), (SYN, 1, 0), &[], OUT),
+        seg(((S_IP, 80), (C_IP, sp)), (SYN | ACK, 100, 2), &[], BACK),
+    ];
+    each(fw, &frames, &mut FwOutputs::default())
+}
+
+/// A later packet of the connection from `sp` each way.
+fn later(sp: u16) -> [Vec<u8>; 2] {
+    [
+        seg(((C_IP, sp), (S_IP, 80)), (ACK, 2, 101), b"GET", OUT),
+        seg(((S_IP, 80), (C_IP, sp)), (ACK, 101, 5), b"OK", BACK),
+    ]
+}
+
+/// What a change to `next` does to a connection `first` allowed, frame
+/// by frame and, on a second firewall, in a burst (which must agree):
+/// the later packets' (action, stage, ACL).
+fn across(first: &Policy, next: &Policy) -> Vec<(Action, Stage, AclRef)> {
+    let (one, burst) = (fw(first.clone()), fw(first.clone()));
+    for f in [&one, &burst] {
+        assert!(open(f, 1000).iter().all(|d| d.action == Action::Allow));
+        f.set_policy(next.clone()).unwrap();
+    }
+    let frames: Vec<Vec<u8>> = later(1000).into_iter().chain(later(1000)).collect();
+    let ds = each(&one, &frames, &mut FwOutputs::default());
+    let bs = in_a_burst(&burst, &frames, &mut FwOutputs::default());
+    assert_eq!(
+        ds.iter().map(plain).collect::<Vec<_>>(),
+        bs.iter().map(plain).collect::<Vec<_>>()
+    );
+    ds.iter().map(|d| (d.action, d.stage, d.acl)).collect()
+}
+
+const PERSISTED: (Action, Stage, AclRef) = (Action::Allow, Stage::Session, AclRef::Persisted);
+
+fn blocked(d: &[(Action, Stage, AclRef)]) -> bool {
+    d[0].0 == Action::Drop && d[1..].iter().all(|d| d.0 == Action::Drop)
+}
+
+/// A named ACL whose match changes so that it no longer allows the
+/// connection: the connection is left alone, reported `persisted` each
+/// way, in bursts too.
+#[test]
+fn a_named_acl_whose_match_changed_keeps_its_connections() {
+    let first = policy(&http("web", 1000, "80", ""), "");
+    let next = policy(&http("web", 1000, "8080", ""), "");
+    assert_eq!(across(&first, &next), [PERSISTED; 4]);
+    // Moved to another priority and place, still by name.
+    let moved = policy(
+        &format!(
+            "{}{}",
+            http("other", 10, "443", ""),
+            http("web", 7, "8080", "")
+        ),
+        "",
+    );
+    assert_eq!(across(&first, &moved), [PERSISTED; 4]);
+}
+
+/// The ACL gone, its option unset, or its action no longer one that
+/// commits: its connections are blocked at their next packet, either way,
+/// as OVN flushes them.
+#[test]
+fn a_connection_ends_with_its_persisting_acl() {
+    let first = policy(&http("web", 1000, "80", ""), "");
+    let gone = policy(&http("ssh", 1000, "22", ""), "");
+    let unset = policy(
+        &http("web", 1000, "8080", "").replace("persist-established = true", ""),
+        "",
+    );
+    let stateless = policy(
+        &http("web", 1000, "8080", "").replace("allow-related", "allow-stateless"),
+        "",
+    );
+    for next in [gone, unset, stateless] {
+        let d = across(&first, &next);
+        assert!(blocked(&d), "{d:?}");
+        assert_eq!(d[0].2, AclRef::Default);
+    }
+    // Blocked whichever side sends first after the change.
+    let f = fw(first.clone());
+    open(&f, 1000);
+    f.set_policy(policy(&http("ssh", 1000, "22", ""), ""))
+        .unwrap();
+    let [_, back] = later(1000);
+    let d = each(&f, &[back], &mut FwOutputs::default());
+    assert_eq!(
+        (d[0].action, d[0].reason),
+        (Action::Drop, Some(DropReason::Blocked))
+    );
+    assert_eq!(f.tracker().table_len(), 0);
+}
+
+/// An unnamed ACL is the same ACL while its direction, priority and match
+/// stay, wherever it stands in the file: kept behind a drop put above it,
+/// ended when its match changes.
+#[test]
+fn an_unnamed_acl_is_its_direction_priority_and_match() {
+    let first = policy(&http("", 1000, "80", ""), "");
+    let drop = r#"
+[[acl]]
+direction = "to-lport"
+priority = 2000
+match = 'tcp.dst == 80'
+action = "drop"
+"#;
+    let behind = policy(&format!("{drop}{}", http("", 1000, "80", "")), "");
+    assert_eq!(across(&first, &behind), [PERSISTED; 4]);
+    let changed = policy(&format!("{drop}{}", http("", 1000, "{80, 81}", "")), "");
+    assert!(blocked(&across(&first, &changed)));
+    let reprioritised = policy(&format!("{drop}{}", http("", 999, "80", "")), "");
+    assert!(blocked(&across(&first, &reprioritised)));
+    // Still allowing, it stays its ACL's (reported and counted as it).
+    let same = policy(
+        &format!("{}{}", http("x", 5, "22", ""), http("", 1000, "80", "")),
+        "",
+    );
+    let acl = AclRef::Acl(same.acls.iter().position(|a| a.priority == 1000).unwrap() as u32);
+    assert_eq!(
+        across(&first, &same),
+        [(Action::Allow, Stage::Session, acl); 4]
+    );
+}
+
+/// Each stage keeps its own ACL's persistence, as OVN's each zone: the
+/// to-lport ACL persisting holds that stage, while the from-lport stage,
+/// whose ACL does not persist, meets the new policy's ACLs.
+#[test]
+fn each_stage_persists_by_its_own_acl() {
+    let first = policy(&http("web", 1000, "80", ""), "");
+    // The client may no longer send TCP out: the from-lport stage drops
+    // the connection, whatever the to-lport ACL keeps.
+    let drop_out = r#"
+[[acl]]
+direction = "from-lport"
+priority = 100
+match = 'tcp'
+action = "drop"
+"#;
+    let next = policy(&format!("{}{drop_out}", http("web", 1000, "8080", "")), "");
+    assert!(blocked(&across(&first, &next)));
+    // With the egress ACL persisting too, both stages are held.
+    let both = policy(&http("web", 1000, "80", ""), "persist-established = true");
+    let next = policy(
+        &format!("{}{drop_out}", http("web", 1000, "8080", "")),
+        "persist-established = true",
+    );
+    assert_eq!(across(&both, &next), [PERSISTED; 4]);
+}
+
+/// A connection no persisting ACL committed does not become one a later
+/// change leaves alone because a persisting ACL allows it after a first
+/// change: OVN commits no `allow_established` to an established
+/// connection.
+#[test]
+fn persistence_comes_with_the_commit_only() {
+    let plain_http = policy(
+        &http("web", 1000, "80", "").replace("persist-established = true", ""),
+        "",
+    );
+    let f = fw(plain_http);
+    open(&f, 1000);
+    f.set_policy(policy(&http("web", 1000, "80", ""), ""))
+        .unwrap();
+    let d = each(&f, &later(1000), &mut FwOutputs::default());
+    assert!(d.iter().all(|d| d.action == Action::Allow), "{d:?}");
+    f.set_policy(policy(&http("web", 1000, "8080", ""), ""))
+        .unwrap();
+    let d = each(&f, &later(1000), &mut FwOutputs::default());
+    assert_eq!(d[0].reason, Some(DropReason::Blocked), "{d:?}");
+    // While one a persisting ACL committed is left alone by the same two
+    // changes.
+    let f = fw(policy(&http("web", 1000, "80", ""), ""));
+    open(&f, 1000);
+    f.set_policy(policy(&http("web", 1000, "80", ""), ""))
+        .unwrap();
+    each(&f, &later(1000), &mut FwOutputs::default());
+    f.set_policy(policy(&http("web", 1000, "8080", ""), ""))
+        .unwrap();
+    let d = each(&f, &later(1000), &mut FwOutputs::default());
+    assert!(d.iter().all(|d| d.acl == AclRef::Persisted), "{d:?}");
+}
+
+/// A connection whose stage's persisting ACL is gone, allowed by another
+/// persisting ACL of the new policy, takes that one's identity (OVN
+/// flushes it and commits its next packet afresh): it is left alone
+/// while that ACL lives, and blocked when it goes.
+#[test]
+fn a_connection_judged_afresh_takes_the_persisting_acl_that_allows_it() {
+    let f = fw(policy(&http("web", 1000, "80", ""), ""));
+    open(&f, 1000);
+    let web2 = http("web2", 900, "{80, 8080}", "");
+    f.set_policy(policy(&web2, "")).unwrap();
+    let d = each(&f, &later(1000), &mut FwOutputs::default());
+    assert!(
+        d.iter()
+            .all(|d| d.action == Action::Allow && d.acl == AclRef::Acl(1)),
+        "{d:?}"
+    );
+    f.set_policy(policy(&http("web2", 900, "8080", ""), ""))
+        .unwrap();
+    let d = each(&f, &later(1000), &mut FwOutputs::default());
+    assert!(d.iter().all(|d| d.acl == AclRef::Persisted), "{d:?}");
+    f.set_policy(policy(&http("web", 1000, "8080", ""), ""))
+        .unwrap();
+    let d = each(&f, &later(1000), &mut FwOutputs::default());
+    assert_eq!(d[0].reason, Some(DropReason::Blocked), "{d:?}");
+}
+
+/// The ACL that allows a connection after a change gives it its `label`,
+/// as OVN commits an established connection again to change its label;
+/// the persisting ACLs' identities sit below it in the label.
+#[test]
+fn a_change_gives_the_connection_its_new_acl_label() {
+    // The label of the connection of decision `d`, from the tracker (the
+    // firewall's verdicts of established packets carry none).
+    let label = |f: &Firewall<u64>, d: &Decision| {
+        let id = d.ct.and_then(|v| v.conn).expect("a connection");
+        let info = f.tracker().conn(id, Time::from_secs(1)).expect("live");
+        info.entry.label
+    };
+    let f = fw(policy(&http("web", 1000, "80", "label = 7"), ""));
+    let d = open(&f, 1000);
+    let first = label(&f, &d[0]);
+    assert_eq!(d[0].ct.unwrap().label, first, "a commit's verdict has it");
+    assert_eq!(first >> 96, 7);
+    assert_ne!(first & ((1 << 96) - 1), 0, "the ACL's identity");
+    f.set_policy(policy(&http("web", 1000, "80", "label = 9"), ""))
+        .unwrap();
+    let d = each(&f, &later(1000), &mut FwOutputs::default());
+    let now = label(&f, &d[0]);
+    assert_eq!(
+        (now >> 96, now & ((1 << 96) - 1)),
+        (9, first & ((1 << 96) - 1))
+    );
+    // A connection left alone keeps its label.
+    f.set_policy(policy(&http("web", 1000, "8080", "label = 11"), ""))
+        .unwrap();
+    let d = each(&f, &later(1000), &mut FwOutputs::default());
+    assert_eq!(d[0].acl, AclRef::Persisted);
+    assert_eq!(label(&f, &d[0]), now);
+}
