@@ -88,6 +88,14 @@ pub enum Finding {
         /// Why: `does not log`, or `commits no connection`.
         why: &'static str,
     },
+    /// The ACL has `persist-established` but commits no connection (it
+    /// drops, rejects, passes, or allows stateless): there is nothing to
+    /// persist (OVN honours the option on `allow-related` and `allow`
+    /// alone).
+    PersistInert {
+        /// Its name.
+        acl: String,
+    },
     /// `[copp] reject` names a meter, but no ACL rejects: it limits
     /// nothing.
     CoppWithoutReject {
@@ -142,6 +150,10 @@ impl fmt::Display for Finding {
             Finding::LogRelatedInert { acl, why } => write!(
                 f,
                 "note: ACL {acl} has log-related but {why}: it logs no reply or related packet"
+            ),
+            Finding::PersistInert { acl } => write!(
+                f,
+                "note: ACL {acl} has persist-established but commits no connection: there is nothing to persist"
             ),
             Finding::CoppWithoutReject { meter } => write!(
                 f,
@@ -272,6 +284,11 @@ pub fn analyze(p: &Policy) -> Vec<Finding> {
             acl: name.clone(),
             why,
         })
+    }));
+    out.extend(p.acls.iter().zip(&names).filter_map(|(a, name)| {
+        let commits =
+            a.action == AclAction::AllowRelated || (stateful && a.action == AclAction::Allow);
+        (a.persist_established && !commits).then(|| Finding::PersistInert { acl: name.clone() })
     }));
     out.extend(p.ports.iter().flat_map(excluded));
     if let Some(meter) = &p.copp.reject
@@ -672,6 +689,53 @@ rate = 10
         assert_eq!(
             f[0].to_string(),
             "note: address set spare is not used by any ACL"
+        );
+    }
+
+    /// `persist-established` on an ACL that commits nothing is noted;
+    /// on `allow-related`, or `allow` in a policy that tracks, it is not.
+    #[test]
+    fn persist_established_without_a_commit_is_noted() {
+        let acl = |name: &str, action: &str, persist: bool| {
+            format!(
+                "[[acl]]\nname = \"{name}\"\ndirection = \"to-lport\"\npriority = 1\nmatch = \"tcp.dst == 80\"\naction = \"{action}\"\npersist-established = {persist}\n"
+            )
+        };
+        let text = [
+            acl("related", "allow-related", true),
+            acl("allow", "allow", true),
+            acl("stateless", "allow-stateless", true),
+            acl("drop", "drop", true),
+            acl("drop-plain", "drop", false),
+        ]
+        .concat();
+        let f = analyze(&Policy::from_str(&text, "t.toml").expect("policy"));
+        let inert: Vec<_> = f
+            .iter()
+            .filter(|f| matches!(f, Finding::PersistInert { .. }))
+            .collect();
+        assert_eq!(
+            inert,
+            [
+                &Finding::PersistInert {
+                    acl: "stateless".into()
+                },
+                &Finding::PersistInert { acl: "drop".into() },
+            ]
+        );
+        assert!(!inert[0].is_warning());
+        assert_eq!(
+            inert[1].to_string(),
+            "note: ACL drop has persist-established but commits no connection: there is nothing to persist"
+        );
+        // Without a stateful ACL, `allow` commits nothing either.
+        let text = acl("allow", "allow", true);
+        let f = analyze(&Policy::from_str(&text, "t.toml").expect("policy"));
+        assert_eq!(
+            f,
+            [Finding::PersistInert {
+                acl: "allow".into()
+            }]
         );
     }
 

@@ -131,6 +131,10 @@ impl FindingJson {
                 };
                 j.acl = Some(acl.clone());
             }
+            Finding::PersistInert { acl } => {
+                j.kind = "persist_without_commit";
+                j.acl = Some(acl.clone());
+            }
             Finding::CoppWithoutReject { meter } => {
                 j.kind = "copp_without_reject";
                 j.name = Some(meter.clone());

@@ -342,6 +342,7 @@ direction = "to-lport"
 priority = 100
 match = "ip4"
 action = "drop"
+persist-established = true
 [[acl]]
 name = "v6"
 direction = "to-lport"
@@ -397,7 +398,7 @@ reject = "answers"
             j["warnings"].as_u64(),
             j["notes"].as_u64()
         ),
-        (Some(4), Some(2), Some(2))
+        (Some(4), Some(2), Some(3))
     );
     let kinds: Vec<(&str, &str)> = j["findings"]
         .as_array()
@@ -414,13 +415,15 @@ reject = "answers"
         kinds,
         [
             ("note", "unused_address_set"),
+            ("note", "persist_without_commit"),
             ("note", "copp_without_reject"),
             ("warning", "never_matches"),
             ("warning", "shadowed")
         ]
     );
-    assert_eq!(j["findings"][1]["name"].as_str(), Some("answers"));
-    let shadow = &j["findings"][3];
+    assert_eq!(j["findings"][1]["acl"].as_str(), Some("v4"));
+    assert_eq!(j["findings"][2]["name"].as_str(), Some("answers"));
+    let shadow = &j["findings"][4];
     assert_eq!(
         (
             shadow["acl"].as_str(),
@@ -434,7 +437,8 @@ reject = "answers"
         "warning: ACL odd can never match",
         "warning: ACL ssh is shadowed by v4 and v6, which rank above it and together match every packet it matches",
         "note: [copp] reject names meter answers but no ACL rejects: it limits nothing",
-        "4 ACLs (0 stateful), default allow; 2 warning(s), 2 note(s)",
+        "note: ACL v4 has persist-established but commits no connection: there is nothing to persist",
+        "4 ACLs (0 stateful), default allow; 2 warning(s), 3 note(s)",
     ] {
         assert!(text.contains(want), "{want:?} in {text}");
     }
