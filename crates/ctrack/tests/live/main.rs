@@ -12,6 +12,7 @@ mod flood;
 mod ftp;
 mod ipv6;
 mod net;
+mod persist;
 
 use std::time::{Duration, Instant};
 
@@ -686,14 +687,10 @@ fn intervals(text: &str) -> Vec<f64> {
         .collect()
 }
 
-/// An iperf3 stream keeps running through a reload that keeps it allowed
-/// and stops at once after one that removes its rule; SIGHUP and `ctl
-/// policy reload` both reload.
-#[test]
-fn iperf_through_reloads() {
-    let Some((mut net, fw)) = setup("ip", "af-packet") else {
-        return;
-    };
+/// Starts an iperf3 server (`iperfd`) and a client (`iperf`) sending to
+/// it for nine seconds at 50 Mbit/s, reporting every second, and waits
+/// until ctrack lists the stream's connection as established.
+fn iperf_stream(net: &mut Net, fw: &Fw) {
     let s = net.s.clone();
     let c = net.c.clone();
     net.spawn(&s, "iperfd", &["iperf3", "-s", "-B", SERVER_IP, "-1"]);
@@ -717,7 +714,7 @@ fn iperf_through_reloads() {
         ],
     );
     let running = Net::until(Duration::from_secs(5), || {
-        fw.ctl_ok(&net, &["list", "--dport", "5201"])
+        fw.ctl_ok(net, &["list", "--dport", "5201"])
             .contains("ESTABLISHED")
     });
     assert!(
@@ -725,6 +722,17 @@ fn iperf_through_reloads() {
         "iperf3's connection not listed: {}",
         net.stderr("iperf")
     );
+}
+
+/// An iperf3 stream keeps running through a reload that keeps it allowed
+/// and stops at once after one that removes its rule; SIGHUP and `ctl
+/// policy reload` both reload.
+#[test]
+fn iperf_through_reloads() {
+    let Some((mut net, fw)) = setup("ip", "af-packet") else {
+        return;
+    };
+    iperf_stream(&mut net, &fw);
     std::thread::sleep(Duration::from_millis(2500));
     // A reload that keeps the stream allowed (one ACL more), by SIGHUP.
     let keep = policy(
