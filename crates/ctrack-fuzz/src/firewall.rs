@@ -22,7 +22,7 @@ use crate::Probe;
 /// source NAT with the FTP and TFTP gateways, a default allow that
 /// commits, ports in zones of their own, and sessions of several ACLs
 /// side by side.
-pub const FIREWALL_POLICIES: [&str; 7] = [
+pub const FIREWALL_POLICIES: [&str; 8] = [
     // A security group: each port may send anything out; the server
     // takes a few services in, and connections to them outlive the
     // change to the next policy (`persist-established`, the ACL kept by
@@ -96,6 +96,43 @@ priority = 100
 match = 'outport == "b" && tcp.dst == {21, 22}'
 action = "allow-related"
 alg = "ftp"
+persist-established = true
+[[acl]]
+direction = "from-lport"
+priority = 100
+match = 'arp'
+action = "allow-stateless"
+[[acl]]
+direction = "to-lport"
+priority = 100
+match = 'arp'
+action = "allow-stateless"
+"#,
+    // The first one's ports and zones again, with neither of the first
+    // two's persisting ACLs: the connections they left alone are judged as
+    // any other now (the `services` ACL gone), blocked or allowed by this
+    // one's SSH ACL, which persists under an identity of its own.
+    r#"[default]
+action = "drop"
+[[port]]
+name = "a"
+addresses = ["{A}"]
+zone = 1
+[[port]]
+name = "b"
+addresses = ["{B}"]
+zone = 2
+[[acl]]
+direction = "from-lport"
+priority = 10
+match = 'ip'
+action = "allow-related"
+[[acl]]
+name = "ssh"
+direction = "to-lport"
+priority = 100
+match = 'outport == "b" && tcp.dst == 22'
+action = "allow-related"
 persist-established = true
 [[acl]]
 direction = "from-lport"
@@ -639,8 +676,8 @@ mod tests {
                 c.takes_words()
             })
             .collect();
-        // A gateway in the second, `tcp.flags` in the third,
-        // translations in the fourth, both ports in one zone in the last.
-        assert_eq!(takes, [true, false, false, false, true, true, false]);
+        // A gateway in the second, `tcp.flags` in the fourth,
+        // translations in the fifth, both ports in one zone in the last.
+        assert_eq!(takes, [true, false, true, false, false, true, true, false]);
     }
 }
