@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::net::{CLIENT_IP, CLIENT_MAC, Net, SERVER_IP};
-use super::{SNAT_IP, first_lines, policy, setup};
+use super::{SNAT_IP, first_lines, hup, policy, setup};
 
 /// Starts pyftpdlib on the server, serving one file of `len` bytes, and
 /// has the server answer the SNAT address at the client's MAC, as a router
@@ -136,12 +136,7 @@ fn ftp_transfers_outlive_a_reload_that_keeps_ftp() {
             "\n[[acl]]\nname = \"ssh{n}\"\ndirection = \"to-lport\"\npriority = 900\n\
              match = \"outport == \\\"server\\\" && tcp.dst == 22\"\naction = \"allow-related\"\n"
         );
-        net.file("policy.toml", &policy(true, &extra));
-        net.signal("ctrack", "HUP");
-        let reloaded = Net::until(Duration::from_secs(3), || {
-            net.stderr("ctrack").matches("policy reloaded").count() == n
-        });
-        assert!(reloaded, "SIGHUP: {}", net.stderr("ctrack"));
+        hup(&net, &policy(true, &extra), n);
         let st = net.wait(&name, Duration::from_secs(25));
         let got = std::fs::read_to_string(&out).unwrap_or_default();
         assert!(

@@ -746,30 +746,44 @@ match = "outport == \"server\" && tcp.dst == 22"
 action = "allow-related"
 "#,
     );
-    net.file("policy.toml", &keep);
-    net.signal("ctrack", "HUP");
-    let reloaded = Net::until(Duration::from_secs(3), || {
-        net.stderr("ctrack").contains("policy reloaded")
-    });
-    assert!(reloaded, "SIGHUP: {}", net.stderr("ctrack"));
+    hup(&net, &keep, 1);
     std::thread::sleep(Duration::from_millis(2500));
-    let before = intervals(&net.stdout("iperf"));
     // A reload that removes the stream's rule, by the control socket.
     let cut = net.file("cut.toml", &policy(false, ""));
-    fw.ctl_ok(&net, &["policy", "reload", &cut.display().to_string()]);
+    iperf_cut_by(&mut net, &fw, &cut, "its rule was removed");
+}
+
+/// Writes `text` as the policy file and sends ctrack SIGHUP, then waits
+/// until it has said `policy reloaded` `n` times in all.
+fn hup(net: &Net, text: &str, n: usize) {
+    net.file("policy.toml", text);
+    net.signal("ctrack", "HUP");
+    let reloaded = Net::until(Duration::from_secs(3), || {
+        net.stderr("ctrack").matches("policy reloaded").count() == n
+    });
+    assert!(reloaded, "SIGHUP: {}", net.stderr("ctrack"));
+}
+
+/// Reloads the policy file `cut` through the control socket while the
+/// iperf3 stream of [`iperf_stream`] runs, and checks that the stream had
+/// carried bytes every second until then and carries none from the
+/// second after (`why`: what the reload did to it).
+fn iperf_cut_by(net: &mut Net, fw: &Fw, cut: &std::path::Path, why: &str) {
+    let before = intervals(&net.stdout("iperf"));
+    fw.ctl_ok(net, &["policy", "reload", &cut.display().to_string()]);
     let t_cut = before.len();
     let _ = net.wait("iperf", Duration::from_secs(20));
     let all = intervals(&net.stdout("iperf"));
     assert!(t_cut >= 4, "intervals before the cut: {before:?}");
     assert!(
         before.iter().all(|b| *b > 0.0),
-        "the stream stalled before its rule went: {before:?}"
+        "the stream stalled before {why}: {before:?}"
     );
     // At most the interval the cut fell in carries bytes after it.
     let after: Vec<f64> = all.iter().skip(t_cut + 1).copied().collect();
     assert!(
         !after.is_empty() && after.iter().all(|b| *b == 0.0),
-        "the stream went on after its rule was removed: {all:?}"
+        "the stream went on after {why}: {all:?}"
     );
 }
 

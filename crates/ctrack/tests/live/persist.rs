@@ -4,8 +4,7 @@
 
 use std::time::Duration;
 
-use super::net::Net;
-use super::{intervals, iperf_stream, policy, setup_with};
+use super::{hup, iperf_cut_by, iperf_stream, policy, setup_with};
 
 /// The iperf3 ACL, named `iperf` (its identity across reloads), taking
 /// TCP `port` on the server, with `persist-established` or without.
@@ -34,27 +33,9 @@ fn a_persisted_stream_outlives_its_match_and_ends_with_the_option() {
         .find(|l| l.contains("dport=5201") && l.contains("labels=0x"))
         .unwrap_or_else(|| panic!("the stream's connection has no label: {dump}"));
     std::thread::sleep(Duration::from_millis(1500));
-    net.file("policy.toml", &policy(false, &iperf_acl(5202, true)));
-    net.signal("ctrack", "HUP");
-    let reloaded = Net::until(Duration::from_secs(3), || {
-        net.stderr("ctrack").contains("policy reloaded")
-    });
-    assert!(reloaded, "SIGHUP: {}", net.stderr("ctrack"));
+    hup(&net, &policy(false, &iperf_acl(5202, true)), 1);
     std::thread::sleep(Duration::from_millis(2500));
-    let before = intervals(&net.stdout("iperf"));
     let unset = net.file("unset.toml", &policy(false, &iperf_acl(5202, false)));
-    fw.ctl_ok(&net, &["policy", "reload", &unset.display().to_string()]);
-    let t_cut = before.len();
-    let _ = net.wait("iperf", Duration::from_secs(20));
-    let all = intervals(&net.stdout("iperf"));
-    assert!(t_cut >= 4, "intervals before the cut: {before:?}");
-    assert!(
-        before.iter().all(|b| *b > 0.0),
-        "the stream stalled after its ACL's match changed: {before:?} ({line})"
-    );
-    let after: Vec<f64> = all.iter().skip(t_cut + 1).copied().collect();
-    assert!(
-        !after.is_empty() && after.iter().all(|b| *b == 0.0),
-        "the stream went on after the option was unset: {all:?}"
-    );
+    let why = format!("the option was unset (labelled: {line})");
+    iperf_cut_by(&mut net, &fw, &unset, &why);
 }
