@@ -76,7 +76,8 @@ pub fn label_of(ids: [u64; 2]) -> u128 {
 /// One policy's persisting ACLs.
 #[derive(Debug, Default)]
 pub(super) struct Persisting {
-    /// Each ACL's identity where it persists what it commits, else 0.
+    /// Each ACL's identity where it persists what it commits, else 0
+    /// (empty where none has the option).
     ids: Vec<u64>,
     /// The identities of the policy's persisting ACLs.
     live: HashSet<u64>,
@@ -91,6 +92,15 @@ impl Persisting {
     /// policy tracks, `allow` (as northd, which honours the option on
     /// both).
     pub(super) fn new(policy: &Policy, tracking: bool) -> Persisting {
+        let labels = policy.acls.iter().any(|a| a.label.is_some());
+        if !policy.acls.iter().any(|a| a.persist_established) {
+            // No table for a policy without the option (of up to a
+            // million ACLs).
+            return Persisting {
+                labels,
+                ..Persisting::default()
+            };
+        }
         let ids: Vec<u64> = (policy.acls.iter())
             .map(|a| {
                 let commits = match a.action {
@@ -106,11 +116,7 @@ impl Persisting {
             })
             .collect();
         let live = ids.iter().copied().filter(|&i| i != 0).collect();
-        Persisting {
-            ids,
-            live,
-            labels: policy.acls.iter().any(|a| a.label.is_some()),
-        }
+        Persisting { ids, live, labels }
     }
 
     /// The identity of ACL `acl` where it persists what it commits, else
