@@ -34,7 +34,9 @@ pub struct Verdict {
     pub zone: Zone,
     /// The connection's mark (0 without a connection).
     pub mark: u32,
-    /// The connection's label (0 without a connection).
+    /// The connection's label (0 without a connection, and for an
+    /// established, reply or related packet looked up with
+    /// [`CtAction::skip_label`](crate::CtAction::skip_label)).
     pub label: u128,
     /// The connection, if the packet has one (found or just committed).
     pub conn: Option<ConnId>,

@@ -298,9 +298,10 @@ impl Compiled {
             && !has_alg
             && shared_zone(&policy).is_none()
             && policy.acls.iter().all(|a| flow_constant(&a.expr));
+        let tracking = policy.has_stateful();
         Ok(Compiled {
-            tracking: policy.has_stateful(),
-            persisting: Persisting::new(&policy, policy.has_stateful()),
+            tracking,
+            persisting: Persisting::new(&policy, tracking),
             has_nat,
             has_alg,
             new_by_word,
