@@ -141,12 +141,12 @@ pub struct CtAction {
     /// classify as the packet came, before the NAT, as OVN's ACL stages do;
     /// the commit that follows translates it. Not part of the text form.
     pub untranslated_new: bool,
-    /// An established, reply or related packet of an existing connection
-    /// gets no label in its verdict ([`crate::Verdict::label`] 0): a
-    /// connection with a label keeps it in its extension, one more
-    /// dependent load a packet, which a caller that does not read the
-    /// labels of those packets (the firewall's lookups) leaves out. A
-    /// `+new` packet's verdict and a commit's have it still. Not part of
+    /// A packet of an existing connection that is not `+new` gets no
+    /// label in its verdict ([`crate::Verdict::label`] 0): a connection
+    /// with a label keeps it in its extension, one more dependent load a
+    /// packet, which a caller that does not read the labels of those
+    /// packets (the firewall's lookups) leaves out. A `+new` packet's
+    /// verdict, a commit's and an ICMP error's have it still. Not part of
     /// the text form.
     pub skip_label: bool,
 }

@@ -34,9 +34,9 @@ pub struct Verdict {
     pub zone: Zone,
     /// The connection's mark (0 without a connection).
     pub mark: u32,
-    /// The connection's label (0 without a connection, and for an
-    /// established, reply or related packet looked up with
-    /// [`CtAction::skip_label`](crate::CtAction::skip_label)).
+    /// The connection's label (0 without a connection, and for a packet
+    /// of a connection that is not `+new`, an ICMP error about one aside,
+    /// looked up with [`CtAction::skip_label`](crate::CtAction::skip_label)).
     pub label: u128,
     /// The connection, if the packet has one (found or just committed).
     pub conn: Option<ConnId>,
