@@ -167,8 +167,8 @@ pub struct Decision {
     /// Why it was dropped, when it was.
     pub reason: Option<DropReason>,
     /// The tracker's verdict, when the packet was tracked. Its `label` is
-    /// the connection's for a `+new` packet and a commit only: the
-    /// firewall's lookups leave it out of the others'
+    /// the connection's for a `+new` packet, an ICMP error and a commit
+    /// only: the firewall's lookups leave it out of the others'
     /// (`CtAction::skip_label`); `Tracker::conn` has it.
     pub ct: Option<Verdict>,
     /// The deciding ACL asked for its decisions to be logged.
