@@ -220,6 +220,12 @@ impl Tracker {
 
     /// Memory held by the connection tables and zone state, from their own
     /// accounting (a slot's and a chunk's size: the IPv4 table's).
+    ///
+    /// A connection's extension is not in it: allocated apart, on first
+    /// use, for a connection with a label, a translation, a gateway or a
+    /// control connection, 64 bytes (80 with the allocator's header; more
+    /// with a gateway's state). `ctrack bench memory --label` and `--nat`
+    /// measure it by the resident set.
     pub fn memory(&self) -> ctrack_table::MemoryStats {
         // No pin held here: `Table::memory` waits for shard locks.
         let a = self.v4.memory();

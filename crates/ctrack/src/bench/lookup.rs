@@ -239,62 +239,77 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
 /// (through source NAT with `nat`: the answer goes to the translated
 /// address).
 fn fill(tracker: &Tracker, n: u64, threads: usize, nat: bool, v6: bool, now: Time) -> Result<()> {
-    let snat: CtAction = if v6 { SNAT6 } else { SNAT }
-        .parse()
-        .expect("a valid action");
-    let action = &if nat { snat } else { CtAction::commit(0) };
+    fill_with(tracker, n, threads, &commit_action(nat, v6), nat, v6, now)
+}
+
+/// What [`fill`] commits with: in zone 0, through source NAT with `nat`.
+pub(crate) fn commit_action(nat: bool, v6: bool) -> CtAction {
+    match nat {
+        true => if v6 { SNAT6 } else { SNAT }
+            .parse()
+            .expect("a valid action"),
+        false => CtAction::commit(0),
+    }
+}
+
+/// [`fill`] with the committing `action` given (`nat`: it translates the
+/// source, so the answer goes to the translated address).
+fn fill_with(
+    tracker: &Tracker,
+    n: u64,
+    threads: usize,
+    action: &CtAction,
+    nat: bool,
+    v6: bool,
+    now: Time,
+) -> Result<()> {
     std::thread::scope(|s| {
         for t in 0..threads {
             spawn(s, t, threads, move || {
-                let t = t as u64;
-                let mut verdicts = Vec::with_capacity(BATCH);
-                let mut stats = Stats::default();
-                let mine: Vec<u64> = (t..n).step_by(threads).collect();
-                for cs in mine.chunks(BATCH / 2) {
-                    if nat {
-                        let mut frames: Vec<Vec<u8>> =
-                            cs.iter().map(|&c| packets::udp_of(c, false, v6)).collect();
-                        let mut vs = vec![Verdict::default(); frames.len()];
-                        let link = LinkType::Ethernet;
-                        tracker.process_burst_mut(
-                            &mut frames,
-                            link,
-                            action,
-                            now,
-                            &mut vs,
-                            &mut stats,
-                        );
-                        frames.iter_mut().for_each(|f| packets::swap_of(f, v6));
-                        tracker.process_burst_mut(
-                            &mut frames,
-                            link,
-                            action,
-                            now,
-                            &mut vs,
-                            &mut stats,
-                        );
-                        continue;
-                    }
-                    let frames: Vec<Vec<u8>> = cs
-                        .iter()
-                        .map(|&c| packets::udp_of(c, false, v6))
-                        .chain(cs.iter().map(|&c| packets::udp_of(c, true, v6)))
-                        .collect();
-                    let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-                    verdicts.clear();
-                    tracker.process_batch(
-                        &refs,
-                        LinkType::Ethernet,
-                        action,
-                        now,
-                        &mut verdicts,
-                        &mut stats,
-                    );
-                }
+                let mine = (t as u64..n).step_by(threads);
+                fill_these(tracker, mine, action, nat, v6, now);
             })?;
         }
         Ok(())
     })
+}
+
+/// Commits and answers connections `conns` on the calling thread, as
+/// [`fill_with`] does.
+pub(crate) fn fill_these(
+    tracker: &Tracker,
+    conns: impl Iterator<Item = u64>,
+    action: &CtAction,
+    nat: bool,
+    v6: bool,
+    now: Time,
+) {
+    let mut verdicts = Vec::with_capacity(BATCH);
+    let mut stats = Stats::default();
+    let mut cs = Vec::with_capacity(BATCH / 2);
+    let mut conns = conns.peekable();
+    while conns.peek().is_some() {
+        cs.clear();
+        cs.extend(conns.by_ref().take(BATCH / 2));
+        let link = LinkType::Ethernet;
+        if nat {
+            let mut frames: Vec<Vec<u8>> =
+                cs.iter().map(|&c| packets::udp_of(c, false, v6)).collect();
+            let mut vs = vec![Verdict::default(); frames.len()];
+            tracker.process_burst_mut(&mut frames, link, action, now, &mut vs, &mut stats);
+            frames.iter_mut().for_each(|f| packets::swap_of(f, v6));
+            tracker.process_burst_mut(&mut frames, link, action, now, &mut vs, &mut stats);
+            continue;
+        }
+        let frames: Vec<Vec<u8>> = cs
+            .iter()
+            .map(|&c| packets::udp_of(c, false, v6))
+            .chain(cs.iter().map(|&c| packets::udp_of(c, true, v6)))
+            .collect();
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        verdicts.clear();
+        tracker.process_batch(&refs, link, action, now, &mut verdicts, &mut stats);
+    }
 }
 
 /// A thread's frames, [`stride`] bytes apart.

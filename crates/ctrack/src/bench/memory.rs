@@ -2,15 +2,20 @@
 //! included, from two accountings: the table's own (index buckets, record
 //! slots, zone state) and the process's resident set (`/proc/self/statm`)
 //! before and after filling.
+//!
+//! `--label` commits every connection with a label (as an ACL's `label`
+//! or `persist-established` does) and `--nat` through source NAT: each
+//! then takes its extension, allocated apart from the table, which only
+//! the resident set counts.
 
 use std::io::Write;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use ctrack_core::{Config, CtAction, LinkType, Stats, Time, Tracker};
+use ctrack_core::{Config, Masked, Time, Tracker};
 use serde::Serialize;
 
-use super::{Machine, packets};
+use super::Machine;
 use crate::args::{MAX_CONNS, bounded};
 
 /// Arguments of `ctrack bench memory`.
@@ -28,6 +33,14 @@ pub struct MemoryArgs {
     /// workers, `Config::shards_for`).
     #[arg(long, value_parser = crate::args::power_of_two(ctrack_core::MAX_SHARDS))]
     pub shards: Option<usize>,
+    /// Commit every connection with a nonzero label, as the firewall does
+    /// for an ACL with `label` or `persist-established`.
+    #[arg(long)]
+    pub label: bool,
+    /// Commit every connection through source NAT (to an address of
+    /// 198.51.0.0/16), as an ACL's `nat` does.
+    #[arg(long)]
+    pub nat: bool,
 }
 
 impl MemoryArgs {
@@ -56,6 +69,8 @@ struct MemoryJson {
     conns: u64,
     max_conns: usize,
     shards: usize,
+    label: bool,
+    nat: bool,
     table_bytes: usize,
     table_bytes_per_conn: f64,
     index_bytes: usize,
@@ -88,23 +103,16 @@ pub(crate) fn run(a: &MemoryArgs, json: bool, out: &mut dyn Write) -> Result<()>
         ..Config::default()
     });
     let before = rss_bytes()?;
-    let action = CtAction::commit(0);
-    let now = Time::from_secs(1);
-    let mut verdicts = Vec::with_capacity(2);
-    let mut stats = Stats::default();
-    for c in 0..a.conns {
-        let f = [packets::udp(c, false), packets::udp(c, true)];
-        let refs = [f[0].as_slice(), f[1].as_slice()];
-        verdicts.clear();
-        tracker.process_batch(
-            &refs,
-            LinkType::Ethernet,
-            &action,
-            now,
-            &mut verdicts,
-            &mut stats,
-        );
+    let mut action = super::lookup::commit_action(a.nat, false);
+    if a.label {
+        // Both persisting ACLs' identities and an ACL's label, as the
+        // firewall writes them.
+        action.label = Some(Masked::new(7 << 96 | 1 << 48 | 1, u128::MAX));
     }
+    // On this thread: another would add its stack and its allocator's
+    // arena to the resident set.
+    let now = Time::from_secs(1);
+    super::lookup::fill_these(&tracker, 0..a.conns, &action, a.nat, false, now);
     let after = rss_bytes()?;
     if tracker.table_len() as u64 != a.conns {
         bail!(
@@ -119,6 +127,8 @@ pub(crate) fn run(a: &MemoryArgs, json: bool, out: &mut dyn Write) -> Result<()>
         conns: a.conns,
         max_conns: max,
         shards,
+        label: a.label,
+        nat: a.nat,
         table_bytes: m.total(),
         table_bytes_per_conn: m.total() as f64 / a.conns as f64,
         index_bytes: m.index_bytes,
@@ -135,10 +145,12 @@ pub(crate) fn run(a: &MemoryArgs, json: bool, out: &mut dyn Write) -> Result<()>
     }
     writeln!(
         out,
-        "memory: {} IPv4 connections (limit {}, {} shards): {:.1} bytes/connection by the table's \
+        "memory: {} IPv4 connections{}{} (limit {}, {} shards): {:.1} bytes/connection by the table's \
          accounting (index {:.1}, records {:.1}, other {:.1}); {:.1} bytes/connection by resident \
          set growth",
         a.conns,
+        if a.label { ", labelled" } else { "" },
+        if a.nat { ", source NAT" } else { "" },
         max,
         shards,
         j.table_bytes_per_conn,
