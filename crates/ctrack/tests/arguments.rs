@@ -815,7 +815,7 @@ fn the_stage_benchmark_runs_on_threads() {
 /// (each connection's reply tuple has an entry of its own); the extension
 /// either takes, allocated apart from the table, shows in the resident
 /// set only: at least 48 bytes a connection more than plain ones (it is
-/// 64, 80 with the allocator's header).
+/// 40, 48 with the allocator's header).
 #[test]
 fn memory_counts_what_labels_and_translation_add() {
     let run = |extra: &[&str]| {

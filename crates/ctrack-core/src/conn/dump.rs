@@ -6,7 +6,7 @@ use core::fmt;
 use ctrack_table::Guard;
 use ctrack_wire::ip_proto;
 
-use crate::conn::{Conn, Counters};
+use crate::conn::{Conn, Counters, Ext};
 use crate::key::{Addr, Dir};
 use crate::key::{ConnKey, Zone};
 use crate::time::Time;
@@ -108,12 +108,12 @@ impl Entry {
             label: conn.label(guard),
             state: conn.proto_state().state_name(),
             timeout: Time::from_millis(expires).millis_since(now) / 1000,
-            helper: ext.and_then(|e| e.helper.as_deref()).map(|h| h.alg.name()),
+            helper: ext.and_then(Ext::helper).map(|h| h.alg.name()),
             master: ext
-                .and_then(|e| e.master)
+                .and_then(Ext::master)
                 .map(|m| m.to_key(zone, proto).to_string()),
             master_tuple: ext
-                .and_then(|e| e.master)
+                .and_then(Ext::master)
                 .map(|m| EntryTuple::new(&m.to_key(zone, proto), Counters::default())),
         }
     }

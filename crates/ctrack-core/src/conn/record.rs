@@ -119,12 +119,8 @@ impl<A: Addr> Conn<A> {
         self.counters[3].store(0, Relaxed);
         let reply = setup.reply.filter(|r| *r != key.tuple.reverse());
         self.ext.set((reply.is_some() || special).then(|| {
-            Box::new(Ext {
-                label: Default::default(),
-                reply,
-                helper: setup.helper.take().map(Box::new),
-                master: setup.master,
-            })
+            let reply = reply.unwrap_or_else(|| key.tuple.reverse());
+            Box::new(Ext::new(reply, setup.helper.take(), setup.master))
         }));
     }
 
@@ -142,7 +138,7 @@ impl<A: Addr> Conn<A> {
 
     /// True if an expectation let it in (every packet is `rel`).
     pub(crate) fn expected(&self, guard: &Guard) -> bool {
-        self.special() && self.ext(guard).is_some_and(|e| e.master.is_some())
+        self.special() && self.ext(guard).is_some_and(|e| e.master().is_some())
     }
 
     /// The original-direction tuple.
@@ -195,8 +191,7 @@ impl<A: Addr> Conn<A> {
     /// The reply tuple.
     pub fn reply(&self, guard: &Guard) -> Tuple<A> {
         self.ext(guard)
-            .and_then(|e| e.reply)
-            .unwrap_or_else(|| self.orig.reverse())
+            .map_or_else(|| self.orig.reverse(), Ext::reply)
     }
 
     /// The direction `key` travels in this connection, if it belongs to it.
@@ -213,8 +208,8 @@ impl<A: Addr> Conn<A> {
         // it (a dependent load a reply packet).
         let reply = match self.nat_bits() {
             0 => self.orig.reverse(),
-            _ => match self.ext.get(guard).and_then(|e| e.reply) {
-                Some(r) => r,
+            _ => match self.ext.get(guard) {
+                Some(e) => e.reply(),
                 None => self.orig.reverse(),
             },
         };
@@ -292,7 +287,10 @@ impl<A: Addr> Conn<A> {
         if new == old {
             return;
         }
-        self.ext.get_or_init(guard, Box::default).set_label(new);
+        let reply = self.orig.reverse();
+        self.ext
+            .get_or_init(guard, || Box::new(Ext::new(reply, None, None)))
+            .set_label(new);
     }
 
     /// Counts a packet. Entry lock held.
@@ -490,8 +488,10 @@ mod tests {
         // The first cache line holds the lock, key, expiry, mark and word.
         assert_eq!(core::mem::offset_of!(Conn<u32>, word), 56);
         assert_eq!(core::mem::offset_of!(Conn<u32>, state), 64);
-        // A translated connection's extension is one cache line.
-        assert_eq!(core::mem::size_of::<Ext<u32>>(), 64);
+        // An extension takes 48 bytes of the allocator for IPv4 (80 for
+        // IPv6): its own 40 (64) and a header, rounded up to 16.
+        assert_eq!(core::mem::size_of::<Ext<u32>>(), 40);
+        assert_eq!(core::mem::size_of::<Ext<V6>>(), 64);
     }
 
     #[test]

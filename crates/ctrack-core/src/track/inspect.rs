@@ -223,8 +223,9 @@ impl Tracker {
     ///
     /// A connection's extension is not in it: allocated apart, on first
     /// use, for a connection with a label, a translation, a gateway or a
-    /// control connection, 64 bytes (80 with the allocator's header; more
-    /// with a gateway's state). `ctrack bench memory --label` and `--nat`
+    /// control connection, 40 bytes for IPv4 (48 with the allocator's
+    /// header; IPv6 64 and 80; more with a gateway's state or a master's
+    /// tuple). `ctrack bench memory --label` and `--nat`
     /// measure it by the resident set.
     pub fn memory(&self) -> ctrack_table::MemoryStats {
         // No pin held here: `Table::memory` waits for shard locks.

@@ -642,7 +642,7 @@ impl Tracker {
             h.entry
                 .record()
                 .ext(cx.guard)
-                .is_some_and(|x| x.helper.is_some())
+                .is_some_and(|x| x.helper().is_some())
         })
     }
 

@@ -121,7 +121,7 @@ impl Shared {
         if c.special() {
             let guard = pin();
             if c.ext(&guard)
-                .and_then(|e| e.helper.as_deref())
+                .and_then(Ext::helper)
                 .is_some_and(Helper::counted)
             {
                 self.seqadj.fetch_sub(1, Relaxed);
@@ -174,10 +174,13 @@ impl<A: Addr> Context<Conn<A>> for Shared {
         let primary = self
             .hasher
             .hash_tuple(c.zone(), c.generation(), c.proto(), c.orig());
-        let secondary = c.ext(guard).and_then(|e: &Ext<A>| e.reply).map(|r| {
-            self.hasher
-                .hash_tuple(c.zone(), c.generation(), c.proto(), &r)
-        });
+        let secondary = c
+            .ext(guard)
+            .and_then(|e: &Ext<A>| e.own_reply(c.orig()))
+            .map(|r| {
+                self.hasher
+                    .hash_tuple(c.zone(), c.generation(), c.proto(), &r)
+            });
         Hashes { primary, secondary }
     }
 

@@ -63,7 +63,7 @@ impl Tracker {
         if v.inspect
             && !related
             && v.invalid.is_none()
-            && let Some(h) = c.ext(guard).and_then(|x| x.helper.as_deref())
+            && let Some(h) = c.ext(guard).and_then(|x| x.helper())
         {
             let control = Control {
                 id,
@@ -128,7 +128,7 @@ impl Tracker {
         if !c.special() {
             return;
         }
-        if let Some(h) = c.ext(guard).and_then(|x| x.helper.as_deref()) {
+        if let Some(h) = c.ext(guard).and_then(|x| x.helper()) {
             gateway::restore_ack(h, dir, frame, ip);
         }
     }
