@@ -158,9 +158,25 @@ impl<R: Record> fmt::Debug for Table<R> {
 impl<R: Record> Table<R> {
     /// An empty table.
     pub fn new(cfg: TableConfig) -> Table<R> {
+        Self::with_slots_for(cfg, cfg.capacity)
+    }
+
+    /// An empty table whose index is sized for `cfg.capacity` records and
+    /// whose record slots are laid out for `records` (at least the
+    /// capacity): for a table that starts small and may grow large.
+    ///
+    /// A shard's slots come in chunks allocated on first use: 256 of a
+    /// 256th of its share of `records` each, then chunks that double. A
+    /// shard grown past its share by doubling chunks may leave up to half
+    /// of the last one unused (and written: each slot is initialised when
+    /// its chunk is made). So a table that may grow to far more than its
+    /// capacity takes its slots' layout from what it may grow to: its
+    /// first record in a shard then allocates a chunk of a 256th of that
+    /// shard's share of `records`.
+    pub fn with_slots_for(cfg: TableConfig, records: usize) -> Table<R> {
         let n = cfg.shards.clamp(1, MAX_SHARDS).next_power_of_two();
         let buckets = Self::buckets_for(cfg.capacity, n);
-        let share = cfg.capacity.div_ceil(n);
+        let share = records.max(cfg.capacity).div_ceil(n);
         let arena = Arc::new(Arena::default());
         Table {
             shards: (0..n).map(|_| Shard::new(buckets, share, &arena)).collect(),

@@ -382,6 +382,42 @@ fn shards_grow_past_their_sizing() {
     }
 }
 
+/// A table whose slots are laid out for what it may grow to holds as many
+/// records as one that grew by doubling chunks, in fewer slot bytes: at
+/// most one chunk partly empty a shard, against up to half of the last
+/// doubling chunk (and their records are found alike).
+#[test]
+fn slots_laid_out_for_growth_leave_no_doubling_chunk_half_empty() {
+    let (shards, n) = (2usize, size(40_000, 300));
+    let cfg = TableConfig {
+        shards,
+        capacity: 16,
+    };
+    let grown = Table::<Rec>::new(cfg);
+    let laid_out = Table::<Rec>::with_slots_for(cfg, n as usize);
+    for t in [&grown, &laid_out] {
+        for i in 1..=n {
+            insert(t, i, 0, 0, 100_000);
+        }
+        for i in (1..=n).step_by(7) {
+            assert!(find(t, i).is_some());
+        }
+    }
+    let slot = size_of::<Rec>();
+    let (a, b) = (grown.memory().record_bytes, laid_out.memory().record_bytes);
+    // Each shard's share of `n` (a hash spreads them about evenly) in
+    // chunks of a 256th of it, rounded up to a power of two slots: at
+    // most one chunk a shard partly empty, and at most twice the share.
+    let share = (n as usize).div_ceil(shards);
+    let chunk = (share / 256).next_power_of_two().max(4096 / slot).max(32);
+    assert!(
+        b <= (n as usize + shards * 2 * chunk) * slot,
+        "{b} bytes of slots for {n} records of {slot}"
+    );
+    // (Under Miri's few records both take the smallest chunks.)
+    assert!(b < a || cfg!(miri), "laid out {b}, grown {a}");
+}
+
 #[test]
 fn reserve_rebuilds_the_index() {
     let t = Table::<Rec>::new(TableConfig {

@@ -830,6 +830,7 @@ fn memory_counts_what_labels_and_translation_add() {
         assert_eq!(v["conns"], 100000, "{args:?}");
         assert_eq!(v["label"], extra.contains(&"--label"), "{args:?}");
         assert_eq!(v["nat"], extra.contains(&"--nat"), "{args:?}");
+        assert_eq!(v["ipv6"], false, "{args:?}");
         let index = v["index_bytes"].as_u64().expect("index_bytes");
         let rss = v["rss_bytes_per_conn"]
             .as_f64()
@@ -845,6 +846,19 @@ fn memory_counts_what_labels_and_translation_add() {
         nat_index * 2 >= plain_index * 3,
         "{nat_index} against {plain_index}"
     );
+    // IPv6 connections fill the IPv6 table, whose records are 152 bytes
+    // (the IPv4 table's index stays, allocated for the limit).
+    let out = ctrack(&["bench", "--json", "memory", "--conns", "20000", "--ipv6"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(v["ipv6"], true);
+    let records = v["record_bytes"].as_u64().expect("record_bytes");
+    assert!(records >= 152 * 20000, "{records} bytes of records");
     for (what, rss) in [("--label", label_rss), ("--nat", nat_rss)] {
         assert!(
             rss >= plain_rss + 32.0,

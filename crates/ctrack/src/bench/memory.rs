@@ -6,7 +6,8 @@
 //! `--label` commits every connection with a label (as an ACL's `label`
 //! or `persist-established` does) and `--nat` through source NAT: each
 //! then takes its extension, allocated apart from the table, which only
-//! the resident set counts.
+//! the resident set counts. `--ipv6` fills the IPv6 table instead
+//! (fd00::/16 addresses; translated to fd01::/112).
 
 use std::io::Write;
 
@@ -41,6 +42,10 @@ pub struct MemoryArgs {
     /// 198.51.0.0/16), as an ACL's `nat` does.
     #[arg(long)]
     pub nat: bool,
+    /// IPv6 connections (fd00::/16; with `--nat`, to fd01::/112) instead
+    /// of IPv4.
+    #[arg(long)]
+    pub ipv6: bool,
 }
 
 impl MemoryArgs {
@@ -71,6 +76,7 @@ struct MemoryJson {
     shards: usize,
     label: bool,
     nat: bool,
+    ipv6: bool,
     table_bytes: usize,
     table_bytes_per_conn: f64,
     index_bytes: usize,
@@ -103,7 +109,7 @@ pub(crate) fn run(a: &MemoryArgs, json: bool, out: &mut dyn Write) -> Result<()>
         ..Config::default()
     });
     let before = rss_bytes()?;
-    let mut action = super::lookup::commit_action(a.nat, false);
+    let mut action = super::lookup::commit_action(a.nat, a.ipv6);
     if a.label {
         // Both persisting ACLs' identities and an ACL's label, as the
         // firewall writes them.
@@ -112,7 +118,7 @@ pub(crate) fn run(a: &MemoryArgs, json: bool, out: &mut dyn Write) -> Result<()>
     // On this thread: another would add its stack and its allocator's
     // arena to the resident set.
     let now = Time::from_secs(1);
-    super::lookup::fill_these(&tracker, 0..a.conns, &action, a.nat, false, now);
+    super::lookup::fill_these(&tracker, 0..a.conns, &action, a.nat, a.ipv6, now);
     let after = rss_bytes()?;
     if tracker.table_len() as u64 != a.conns {
         bail!(
@@ -129,6 +135,7 @@ pub(crate) fn run(a: &MemoryArgs, json: bool, out: &mut dyn Write) -> Result<()>
         shards,
         label: a.label,
         nat: a.nat,
+        ipv6: a.ipv6,
         table_bytes: m.total(),
         table_bytes_per_conn: m.total() as f64 / a.conns as f64,
         index_bytes: m.index_bytes,
@@ -145,10 +152,11 @@ pub(crate) fn run(a: &MemoryArgs, json: bool, out: &mut dyn Write) -> Result<()>
     }
     writeln!(
         out,
-        "memory: {} IPv4 connections{}{} (limit {}, {} shards): {:.1} bytes/connection by the table's \
+        "memory: {} {} connections{}{} (limit {}, {} shards): {:.1} bytes/connection by the table's \
          accounting (index {:.1}, records {:.1}, other {:.1}); {:.1} bytes/connection by resident \
          set growth",
         a.conns,
+        if a.ipv6 { "IPv6" } else { "IPv4" },
         if a.label { ", labelled" } else { "" },
         if a.nat { ", source NAT" } else { "" },
         max,
