@@ -8,11 +8,13 @@
 //! from 2 MiB-aligned regions, they sit on huge pages, so a random lookup
 //! no longer misses the TLB on top of the cache (measured on the lookup
 //! benchmark); the allocator would hand out 4 KiB-page memory with a header
-//! before every piece. Nothing the arena hands out is freed before the
-//! arena: slot chunks live as long as the table anyway, and an index
-//! replaced by a larger one (rare) stays behind, bounded by the size of the
-//! live index. Under Miri and the model checker the regions come from the
-//! global allocator.
+//! before every piece. Nothing the arena hands out is reused before the
+//! arena goes: slot chunks live as long as the table anyway, and an index
+//! replaced by a larger one gives its pages back to the kernel when it is
+//! dropped ([`Arena::release`], `MADV_DONTNEED`), keeping only its address
+//! space (a table that starts small and grows, such as the tracker's IPv6
+//! table, kept about as much again as its live index before). Under Miri
+//! and the model checker the regions come from the global allocator.
 //!
 //! **Population ahead of use.** The kernel zeroes a fresh page when it is
 //! first written, and a packet that allocates a slot chunk would pay for
@@ -208,6 +210,26 @@ impl Arena {
         }
     }
 
+    /// Gives the whole pages of the `len` bytes at `ptr` back to the
+    /// kernel: memory this arena handed out that nothing will use again
+    /// (an index a larger one replaced). The bump pointer never hands it
+    /// out again; its address space stays the arena's until the arena
+    /// goes. A populator that was behind may fault some of it in again
+    /// (memory, never read); pages it shares with a neighbour stay.
+    ///
+    /// # Safety
+    ///
+    /// `ptr..ptr + len` came from [`Arena::alloc_zeroed`] of this arena,
+    /// and nothing reads or writes it any more: its pages read as zeroes
+    /// after this.
+    pub(crate) unsafe fn release(&self, ptr: *const u8, len: usize) {
+        let from = page_up(ptr.addr());
+        let to = ptr.addr().saturating_add(len) & !(PAGE - 1);
+        if from < to {
+            release_pages(from, to - from);
+        }
+    }
+
     /// Bytes of address space held.
     pub(crate) fn bytes(&self) -> usize {
         self.inner.lock().regions.iter().map(|r| r.1).sum()
@@ -383,6 +405,30 @@ fn populate(_from: usize, _len: usize) -> bool {
     false
 }
 
+/// Drops the pages of `len` bytes at address `from` (page-aligned, whole
+/// pages), inside a region of an arena the caller holds, that nothing
+/// uses any more ([`Arena::release`]).
+#[cfg(all(target_os = "linux", not(loom), not(miri)))]
+fn release_pages(from: usize, len: usize) {
+    // SAFETY: `from..from+len` lies inside a region mapped by `map_region`
+    // (private and anonymous) of an arena the caller holds, so it stays
+    // mapped for the call; `Arena::release`'s caller vouches that nothing
+    // reads or writes it any more. MADV_DONTNEED frees its pages; a later
+    // touch (a populator's) would find zeroes, still valid memory.
+    unsafe {
+        libc::madvise(
+            core::ptr::without_provenance_mut(from),
+            len,
+            libc::MADV_DONTNEED,
+        );
+    }
+}
+
+/// Elsewhere (and under the model checker and Miri) memory is kept until
+/// the arena goes.
+#[cfg(not(all(target_os = "linux", not(loom), not(miri))))]
+fn release_pages(_from: usize, _len: usize) {}
+
 #[cfg(all(target_os = "linux", not(loom), not(miri)))]
 fn unmap_region(start: NonNull<u8>, size: usize) {
     // SAFETY: `start..start+size` is a region made by `map_region`, owned by
@@ -438,6 +484,48 @@ mod tests {
         let big = a.alloc_zeroed(big_len, 4096);
         assert!(!big.is_null());
         assert!(a.bytes() >= big_len);
+    }
+
+    /// Released memory's whole pages are given back (they read as zeroes
+    /// again where the system can release them), and the pages it shares
+    /// with its neighbours keep their bytes; the memory is never handed
+    /// out again.
+    #[test]
+    fn released_pages_are_given_back_and_never_handed_out_again() {
+        let a = Arena::default();
+        let n = 5 * PAGE;
+        // A piece before, so that the released one does not start a page.
+        assert!(!a.alloc_zeroed(64, 64).is_null());
+        let p = a.alloc_zeroed(n, 64);
+        let next = a.alloc_zeroed(64, 64);
+        assert!(!p.is_null() && !next.is_null());
+        // SAFETY: `p..p+n` and `next..next+64` were just handed out.
+        let (s, t) = unsafe {
+            (
+                core::slice::from_raw_parts_mut(p, n),
+                core::slice::from_raw_parts_mut(next, 64),
+            )
+        };
+        s.fill(0xaa);
+        t.fill(0xbb);
+        // SAFETY: `p..p+n` came from this arena and nothing uses it after
+        // this but the reads below, of memory that stays mapped.
+        unsafe { a.release(p, n) };
+        let from = page_up(p.addr()) - p.addr();
+        let to = ((p.addr() + n) & !(PAGE - 1)) - p.addr();
+        assert!(to - from >= 3 * PAGE, "{from}..{to}");
+        // SAFETY: still mapped (the arena holds its regions); plain bytes.
+        let s = unsafe { core::slice::from_raw_parts(p, n) };
+        let released = cfg!(all(target_os = "linux", not(miri)));
+        assert!(s[from..to].iter().all(|&b| (b == 0) == released));
+        assert!(s[..from].iter().chain(&s[to..]).all(|&b| b == 0xaa));
+        assert!(t.iter().all(|&b| b == 0xbb), "a neighbour's page kept");
+        // (Under Miri each piece is an allocation of its own.)
+        let again = a.alloc_zeroed(n, 64);
+        assert!(
+            cfg!(miri) || again.addr() >= next.addr() + 64,
+            "never handed out again"
+        );
     }
 
     #[test]

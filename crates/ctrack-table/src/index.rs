@@ -477,6 +477,24 @@ impl Index {
     }
 }
 
+/// An index replaced by a larger one gives its memory back once it goes
+/// (after every reader that could see it is gone: the shard keeps its
+/// index in an `EpochBox`): a table that starts small and grows (the
+/// tracker's IPv6 table) otherwise kept every smaller index it replaced,
+/// about as much again as the live one.
+#[cfg(not(loom))]
+impl Drop for Index {
+    fn drop(&mut self) {
+        // SAFETY: `buckets` came from `_arena`'s `alloc_zeroed` for `n`
+        // buckets (`zeroed_buckets`), and the index, which alone refers to
+        // them, is being dropped: nothing reads or writes them after this.
+        unsafe {
+            self._arena
+                .release(self.buckets.cast(), self.n * core::mem::size_of::<Bucket>());
+        }
+    }
+}
+
 #[cfg(not(loom))]
 fn zeroed_buckets(n: usize, arena: &Arena) -> *const Bucket {
     let p = arena.alloc_zeroed(n * core::mem::size_of::<Bucket>(), 64);
