@@ -196,6 +196,16 @@ impl<R: Record> Table<R> {
         entries.div_ceil(BUCKET_ENTRIES).max(1)
     }
 
+    /// The current index of `shard` (for tests: the reference lives as
+    /// long as `guard`).
+    #[cfg(all(test, not(loom), not(miri)))]
+    pub(crate) fn index_of<'g>(&self, shard: usize, guard: &'g Guard) -> &'g Index
+    where
+        R: 'g,
+    {
+        self.index(shard, guard)
+    }
+
     /// The wheel lanes of shard `shard`.
     #[cfg(test)]
     pub(crate) fn wheel_lanes(&self, shard: usize) -> usize {

@@ -418,6 +418,47 @@ fn slots_laid_out_for_growth_leave_no_doubling_chunk_half_empty() {
     assert!(b < a || cfg!(miri), "laid out {b}, grown {a}");
 }
 
+/// An index a larger one replaced stays whole for a reader pinned before
+/// the replacement: its pages go back to the kernel (`Arena::release`)
+/// only once the epoch lets it go. (Not under Miri, where nothing is
+/// released and 10,000 inserts take long.)
+#[cfg(not(miri))]
+#[test]
+fn a_replaced_index_stays_whole_for_a_reader_pinned_before() {
+    // An index of many pages, so that a release would zero some of them.
+    let t = Table::<Rec>::new(TableConfig {
+        shards: 1,
+        capacity: 8192,
+    });
+    for k in 1..=8 {
+        insert(&t, k, 0, 0, 100_000);
+    }
+    let g = pin();
+    let old = t.index_of(0, &g);
+    let bytes = old.bytes();
+    assert!(bytes >= 4 * 4096, "{bytes}");
+    assert_eq!(old.occupied(), 8);
+    // Past 90% load: rebuilt larger (each insert pins on its own).
+    for k in 9..=10_000 {
+        insert(&t, k, 0, 0, 100_000);
+    }
+    assert!(t.index_of(0, &g).bytes() > bytes, "rebuilt");
+    // It took inserts until its load passed 90%, then was replaced.
+    let held = old.occupied();
+    assert!(
+        held > 8000,
+        "a reader's index released under it: {held} entries"
+    );
+    for _ in 0..256 {
+        pin().flush();
+    }
+    assert_eq!(old.occupied(), held, "a reader's index released under it");
+    drop(g);
+    for k in (1..=10_000).step_by(7) {
+        assert!(find(&t, k).is_some());
+    }
+}
+
 #[test]
 fn reserve_rebuilds_the_index() {
     let t = Table::<Rec>::new(TableConfig {
