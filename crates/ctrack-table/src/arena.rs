@@ -226,7 +226,11 @@ impl Arena {
         let from = page_up(ptr.addr());
         let to = ptr.addr().saturating_add(len) & !(PAGE - 1);
         if from < to {
-            release_pages(from, to - from);
+            // SAFETY: `from..to` is the whole pages of `ptr..ptr + len`,
+            // which by this function's contract came from this arena (so
+            // lie inside one of its regions, mapped while `self` lives)
+            // and are used by nothing any more.
+            unsafe { release_pages(from, to - from) };
         }
     }
 
@@ -405,16 +409,19 @@ fn populate(_from: usize, _len: usize) -> bool {
     false
 }
 
-/// Drops the pages of `len` bytes at address `from` (page-aligned, whole
-/// pages), inside a region of an arena the caller holds, that nothing
-/// uses any more ([`Arena::release`]).
+/// Drops the pages of `len` bytes at address `from` ([`Arena::release`]).
+///
+/// # Safety
+///
+/// `from..from + len` is whole pages inside a region of an arena the
+/// caller holds, and nothing reads or writes them any more.
 #[cfg(all(target_os = "linux", not(loom), not(miri)))]
-fn release_pages(from: usize, len: usize) {
-    // SAFETY: `from..from+len` lies inside a region mapped by `map_region`
-    // (private and anonymous) of an arena the caller holds, so it stays
-    // mapped for the call; `Arena::release`'s caller vouches that nothing
-    // reads or writes it any more. MADV_DONTNEED frees its pages; a later
-    // touch (a populator's) would find zeroes, still valid memory.
+unsafe fn release_pages(from: usize, len: usize) {
+    // SAFETY: by the contract, `from..from+len` lies inside a region mapped
+    // by `map_region` (private and anonymous) of an arena the caller
+    // holds, so it stays mapped for the call, and nothing reads or writes
+    // it any more. MADV_DONTNEED frees its pages; a later touch (a
+    // populator's) would find zeroes, still valid memory.
     unsafe {
         libc::madvise(
             core::ptr::without_provenance_mut(from),
@@ -426,8 +433,12 @@ fn release_pages(from: usize, len: usize) {
 
 /// Elsewhere (and under the model checker and Miri) memory is kept until
 /// the arena goes.
+///
+/// # Safety
+///
+/// None needed; the signature is the Linux one's.
 #[cfg(not(all(target_os = "linux", not(loom), not(miri))))]
-fn release_pages(_from: usize, _len: usize) {}
+unsafe fn release_pages(_from: usize, _len: usize) {}
 
 #[cfg(all(target_os = "linux", not(loom), not(miri)))]
 fn unmap_region(start: NonNull<u8>, size: usize) {
