@@ -222,9 +222,9 @@ impl Arena {
     /// `ptr..ptr + len` came from [`Arena::alloc_zeroed`] of this arena,
     /// and nothing reads or writes it any more: its pages read as zeroes
     /// after this.
-    // SAFETY: an unsafe fn because whether anything still uses the memory
-    // cannot be checked here; the caller vouches for it (an `Index` in its
-    // `Drop`, after the epoch let it go).
+    // SAFETY: the caller's to uphold, since whether anything still uses
+    // the memory cannot be checked here (an `Index` in its `Drop`, after
+    // the epoch let it go, is the one caller).
     pub(crate) unsafe fn release(&self, ptr: *const u8, len: usize) {
         let from = page_up(ptr.addr());
         let to = ptr.addr().saturating_add(len) & !(PAGE - 1);
@@ -418,8 +418,8 @@ fn populate(_from: usize, _len: usize) -> bool {
 ///
 /// `from..from + len` is whole pages inside a region of an arena the
 /// caller holds, and nothing reads or writes them any more.
-// SAFETY: an unsafe fn because it frees whatever pages it is given; only
-// `Arena::release` calls it, with its own caller's guarantee.
+// SAFETY: the caller's to uphold, since it frees whatever pages it is
+// given; only `Arena::release` calls it, with its own caller's guarantee.
 #[cfg(all(target_os = "linux", not(loom), not(miri)))]
 unsafe fn release_pages(from: usize, len: usize) {
     // SAFETY: by the contract, `from..from+len` lies inside a region mapped
@@ -442,7 +442,8 @@ unsafe fn release_pages(from: usize, len: usize) {
 /// # Safety
 ///
 /// None needed; the signature is the Linux one's.
-// SAFETY: unsafe only to match the Linux one's signature; it does nothing.
+// SAFETY: nothing to uphold: it does nothing, and is marked so only to
+// match the Linux one's signature.
 #[cfg(not(all(target_os = "linux", not(loom), not(miri))))]
 unsafe fn release_pages(_from: usize, _len: usize) {}
 
