@@ -184,7 +184,7 @@ fn a_label_wider_than_128_bits_says_so() {
 /// workloads).
 #[test]
 fn every_benchmark_option_runs_within_its_range() {
-    let runs: [&[&str]; 11] = [
+    let runs: [&[&str]; 13] = [
         &[
             "benchmark",
             "2",
@@ -269,6 +269,33 @@ fn every_benchmark_option_runs_within_its_range() {
             "--packets",
             "100",
             "--ipv6",
+            "--calls",
+            "handle",
+            "--runs",
+            "1",
+        ],
+        // Labelled connections, in bursts and one per call (the bench
+        // fails unless every packet is `est` with the label committed).
+        &[
+            "lookup",
+            "--threads",
+            "2",
+            "--conns",
+            "300",
+            "--packets",
+            "100",
+            "--label",
+            "--runs",
+            "1",
+        ],
+        &[
+            "lookup",
+            "--conns",
+            "300",
+            "--packets",
+            "100",
+            "--ipv6",
+            "--label",
             "--calls",
             "handle",
             "--runs",

@@ -188,6 +188,12 @@ impl<A: Addr> Conn<A> {
         self.ext.prefetch();
     }
 
+    /// True if the connection has an extension (a label, a reply tuple
+    /// of its own, a gateway or a master).
+    pub(crate) fn has_ext(&self) -> bool {
+        self.ext.is_set()
+    }
+
     /// The reply tuple.
     pub fn reply(&self, guard: &Guard) -> Tuple<A> {
         self.ext(guard)

@@ -5,7 +5,7 @@ use core::sync::atomic::Ordering::Relaxed;
 use ctrack_table::{Context, EntryRef, Guard, Hint, Removal, Seen};
 
 use super::packet::{Call, Found, Hit, Judged, Pkt, Pre};
-use super::shared::{Counted, expiry};
+use super::shared::{Counted, Shared, expiry};
 use super::tracker::{Fam, RETRIES, Tracker};
 use crate::action::CtAction;
 use crate::conn::event::{EventKind, EventSink, emit};
@@ -18,12 +18,13 @@ use crate::verdict::{C, CtState, InvalidReason, Stats, Verdict};
 use crate::zone::{Compiled, Timeout, ZoneMeta};
 
 #[inline(always)]
-pub(super) fn apply_marks<A: Addr>(c: &Conn<A>, action: &CtAction, guard: &Guard) {
+pub(super) fn apply_marks<A: Addr>(c: &Conn<A>, action: &CtAction, shared: &Shared, guard: &Guard) {
     if let Some(m) = action.mark {
         c.set_mark(m.value, m.mask);
     }
     if let Some(l) = action.label {
         c.set_label(l.value, l.mask, guard);
+        shared.note_extended(true);
     }
 }
 
@@ -238,7 +239,7 @@ impl Tracker {
             // Open vSwitch).
             state |= CtState::REL;
         }
-        apply_marks(c, action, guard);
+        apply_marks(c, action, &self.shared, guard);
         if let Some((sink, before)) = watch {
             updated(sink, c, before, policy, cx.now, guard);
         }
@@ -315,7 +316,7 @@ impl Tracker {
         }
         // An ICMP error: related to the connection, which it does not move.
         let lock = e.lock()?;
-        apply_marks(c, action, guard);
+        apply_marks(c, action, &self.shared, guard);
         *v = Verdict {
             state: if dir.is_reply() {
                 CtState::REL | CtState::RPL | CtState::TRK

@@ -53,7 +53,42 @@ impl<'g, A: Addr> Lanes<'g, A> {
     }
 }
 
+/// Pass 3, where judging reads connections' extensions
+/// ([`Tracker::wants_ext`]): each packet's guessed record's extension
+/// (its label; a translated connection's reply tuple), one dependent load
+/// past the record, which passes 1 and 2 do not fetch. Judging a labelled
+/// or translated connection waited for it (a lookup of a million labelled
+/// connections took 2.2 times a plain one's time). The records' pointers
+/// are read once pass 2 has asked for every record: fetching each
+/// extension four packets ahead of its judging instead, with fewer misses
+/// in flight, gained about half as much (`bench lookup --label`, `--nat`).
+pub(super) fn prefetch_exts(v4: &Lanes<'_>, v6: Option<&Lanes<'_, V6>>) {
+    for h in &v4.hints {
+        if let Some(c) = h.record() {
+            c.prefetch_ext();
+        }
+    }
+    if let Some(l) = v6 {
+        for h in &l.hints {
+            if let Some(c) = h.record() {
+                c.prefetch_ext();
+            }
+        }
+    }
+}
+
 impl Tracker {
+    /// True if judging a burst under `action` may read connections'
+    /// extensions: some connection has one, and the action reads labels
+    /// (no [`CtAction::skip_label`](crate::CtAction)) or translates, or
+    /// some connection is translated (its reply packets are matched
+    /// against its own reply tuple).
+    #[inline]
+    pub(super) fn wants_ext(&self, action: &crate::CtAction) -> bool {
+        self.shared.extended.load(Relaxed)
+            && (!action.skip_label || action.nat.is_some() || self.shared.translated.load(Relaxed))
+    }
+
     /// Passes 1 and 2 of a burst: the IPv4 fast path's key and hash of
     /// each packet, prefetching its index bucket; then a guess at each
     /// packet's record from its bucket, prefetching the record. True if
@@ -165,5 +200,55 @@ impl Tracker {
                 *hint = table.probe(*home, *h);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{Sim, act, udp};
+    use crate::CtAction;
+
+    /// A burst fetches extensions only once some connection has one, and
+    /// only where judging reads them: every way a connection gets one
+    /// turns it on.
+    #[test]
+    fn extensions_are_fetched_once_a_connection_has_one() {
+        let skip = CtAction {
+            skip_label: true,
+            ..CtAction::lookup(0)
+        };
+        let lookup = CtAction::lookup(0);
+        // A label on a new connection, and a label on one already there.
+        for (first, then) in [
+            ("commit,label=0x1", None),
+            ("commit", Some("commit,label=0x2")),
+        ] {
+            let sim = Sim::new();
+            sim.udp_both_ways(1, first);
+            if let Some(then) = then {
+                assert!(!sim.t.wants_ext(&lookup), "{first}: no extension yet");
+                sim.send(&udp(1, true), then);
+            }
+            assert!(sim.t.wants_ext(&lookup), "{first} {then:?}");
+            assert!(
+                !sim.t.wants_ext(&skip),
+                "labels skipped, nothing translated"
+            );
+        }
+        // A label set through the library.
+        let sim = Sim::new();
+        let id = sim.udp_both_ways(1, "commit");
+        assert!(sim.t.set_label(id, 5, u128::MAX, sim.now));
+        assert!(sim.t.wants_ext(&lookup));
+        // A translation: its reply packets are matched against its own
+        // reply tuple, labels skipped or not.
+        let sim = Sim::new();
+        sim.send(&udp(1, true), "commit,nat(src=192.0.2.9)");
+        assert!(sim.t.wants_ext(&lookup) && sim.t.wants_ext(&skip));
+        assert!(sim.t.wants_ext(&act("nat")));
+        // A plain connection gives none.
+        let sim = Sim::new();
+        sim.udp_both_ways(1, "commit");
+        assert!(!sim.t.wants_ext(&lookup));
     }
 }

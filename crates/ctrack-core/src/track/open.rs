@@ -5,7 +5,9 @@
 use core::sync::atomic::Ordering::Relaxed;
 use std::sync::{MutexGuard, PoisonError};
 
-use ctrack_table::{APPROX_STEP, Hashes, Place, Record, Removal, Seen, Table, Writer};
+use ctrack_table::{
+    APPROX_STEP, EntryRef, Guard, Hashes, Place, Record, Removal, Seen, Table, Writer,
+};
 
 use super::config::{EARLY_DROP_BUCKETS, EARLY_DROP_SCAN, EARLY_DROP_SHARDS, SMALL_SHARD};
 use super::packet::{Call, Found, Pkt};
@@ -227,14 +229,23 @@ impl Tracker {
             self.expect.take(&m.key, m.x.master);
             cx.stats.add(C::ExpectMatched, 1);
         }
+        self.committed(e, guard, out);
+        Some(Some((e, Dir::Orig)))
+    }
+
+    /// What a commit's verdict says of the connection `e` it made; a
+    /// connection made with an extension turns on [`Shared::extended`].
+    ///
+    /// [`Shared::extended`]: super::shared::Shared
+    fn committed<A: Fam>(&self, e: EntryRef<'_, Conn<A>>, guard: &Guard, out: &mut Verdict) {
         let c = e.record();
+        self.shared.note_extended(c.has_ext());
         out.conn = Some(ConnId::new(A::FAMILY, e.id()));
         out.committed = true;
         out.mark = c.mark();
         out.label = c.label(guard);
         out.word = c.word();
         out.inspect = c.special();
-        Some(Some((e, Dir::Orig)))
     }
 
     /// The table was taken for full and nothing could be evicted. Unless

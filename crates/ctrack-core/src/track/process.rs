@@ -12,7 +12,7 @@ use ctrack_wire::{Frame, LinkType, parse_frame};
 
 use super::after::{AfterEach, Plain, Side};
 use super::judge::{count, count_many};
-use super::lanes::Lanes;
+use super::lanes::{Lanes, prefetch_exts};
 use super::packet::{Cache, Call, Hit, Judged, Pkt, Pre};
 use super::shared::expiry;
 use super::tracker::{BURST, Fam, Tracker};
@@ -384,6 +384,9 @@ impl Tracker {
         }
         let n = outs.len();
         let lean = self.lean_serves(cx.action);
+        if self.wants_ext(cx.action) {
+            prefetch_exts(&lanes, six.as_ref());
+        }
         let mut i = 0;
         while i < n {
             let Some((p, pre)) = lanes.at(i, generation, policy) else {
@@ -568,23 +571,12 @@ impl Tracker {
                 && self.shared.seqadj.load(Relaxed) != 0
         };
         // A translated connection keeps its reply tuple (and label) in its
-        // extension, one dependent load after the record: it is fetched
-        // `AHEAD` packets before its packet is judged, once the record
-        // (prefetched in pass 2) is likely in.
-        const AHEAD: usize = 4;
-        let ext_ahead = |j: usize| {
-            if let Some(c) = lanes.hints.get(j).and_then(|h| h.record()) {
-                c.prefetch_ext();
-            }
-        };
+        // extension, one dependent load after the record.
         let translating = cx.action.nat.is_some();
-        if translating {
-            (0..AHEAD).for_each(ext_ahead);
+        if self.wants_ext(cx.action) {
+            prefetch_exts(&lanes, six.as_ref());
         }
         for (i, (frame, v)) in frames.iter_mut().zip(outs.iter_mut()).enumerate() {
-            if translating {
-                ext_ahead(i + AHEAD);
-            }
             let fast = lanes
                 .at(i, generation, policy)
                 .filter(|(p, _)| !shifted(p.proto));

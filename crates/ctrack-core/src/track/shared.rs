@@ -67,6 +67,11 @@ pub(super) struct Shared {
     /// connection's insert, so that a commit holding the same bucket's
     /// lock after it sees it.
     pub(super) translated: AtomicBool,
+    /// Some connection was given an extension (a label, a translation, a
+    /// gateway, an expectation's master): from then on a burst fetches
+    /// each packet's extension ahead of judging it where judging reads it
+    /// (`Tracker::wants_ext`). Never cleared.
+    pub(super) extended: AtomicBool,
     /// Where connection events go (`conntrack -E`); here so that the
     /// table's removal hook reaches it.
     pub(super) events: Events,
@@ -93,6 +98,15 @@ impl Shared {
     #[inline]
     pub(super) fn remember(&self, state: u64, withdrawals: u64) {
         self.full.store(withdrawals << 2 | state, Relaxed);
+    }
+
+    /// Sets [`Shared::extended`] if `has` (a load first: once set, it is
+    /// only read).
+    #[inline]
+    pub(super) fn note_extended(&self, has: bool) {
+        if has && !self.extended.load(Relaxed) {
+            self.extended.store(true, Relaxed);
+        }
     }
 
     #[inline]

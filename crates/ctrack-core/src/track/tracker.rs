@@ -118,6 +118,7 @@ impl Tracker {
                 gate: ctrack_table::Gate::new(),
                 seqadj: AtomicUsize::new(0),
                 translated: AtomicBool::new(false),
+                extended: AtomicBool::new(false),
                 events: Events::default(),
             },
             v4: Table::new(v4),

@@ -63,6 +63,7 @@ impl Tracker {
         };
         let Some(lock) = e.lock() else { return false };
         lock.set_label(value, mask, guard);
+        self.shared.note_extended(true);
         true
     }
 }

@@ -14,13 +14,16 @@
 //! direction, each rewritten (`Tracker::process_burst_mut`, or
 //! `Tracker::process_mut` one per call) from a copy of its frame, as a
 //! datapath's buffer would be.
+//!
+//! With `--label` every connection is committed with a label ([`LABEL`],
+//! as the firewall writes an ACL's) and every verdict must carry it.
 
 use std::io::Write;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 use clap::Args;
-use ctrack_core::{Config, CtAction, CtState, LinkType, Stats, Time, Tracker, Verdict};
+use ctrack_core::{Config, CtAction, CtState, LinkType, Masked, Stats, Time, Tracker, Verdict};
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 use serde::Serialize;
@@ -69,6 +72,12 @@ pub struct LookupArgs {
     /// apart) instead of IPv4 (64-byte frames 64 bytes apart).
     #[arg(long)]
     pub ipv6: bool,
+    /// Commit every connection with a label (as an ACL's `label` or
+    /// `persist-established` does) and check each packet's: the label is
+    /// kept in the connection's extension, one dependent load past the
+    /// record.
+    #[arg(long)]
+    pub label: bool,
 }
 
 /// The translation `--nat` commits connections with.
@@ -97,6 +106,7 @@ struct LookupJson {
     calls: Calls,
     nat: bool,
     ipv6: bool,
+    label: bool,
     packets_per_thread: u64,
     runs_mpps: Vec<f64>,
     mpps: f64,
@@ -116,7 +126,8 @@ fn stride(v6: bool) -> usize {
 /// The most packets a thread sends.
 const MAX_PACKETS: u64 = 1_000_000_000;
 
-pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()> {
+/// The arguments' bounds, checked; the shard count they give.
+fn checked(a: &LookupArgs) -> Result<usize> {
     let bounds = [
         (a.threads as u64, MAX_THREADS as u64, "--threads"),
         (a.conns, MAX_BENCH_CONNS, "--conns"),
@@ -143,6 +154,11 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
             ctrack_core::MAX_SHARDS
         );
     }
+    Ok(shards)
+}
+
+pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()> {
+    let shards = checked(a)?;
     let tracker = Tracker::new(Config {
         max_conns: (a.conns as usize).saturating_mul(11) / 10 + 1024,
         shards,
@@ -150,7 +166,7 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
     });
     let now = Time::from_secs(1);
     let t0 = Instant::now();
-    fill(&tracker, a.conns, a.threads, a.nat, a.ipv6, now)?;
+    fill(&tracker, a, now)?;
     let fill_seconds = t0.elapsed().as_secs_f64();
     if tracker.table_len() as u64 != a.conns {
         bail!(
@@ -169,9 +185,11 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
     let mut hist = histogram();
     for _ in 0..a.runs {
         let (secs, h, bad) = replay(&tracker, &rings, a, now)?;
-        if bad != 0 {
-            bail!("{bad} packets were not reported established");
-        }
+        let with = if a.label { " with their label" } else { "" };
+        ensure!(
+            bad == 0,
+            "{bad} packets were not reported established{with}"
+        );
         runs.push(a.packets as f64 * a.threads as f64 / secs / 1e6);
         hist.add(h).expect("histograms add");
     }
@@ -184,6 +202,7 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
         calls: a.calls,
         nat: a.nat,
         ipv6: a.ipv6,
+        label: a.label,
         packets_per_thread: a.packets,
         runs_mpps: runs,
         mpps,
@@ -200,7 +219,7 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
     }
     writeln!(
         out,
-        "lookup: {} {} connections, {} thread(s), {}, batches of {BATCH}{}{}: {:.2} Mpps ({:.2} Mpps/thread, {:.1} ns/packet), runs {}",
+        "lookup: {} {} connections, {} thread(s), {}, batches of {BATCH}{}{}{}: {:.2} Mpps ({:.2} Mpps/thread, {:.1} ns/packet), runs {}",
         a.conns,
         if a.ipv6 { "IPv6" } else { "IPv4" },
         a.threads,
@@ -214,6 +233,7 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
             Calls::Process => " (one packet per call, Tracker::process)",
         },
         if a.nat { ", source NAT" } else { "" },
+        if a.label { ", labelled" } else { "" },
         j.mpps,
         j.mpps_per_thread,
         j.ns_per_packet_per_thread,
@@ -238,9 +258,17 @@ pub(crate) fn run(a: &LookupArgs, json: bool, out: &mut dyn Write) -> Result<()>
 /// Commits `n` UDP connections and answers each, with `threads` threads
 /// (through source NAT with `nat`: the answer goes to the translated
 /// address).
-fn fill(tracker: &Tracker, n: u64, threads: usize, nat: bool, v6: bool, now: Time) -> Result<()> {
-    fill_with(tracker, n, threads, &commit_action(nat, v6), nat, v6, now)
+fn fill(tracker: &Tracker, a: &LookupArgs, now: Time) -> Result<()> {
+    let mut action = commit_action(a.nat, a.ipv6);
+    if a.label {
+        action.label = Some(Masked::new(LABEL, u128::MAX));
+    }
+    fill_with(tracker, a.conns, a.threads, &action, a.nat, a.ipv6, now)
 }
+
+/// The label `--label` commits every connection with: both persisting
+/// ACLs' identities and an ACL's label, as the firewall writes them.
+pub(crate) const LABEL: u128 = 7 << 96 | 1 << 48 | 1;
 
 /// What [`fill`] commits with: in zone 0, through source NAT with `nat`.
 pub(crate) fn commit_action(nat: bool, v6: bool) -> CtAction {
@@ -356,6 +384,7 @@ fn replay(
     now: Time,
 ) -> Result<(f64, hdrhistogram::Histogram<u64>, u64)> {
     let (threads, calls, nat, v6) = (a.threads, a.calls, a.nat, a.ipv6);
+    let labelled = a.label;
     let line = StartLine::new(threads + 1);
     let action = &CtAction {
         nat: nat
@@ -432,7 +461,11 @@ fn replay(
                 } else {
                     CtState::EST
                 };
-                bad += verdicts.iter().filter(|v| !v.state.contains(want)).count() as u64;
+                let label = if labelled { LABEL } else { 0 };
+                bad += verdicts
+                    .iter()
+                    .filter(|v| !v.state.contains(want) || v.label != label)
+                    .count() as u64;
                 k = end;
             }
             line.wait();
