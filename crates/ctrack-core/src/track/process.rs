@@ -17,9 +17,9 @@ use super::packet::{Cache, Call, Hit, Judged, Pkt, Pre};
 use super::shared::expiry;
 use super::tracker::{BURST, Fam, Tracker};
 use crate::action::CtAction;
-use crate::conn::{DNAT, Kind, SNAT};
+use crate::conn::Kind;
 use crate::key::{Dir, Family, LookupKey, V6};
-use crate::nat::stage::{Buf, Translation, translate_fast_v4};
+use crate::nat::stage::Buf;
 use crate::packet::fast::fast_ipv6;
 use crate::packet::{ExtractOptions, extract};
 use crate::time::Time;
@@ -100,8 +100,8 @@ impl Tracker {
     /// translated connection is rewritten from the connection the judging
     /// step found (its tuples are read from the record in hand, not looked
     /// up again). An IPv6 packet of the common case (no extension header,
-    /// TCP or UDP) is judged in the burst's IPv6 lanes, then translated by
-    /// the per-packet path's stages on its frame parsed again. A gateway's
+    /// TCP or UDP) is judged in the burst's IPv6 lanes and translated the
+    /// same way, at the offsets the lanes read it at. A gateway's
     /// control connection, and every TCP packet while some gateway has
     /// shifted sequence numbers, take the per-packet path.
     pub fn process_burst_mut(
@@ -572,7 +572,6 @@ impl Tracker {
         };
         // A translated connection keeps its reply tuple (and label) in its
         // extension, one dependent load after the record.
-        let translating = cx.action.nat.is_some();
         if self.wants_ext(cx.action) {
             prefetch_exts(&lanes, six.as_ref());
         }
@@ -588,11 +587,13 @@ impl Tracker {
                 match six {
                     Some((p, pre)) => {
                         self.track::<V6>(cx, p, &mut cache.v6, Some(pre), v);
-                        // Translation and gateways as the per-packet path
-                        // runs them (`one_mut`), on the frame parsed again.
-                        if v.conn.is_some() && (translating || v.inspect) {
+                        if v.conn.is_some() && v.inspect {
+                            // Gateways as the per-packet path runs them
+                            // (`one_mut`), on the frame parsed again.
                             let layers = parse_frame(frame, link);
                             self.stages(cx, Buf::Mut(frame), &layers, v);
+                        } else if v.conn.is_some() && cx.action.translates(v.state) {
+                            self.translate_judged6(cx, cache, frame, p, v);
                         }
                         count(cx.stats, v);
                     }
@@ -636,43 +637,6 @@ impl Tracker {
                 .ext(cx.guard)
                 .is_some_and(|x| x.helper().is_some())
         })
-    }
-
-    /// Translates a fast-path packet just judged against the connection
-    /// the burst's cache holds (the record the judging step found).
-    #[inline]
-    fn translate_judged(
-        &self,
-        cx: &mut Call<'_>,
-        cache: &Cache<'_>,
-        frame: &mut Vec<u8>,
-        p: &Pkt<u32>,
-        v: &mut Verdict,
-    ) {
-        let hit = cache
-            .v4
-            .as_ref()
-            .filter(|h| v.conn.is_some_and(|id| id.record() == h.entry.id()));
-        let Some(hit) = hit else {
-            // Not the connection the cache holds (cannot happen for a
-            // tracked packet, but the general stage is always right).
-            let layers = parse_frame(frame, LinkType::Ethernet);
-            self.stages(cx, Buf::Mut(frame), &layers, v);
-            return;
-        };
-        let c = hit.entry.record();
-        let bits = c.nat_bits();
-        if bits == 0 {
-            return;
-        }
-        let t = Translation {
-            dir: v.dir,
-            orig: *c.orig(),
-            reply: c.reply(cx.guard),
-            src: bits & SNAT != 0,
-            dst: bits & DNAT != 0,
-        };
-        translate_fast_v4(&t, frame, p.proto, v, cx.stats);
     }
 
     /// After packet `i - 1` was judged against a connection: the packets

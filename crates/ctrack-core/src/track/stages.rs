@@ -6,14 +6,14 @@
 
 use core::sync::atomic::Ordering::Relaxed;
 
-use ctrack_wire::{Fragment, Frame, IpLayer, ip_proto};
+use ctrack_wire::{Fragment, Frame, IpLayer, IpVersion, LinkType, ip_proto, parse_frame};
 
-use super::packet::Call;
+use super::packet::{Cache, Call, Pkt};
 use super::tracker::{Fam, Tracker};
 use crate::alg::stage::{self as gateway, Control, GatewayCx};
 use crate::conn::{Conn, DNAT, SNAT};
 use crate::key::{ConnId, ConnKey, Family, V6};
-use crate::nat::stage::{self as translation, Buf, Translation, is_icmp_error};
+use crate::nat::stage::{self as translation, Buf, Translation, is_icmp_error, translate_fast_v4};
 use crate::packet::{ExtractOptions, extract};
 use crate::verdict::Verdict;
 
@@ -86,6 +86,91 @@ impl Tracker {
             };
             gateway::run(&mut g, &control, buf, &ip, v);
         }
+    }
+
+    /// Translates a fast-path packet just judged against the connection
+    /// the burst's cache holds (the record the judging step found).
+    #[inline]
+    pub(super) fn translate_judged(
+        &self,
+        cx: &mut Call<'_>,
+        cache: &Cache<'_>,
+        frame: &mut Vec<u8>,
+        p: &Pkt<u32>,
+        v: &mut Verdict,
+    ) {
+        let hit = cache
+            .v4
+            .as_ref()
+            .filter(|h| v.conn.is_some_and(|id| id.record() == h.entry.id()));
+        let Some(hit) = hit else {
+            // Not the connection the cache holds (cannot happen for a
+            // tracked packet, but the general stage is always right).
+            let layers = parse_frame(frame, LinkType::Ethernet);
+            self.stages(cx, Buf::Mut(frame), &layers, v);
+            return;
+        };
+        let c = hit.entry.record();
+        let bits = c.nat_bits();
+        if bits == 0 {
+            return;
+        }
+        let t = Translation {
+            dir: v.dir,
+            orig: *c.orig(),
+            reply: c.reply(cx.guard),
+            src: bits & SNAT != 0,
+            dst: bits & DNAT != 0,
+        };
+        translate_fast_v4(&t, frame, p.proto, v, cx.stats);
+    }
+
+    /// [`Tracker::translate_judged`] for a packet of the IPv6 lanes (an
+    /// untagged Ethernet frame, a 40-byte IPv6 header, TCP or UDP: what
+    /// `fast_ipv6_inline` takes): the general rewrite at those offsets,
+    /// without parsing the frame again. (It was parsed again and sent
+    /// through the general stages: `bench lookup --nat --ipv6`, see
+    /// BENCHMARKS.md.)
+    pub(super) fn translate_judged6(
+        &self,
+        cx: &mut Call<'_>,
+        cache: &Cache<'_>,
+        frame: &mut Vec<u8>,
+        p: &Pkt<V6>,
+        v: &mut Verdict,
+    ) {
+        let hit = cache.v6.as_ref().filter(|h| {
+            v.conn
+                .is_some_and(|id| id.family() == Family::V6 && id.record() == h.entry.id())
+        });
+        let Some(hit) = hit else {
+            let layers = parse_frame(frame, LinkType::Ethernet);
+            self.stages(cx, Buf::Mut(frame), &layers, v);
+            return;
+        };
+        let c = hit.entry.record();
+        let bits = c.nat_bits();
+        if bits == 0 {
+            return;
+        }
+        let t = Translation {
+            dir: v.dir,
+            orig: *c.orig(),
+            reply: c.reply(cx.guard),
+            src: bits & SNAT != 0,
+            dst: bits & DNAT != 0,
+        };
+        const L3: usize = 14;
+        let ip = IpLayer {
+            version: IpVersion::V6,
+            l3: L3,
+            l4: L3 + 40,
+            end: L3 + p.ip_len as usize,
+            proto: p.proto,
+            frag: Fragment::No,
+            frag_header: None,
+        };
+        translation::translate(&t, frame, &ip, false, v, cx.stats);
     }
 
     /// Before tracking a packet of a connection whose gateway rewrote
