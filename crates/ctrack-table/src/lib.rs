@@ -120,7 +120,7 @@ mod table;
 #[doc(hidden)]
 pub mod testing;
 
-pub use epoch::{EpochBox, Guard, pin};
+pub use epoch::{EpochBox, Guard, Retired, pin};
 pub use gate::{Gate, GateCount, Place};
 pub use header::Header;
 pub use prefetch::prefetch;
@@ -165,9 +165,12 @@ pub trait Record: Default + Send + Sync + 'static {
     fn header(&self) -> &Header;
 
     /// Called once when the record leaves the table, under its shard lock:
-    /// heap data it owns through an [`EpochBox`] should be retired here.
-    fn retire(&self, guard: &Guard) {
-        let _ = guard;
+    /// heap data it owns through an [`EpochBox`] should be retired here,
+    /// into `retired` ([`EpochBox::retire_into`]), which goes to the epoch
+    /// with the slot's limbo list and is dropped after the same grace
+    /// period.
+    fn retire(&self, retired: &mut Retired) {
+        let _ = retired;
     }
 }
 

@@ -9,7 +9,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::Record;
 use crate::arena::Arena;
-use crate::epoch::{EpochBox, Guard, defer};
+use crate::epoch::{EpochBox, Guard, Retired, defer};
 use crate::header::{Header, NO_WHEEL};
 use crate::index::Index;
 pub(crate) use crate::lists::{Links, List, ZoneLists};
@@ -136,6 +136,9 @@ pub(crate) struct Inner {
     /// Zone lists by instance.
     pub(crate) zones: ZoneLists,
     limbo: Vec<u32>,
+    /// What the records of `limbo` owned through an [`EpochBox`]
+    /// ([`crate::Record::retire`]): sealed with it.
+    pub(crate) retired: Retired,
     /// The most slots that were neither live nor vacant (removed, in
     /// their grace period) when this shard took a fresh slot: what the
     /// grace period has cost the shard's memory.
@@ -211,6 +214,7 @@ impl Inner {
             ready: Vec::new(),
             drained: Vec::new(),
             limbo: Vec::new(),
+            retired: Retired::new(),
             spare: Vec::new(),
             alias_next_fresh: 1,
             alias_free: Vec::new(),
@@ -707,6 +711,9 @@ impl<R: Record> Shard<R> {
             mailbox.ready.lock().push(batch);
             mailbox.pending.store(1, Ordering::Release);
         });
+        // Deferred after the slots, and run as soon: retired by the same
+        // removals, before this seal.
+        core::mem::take(&mut inner.retired).defer(guard);
     }
 
     /// Takes what the epoch handed back; true if that included slots.

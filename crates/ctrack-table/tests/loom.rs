@@ -19,7 +19,7 @@ use loom::sync::atomic::AtomicUsize;
 use loom::thread;
 
 use ctrack_table::testing::{Ctx, Rec};
-use ctrack_table::{EpochBox, Gate, RecordId, Removal, Table, TableConfig, Writer, pin};
+use ctrack_table::{EpochBox, Gate, RecordId, Removal, Retired, Table, TableConfig, Writer, pin};
 
 /// Hashes that all land in shard 0 and bucket 0, tags differing.
 fn same_bucket(k: u64) -> u64 {
@@ -330,6 +330,35 @@ fn replaced_value_outlives_the_readers_that_saw_it() {
         assert_eq!(dropped.load(Ordering::SeqCst), 1);
         drop(b);
         assert_eq!(dropped.load(Ordering::SeqCst), 2);
+    });
+}
+
+#[test]
+fn retired_batch_outlives_the_readers_that_saw_its_values() {
+    model(|| {
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let b = Arc::new(EpochBox::new(tracked(1, &dropped)));
+        let (b2, dropped2) = (Arc::clone(&b), Arc::clone(&dropped));
+        let reader = thread::spawn(move || {
+            let g = pin();
+            if let Some(v) = b2.get(&g) {
+                thread::yield_now();
+                // Not dropped while pinned, whenever the batch was
+                // deferred.
+                assert_eq!(dropped2.load(Ordering::SeqCst), 0, "freed under a guard");
+                assert_eq!(v.n, 1);
+            }
+        });
+        {
+            let mut batch = Retired::new();
+            b.retire_into(&mut batch);
+            assert_eq!(batch.len(), 1);
+            batch.defer(&pin());
+        }
+        reader.join().unwrap();
+        // Every guard is gone: the deferred batch has been dropped.
+        assert_eq!(dropped.load(Ordering::SeqCst), 1);
+        assert!(!b.is_set());
     });
 }
 

@@ -207,6 +207,7 @@ fn every_benchmark_option_runs_within_its_range() {
             "50",
             "--proto",
             "tcp",
+            "--label",
             "--runs",
             "1",
         ],

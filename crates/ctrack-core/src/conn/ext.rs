@@ -113,6 +113,8 @@ pub(crate) struct Setup<A> {
     pub master: Option<Tuple<A>>,
     /// The caller's word (0: none).
     pub word: u64,
+    /// The label it starts with (an expectation's, then the commit's).
+    pub label: u128,
 }
 
 impl<A> Default for Setup<A> {
@@ -123,6 +125,7 @@ impl<A> Default for Setup<A> {
             helper: None,
             master: None,
             word: 0,
+            label: 0,
         }
     }
 }

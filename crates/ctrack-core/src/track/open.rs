@@ -185,22 +185,20 @@ impl Tracker {
             now,
             bytes: p.ip_len,
         };
-        let inherit = o.expected.map(|m| (m.x.mark, m.x.label));
+        let inherit = o.expected.map(|m| m.x.mark);
+        setup.label = o.expected.map_or(0, |m| m.x.label);
+        if let Some(l) = action.label
+            && l.value & l.mask != 0
+        {
+            setup.label = (setup.label & !l.mask) | (l.value & l.mask);
+        }
         let res = w.insert(shared, &hashes, now, |c| {
             c.init(key, &first, &mut setup);
-            if let Some((mark, label)) = inherit {
+            if let Some(mark) = inherit {
                 c.set_mark(mark, u32::MAX);
-                if label != 0 {
-                    c.set_label(label, u128::MAX, guard);
-                }
             }
             if let Some(m) = action.mark {
                 c.set_mark(m.value, m.mask);
-            }
-            if let Some(l) = action.label
-                && l.value & l.mask != 0
-            {
-                c.set_label(l.value, l.mask, guard);
             }
         });
         let Ok(e) = res else {

@@ -45,7 +45,7 @@ impl<R: Record> Table<R> {
         }
         hs.unfile(home, id.slot(), r.header());
         ctx.removed(r, why);
-        r.retire(guard);
+        r.retire(&mut home.retired);
         home.live -= 1;
         if !home.hidden {
             hs.hot.live.store(home.published(), Ordering::Release);

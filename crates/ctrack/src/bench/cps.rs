@@ -36,6 +36,10 @@
 //! handshake (SYN, SYN-ACK, ACK). Connection creation includes the lookup
 //! that misses, the limit checks and indexing the connection for both
 //! directions.
+//!
+//! `--label` commits every connection with a label, which takes the
+//! connection's extension: allocated at the commit, handed to the epoch
+//! with the connection's slot when it expires.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -126,6 +130,11 @@ pub struct CpsArgs {
     /// shared between threads. Shows what sharing the shards costs.
     #[arg(long)]
     pub affine: bool,
+    /// Commit every connection with a label, as the firewall does for an
+    /// ACL with `label` or `persist-established`: each connection then has
+    /// an extension, allocated at its commit and freed after its expiry.
+    #[arg(long)]
+    pub label: bool,
 }
 
 /// Per-batch latency, in nanoseconds.
@@ -202,6 +211,7 @@ struct CpsJson {
     shards: usize,
     /// Whether each thread created only connections of its own shards.
     affine: bool,
+    label: bool,
     runs: usize,
     fill: Phase,
     steady: Phase,
@@ -253,6 +263,7 @@ pub(crate) fn run(a: &CpsArgs, json: bool, out: &mut dyn Write) -> Result<()> {
         sweeper: a.sweeper,
         shards: shards(a),
         affine: a.affine,
+        label: a.label,
         runs: a.runs,
         fill: chosen.0,
         steady,
@@ -267,11 +278,12 @@ pub(crate) fn run(a: &CpsArgs, json: bool, out: &mut dyn Write) -> Result<()> {
     }
     writeln!(
         out,
-        "cps: {} thread(s){}, {} connections, {}, sweeper {}, {} shards, median of {} runs",
+        "cps: {} thread(s){}, {} connections, {}{}, sweeper {}, {} shards, median of {} runs",
         a.threads,
         if a.affine { " on their own shards" } else { "" },
         a.conns,
         value_name(a.proto),
+        if a.label { ", labelled" } else { "" },
         value_name(a.sweeper),
         j.shards,
         a.runs
@@ -465,7 +477,10 @@ fn run_once(a: &CpsArgs) -> Result<(Phase, Phase)> {
         shards: shards(a),
         ..Config::default()
     });
-    let action = CtAction::commit(0);
+    let mut action = CtAction::commit(0);
+    if a.label {
+        action.label = Some(ctrack_core::Masked::new(super::LABEL, u128::MAX));
+    }
     let base = Time::from_secs(1);
 
     super::with_populator(&tracker, a.populate, || {

@@ -15,7 +15,7 @@
 //! `Tracker::process_mut` one per call) from a copy of its frame, as a
 //! datapath's buffer would be.
 //!
-//! With `--label` every connection is committed with a label ([`LABEL`],
+//! With `--label` every connection is committed with a label (`LABEL`,
 //! as the firewall writes an ACL's) and every verdict must carry it.
 
 use std::io::Write;
@@ -30,7 +30,7 @@ use serde::Serialize;
 
 use super::cps::{Latency, histogram};
 use super::threads::{StartLine, spawn, spawn_all};
-use super::{MAX_BENCH_CONNS, Machine, median, packets};
+use super::{LABEL, MAX_BENCH_CONNS, Machine, median, packets};
 use crate::args::{MAX_RUNS, MAX_THREADS, bounded, positive, power_of_two};
 
 /// Arguments of `ctrack bench lookup`.
@@ -265,10 +265,6 @@ fn fill(tracker: &Tracker, a: &LookupArgs, now: Time) -> Result<()> {
     }
     fill_with(tracker, a.conns, a.threads, &action, a.nat, a.ipv6, now)
 }
-
-/// The label `--label` commits every connection with: both persisting
-/// ACLs' identities and an ACL's label, as the firewall writes them.
-pub(crate) const LABEL: u128 = 7 << 96 | 1 << 48 | 1;
 
 /// What [`fill`] commits with: in zone 0, through source NAT with `nat`.
 pub(crate) fn commit_action(nat: bool, v6: bool) -> CtAction {

@@ -111,7 +111,7 @@ pub(crate) fn run(a: &MemoryArgs, json: bool, out: &mut dyn Write) -> Result<()>
     let before = rss_bytes()?;
     let mut action = super::lookup::commit_action(a.nat, a.ipv6);
     if a.label {
-        action.label = Some(Masked::new(super::lookup::LABEL, u128::MAX));
+        action.label = Some(Masked::new(super::LABEL, u128::MAX));
     }
     // On this thread: another would add its stack and its allocator's
     // arena to the resident set.

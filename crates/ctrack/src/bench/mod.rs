@@ -110,6 +110,11 @@ pub struct BenchmarkArgs {
 /// [`MAX_CONNS`](crate::args::MAX_CONNS).
 pub(crate) const MAX_BENCH_CONNS: u64 = 400_000_000;
 
+/// The label `--label` (of `lookup`, `cps`, `memory`) commits every
+/// connection with: both persisting ACLs' identities and an ACL's label,
+/// as the firewall writes them.
+pub(crate) const LABEL: u128 = 7 << 96 | 1 << 48 | 1;
+
 /// The largest batch of `benchmark` (the tracker's burst).
 const MAX_BATCH: usize = 32;
 
