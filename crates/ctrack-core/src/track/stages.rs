@@ -8,7 +8,7 @@ use core::sync::atomic::Ordering::Relaxed;
 
 use ctrack_wire::{Fragment, Frame, IpLayer, IpVersion, LinkType, ip_proto, parse_frame};
 
-use super::packet::{Cache, Call, Pkt};
+use super::packet::{Cache, Call, Hit, Pkt};
 use super::tracker::{Fam, Tracker};
 use crate::alg::stage::{self as gateway, Control, GatewayCx};
 use crate::conn::{Conn, DNAT, SNAT};
@@ -99,30 +99,11 @@ impl Tracker {
         p: &Pkt<u32>,
         v: &mut Verdict,
     ) {
-        let hit = cache
-            .v4
-            .as_ref()
-            .filter(|h| v.conn.is_some_and(|id| id.record() == h.entry.id()));
-        let Some(hit) = hit else {
-            // Not the connection the cache holds (cannot happen for a
-            // tracked packet, but the general stage is always right).
-            let layers = parse_frame(frame, LinkType::Ethernet);
-            self.stages(cx, Buf::Mut(frame), &layers, v);
-            return;
-        };
-        let c = hit.entry.record();
-        let bits = c.nat_bits();
-        if bits == 0 {
-            return;
+        match judged_translation(cache.v4.as_ref(), v, cx) {
+            Judged::Translate(t) => translate_fast_v4(&t, frame, p.proto, v, cx.stats),
+            Judged::Untranslated => {}
+            Judged::Elsewhere => self.stages_again(cx, frame, v),
         }
-        let t = Translation {
-            dir: v.dir,
-            orig: *c.orig(),
-            reply: c.reply(cx.guard),
-            src: bits & SNAT != 0,
-            dst: bits & DNAT != 0,
-        };
-        translate_fast_v4(&t, frame, p.proto, v, cx.stats);
     }
 
     /// [`Tracker::translate_judged`] for a packet of the IPv6 lanes (an
@@ -139,38 +120,29 @@ impl Tracker {
         p: &Pkt<V6>,
         v: &mut Verdict,
     ) {
-        let hit = cache.v6.as_ref().filter(|h| {
-            v.conn
-                .is_some_and(|id| id.family() == Family::V6 && id.record() == h.entry.id())
-        });
-        let Some(hit) = hit else {
-            let layers = parse_frame(frame, LinkType::Ethernet);
-            self.stages(cx, Buf::Mut(frame), &layers, v);
-            return;
-        };
-        let c = hit.entry.record();
-        let bits = c.nat_bits();
-        if bits == 0 {
-            return;
+        match judged_translation(cache.v6.as_ref(), v, cx) {
+            Judged::Translate(t) => {
+                const L3: usize = 14;
+                let ip = IpLayer {
+                    version: IpVersion::V6,
+                    l3: L3,
+                    l4: L3 + 40,
+                    end: L3 + p.ip_len as usize,
+                    proto: p.proto,
+                    frag: Fragment::No,
+                    frag_header: None,
+                };
+                translation::translate(&t, frame, &ip, false, v, cx.stats);
+            }
+            Judged::Untranslated => {}
+            Judged::Elsewhere => self.stages_again(cx, frame, v),
         }
-        let t = Translation {
-            dir: v.dir,
-            orig: *c.orig(),
-            reply: c.reply(cx.guard),
-            src: bits & SNAT != 0,
-            dst: bits & DNAT != 0,
-        };
-        const L3: usize = 14;
-        let ip = IpLayer {
-            version: IpVersion::V6,
-            l3: L3,
-            l4: L3 + 40,
-            end: L3 + p.ip_len as usize,
-            proto: p.proto,
-            frag: Fragment::No,
-            frag_header: None,
-        };
-        translation::translate(&t, frame, &ip, false, v, cx.stats);
+    }
+
+    /// The general stages, on the frame parsed again.
+    fn stages_again(&self, cx: &mut Call<'_>, frame: &mut Vec<u8>, v: &mut Verdict) {
+        let layers = parse_frame(frame, LinkType::Ethernet);
+        self.stages(cx, Buf::Mut(frame), &layers, v);
     }
 
     /// Before tracking a packet of a connection whose gateway rewrote
@@ -217,4 +189,41 @@ impl Tracker {
             gateway::restore_ack(h, dir, frame, ip);
         }
     }
+}
+
+/// What [`judged_translation`] found.
+enum Judged<A> {
+    /// The connection translates the packet so.
+    Translate(Translation<A>),
+    /// The connection does not translate.
+    Untranslated,
+    /// The burst's cache does not hold the packet's connection (cannot
+    /// happen for a tracked packet, but the general stages are always
+    /// right).
+    Elsewhere,
+}
+
+/// The translation of a packet just judged (`v`), from the connection the
+/// burst's cache holds (`hit`), if it is the packet's.
+#[inline]
+fn judged_translation<A: Fam>(hit: Option<&Hit<'_, A>>, v: &Verdict, cx: &Call<'_>) -> Judged<A> {
+    let hit = hit.filter(|h| {
+        v.conn
+            .is_some_and(|id| id.family() == A::FAMILY && id.record() == h.entry.id())
+    });
+    let Some(hit) = hit else {
+        return Judged::Elsewhere;
+    };
+    let c = hit.entry.record();
+    let bits = c.nat_bits();
+    if bits == 0 {
+        return Judged::Untranslated;
+    }
+    Judged::Translate(Translation {
+        dir: v.dir,
+        orig: *c.orig(),
+        reply: c.reply(cx.guard),
+        src: bits & SNAT != 0,
+        dst: bits & DNAT != 0,
+    })
 }
