@@ -245,6 +245,8 @@ fn retire_box<T: Send + 'static>(p: *mut T, guard: &Guard) {
 /// and the function that drops it.
 struct ErasedBox {
     ptr: *mut (),
+    // SAFETY: the function's contract is `drop_erased`'s; it is called
+    // once, on `ptr`, by `free_all` alone, after the grace period.
     drop: unsafe fn(*mut ()),
 }
 
@@ -258,6 +260,9 @@ unsafe impl Send for ErasedBox {}
 /// # Safety
 /// `p` came from `Box::<T>::into_raw`, nothing else frees it, and no
 /// reference to the value is alive.
+// SAFETY: a contract (above) the compiler cannot check: `p`'s type is
+// forgotten, so the caller must pair it with the `T` it was made from,
+// which `retire_into` does by storing the two together.
 unsafe fn drop_erased<T>(p: *mut ()) {
     // SAFETY: by this function's contract.
     drop(unsafe { Box::from_raw(p.cast::<T>()) });
