@@ -10,7 +10,7 @@ use common::{Net, act};
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use ctrack_core::{ConnKey, Endpoint, Family, LinkType, Refusal, Stats};
+use ctrack_core::{ConnKey, Endpoint, Family, LinkType, Refusal, Stats, Time};
 use ctrack_wire::build::{Frame, L4, quote};
 use ctrack_wire::icmp::{v4, v6};
 use ctrack_wire::ip_proto;
@@ -402,4 +402,42 @@ fn an_untranslated_commit_may_not_take_a_translated_connections_tuple() {
     let m = Net::new();
     let (v, _) = m.send(&tcp(S, 80, C, 40000, SYN, 500, 0), "commit");
     assert_eq!((v.refused, v.committed), (None, true));
+}
+
+/// A translated connection is in the index twice (its original tuple and
+/// its own reply tuple); a labelled one, with an extension but no
+/// translation, once. Removed (by expiry, or by flushing its zone), each
+/// takes every entry it had with it: an entry left behind would hold its
+/// bucket until the index is rebuilt.
+#[test]
+fn removed_connections_leave_no_index_entry_behind() {
+    let n = Net::new();
+    let zones: [(u16, &str); 3] = [
+        (1, "commit,zone=1,nat(src=198.51.100.1-198.51.100.9)"),
+        (2, "commit,zone=2,label=0x7"),
+        (3, "commit,zone=3,label=0x7,nat(dst=192.0.2.80)"),
+    ];
+    let per_zone = 200u16;
+    for (_, action) in zones {
+        for i in 0..per_zone {
+            let (v, _) = n.send(&udp(C, 10000 + i, S, 53, b"q"), action);
+            assert!(v.committed, "{action}");
+        }
+    }
+    let p = u64::from(per_zone);
+    assert_eq!(n.t.table_len() as u64, 3 * p);
+    // Zones 1 and 3 translate: two entries each.
+    assert_eq!(n.t.index_entries() as u64, 5 * p);
+
+    // Zone 1 flushed: its connections go, with both entries each.
+    assert!(n.t.flush_zone(1));
+    n.t.sweep(n.now, usize::MAX, &mut Stats::default());
+    assert_eq!(n.t.table_len() as u64, 2 * p);
+    assert_eq!(n.t.index_entries() as u64, 3 * p);
+
+    // The rest expire.
+    let later = Time::from_secs(100 + 3600);
+    n.t.sweep(later, usize::MAX, &mut Stats::default());
+    assert_eq!(n.t.table_len(), 0);
+    assert_eq!(n.t.index_entries(), 0);
 }

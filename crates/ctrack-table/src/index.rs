@@ -467,8 +467,7 @@ impl Index {
         (longest + 1).min(MAX_PROBE_BUCKETS.min(self.n))
     }
 
-    /// Number of occupied entries (a full scan, for tests).
-    #[cfg(all(test, not(loom)))]
+    /// Number of occupied entries (a full scan, for reports and tests).
     pub(crate) fn occupied(&self) -> usize {
         self.b()
             .iter()

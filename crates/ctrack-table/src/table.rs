@@ -495,6 +495,15 @@ impl<R: Record> Table<R> {
             .unwrap_or(0)
     }
 
+    /// Entries in every shard's index: one a record, two for a record
+    /// with a secondary hash. A full scan of every index, for reports and
+    /// tests: an entry left behind by a removal shows here.
+    pub fn index_entries(&self, guard: &Guard) -> usize {
+        (0..self.shards.len())
+            .map(|i| self.index(i, guard).occupied())
+            .sum()
+    }
+
     /// Memory held, from the table's own accounting. Index and record
     /// bytes are what was handed out for them; `arena_bytes` the address
     /// space reserved (committed only as touched).

@@ -118,6 +118,9 @@ impl<A: Addr> Conn<A> {
         self.counters[2].store(0, Relaxed);
         self.counters[3].store(0, Relaxed);
         let reply = setup.reply.filter(|r| *r != key.tuple.reverse());
+        // What `Shared::hashes` relies on: a reply tuple of its own only
+        // with a translation bit.
+        debug_assert!(reply.is_none() || setup.nat & (SNAT | DNAT) != 0);
         // Made with its label, in one allocation (set after, the label
         // took a second step through `EpochBox::get_or_init`'s
         // compare-exchange: about 90 instructions a connection, `bench cps`

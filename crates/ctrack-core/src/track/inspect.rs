@@ -258,6 +258,15 @@ impl Tracker {
             .longest_probe(&guard)
             .max(self.v6.get().map_or(0, |t| t.longest_probe(&guard)))
     }
+
+    /// Entries in the tables' indexes: one a connection, two for a
+    /// translated one (its reply tuple is looked up on its own). A full
+    /// scan of the indexes, for reports and tests, not for the packet
+    /// path.
+    pub fn index_entries(&self) -> usize {
+        let guard = pin();
+        self.v4.index_entries(&guard) + self.v6.get().map_or(0, |t| t.index_entries(&guard))
+    }
 }
 
 #[cfg(test)]

@@ -188,8 +188,13 @@ impl<A: Addr> Context<Conn<A>> for Shared {
         let primary = self
             .hasher
             .hash_tuple(c.zone(), c.generation(), c.proto(), c.orig());
-        let secondary = c
-            .ext(guard)
+        // Only a translated connection can have a reply tuple of its own
+        // (`Conn::init`): a labelled or expected one's extension is not
+        // read (it was, by every removal: a line from memory a
+        // connection, `bench cps --label`).
+        let secondary = (c.nat_bits() != 0)
+            .then(|| c.ext(guard))
+            .flatten()
             .and_then(|e: &Ext<A>| e.own_reply(c.orig()))
             .map(|r| {
                 self.hasher
