@@ -276,12 +276,31 @@ fn zone_and_no_commit_options() {
     assert!(text.contains("new|trk"));
 }
 
-fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ctrack-test-{}", std::process::id()));
+/// A file of the test's own, in a folder of its own that goes with it
+/// (when the test fails too).
+struct TempFile {
+    dir: PathBuf,
+    path: PathBuf,
+}
+
+impl TempFile {
+    fn to_str(&self) -> Option<&str> {
+        self.path.to_str()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn temp_file(name: &str, bytes: &[u8]) -> TempFile {
+    let dir = std::env::temp_dir().join(format!("ctrack-test-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    std::fs::write(&p, bytes).unwrap();
-    p
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    TempFile { dir, path }
 }
 
 #[test]
