@@ -6,7 +6,7 @@
 //! they could decide otherwise.
 
 mod common;
-use common::{each, in_a_burst, plain};
+use common::{each, in_a_burst, plain, seg};
 
 use ctrack_core::{Config, FragConfig, Tracker};
 use ctrack_policy::expr::Expr;
@@ -350,4 +350,102 @@ fn the_policy_says_whether_its_words_decide_new_packets() {
         fw(many).policy().new_by_word_off().as_deref(),
         Some("port c has zone 0, the zone of frames of no known port")
     );
+}
+
+/// [`policy`] with B's ACL taking TCP instead, with `label` and
+/// `persist`, and `extra` as there.
+fn tcp_policy(label: Option<u32>, persist: bool, extra: Option<(AclAction, Expr)>) -> Policy {
+    let mut p = policy(extra);
+    let to_b = &mut p.acls[0];
+    to_b.expr = Expr::And(vec![
+        Expr::eq(Field::Outport, B),
+        Expr::flags(flag::IP | flag::TCP),
+    ]);
+    to_b.label = label;
+    to_b.persist_established = persist;
+    p
+}
+
+/// A connection committed under one policy and judged again under the
+/// next at a packet that is not `+new` (the client's ACK before any
+/// answer, `+est` as in Open vSwitch) gets that policy's word. A SYN sent
+/// again after it is `+new`: where committing it now would change the
+/// connection (the identity of an ACL with `persist-established`, which
+/// OVN commits with every `ct.new` packet; the allowing ACL's label the
+/// judging gives it),
+/// it meets the ACLs and is committed, as in a firewall whose ACLs meet
+/// every `+new` packet; where it would not, it takes the word. (The fuzz
+/// target `firewall_frames` found the first case deciding by the word,
+/// leaving the connection without the persisting ACL's identity: seed
+/// 5158.)
+#[test]
+fn a_connection_judged_again_takes_its_word_only_where_a_commit_would_change_nothing() {
+    let syn = || {
+        seg(
+            ((A_IP, 4000), (B_IP, 80)),
+            (0x02, 100, 0),
+            b"",
+            (A_MAC, B_MAC),
+        )
+    };
+    let ack = || {
+        seg(
+            ((A_IP, 4000), (B_IP, 80)),
+            (0x10, 101, 0),
+            b"",
+            (A_MAC, B_MAC),
+        )
+    };
+    for (label, persist, by_word) in [
+        (None, false, 1),
+        // The judging gave it the label already.
+        (Some(7), false, 1),
+        (None, true, 0),
+        (Some(9), true, 0),
+    ] {
+        let words = fw(tcp_policy(None, false, None));
+        let acls = fw(tcp_policy(None, false, ttl_never()));
+        let (mut sw, mut sa) = (FwOutputs::default(), FwOutputs::default());
+        let mut got = each(&words, &[syn(), ack()], &mut sw);
+        let mut want = each(&acls, &[syn(), ack()], &mut sa);
+        words.set_policy(tcp_policy(label, persist, None)).unwrap();
+        acls.set_policy(tcp_policy(label, persist, ttl_never()))
+            .unwrap();
+        let frames = [ack(), syn(), syn(), ack()];
+        got.extend(each(&words, &frames, &mut sw));
+        want.extend(each(&acls, &frames, &mut sa));
+        let case = format!("label {label:?}, persist {persist}");
+        assert_eq!(
+            got.iter()
+                .map(|d| d.ct.map(|v| v.state.to_string()))
+                .collect::<Vec<_>>(),
+            [
+                "new|trk", "est|trk", "est|trk", "new|trk", "new|trk", "est|trk"
+            ]
+            .map(|s| Some(s.to_string())),
+            "{case}"
+        );
+        same(&got, &want);
+        assert!(got.iter().all(|d| d.action == Action::Allow), "{case}");
+        // The connection ends with the same label on both.
+        let label_of = |f: &Firewall<u64>, d: &Decision| {
+            let id = d.ct.and_then(|v| v.conn).expect("tracked");
+            f.tracker()
+                .conn(id, ctrack_core::Time::from_secs(1))
+                .expect("there")
+                .entry
+                .label
+        };
+        assert_eq!(
+            label_of(&words, &got[5]),
+            label_of(&acls, &want[5]),
+            "{case}"
+        );
+        if let Some(l) = label {
+            assert_eq!(label_of(&words, &got[5]) >> 96, u128::from(l), "{case}");
+        }
+        // The first SYN sent again takes the word only where nothing
+        // changes; the second always does (the first was committed).
+        assert_eq!(sw.stats.new_by_word, by_word + 1, "{case}");
+    }
 }

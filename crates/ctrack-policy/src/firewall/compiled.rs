@@ -517,6 +517,25 @@ impl Compiled {
             |f: &dyn Fn(&crate::model::Acl) -> bool| from.filter(|a| f(a)).or(to.filter(|a| f(a)));
         let nat = pick(&|a| a.nat.is_some()).and_then(|a| a.nat);
         let alg = pick(&|a| a.alg.is_some()).and_then(|a| a.alg);
+        let (label, word) = self.commit_marks(d, pair);
+        CtAction {
+            // An ACL's own range, else the bare `nat` every lookup applies.
+            nat: nat.or(self.lookup_action(zone).nat),
+            alg,
+            label,
+            word: Some(word.encode()),
+            ..CtAction::commit(zone)
+        }
+    }
+
+    /// What a commit of a connection `d` allows, opened between the zones
+    /// of `pair`, writes besides its translation and gateway: the label
+    /// bits (`None`: none) and the verdict word.
+    pub(super) fn commit_marks(
+        &self,
+        d: &FirstDecision,
+        pair: Pair,
+    ) -> (Option<Masked<u128>>, Word) {
         let mut label = self
             .acl_label(d)
             .map(|l| Masked::new(u128::from(l) << 96, u128::from(u32::MAX) << 96));
@@ -527,14 +546,7 @@ impl Compiled {
             let l = label.unwrap_or(Masked::new(0, 0));
             label = Some(Masked::new(l.value | label_of(ids), l.mask | IDS_MASK));
         }
-        CtAction {
-            // An ACL's own range, else the bare `nat` every lookup applies.
-            nat: nat.or(self.lookup_action(zone).nat),
-            alg,
-            label,
-            word: Some(self.word_with(d, pair, ids != [0; 2]).encode()),
-            ..CtAction::commit(zone)
-        }
+        (label, self.word_with(d, pair, ids != [0; 2]))
     }
 
     /// The identities of the ACLs whose `persist-established` a

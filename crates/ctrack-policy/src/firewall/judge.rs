@@ -142,6 +142,16 @@ impl<T> Firewall<T> {
             d.reason = Some(refusal_reason(r));
             return d;
         }
+        // A commit leaves an existing connection's word as it is. One a
+        // change judged again and left for its next `+new` packet to
+        // commit (`WordStage::Again`) is committed now: it takes the
+        // commit's word, and its later `+new` packets take that.
+        if let (Some(id), Some(w), Some(word)) = (v.conn, Word::decode(v.word), action.word)
+            && w.generation == pol.generation
+            && w.stage == WordStage::Again
+        {
+            self.tracker.set_word(id, v.word, word, now);
+        }
         self.first(pol, &fd, frame.len(), v2.committed, Some(v2), st)
     }
 
@@ -311,6 +321,9 @@ pub(super) fn by_word(
         WordStage::From => (Stage::FromLport, Direction::FromLport),
         WordStage::To => (Stage::ToLport, Direction::ToLport),
         WordStage::Default => (Stage::Default, Direction::ToLport),
+        // Judged again, and left otherwise than a commit would leave it:
+        // the ACLs meet it, and commit it.
+        WordStage::Again => return None,
     };
     st.sync(pol.generation, pol.policy.acls.len());
     let counters = match w.acl {

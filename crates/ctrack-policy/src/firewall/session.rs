@@ -223,7 +223,25 @@ impl<T> Firewall<T> {
             };
             // Still allowed: by the ACL that allows it now (reported and
             // counted as that one's).
-            stamp(pol.word_with(&fd, pair, ids != [0; 2]));
+            let word = pol.word_with(&fd, pair, ids != [0; 2]);
+            // A later `+new` packet of it (a SYN sent again, after the
+            // client's ACK was judged here) takes the word's verdict only
+            // where committing it would change nothing: where the ACLs
+            // would then leave it as it is (`commit_changes_nothing`).
+            // Else it meets them and is committed, as OVN commits every
+            // `ct.new` packet: a connection no persisting ACL committed
+            // gains the identity of the one that allows it now.
+            let (bits, committed) = pol.commit_marks(&fd, pair);
+            let after = (info.entry.label & !label.mask) | (label.value & label.mask);
+            let alike =
+                committed == word && bits.is_none_or(|l| after & l.mask == l.value & l.mask);
+            stamp(match alike {
+                true => word,
+                false => Word {
+                    stage: WordStage::Again,
+                    ..word
+                },
+            });
             return Decision::allow(Stage::Session, acl);
         }
         // No longer allowed, but left alone.

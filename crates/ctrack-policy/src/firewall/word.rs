@@ -5,7 +5,10 @@
 //! ```text
 //! bits  0..23  policy generation that judged the connection (never 0)
 //! bits 23..43  the ACL that opened it: its index + 1, or 0 for the default
-//! bits 43..45  the stage that decided: 0 default, 1 from-lport, 2 to-lport
+//! bits 43..45  the stage that decided: 0 default, 1 from-lport, 2 to-lport;
+//!              3: stamped by a judging again after a change that left
+//!              the connection otherwise than a commit would (its label),
+//!              the stage not kept ([`WordStage::Again`])
 //! bit  45      an ACL with `persist-established` committed it: the
 //!              connection's label keeps which (`persist.rs`)
 //! bits 46..64  the zones the packets that opened it went between, as a
@@ -114,6 +117,13 @@ pub enum WordStage {
     From,
     /// A to-lport ACL.
     To,
+    /// Stamped when the connection was judged again after a policy
+    /// change, and left otherwise than committing it under that policy
+    /// would leave it (its label: an ACL's `label`, the identities of
+    /// persisting ACLs). A later `+new` packet of it meets the ACLs and
+    /// is committed, as OVN commits every `ct.new` packet; the stage that
+    /// allows it is not kept (nothing else reads it).
+    Again,
 }
 
 /// A decoded verdict word.
@@ -144,6 +154,7 @@ impl Word {
             WordStage::Default => 0u64,
             WordStage::From => 1,
             WordStage::To => 2,
+            WordStage::Again => 3,
         };
         (u64::from(self.generation) & GEN_MASK)
             | (acl << ACL_SHIFT)
@@ -165,6 +176,7 @@ impl Word {
             stage: match (w >> STAGE_SHIFT) & 3 {
                 1 => WordStage::From,
                 2 => WordStage::To,
+                3 => WordStage::Again,
                 _ => WordStage::Default,
             },
             persist: w & PERSIST != 0,
@@ -251,7 +263,12 @@ mod tests {
     fn round_trip() {
         let pairs = [Pair::NONE, Pair::new(1, 2, 1), Pair::new(0, 65535, 65535)];
         for acl in [None, Some(0), Some(7), Some((1 << ACL_BITS) - 2)] {
-            for stage in [WordStage::Default, WordStage::From, WordStage::To] {
+            for stage in [
+                WordStage::Default,
+                WordStage::From,
+                WordStage::To,
+                WordStage::Again,
+            ] {
                 for (persist, pair) in [(false, pairs[0]), (true, pairs[1]), (false, pairs[2])] {
                     let w = Word {
                         generation: 0x002b_cdef,
