@@ -380,22 +380,16 @@ fn tcp_policy(label: Option<u32>, persist: bool, extra: Option<(AclAction, Expr)
 /// 5158.)
 #[test]
 fn a_connection_judged_again_takes_its_word_only_where_a_commit_would_change_nothing() {
-    let syn = || {
+    // The client's segments, with `flags` and sequence number `seq`.
+    let client = |flags, seq| {
         seg(
             ((A_IP, 4000), (B_IP, 80)),
-            (0x02, 100, 0),
+            (flags, seq, 0),
             b"",
             (A_MAC, B_MAC),
         )
     };
-    let ack = || {
-        seg(
-            ((A_IP, 4000), (B_IP, 80)),
-            (0x10, 101, 0),
-            b"",
-            (A_MAC, B_MAC),
-        )
-    };
+    let (syn, ack) = (|| client(0x02, 100), || client(0x10, 101));
     for (label, persist, by_word) in [
         (None, false, 1),
         // The judging gave it the label already.
