@@ -294,3 +294,54 @@ fn a_tftp_transfer_is_judged_by_its_request() {
         }
     }
 }
+
+/// A data connection's SYN sent again after a change (`+new+rel`: the
+/// connection exists, the commit stores nothing new), before any packet
+/// of it or of its control connection has come since: its word is the
+/// older policy's, so it is judged by its control connection under the
+/// policy in force, as its first SYN would have been. Given the same
+/// policy again, it is decided as if nothing had changed; given one
+/// without FTP, it is blocked. (The fuzz target `firewall_frames` found
+/// it reported as the default's, seed 5160.)
+#[test]
+fn a_data_connections_syn_sent_again_after_a_change_is_judged_by_its_control_connection() {
+    for active in [true, false] {
+        let (before, _) = transfer(active);
+        // Up to the data connection's SYN, let in.
+        let head = &before[..5];
+        let syn = &before[4..5];
+        let fresh = || {
+            let fw = fw();
+            let mut st = FwOutputs::default();
+            let d = each(&fw, head, &mut st);
+            assert!(d.iter().all(|d| d.action == Action::Allow), "{d:?}");
+            (fw, st)
+        };
+        // No change: the SYN sent again is the control connection's ACL's.
+        let (fw0, mut s0) = fresh();
+        let want = each(&fw0, syn, &mut s0)[0];
+        assert_eq!(
+            (want.action, want.stage, want.acl),
+            (Action::Allow, Stage::Session, AclRef::Acl(0)),
+            "active {active}"
+        );
+        assert!(want.ct.is_some_and(|v| !v.committed), "{want:?}");
+        for (keep, next) in [(true, policy(true, false)), (false, policy(false, false))] {
+            let (one, mut so) = fresh();
+            let (burst, mut sb) = fresh();
+            one.set_policy(next.clone()).unwrap();
+            burst.set_policy(next).unwrap();
+            let d = each(&one, syn, &mut so)[0];
+            let b = in_a_burst(&burst, syn, &mut sb)[0];
+            assert_eq!(plain(&b), plain(&d), "active {active}, keep {keep}");
+            match keep {
+                true => assert_eq!(plain(&d), plain(&want), "active {active}"),
+                false => assert_eq!(
+                    (d.action, d.reason),
+                    (Action::Drop, Some(DropReason::Blocked)),
+                    "active {active}"
+                ),
+            }
+        }
+    }
+}

@@ -201,12 +201,14 @@ impl<T> Firewall<T> {
         }
         if v.word != 0
             && Word::generation_of(v.word) != pol.generation
-            && let (Some(id), true) = (v2.conn, v2.committed)
+            && let (Some(id), None) = (v2.conn, v2.refused)
         {
             // The control connection's word is an older policy's: no
             // packet of it has come since the change. The new connection
-            // is judged now, as a change judges it: by its control
-            // connection, under the policy in force.
+            // (or one committed before the change whose SYN comes again,
+            // `+new+rel` still: the commit stored nothing) is judged now,
+            // as a change judges it: by its control connection, under the
+            // policy in force.
             let d = self.rejudge(cx, frame, &v2, id, st);
             let mut d = Decision { ct: Some(v2), ..d };
             pol.log_related(&mut d, &v2);
