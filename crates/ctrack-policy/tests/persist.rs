@@ -322,3 +322,37 @@ fn a_change_gives_the_connection_its_new_acl_label() {
     assert_eq!(d[0].acl, AclRef::Persisted);
     assert_eq!(label(&f, &d[0]), now);
 }
+
+/// A connection committed again by a later `+new` packet (a SYN sent
+/// again) under a persisting ACL is one that ACL committed, as OVN
+/// commits every `ct.new` packet with `allow_established`: a change after
+/// it leaves the connection alone while the ACL lives. (That commit
+/// leaves the connection's word as it was, a word of the older policy
+/// whose `persist` bit is clear; the label, which the commit writes, is
+/// what says so: found by the fuzz target `firewall_frames`, seed 5161.)
+#[test]
+fn a_new_packets_commit_persists_the_connection_too() {
+    let syn = seg(((C_IP, 1000), (S_IP, 80)), (SYN, 1, 0), &[], OUT);
+    let syn_ack = seg(((S_IP, 80), (C_IP, 1000)), (SYN | ACK, 100, 2), &[], BACK);
+    let plain_http = policy(
+        &http("web", 1000, "80", "").replace("persist-established = true", ""),
+        "",
+    );
+    let (one, burst) = (fw(plain_http.clone()), fw(plain_http));
+    let (mut so, mut sb) = (FwOutputs::default(), FwOutputs::default());
+    for (f, st) in [(&one, &mut so), (&burst, &mut sb)] {
+        let d = each(f, std::slice::from_ref(&syn), st);
+        assert!(d[0].ct.is_some_and(|v| v.committed), "{d:?}");
+        f.set_policy(policy(&http("web", 1000, "80", ""), ""))
+            .unwrap();
+        // The SYN again, `+new`: the persisting ACL commits it.
+        let d = each(f, std::slice::from_ref(&syn), st);
+        assert_eq!((d[0].action, d[0].acl), (Action::Allow, AclRef::Acl(1)));
+        f.set_policy(policy(&http("web", 1000, "8080", ""), ""))
+            .unwrap();
+    }
+    let d = each(&one, std::slice::from_ref(&syn_ack), &mut so);
+    let b = in_a_burst(&burst, std::slice::from_ref(&syn_ack), &mut sb);
+    assert_eq!(plain(&b[0]), plain(&d[0]));
+    assert_eq!((d[0].action, d[0].stage, d[0].acl), PERSISTED, "{:?}", d[0]);
+}

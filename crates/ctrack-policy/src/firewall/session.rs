@@ -151,7 +151,6 @@ impl<T> Firewall<T> {
         st.rejudged += 1;
         // The zones it was opened between stay the word's.
         let kept = Word::pair_of(v.word);
-        let persist = Word::decode(v.word).is_some_and(|w| w.persist);
         let Some(info) = self.tracker.conn(id, now) else {
             // Gone since the lookup: another worker judged it again and
             // blocked it, or it was flushed. The next packet starts
@@ -180,13 +179,14 @@ impl<T> Firewall<T> {
         // The stages whose `persist-established` ACL the policy still has
         // pass it whatever their ACLs now say (OVN's
         // `ct_mark.allow_established`; see `persist.rs`).
-        let (old_ids, holds) = match persist {
-            true => {
-                let ids = persist::ids_of(info.entry.label);
-                (ids, pol.persisting.held(ids))
-            }
-            false => ([0; 2], [false; 2]),
-        };
+        //
+        // Which persisting ACLs committed it, the label says: every commit
+        // writes it, that of a later `+new` packet too (a SYN sent again,
+        // as OVN commits every `ct.new` packet with its
+        // `allow_established`), which leaves the word, and its `persist`
+        // bit, as they were.
+        let old_ids = persist::ids_of(info.entry.label);
+        let holds = pol.persisting.held(old_ids);
         let left_alone = || {
             let alone = pol.decide_stages(!holds[0], !holds[1], &key);
             (holds.contains(&true) && alone.allows()).then_some(alone)

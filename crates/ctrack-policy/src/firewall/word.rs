@@ -10,7 +10,9 @@
 //!              the connection otherwise than a commit would (its label),
 //!              the stage not kept ([`WordStage::Again`])
 //! bit  45      an ACL with `persist-established` committed it: the
-//!              connection's label keeps which (`persist.rs`)
+//!              connection's label keeps which (`persist.rs`; a change
+//!              judges by the label, which a later `+new` packet's commit
+//!              may have written under a word it left as it was)
 //! bits 46..64  the zones the packets that opened it went between, as a
 //!              [`Pair`] (0: not kept)
 //! ```
