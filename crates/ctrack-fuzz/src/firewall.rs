@@ -324,7 +324,8 @@ fn mac(b: &[u8]) -> String {
 }
 
 /// [`firewall_frames`] on bytes: the first picks one of
-/// [`FIREWALL_POLICIES`], the rest are frames
+/// [`FIREWALL_POLICIES`] (and, with its top bit set, how far each change
+/// moves along them), the rest are frames
 /// ([`crate::mutate::decode_frames`]).
 pub fn firewall_frames_bytes(data: &[u8], probe: &mut Probe) {
     let Some((&pick, rest)) = data.split_first() else {
@@ -334,8 +335,10 @@ pub fn firewall_frames_bytes(data: &[u8], probe: &mut Probe) {
 }
 
 /// Frames (real traffic, mutated) through two firewalls of the same
-/// policy (changed to the next of [`FIREWALL_POLICIES`] every 65 frames,
-/// on both), one frame at a time and in bursts of uneven sizes, the
+/// policy (changed every 65 frames, on both, to the next of
+/// [`FIREWALL_POLICIES`], or with `pick`'s top bit set to the one 1 to 7
+/// further on, as its bits 3-5 say, so that every policy follows every
+/// other), one frame at a time and in bursts of uneven sizes, the
 /// counters of each path carried from one call to the next as a worker
 /// carries them: the same decision for every frame (connection numbers
 /// aside), the same bytes (translated where NAT applies), the same
@@ -360,6 +363,14 @@ pub fn firewall_frames(frames: &[Vec<u8>], pick: u8, probe: &mut Probe) {
         Policy::from_str(&text, "fuzz.toml").expect("the fuzz policies load")
     };
     let policy = policy_at(usize::from(pick));
+    // How far each change moves: 1 (each policy's successor, as inputs
+    // whose first byte is under 0x80 always had), or with the top bit
+    // set 1 to 7, so that an input may follow any policy with any other
+    // (the last one by the first, NAT by `persist-established`, ...).
+    let stride = match pick & 0x80 {
+        0 => 1,
+        _ => 1 + usize::from(pick >> 3 & 7) % (FIREWALL_POLICIES.len() - 1),
+    };
     let (one, burst) = (make(&policy), make(&policy));
     let acls = make(&without_words(policy.clone()));
     // A fourth, frame by frame, that is also given its policy again now
@@ -426,7 +437,14 @@ pub fn firewall_frames(frames: &[Vec<u8>], pick: u8, probe: &mut Probe) {
         if k % 5 == 4 {
             // A policy change, the same on both paths: connections are
             // judged again at their next packet.
-            let p = policy_at(usize::from(pick) + 1 + k / 5);
+            let (from, to) = (
+                usize::from(pick) + stride * (k / 5),
+                usize::from(pick) + stride * (1 + k / 5),
+            );
+            let p = policy_at(to);
+            // Which policy followed which: new coverage for each pair.
+            let n = FIREWALL_POLICIES.len();
+            probe.feature(87, (from % n, to % n));
             one.set_policy(p.clone())
                 .expect("the fuzz policies compile");
             acls.set_policy(without_words(p.clone()))
