@@ -1226,3 +1226,132 @@ fn a_disabled_port_sends_and_receives_nothing() {
     assert_eq!(fw.tracker().table_len(), 0);
     assert_eq!(o.stats.drops[DropReason::PortSecurity as usize], 3);
 }
+
+/// An ACK segment with four bytes of data.
+fn data(sport: u16, dport: u16, seq: u32, ack: u32) -> L4 {
+    L4::tcp_seg(sport, dport, ACK, seq, ack, 65535, b"data")
+}
+
+/// A segment of an established connection outside its window is invalid
+/// to the tracker, and the firewall drops it (OVN's `ct.inv` drop), its
+/// connection's word current or not, frame by frame and in a burst (where
+/// it must not leave by the session with the packets around it); the
+/// connection is unharmed: the next segment in the window passes.
+#[test]
+fn a_segment_outside_the_window_is_dropped_as_invalid() {
+    let frames = [
+        from_client(S_IP, seg(1000, 80, SYN, 1, 0)),
+        from_server(S_IP, seg(80, 1000, SYN | ACK, 100, 2)),
+        from_client(S_IP, seg(1000, 80, ACK, 2, 101)),
+        // Data far past what each side's window allows (a segment
+        // without data has its sequence number let go, as in Open
+        // vSwitch).
+        from_client(S_IP, data(1000, 80, 2 + (1 << 30), 101)),
+        from_server(S_IP, data(80, 1000, 101 + (1 << 30), 2)),
+        from_client(S_IP, data(1000, 80, 2, 101)),
+    ];
+    let what = |d: &Decision| (d.action, d.stage, d.acl, d.reason);
+    let invalid = (
+        Action::Drop,
+        Stage::Session,
+        AclRef::Invalid,
+        Some(DropReason::Invalid),
+    );
+    let passes = (Action::Allow, Stage::Session, AclRef::Acl(0), None);
+    let one_by_one = fw(web_policy());
+    let mut o = FwOutputs::default();
+    let alone: Vec<Decision> = frames
+        .iter()
+        .map(|f| one(&one_by_one, f.clone(), &mut o).0)
+        .collect();
+    assert_eq!(
+        alone[2..].iter().map(what).collect::<Vec<_>>(),
+        [passes, invalid, invalid, passes]
+    );
+    assert!(alone[3].ct.is_some_and(|v| v.state.contains(CtState::INV)));
+    // In one burst, and in a burst of established packets alone.
+    for split in [0, 3] {
+        let f = fw(web_policy());
+        let mut st = FwStats::default();
+        let mut ds = Vec::new();
+        for part in [&frames[..split], &frames[split..]] {
+            let mut part = part.to_vec();
+            let mut d = vec![Decision::default(); part.len()];
+            f.process_burst(
+                &mut part,
+                Time::from_secs(1),
+                BurstOut {
+                    decisions: &mut d,
+                    replies: &mut Vec::new(),
+                    stats: &mut st,
+                },
+            );
+            ds.extend(d);
+        }
+        assert_eq!(
+            ds.iter().map(what).collect::<Vec<_>>(),
+            alone.iter().map(what).collect::<Vec<_>>(),
+            "split at {split}"
+        );
+        assert_eq!(st.drops, o.stats.drops);
+    }
+}
+
+/// A connection that a change leaves allowed stateless only (its ACLs now
+/// `allow-stateless`, in a policy that still tracks other traffic) is no
+/// longer tracked: the packet that finds it so passes, as the ACLs
+/// decide it, and the connection is removed, so that the server's replies
+/// need a rule of their own, as for any stateless traffic, and do not
+/// pass on the session.
+#[test]
+fn a_connection_allowed_stateless_after_a_change_is_no_longer_tracked() {
+    let stateless = policy(
+        DefaultAction::Drop,
+        vec![
+            acl(
+                0,
+                Direction::ToLport,
+                1000,
+                AclAction::AllowStateless,
+                Expr::And(vec![Expr::eq(Field::Outport, SERVER), tcp_to(80)]),
+            ),
+            acl(
+                1,
+                Direction::FromLport,
+                1000,
+                AclAction::AllowStateless,
+                Expr::And(vec![Expr::eq(Field::Inport, 1), tcp_to(80)]),
+            ),
+            // Something stateful, so that the policy still tracks.
+            acl(
+                2,
+                Direction::ToLport,
+                10,
+                AclAction::AllowRelated,
+                Expr::flags(flag::IP | flag::UDP),
+            ),
+        ],
+    );
+    let fw = fw(web_policy());
+    let mut o = FwOutputs::default();
+    for f in [
+        from_client(S_IP, seg(1000, 80, SYN, 1, 0)),
+        from_server(S_IP, seg(80, 1000, SYN | ACK, 100, 2)),
+        from_client(S_IP, seg(1000, 80, ACK, 2, 101)),
+    ] {
+        assert_eq!(one(&fw, f, &mut o).0.action, Action::Allow);
+    }
+    fw.set_policy(stateless).unwrap();
+    let (d, _) = one(&fw, from_client(S_IP, seg(1000, 80, ACK, 2, 101)), &mut o);
+    assert_eq!(
+        (d.action, d.stage, d.acl),
+        (Action::Allow, Stage::ToLport, AclRef::Acl(0))
+    );
+    assert_eq!(fw.tracker().table_len(), 0, "no longer tracked");
+    // The server's answer: no rule lets the server send; not the session.
+    let (d, _) = one(&fw, from_server(S_IP, seg(80, 1000, ACK, 101, 2)), &mut o);
+    assert_eq!(
+        (d.action, d.stage, d.reason),
+        (Action::Drop, Stage::Default, Some(DropReason::Default))
+    );
+}

@@ -356,3 +356,92 @@ fn a_new_packets_commit_persists_the_connection_too() {
     assert_eq!(plain(&b[0]), plain(&d[0]));
     assert_eq!((d[0].action, d[0].stage, d[0].acl), PERSISTED, "{:?}", d[0]);
 }
+
+/// A connection a change left alone is not one the new policy's ACLs
+/// allowed: a `+new` packet of it (the SYN sent again before any answer)
+/// meets them, as OVN's ACLs meet every `ct.new` packet, and does not
+/// take the word the change stamped the connection with (judged again at
+/// the client's ACK, `+est` as in Open vSwitch, before any answer).
+#[test]
+fn a_persisted_connections_new_packets_meet_the_new_acls() {
+    let syn = seg(((C_IP, 1000), (S_IP, 80)), (SYN, 1, 0), &[], OUT);
+    let ack = seg(((C_IP, 1000), (S_IP, 80)), (ACK, 2, 0), &[], OUT);
+    let first = policy(&http("web", 100, "80", ""), "");
+    let next = policy(&http("web", 100, "8080", ""), "");
+    let (one, burst) = (fw(first.clone()), fw(first));
+    let (mut so, mut sb) = (FwOutputs::default(), FwOutputs::default());
+    let mut got = Vec::new();
+    for (f, st, by_burst) in [(&one, &mut so, false), (&burst, &mut sb, true)] {
+        let d = each(f, std::slice::from_ref(&syn), st);
+        assert!(d[0].ct.is_some_and(|v| v.committed), "{d:?}");
+        f.set_policy(next.clone()).unwrap();
+        let frames = [ack.clone(), syn.clone(), syn.clone()];
+        let ds = match by_burst {
+            false => each(f, &frames, st),
+            true => frames
+                .iter()
+                .flat_map(|s| in_a_burst(f, std::slice::from_ref(s), st))
+                .collect(),
+        };
+        got.push(
+            ds.iter()
+                .map(|d| (d.action, d.stage, d.acl, d.ct.map(|v| v.state.to_string())))
+                .collect::<Vec<_>>(),
+        );
+    }
+    // The ACK passes, the connection left alone; each SYN after it is
+    // dropped by the to-lport stage's default (no ACL of the new policy
+    // takes port 80).
+    let (est, new) = (Some("est|trk".to_string()), Some("new|trk".to_string()));
+    let dropped = (Action::Drop, Stage::Default, AclRef::Default, new);
+    assert_eq!(
+        got[0],
+        [
+            (PERSISTED.0, PERSISTED.1, PERSISTED.2, est),
+            dropped.clone(),
+            dropped
+        ]
+    );
+    assert_eq!(got[1], got[0], "in bursts");
+}
+
+/// A connection judged again where another persisting ACL now allows it
+/// keeps the identity of the one that committed it while that one stays
+/// (so its word says a commit would change something: `WordStage::Again`);
+/// its next `+new` packet, the SYN sent again, is committed, as OVN
+/// commits every `ct.new` packet, and takes the new ACL's identity. So a
+/// later change that drops the first ACL and narrows the second leaves
+/// the connection alone, by the second.
+#[test]
+fn a_syn_sent_again_takes_the_identity_of_the_persisting_acl_that_allows_it_now() {
+    let syn = seg(((C_IP, 1000), (S_IP, 80)), (SYN, 1, 0), &[], OUT);
+    let ack = seg(((C_IP, 1000), (S_IP, 80)), (ACK, 2, 0), &[], OUT);
+    let syn_ack = seg(((S_IP, 80), (C_IP, 1000)), (SYN | ACK, 100, 2), &[], BACK);
+    let a = || http("a", 100, "80", "");
+    let b = |ports| http("b", 200, ports, "");
+    let p1 = policy(&a(), "");
+    let p2 = policy(&format!("{}{}", a(), b("{80, 443}")), "");
+    let p3 = policy(&b("443"), "");
+    let (one, burst) = (fw(p1.clone()), fw(p1));
+    let (mut so, mut sb) = (FwOutputs::default(), FwOutputs::default());
+    for (f, st) in [(&one, &mut so), (&burst, &mut sb)] {
+        let d = each(f, std::slice::from_ref(&syn), st);
+        assert!(d[0].ct.is_some_and(|v| v.committed), "{d:?}");
+        f.set_policy(p2.clone()).unwrap();
+        // Judged again at the client's ACK (`+est`): allowed by `b`.
+        let d = each(f, std::slice::from_ref(&ack), st);
+        assert_eq!((d[0].action, d[0].acl), (Action::Allow, AclRef::Acl(2)));
+        // The SYN again: committed by `b` (reported as its word would
+        // report it: what tells the two apart is the identity it leaves).
+        let d = each(f, std::slice::from_ref(&syn), st);
+        assert_eq!(
+            (d[0].action, d[0].stage, d[0].acl),
+            (Action::Allow, Stage::ToLport, AclRef::Acl(2))
+        );
+        f.set_policy(p3.clone()).unwrap();
+    }
+    let d = each(&one, std::slice::from_ref(&syn_ack), &mut so);
+    let b = in_a_burst(&burst, std::slice::from_ref(&syn_ack), &mut sb);
+    assert_eq!(plain(&b[0]), plain(&d[0]));
+    assert_eq!((d[0].action, d[0].stage, d[0].acl), PERSISTED, "{:?}", d[0]);
+}
