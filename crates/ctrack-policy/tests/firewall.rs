@@ -1355,3 +1355,216 @@ fn a_connection_allowed_stateless_after_a_change_is_no_longer_tracked() {
         (Action::Drop, Stage::Default, Some(DropReason::Default))
     );
 }
+
+/// OVN's `allow` on a switch that has a stateful ACL commits, as
+/// `allow-related` does: the server's answer to a connection that two
+/// `allow` ACLs let in passes on the session, with no rule of its own.
+#[test]
+fn allow_commits_where_the_policy_has_a_stateful_acl() {
+    let p = policy(
+        DefaultAction::Drop,
+        vec![
+            acl(
+                0,
+                Direction::ToLport,
+                1000,
+                AclAction::Allow,
+                Expr::And(vec![Expr::eq(Field::Outport, SERVER), tcp_to(80)]),
+            ),
+            acl(
+                1,
+                Direction::FromLport,
+                1000,
+                AclAction::Allow,
+                Expr::And(vec![Expr::eq(Field::Inport, 1), tcp_to(80)]),
+            ),
+            // The stateful ACL that makes the switch track.
+            acl(
+                2,
+                Direction::ToLport,
+                10,
+                AclAction::AllowRelated,
+                Expr::flags(flag::IP | flag::UDP),
+            ),
+        ],
+    );
+    let fw = fw(p);
+    let mut o = FwOutputs::default();
+    let (d, _) = one(&fw, from_client(S_IP, seg(1000, 80, SYN, 1, 0)), &mut o);
+    assert_eq!(
+        (d.action, d.stage, d.acl),
+        (Action::Allow, Stage::ToLport, AclRef::Acl(0))
+    );
+    assert!(d.ct.is_some_and(|v| v.committed), "{d:?}");
+    let (d, _) = one(
+        &fw,
+        from_server(S_IP, seg(80, 1000, SYN | ACK, 100, 2)),
+        &mut o,
+    );
+    assert_eq!(
+        (d.action, d.stage, d.acl),
+        (Action::Allow, Stage::Session, AclRef::Acl(0))
+    );
+}
+
+/// A packet both stages deny is decided by the first, from-lport: its
+/// `drop` (no answer), not the to-lport stage's `reject`.
+#[test]
+fn the_first_stage_that_denies_decides() {
+    let ssh = || {
+        Expr::And(vec![
+            Expr::flags(flag::IP | flag::TCP),
+            Expr::eq(Field::L4Dst, 22),
+        ])
+    };
+    let p = policy(
+        DefaultAction::Allow,
+        vec![
+            acl(0, Direction::FromLport, 100, AclAction::Drop, ssh()),
+            acl(1, Direction::ToLport, 100, AclAction::Reject, ssh()),
+            acl(
+                2,
+                Direction::ToLport,
+                10,
+                AclAction::AllowRelated,
+                Expr::flags(flag::IP),
+            ),
+        ],
+    );
+    let fw = fw(p);
+    let mut o = FwOutputs::default();
+    let (d, answer) = one(&fw, from_client(S_IP, seg(1000, 22, SYN, 1, 0)), &mut o);
+    assert_eq!(
+        (d.action, d.stage, d.acl, d.reason),
+        (
+            Action::Drop,
+            Stage::FromLport,
+            AclRef::Acl(0),
+            Some(DropReason::Acl)
+        )
+    );
+    assert!(answer.is_none(), "no reset for a from-lport drop");
+    assert_eq!(o.stats.rejects_sent, 0);
+}
+
+/// `pass` hands a packet to the next tier, whose ACLs decide it; only
+/// after the last tier does the stage's default apply.
+#[test]
+fn pass_hands_over_to_the_next_tier() {
+    let mut pass = acl(
+        0,
+        Direction::ToLport,
+        1000,
+        AclAction::Pass,
+        Expr::And(vec![Expr::eq(Field::Outport, SERVER), tcp_to(80)]),
+    );
+    pass.tier = 0;
+    let mut web = acl(
+        1,
+        Direction::ToLport,
+        10,
+        AclAction::AllowRelated,
+        tcp_to(80),
+    );
+    web.tier = 1;
+    let egress = acl(
+        2,
+        Direction::FromLport,
+        1,
+        AclAction::AllowRelated,
+        Expr::flags(flag::IP),
+    );
+    let mut ssh = acl(3, Direction::ToLport, 1000, AclAction::Pass, tcp_to(22));
+    ssh.tier = 1;
+    let fw = fw(policy(DefaultAction::Drop, vec![pass, web, egress, ssh]));
+    let mut o = FwOutputs::default();
+    let (d, _) = one(&fw, from_client(S_IP, seg(1000, 80, SYN, 1, 0)), &mut o);
+    assert_eq!(
+        (d.action, d.stage, d.acl),
+        (Action::Allow, Stage::ToLport, AclRef::Acl(1))
+    );
+    // Passed by the last tier: the default.
+    let (d, _) = one(&fw, from_client(S_IP, seg(1001, 22, SYN, 1, 0)), &mut o);
+    assert_eq!(
+        (d.action, d.stage, d.reason),
+        (Action::Drop, Stage::Default, Some(DropReason::Default))
+    );
+}
+
+/// A packet the ACLs decide stateless in a policy that tracks other
+/// traffic is looked up (its connection might exist) but not tracked: the
+/// tracker's counters leave it out.
+#[test]
+fn a_packet_decided_stateless_is_not_counted_as_tracked() {
+    let dns = || {
+        Expr::And(vec![
+            Expr::flags(flag::IP | flag::UDP),
+            Expr::eq(Field::L4Dst, 53),
+        ])
+    };
+    let p = policy(
+        DefaultAction::Drop,
+        vec![
+            acl(0, Direction::ToLport, 100, AclAction::AllowStateless, dns()),
+            acl(
+                1,
+                Direction::FromLport,
+                100,
+                AclAction::AllowStateless,
+                dns(),
+            ),
+            acl(
+                2,
+                Direction::ToLport,
+                10,
+                AclAction::AllowRelated,
+                tcp_to(80),
+            ),
+        ],
+    );
+    let fw = fw(p);
+    let mut o = FwOutputs::default();
+    for sport in [5000, 5000, 5001] {
+        let (d, _) = one(&fw, from_client(S_IP, L4::udp(sport, 53, b"q")), &mut o);
+        assert_eq!(
+            (d.action, d.stage, d.acl),
+            (Action::Allow, Stage::ToLport, AclRef::Acl(0))
+        );
+        assert!(d.ct.is_none(), "{d:?}");
+    }
+    assert_eq!(o.stats.tracker, ctrack_core::Stats::default());
+    assert_eq!(fw.tracker().table_len(), 0);
+}
+
+/// A connection the tracker cannot commit (its table full) is not let
+/// through: the packet is dropped, with the reason, and nothing is
+/// tracked for it.
+#[test]
+fn a_connection_the_table_has_no_room_for_is_dropped() {
+    let fw = Firewall::new(
+        Tracker::new(Config {
+            max_conns: 1,
+            ..Config::default()
+        }),
+        FragConfig::default(),
+        web_policy(),
+    )
+    .unwrap();
+    let mut o = FwOutputs::default();
+    // The first connection, established (early drop evicts only
+    // connections not yet established).
+    for f in [
+        from_client(S_IP, seg(1000, 80, SYN, 1, 0)),
+        from_server(S_IP, seg(80, 1000, SYN | ACK, 100, 2)),
+        from_client(S_IP, seg(1000, 80, ACK, 2, 101)),
+    ] {
+        assert_eq!(one(&fw, f, &mut o).0.action, Action::Allow);
+    }
+    let (d, _) = one(&fw, from_client(S_IP, seg(1001, 80, SYN, 1, 0)), &mut o);
+    assert_eq!(
+        (d.action, d.reason),
+        (Action::Drop, Some(DropReason::TableFull)),
+        "{d:?}"
+    );
+    assert_eq!(fw.tracker().table_len(), 1);
+}
