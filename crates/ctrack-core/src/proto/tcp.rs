@@ -876,6 +876,146 @@ mod tests {
         assert_eq!(out[4], (Update::Invalid, None));
     }
 
+    /// The handshake of a client at 100 and a server at 500, windows
+    /// `win` each way, no scaling.
+    fn opened(win: u16) -> Vec<(Segment, bool)> {
+        vec![
+            (seg(SYN, 100, 0, win, 0), false),
+            (seg(SYN | ACK, 500, 101, win, 0), true),
+            (seg(ACK, 101, 501, win, 0), false),
+        ]
+    }
+
+    /// A retransmission may reach back one window of the other side's (its
+    /// largest), not further (pf's "Retrans: not more than one window
+    /// back"; Open vSwitch's `tcp_conn_update`).
+    #[test]
+    fn a_retransmission_reaches_back_one_window_at_most() {
+        let mut steps = opened(1000);
+        // Three windows of data, each acknowledged.
+        for k in 0..3 {
+            let at = 101 + 1000 * k;
+            steps.push((seg(ACK, at, 501, 1000, 1000), false));
+            steps.push((seg(ACK, 501, at + 1000, 1000, 0), true));
+        }
+        // The client's sequence is at 3101: one window back is 2101.
+        steps.push((seg(ACK, 2500, 501, 1000, 10), false));
+        steps.push((seg(ACK, 101, 501, 1000, 10), false));
+        let (_, out) = run(&steps);
+        let n = out.len();
+        assert_eq!(out[n - 2], (Update::Valid, Some(Timeout::TcpEstablished)));
+        assert_eq!(out[n - 1], (Update::Invalid, None));
+    }
+
+    /// The largest window a side announced stays its largest when it
+    /// announces a smaller one: how far back a retransmission may reach
+    /// does not shrink with it.
+    #[test]
+    fn a_sides_largest_window_is_kept_when_it_shrinks() {
+        let (c, out) = run(&[
+            (seg(SYN, 100, 0, 1000, 0), false),
+            (seg(SYN | ACK, 500, 101, 60000, 0), true),
+            (seg(ACK, 101, 501, 1000, 0), false),
+            (seg(ACK, 101, 501, 1000, 10000), false),
+            // The server acknowledges it all with a window of 100.
+            (seg(ACK, 501, 10101, 100, 0), true),
+            // 5000 bytes back: within the server's largest window.
+            (seg(ACK, 5101, 501, 1000, 10), false),
+        ]);
+        assert_eq!(c.peers[1].max_win, 60000);
+        assert_eq!(out[4], (Update::Valid, Some(Timeout::TcpEstablished)));
+    }
+
+    /// An acknowledgement may lag what the other side sent by at most
+    /// `MAX_ACK_WINDOW` (a window and a fudge factor): one further behind
+    /// is invalid, as one ahead of it is (`data_beyond_the_window_is_invalid`).
+    #[test]
+    fn an_acknowledgement_far_behind_is_invalid() {
+        let mut steps = opened(65535);
+        // The server sends 120,000 bytes, the first 60,000 acknowledged.
+        steps.push((seg(ACK, 501, 101, 65535, 60000), true));
+        steps.push((seg(ACK, 101, 60501, 65535, 0), false));
+        steps.push((seg(ACK, 60501, 101, 65535, 60000), true));
+        // 60,000 behind: within; 120,000 behind: not.
+        steps.push((seg(ACK, 101, 60501, 65535, 0), false));
+        steps.push((seg(ACK, 101, 501, 65535, 0), false));
+        let (_, out) = run(&steps);
+        let n = out.len();
+        assert_eq!(out[n - 2], (Update::Valid, Some(Timeout::TcpEstablished)));
+        assert_eq!(out[n - 1], (Update::Invalid, None));
+    }
+
+    /// After a side's FIN is acknowledged (FIN_WAIT_2), its segments
+    /// beyond the window but within one maximal window of it are let
+    /// through without refreshing the timeout (the loose check), though
+    /// the other side is still established; the same segment before the
+    /// close is invalid.
+    #[test]
+    fn a_closed_sides_stray_segment_passes_the_loose_check() {
+        let stray = seg(ACK, 1200, 501, 1000, 10);
+        let mut steps = opened(1000);
+        steps.push((stray, false));
+        let (_, out) = run(&steps);
+        assert_eq!(out.last(), Some(&(Update::Invalid, None)));
+        let mut steps = opened(1000);
+        steps.push((seg(FIN | ACK, 101, 501, 1000, 0), false));
+        steps.push((seg(ACK, 501, 102, 1000, 0), true));
+        steps.push((stray, false));
+        let (c, out) = run(&steps);
+        assert_eq!(
+            (c.peers[0].state, c.peers[1].state),
+            (TcpState::FinWait2, TcpState::Established)
+        );
+        assert_eq!(out.last(), Some(&(Update::Valid, None)));
+    }
+
+    /// A FIN the loose check lets through closes its side all the same:
+    /// here a client whose server never answered.
+    #[test]
+    fn a_fin_the_loose_check_lets_through_closes_its_side() {
+        let (c, out) = run(&[
+            (seg(SYN, 1000, 0, 1000, 0), false),
+            // Beyond the client's window (its SYN's), within the loose one.
+            (seg(FIN | ACK, 1001, 0, 1000, 100), false),
+        ]);
+        assert_eq!(out, [(Update::Valid, None)]);
+        assert_eq!(c.peers[0].state, TcpState::Closing);
+    }
+
+    /// A SYN reopens a connection only once both sides have closed
+    /// (FIN_WAIT_2 or later, as `syn_retransmit_and_reuse` shows); with one
+    /// side still open it is a segment of the connection, judged by its
+    /// window.
+    #[test]
+    fn a_syn_reopens_only_a_connection_closed_both_ways() {
+        let mut steps = opened(65535);
+        steps.push((seg(FIN | ACK, 101, 501, 65535, 0), false));
+        steps.push((seg(ACK, 501, 102, 65535, 0), true));
+        // Far outside every window: invalid, not a new connection.
+        steps.push((seg(SYN, 5_000_000, 0, 65535, 0), false));
+        let (c, out) = run(&steps);
+        assert_eq!(out.last(), Some(&(Update::Invalid, None)));
+        assert_eq!(
+            (c.peers[0].state, c.peers[1].state),
+            (TcpState::FinWait2, TcpState::Established)
+        );
+    }
+
+    /// A RST|ACK with a zero acknowledgement (broken stacks send one) is
+    /// taken as acknowledging what the other side sent: at the exact
+    /// sequence number, it resets the connection.
+    #[test]
+    fn a_reset_with_a_zero_acknowledgement_resets() {
+        let (c, out) = run(&[
+            (seg(SYN, 100, 0, 1000, 0), false),
+            (seg(SYN | ACK, 3_000_000, 101, 1000, 0), true),
+            (seg(ACK, 101, 3_000_001, 1000, 0), false),
+            (seg(RST | ACK, 101, 0, 0, 0), false),
+        ]);
+        assert_eq!(out[2], (Update::Valid, Some(Timeout::TcpClosed)));
+        assert_eq!(c.peers[0].state, TcpState::TimeWait);
+    }
+
     #[test]
     fn seq_check_off_accepts_everything_with_sane_flags() {
         let mut c = new_conn(&seg(SYN, 100, 0, 1000, 0));
