@@ -690,4 +690,91 @@ mod tests {
         assert_eq!(r.src_l4 & 0xffff, 0);
         assert_eq!(r.dst_l4 & 0xffff, 8 << 8);
     }
+
+    /// A request of protocol `proto` into `range`, hashed.
+    fn req<'a>(proto: u8, range: &'a NatRange, h: &'a KeyHasher) -> Request<'a> {
+        Request {
+            proto,
+            zone: 0,
+            range,
+            mode: NatMode::Hash,
+            hasher: h,
+        }
+    }
+
+    #[test]
+    fn a_port_in_its_range_is_kept_when_free() {
+        let h = KeyHasher::with_seed(1);
+        let o = t(0x0a00_0001, 40000, 0x0a00_0002, 80);
+        let range = snat(9, 9, Some((1024, 65535)));
+        let r = choose(&o, &req(ip_proto::TCP, &range, &h), &mut || 0, |_| false).unwrap();
+        assert_eq!(port_of(r.dst_l4), 40000);
+    }
+
+    /// Outside the range, the search starts at a point hashed from the
+    /// connection (as Linux's `nf_nat_l4proto_unique_tuple`), not at the
+    /// range's bottom: connections spread over it.
+    #[test]
+    fn ports_searched_in_a_range_start_from_a_hash() {
+        let h = KeyHasher::with_seed(1);
+        let range = snat(9, 9, Some((20000, 20100)));
+        let ports: std::collections::HashSet<u16> = (0..32)
+            .map(|i| {
+                let o = t(0x0a00_0001, 40000 + i, 0x0a00_0002, 80);
+                let r = choose(&o, &req(ip_proto::TCP, &range, &h), &mut || 0, |_| false).unwrap();
+                port_of(r.dst_l4)
+            })
+            .collect();
+        assert!(ports.iter().all(|p| (20000..=20100).contains(p)));
+        assert!(ports.len() > 16, "{ports:?}");
+    }
+
+    /// A range given high port first (possible through the API) is read
+    /// in order.
+    #[test]
+    fn a_port_range_given_backwards_is_read_in_order() {
+        let h = KeyHasher::with_seed(1);
+        let range = snat(9, 9, Some((20100, 20000)));
+        let o = t(0x0a00_0001, 40000, 0x0a00_0002, 80);
+        let r = choose(&o, &req(ip_proto::TCP, &range, &h), &mut || 0, |_| false).unwrap();
+        assert!((20000..=20100).contains(&port_of(r.dst_l4)));
+    }
+
+    /// Destination NAT to a single port that this client's port already
+    /// holds there: the client's port moves instead (within its class).
+    #[test]
+    fn a_full_destination_range_moves_the_clients_port() {
+        let h = KeyHasher::with_seed(1);
+        let range = NatRange {
+            kind: NatKind::Dst,
+            addrs: Some((ip(0x0a00_0063), ip(0x0a00_0063))),
+            ports: Some((8080, 8080)),
+        };
+        let o = t(0x0a00_0001, 40000, 0xc000_0201, 80);
+        let r = choose(&o, &req(ip_proto::TCP, &range, &h), &mut || 0, |c| {
+            port_of(c.dst_l4) == 40000
+        })
+        .unwrap();
+        assert_eq!((r.src, port_of(r.src_l4)), (0x0a00_0063, 8080));
+        assert_eq!(port_of(r.dst_l4), 40001);
+    }
+
+    /// An ICMP identifier that must change may take any value (Linux),
+    /// not only those of its port class.
+    #[test]
+    fn an_icmp_identifier_moves_anywhere() {
+        let h = KeyHasher::with_seed(1);
+        let o = Tuple {
+            src: 1u32,
+            dst: 2,
+            src_l4: (511 << 16) | (8 << 8),
+            dst_l4: 511 << 16,
+        };
+        let range = snat(9, 9, None);
+        let r = choose(&o, &req(ip_proto::ICMP, &range, &h), &mut || 0, |c| {
+            port_of(c.src_l4) == 511
+        })
+        .unwrap();
+        assert_eq!(port_of(r.src_l4), 512);
+    }
 }
