@@ -990,6 +990,27 @@ mod tests {
         assert_eq!(sim.t.lookup(&udp_key(1000, 0), sim.now).unwrap().0, kept);
     }
 
+    /// A commit refused for want of room in the table counts nothing
+    /// against its zone's limit, however often it is tried: once the table
+    /// has room, the zone takes up to its limit.
+    #[test]
+    fn a_commit_the_full_table_refuses_counts_nothing_against_its_zone() {
+        let sim = Sim::one_shard(1);
+        sim.t.set_zone_limit(3, 2);
+        sim.udp_both_ways(1000, "commit,zone=1");
+        for seq in [100, 101, 102] {
+            let v = sim.send(&tcp(true, SYN, seq, 0, b""), "commit,zone=3");
+            assert_eq!(v.refused, Some(Refusal::TableFull), "{v:?}");
+        }
+        assert_eq!(sim.t.zone_limit(3), (2, 0));
+        sim.t.set_max_conns(3);
+        for sport in [2000, 2001] {
+            let v = sim.send(&udp(sport, true), "commit,zone=3");
+            assert!(v.committed, "{v:?}");
+        }
+        assert_eq!(sim.t.zone_limit(3), (2, 2));
+    }
+
     #[test]
     fn a_full_table_evicts_an_unestablished_connection_of_any_zone() {
         // As Linux: when the table is full, a flood's entries make room
