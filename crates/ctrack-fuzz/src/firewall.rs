@@ -363,14 +363,7 @@ pub fn firewall_frames(frames: &[Vec<u8>], pick: u8, probe: &mut Probe) {
         Policy::from_str(&text, "fuzz.toml").expect("the fuzz policies load")
     };
     let policy = policy_at(usize::from(pick));
-    // How far each change moves: 1 (each policy's successor, as inputs
-    // whose first byte is under 0x80 always had), or with the top bit
-    // set 1 to 7, so that an input may follow any policy with any other
-    // (the last one by the first, NAT by `persist-established`, ...).
-    let stride = match pick & 0x80 {
-        0 => 1,
-        _ => 1 + usize::from(pick >> 3 & 7) % (FIREWALL_POLICIES.len() - 1),
-    };
+    let stride = stride_of(pick);
     let (one, burst) = (make(&policy), make(&policy));
     let acls = make(&without_words(policy.clone()));
     // A fourth, frame by frame, that is also given its policy again now
@@ -471,6 +464,18 @@ pub fn firewall_frames(frames: &[Vec<u8>], pick: u8, probe: &mut Probe) {
     }
     same_counters(&outs.stats, &by_acls.stats);
     burst_counters(&outs.stats, &st);
+}
+
+/// How far each policy change of an input whose first byte is `pick`
+/// moves along [`FIREWALL_POLICIES`]: 1 (each policy's successor, as
+/// inputs whose first byte is under 0x80 always had), or with the top bit
+/// set 1 to 7, so that an input may follow any policy with any other (the
+/// last one by the first, NAT by `persist-established`, ...).
+fn stride_of(pick: u8) -> usize {
+    match pick & 0x80 {
+        0 => 1,
+        _ => 1 + usize::from(pick >> 3 & 7) % (FIREWALL_POLICIES.len() - 1),
+    }
 }
 
 /// The counters of the per-packet path (`w`) and of the burst path
