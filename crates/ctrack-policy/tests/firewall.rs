@@ -1297,32 +1297,27 @@ fn a_segment_outside_the_window_is_dropped_as_invalid() {
     }
 }
 
-/// A connection that a change leaves allowed stateless only (its ACLs now
-/// `allow-stateless`, in a policy that still tracks other traffic) is no
-/// longer tracked: the packet that finds it so passes, as the ACLs
-/// decide it, and the connection is removed, so that the server's replies
-/// need a rule of their own, as for any stateless traffic, and do not
-/// pass on the session.
-#[test]
-fn a_connection_allowed_stateless_after_a_change_is_no_longer_tracked() {
-    let stateless = policy(
+/// Default drop; the client may open TCP 80 to the server, by `action`
+/// in both stages; UDP to anyone, allow-related.
+fn web_both_ways(action: AclAction) -> Policy {
+    policy(
         DefaultAction::Drop,
         vec![
             acl(
                 0,
                 Direction::ToLport,
                 1000,
-                AclAction::AllowStateless,
+                action,
                 Expr::And(vec![Expr::eq(Field::Outport, SERVER), tcp_to(80)]),
             ),
             acl(
                 1,
                 Direction::FromLport,
                 1000,
-                AclAction::AllowStateless,
+                action,
                 Expr::And(vec![Expr::eq(Field::Inport, 1), tcp_to(80)]),
             ),
-            // Something stateful, so that the policy still tracks.
+            // Something stateful, so that the policy tracks.
             acl(
                 2,
                 Direction::ToLport,
@@ -1331,7 +1326,18 @@ fn a_connection_allowed_stateless_after_a_change_is_no_longer_tracked() {
                 Expr::flags(flag::IP | flag::UDP),
             ),
         ],
-    );
+    )
+}
+
+/// A connection that a change leaves allowed stateless only (its ACLs now
+/// `allow-stateless`, in a policy that still tracks other traffic) is no
+/// longer tracked: the packet that finds it so passes, as the ACLs
+/// decide it, and the connection is removed, so that the server's replies
+/// need a rule of their own, as for any stateless traffic, and do not
+/// pass on the session.
+#[test]
+fn a_connection_allowed_stateless_after_a_change_is_no_longer_tracked() {
+    let stateless = web_both_ways(AclAction::AllowStateless);
     let fw = fw(web_policy());
     let mut o = FwOutputs::default();
     for f in [
@@ -1361,33 +1367,7 @@ fn a_connection_allowed_stateless_after_a_change_is_no_longer_tracked() {
 /// `allow` ACLs let in passes on the session, with no rule of its own.
 #[test]
 fn allow_commits_where_the_policy_has_a_stateful_acl() {
-    let p = policy(
-        DefaultAction::Drop,
-        vec![
-            acl(
-                0,
-                Direction::ToLport,
-                1000,
-                AclAction::Allow,
-                Expr::And(vec![Expr::eq(Field::Outport, SERVER), tcp_to(80)]),
-            ),
-            acl(
-                1,
-                Direction::FromLport,
-                1000,
-                AclAction::Allow,
-                Expr::And(vec![Expr::eq(Field::Inport, 1), tcp_to(80)]),
-            ),
-            // The stateful ACL that makes the switch track.
-            acl(
-                2,
-                Direction::ToLport,
-                10,
-                AclAction::AllowRelated,
-                Expr::flags(flag::IP | flag::UDP),
-            ),
-        ],
-    );
+    let p = web_both_ways(AclAction::Allow);
     let fw = fw(p);
     let mut o = FwOutputs::default();
     let (d, _) = one(&fw, from_client(S_IP, seg(1000, 80, SYN, 1, 0)), &mut o);
