@@ -638,6 +638,15 @@ fn bursts<const N: usize>(
     fw: &Firewall<u64>,
     sets: [&mut Vec<Vec<u8>>; N],
 ) -> (Vec<Action>, FwStats) {
+    let (ds, st) = burst_decisions(fw, sets);
+    (ds.iter().map(|d| d.action).collect(), st)
+}
+
+/// [`bursts`], with every frame's whole decision.
+fn burst_decisions<const N: usize>(
+    fw: &Firewall<u64>,
+    sets: [&mut Vec<Vec<u8>>; N],
+) -> (Vec<Decision>, FwStats) {
     let mut st = FwStats::default();
     let mut got = Vec::new();
     for set in sets {
@@ -652,7 +661,7 @@ fn bursts<const N: usize>(
                 stats: &mut st,
             },
         );
-        got.extend(ds.iter().map(|d| d.action));
+        got.extend(ds);
     }
     (got, st)
 }
@@ -1271,23 +1280,8 @@ fn a_segment_outside_the_window_is_dropped_as_invalid() {
     assert!(alone[3].ct.is_some_and(|v| v.state.contains(CtState::INV)));
     // In one burst, and in a burst of established packets alone.
     for split in [0, 3] {
-        let f = fw(web_policy());
-        let mut st = FwStats::default();
-        let mut ds = Vec::new();
-        for part in [&frames[..split], &frames[split..]] {
-            let mut part = part.to_vec();
-            let mut d = vec![Decision::default(); part.len()];
-            f.process_burst(
-                &mut part,
-                Time::from_secs(1),
-                BurstOut {
-                    decisions: &mut d,
-                    replies: &mut Vec::new(),
-                    stats: &mut st,
-                },
-            );
-            ds.extend(d);
-        }
+        let (mut first, mut rest) = (frames[..split].to_vec(), frames[split..].to_vec());
+        let (ds, st) = burst_decisions(&fw(web_policy()), [&mut first, &mut rest]);
         assert_eq!(
             ds.iter().map(what).collect::<Vec<_>>(),
             alone.iter().map(what).collect::<Vec<_>>(),
