@@ -482,14 +482,23 @@ impl Tracker {
             } else {
                 Refusal::TableFull
             };
+            // A zone whose limit was lowered below its count: one eviction
+            // would not make room, and would only lose a connection. It
+            // comes down to its limit as its connections end.
+            if !zone_ok && meta.count() > limit {
+                return Err(refusal);
+            }
             // A connection that may go: not established, or expired. A
             // full table may give up any zone's (as Linux does: the
             // flood's entries are wherever the newcomer's neighbours are);
-            // a zone at its limit only its own (also when the table is
-            // full too: one eviction must make room on both counts).
+            // a zone at its limit only one of its own that its limit
+            // counts (also when the table is full too: one eviction must
+            // make room on both counts). The zone's connections from before
+            // its limit was set count against nothing: evicting one would
+            // make no room.
             let any_zone = zone_ok;
             let evictable = |c: &Conn<A>| {
-                (any_zone || c.instance() == inst)
+                (any_zone || (c.instance() == inst && c.counted()))
                     && (!c.proto_state().is_established() || self.shared.expiry(c, guard) <= now)
             };
             // An eviction's slot waits out its grace period before it can
@@ -687,6 +696,7 @@ fn refuse<'g, A: Fam>(r: Refusal, stats: &mut Stats, out: &mut Verdict) -> Found
 
 #[cfg(test)]
 mod tests {
+    use super::super::Config;
     use super::super::packet::Pkt;
     use super::super::testing::{Sim, alone, committed, id_of, ping, tcp, udp, udp_key, verdict};
     use super::may_open;
@@ -1034,6 +1044,102 @@ mod tests {
         assert_eq!(v.refused, Some(Refusal::ZoneLimit), "{v:?}");
         assert_eq!(sim.stats.get().evicted, 0);
         assert!(sim.t.lookup(&udp_key(1000, 1), sim.now).is_some());
+    }
+
+    #[test]
+    fn a_zone_at_its_limit_evicts_only_a_connection_its_limit_counts() {
+        // The older connection came before the limit and counts against
+        // nothing: evicting it would make no room (the commit was refused
+        // after losing it). The one the limit counts goes.
+        let sim = Sim::one_shard(100);
+        sim.open(&udp(1000, true), "commit,zone=3");
+        sim.t.set_zone_limit(3, 1);
+        sim.open(&udp(1001, true), "commit,zone=3");
+        assert_eq!(sim.t.zone_limit(3), (1, 1));
+        let v = sim.send(&udp(2000, true), "commit,zone=3");
+        assert!(v.committed, "{v:?}");
+        assert_eq!(sim.stats.get().evicted, 1);
+        assert!(sim.t.lookup(&udp_key(1000, 3), sim.now).is_some());
+        assert!(sim.t.lookup(&udp_key(1001, 3), sim.now).is_none());
+        assert_eq!(sim.t.zone_limit(3), (1, 1));
+    }
+
+    #[test]
+    fn a_zone_above_a_lowered_limit_refuses_without_evicting() {
+        // Three counted, the limit lowered to one: an eviction would leave
+        // two, still over it, and the newcomer refused all the same.
+        let sim = Sim::one_shard(100);
+        sim.t.set_zone_limit(3, 3);
+        for port in 1000..1003 {
+            sim.open(&udp(port, true), "commit,zone=3");
+        }
+        sim.t.set_zone_limit(3, 1);
+        let v = sim.send(&udp(2000, true), "commit,zone=3");
+        assert_eq!(v.refused, Some(Refusal::ZoneLimit), "{v:?}");
+        assert_eq!(sim.stats.get().evicted, 0);
+        assert_eq!(sim.t.zone_limit(3), (1, 3));
+        for port in 1000..1003 {
+            assert!(sim.t.lookup(&udp_key(port, 3), sim.now).is_some());
+        }
+    }
+
+    #[test]
+    fn a_zone_at_its_limit_falls_back_on_the_newcomer_s_neighbours() {
+        // The zone's oldest and newest (`EARLY_DROP_SCAN` each) are all
+        // established; the one that may go is between them. A table of
+        // 40 in one shard has an index of four buckets: all of them are
+        // the newcomer's neighbourhood.
+        let sim = Sim::one_shard(40);
+        let n = 2 * EARLY_DROP_SCAN + 1;
+        sim.t.set_zone_limit(3, n as u32);
+        for i in 0..n {
+            let port = 1000 + i as u16;
+            if i == EARLY_DROP_SCAN {
+                sim.open(&udp(port, true), "commit,zone=3");
+            } else {
+                sim.udp_both_ways(port, "commit,zone=3");
+            }
+        }
+        let v = sim.send(&udp(3000, true), "commit,zone=3");
+        assert!(v.committed, "{v:?}");
+        assert_eq!(sim.stats.get().evicted, 1);
+        let gone = 1000 + EARLY_DROP_SCAN as u16;
+        assert!(sim.t.lookup(&udp_key(gone, 3), sim.now).is_none());
+        assert_eq!(sim.t.zone_limit(3), (n as u32, n as u32));
+    }
+
+    #[test]
+    fn a_small_full_table_evicts_from_the_next_shard() {
+        // Four shards of 40 (an index of four buckets each, one window
+        // of an early drop). The newcomer's shard holds only established
+        // connections; the next shard, both of whose index entries
+        // hold it, has the one that may go.
+        let sim = Sim::with(Config {
+            max_conns: 160,
+            shards: 4,
+            ..Config::default()
+        });
+        let shards = |port: u16| {
+            let k = udp_key(port, 0);
+            (sim.t.shard_of(&k), sim.t.shard_of(&k.reverse()))
+        };
+        let home = shards(3000).0;
+        let next = (home + 1) % 4;
+        let victim = (1000..).find(|&p| shards(p) == (next, next)).unwrap();
+        let at_home: Vec<u16> = (1000..).filter(|&p| shards(p).0 == home).take(3).collect();
+        for &port in &at_home {
+            sim.udp_both_ways(port, "commit");
+        }
+        sim.open(&udp(victim, true), "commit");
+        sim.t.set_max_conns(sim.t.table_len());
+        let v = sim.send(&udp(3000, true), "commit");
+        assert!(v.committed, "{v:?}");
+        let s = sim.stats.get();
+        assert_eq!((s.evicted, s.refused_table_full), (1, 0));
+        assert!(sim.t.lookup(&udp_key(victim, 0), sim.now).is_none());
+        for port in at_home {
+            assert!(sim.t.lookup(&udp_key(port, 0), sim.now).is_some());
+        }
     }
 
     #[test]
