@@ -86,12 +86,14 @@ pub enum FragError {
     Disabled,
     /// A non-last fragment smaller than the minimum.
     TooSmall,
-    /// Lengths that cannot be: a non-last fragment not a multiple of 8
-    /// bytes, an IPv4 header with a bad checksum or length.
+    /// Lengths that cannot be: an IPv4 header with a bad checksum or
+    /// length; an IPv6 fragment that contradicts its datagram's end, or is
+    /// empty (dropped on its own); an IPv6 non-last fragment not a multiple
+    /// of 8 bytes, or an empty IPv4 fragment (the datagram is dropped).
     Malformed,
-    /// It repeats a fragment held (dropped, the datagram goes on).
+    /// It lies within data held (dropped, the datagram goes on).
     Duplicate,
-    /// It overlaps a fragment held differently, or contradicts the
+    /// It overlaps data held otherwise, or (IPv4) contradicts the
     /// datagram's end: the datagram is dropped.
     Overlap,
     /// The datagram would pass 65535 bytes: it is dropped.

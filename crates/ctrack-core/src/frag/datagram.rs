@@ -19,6 +19,9 @@ pub(super) struct Held<T> {
     pub(super) end: usize,
     /// Its IP header's offset.
     pub(super) l3: usize,
+    /// It came right after the fragment before it, when that was the
+    /// last held: the two are of one run (Linux's `fragrun`).
+    pub(super) joins: bool,
 }
 
 #[derive(Debug)]

@@ -14,3 +14,5 @@ pub use config::{
 };
 pub use datagram::Datagram;
 pub use reassemble::{Offer, Reassembler};
+#[cfg(test)]
+mod tests_overlap;

@@ -22,13 +22,25 @@
 //! other datagrams out, it only shortens how long a datagram may take to
 //! arrive whole while it lasts.
 //!
-//! Overlaps (RFC 5722, as Linux): a fragment that repeats one held exactly
-//! is dropped on its own; one that overlaps differently (teardrop and its
-//! relatives) or contradicts the datagram's end drops the whole datagram,
-//! and later fragments of it are dropped until its time would have run
-//! out. A non-last fragment whose length is not a multiple of 8 is
-//! malformed. An IPv6 fragment header with offset 0 and no more fragments
-//! (an atomic fragment, RFC 6946) is a datagram of one fragment.
+//! Repeats, overlaps and lengths follow Linux (`ip_frag_queue` for IPv4,
+//! `nf_ct_frag6_queue` for IPv6, `inet_frag_queue_insert` for both;
+//! `tests/agree_frag.rs` checks them against a kernel): a fragment within
+//! data held, in one run (fragments that came one after the other, each
+//! right after the one before), is a repeat, dropped on its own whatever
+//! its bytes; any other overlap (teardrop and its relatives) drops the
+//! whole datagram (RFC 5722), and later fragments of it are dropped until
+//! its time would have run out. A fragment that contradicts the
+//! datagram's end (past the end a last fragment set, or a last fragment
+//! short of what is held or with another end) drops the datagram in IPv4
+//! and is dropped on its own in IPv6. A non-last fragment whose length is
+//! not a multiple of 8 is cut to one in IPv4 and drops the datagram in
+//! IPv6; an empty fragment drops the datagram in IPv4 and is dropped on
+//! its own in IPv6 (its end, if it is the last, taken for the datagram's).
+//! Where ctrack differs: the bounds above, and a fragment that takes the
+//! datagram past 65535 bytes drops it at once (Linux: IPv4 when it
+//! completes, IPv6 drops the fragment alone). An IPv6 fragment header with
+//! offset 0 and no more fragments (an atomic fragment, RFC 6946) is a
+//! datagram of one fragment.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
@@ -267,7 +279,7 @@ impl<T> Reassembler<T> {
         if !enabled {
             return Offer::Refused(frame, tag, FragError::Disabled);
         }
-        let info = match info(&frame, &ip, zone, checksums) {
+        let mut info = match info(&frame, &ip, zone, checksums) {
             Ok(i) => i,
             Err(e) => {
                 self.bump(S::Malformed, 1);
@@ -279,9 +291,13 @@ impl<T> Reassembler<T> {
             self.bump(S::TooSmall, 1);
             return Offer::Refused(frame, tag, FragError::TooSmall);
         }
-        if info.more && info.len % 8 != 0 {
-            self.bump(S::Malformed, 1);
-            return Offer::Refused(frame, tag, FragError::Malformed);
+        // A fragment not the last whose length is not a multiple of 8: as
+        // Linux, an IPv4 one is cut to a multiple of 8 (the bytes past it
+        // stay in its frame and leave with it, as padding, so it goes on
+        // as it came); an IPv6 one drops its datagram (in `fit`).
+        if info.more && !info.len.is_multiple_of(8) && !info.key.v6 {
+            info.len -= info.len % 8;
+            info.end = info.data + info.len;
         }
         self.insert(frame, tag, link, info, now.as_millis(), &cfg)
     }
@@ -327,17 +343,10 @@ impl<T> Reassembler<T> {
             self.bump(S::TooBig, 1);
             return self.fail(list, tag, FragError::TooBig);
         }
-        match fit(list, &info, &frame) {
-            Fit::Fits => {}
-            Fit::Duplicate => {
-                self.bump(S::Duplicate, 1);
-                return Offer::Refused(frame, tag, FragError::Duplicate);
-            }
-            Fit::Overlap => {
-                self.bump(S::Overlap, 1);
-                return self.fail(list, tag, FragError::Overlap);
-            }
-        }
+        let (frame, tag) = match self.settle(list, &info, frame, tag) {
+            Ok(kept) => kept,
+            Err(offer) => return offer,
+        };
         let max_per_list =
             MAX_DATAGRAM / (if info.key.v6 { cfg.min_v6 } else { cfg.min_v4 } - 60).max(1) + 2;
         if list.frags.len() >= max_per_list || size > cfg.max_bytes {
@@ -360,6 +369,9 @@ impl<T> Reassembler<T> {
             list.total = Some(end);
         }
         let at = list.frags.partition_point(|f| f.off < info.off);
+        // Past every fragment held and right after the last: the same run.
+        let joins =
+            at == list.frags.len() && list.frags.last().is_some_and(|f| f.off + f.len == info.off);
         list.frags.insert(
             at,
             Held {
@@ -370,6 +382,7 @@ impl<T> Reassembler<T> {
                 data: info.data,
                 end: info.end,
                 l3: info.l3,
+                joins,
             },
         );
         list.bytes += size;
@@ -397,6 +410,38 @@ impl<T> Reassembler<T> {
         }
     }
 
+    /// What [`fit`] says of a fragment of `list`: the fragment back if it
+    /// is to be held, else what became of it (and perhaps its datagram).
+    fn settle(
+        &self,
+        list: &mut List<T>,
+        info: &Info,
+        frame: Vec<u8>,
+        tag: T,
+    ) -> Result<(Vec<u8>, T), Offer<T>> {
+        let (stat, why, whole) = match fit(list, info) {
+            Fit::Fits => return Ok((frame, tag)),
+            Fit::Duplicate => (S::Duplicate, FragError::Duplicate, false),
+            Fit::Overlap => (S::Overlap, FragError::Overlap, true),
+            Fit::Bad => (S::Malformed, FragError::Malformed, false),
+            Fit::BadDatagram => (S::Malformed, FragError::Malformed, true),
+            Fit::Empty => {
+                // Linux takes an empty last IPv6 fragment's end for the
+                // datagram's before it drops the fragment.
+                if info.key.v6 && !info.more {
+                    list.total = Some(info.off);
+                }
+                (S::Malformed, FragError::Malformed, !info.key.v6)
+            }
+        };
+        self.bump(stat, 1);
+        Err(if whole {
+            self.fail(list, tag, why)
+        } else {
+            Offer::Refused(frame, tag, why)
+        })
+    }
+
     /// An atomic fragment: a datagram of one.
     pub(super) fn finish_one(
         &self,
@@ -411,6 +456,7 @@ impl<T> Reassembler<T> {
             data: info.data,
             end: info.end,
             l3: info.l3,
+            joins: false,
             frame,
             tag,
         };
@@ -493,35 +539,70 @@ impl<T> Reassembler<T> {
 enum Fit {
     /// It fills a gap.
     Fits,
-    /// It repeats a fragment held exactly: dropped on its own.
+    /// It lies within data held: dropped on its own.
     Duplicate,
-    /// It overlaps one differently, or contradicts the datagram's end:
-    /// the datagram is dropped (RFC 5722).
+    /// It overlaps data held otherwise, or (IPv4) contradicts the
+    /// datagram's end: the datagram is dropped (RFC 5722).
     Overlap,
+    /// (IPv6) It contradicts the datagram's end: dropped on its own.
+    Bad,
+    /// (IPv6) A fragment not the last whose length is not a multiple of
+    /// 8: the datagram is dropped.
+    BadDatagram,
+    /// It carries nothing: (IPv4) the datagram is dropped; (IPv6) it is
+    /// dropped on its own.
+    Empty,
 }
 
-fn fit<T>(list: &List<T>, info: &Info, frame: &[u8]) -> Fit {
+/// Linux's rules, in its order (`ip_frag_queue` for IPv4,
+/// `nf_ct_frag6_queue` for IPv6, then `inet_frag_queue_insert`): first
+/// the datagram's end, then an IPv6 length that is not a multiple of 8,
+/// an empty fragment, and last the data held. Linux keeps the fragments
+/// held in runs, each a fragment and those that came after it, each
+/// right after the one before and past all held: a fragment within one
+/// run repeats what is held, one that reaches past it (or into another
+/// run) overlaps.
+fn fit<T>(list: &List<T>, info: &Info) -> Fit {
     let end = info.off + info.len;
+    let v6 = info.key.v6;
+    let held_end = list.frags.last().map_or(0, |f| f.off + f.len);
     let contradicts = match (list.total, info.more) {
         (Some(t), false) => t != end,
         (Some(t), true) => end > t,
-        (None, false) => list.frags.iter().any(|f| f.off + f.len > end),
+        (None, false) => held_end > end,
         (None, true) => false,
     };
     if contradicts {
-        return Fit::Overlap;
+        return if v6 { Fit::Bad } else { Fit::Overlap };
     }
-    let Some(f) = list
-        .frags
-        .iter()
-        .find(|f| info.off < f.off + f.len && f.off < end || (info.len == 0 && f.off == info.off))
-    else {
+    if v6 && info.more && !info.len.is_multiple_of(8) {
+        return Fit::BadDatagram;
+    }
+    if info.len == 0 {
+        return Fit::Empty;
+    }
+    if end > held_end {
+        // Past everything held: it overlaps the last fragment or fits.
+        return if info.off < held_end {
+            Fit::Overlap
+        } else {
+            Fit::Fits
+        };
+    }
+    let mut run = 0..0;
+    for f in &list.frags {
+        if !f.joins {
+            if run.start < end && info.off < run.end {
+                break;
+            }
+            run = f.off..f.off;
+        }
+        run.end = f.off + f.len;
+    }
+    if !(run.start < end && info.off < run.end) {
         return Fit::Fits;
-    };
-    if f.off == info.off
-        && f.len == info.len
-        && frame.get(info.data..info.data + info.len) == f.frame.get(f.data..f.data + f.len)
-    {
+    }
+    if run.start <= info.off && end <= run.end {
         Fit::Duplicate
     } else {
         Fit::Overlap
