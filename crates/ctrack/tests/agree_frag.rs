@@ -97,6 +97,26 @@ fn scenarios(v6: bool) -> Vec<Scenario> {
             false,
         ),
         s(
+            "from a run into a gap: an overlap",
+            &[
+                (0, u, true, false),
+                last,
+                (h, u, true, false),
+                (u, u, true, false),
+            ],
+            false,
+        ),
+        s(
+            "from a gap into a run: an overlap",
+            &[
+                (u, u, true, false),
+                last,
+                (h, u, true, false),
+                (0, u, true, false),
+            ],
+            false,
+        ),
+        s(
             "past the end",
             &[
                 last,

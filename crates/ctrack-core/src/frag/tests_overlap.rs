@@ -142,6 +142,55 @@ fn a_fragment_past_the_last_held_that_reaches_into_it_overlaps() {
 }
 
 #[test]
+fn a_fragment_between_a_run_and_a_gap_overlaps() {
+    both(|v6| {
+        let (u, h) = (unit(v6), unit(v6) / 2);
+        // Within what the fragments held span, but not within one run:
+        // from a run into the gap after it, and from a gap into the run
+        // after it.
+        let (o, _) = run(
+            v6,
+            &[(0, u, true, 1), (2 * u, 100, false, 3), (h, u, true, 1)],
+        );
+        assert_eq!(o, ["held", "held", "dropped:overlap"], "v6 {v6}");
+        let (o, _) = run(
+            v6,
+            &[(u, u, true, 2), (2 * u, 100, false, 3), (h, u, true, 2)],
+        );
+        assert_eq!(o, ["held", "held", "dropped:overlap"], "v6 {v6}");
+    });
+}
+
+#[test]
+fn an_ipv4_fragment_cut_to_a_multiple_of_8_leaves_as_it_came() {
+    let u = unit(false);
+    let frames = [
+        fragment(false, 0, u, true, 1),
+        fragment(false, u, u + 4, true, 2),
+        fragment(false, 2 * u, 8, false, 3),
+    ];
+    let r: Reassembler<usize> = Reassembler::default();
+    let mut done = None;
+    for (i, f) in frames.iter().enumerate() {
+        if let Offer::Complete(d) = r.offer(
+            f.clone(),
+            i,
+            LinkType::Ethernet,
+            0,
+            Time::from_secs(1),
+            true,
+        ) {
+            done = Some(d);
+        }
+    }
+    let mut d = done.expect("complete");
+    let whole = d.take_frame();
+    // Its four bytes past the cut go on after it, as padding of its frame.
+    let out: Vec<Vec<u8>> = d.fragments(&whole).into_iter().map(|(f, _)| f).collect();
+    assert_eq!(out, frames);
+}
+
+#[test]
 fn a_fragment_that_contradicts_the_datagram_s_end() {
     both(|v6| {
         let u = unit(v6);
