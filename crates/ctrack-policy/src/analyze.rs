@@ -585,6 +585,47 @@ mod tests {
         ] {
             assert_eq!(findings(&[(100, m)]), [], "{m}");
         }
+        // Each protocol with the ethertype or IP protocol its frames have,
+        // and with another.
+        for (proto, field, value, other) in [
+            ("arp", "eth.type", "0x806", "0x800"),
+            ("ip4", "eth.type", "0x800", "0x806"),
+            ("ip6", "eth.type", "0x86dd", "0x800"),
+            ("tcp", "ip.proto", "6", "17"),
+            ("udp", "ip.proto", "17", "6"),
+            ("sctp", "ip.proto", "132", "6"),
+            ("icmp4", "ip.proto", "1", "58"),
+            ("icmp6", "ip.proto", "58", "1"),
+        ] {
+            let m = format!("{proto} && {field} == {value}");
+            assert_eq!(findings(&[(100, &m)]), [], "{m}");
+            assert!(never(&format!("{proto} && {field} == {other}")), "{proto}");
+        }
+    }
+
+    #[test]
+    fn the_same_fields_with_other_values_do_not_shadow() {
+        assert_eq!(
+            findings(&[(1000, "tcp.dst == 80"), (900, "tcp.dst == 443")]),
+            []
+        );
+        assert_eq!(
+            findings(&[
+                (1000, "ip4.src == 10.0.0.0/8"),
+                (900, "ip4.src == 192.0.2.0/24")
+            ]),
+            []
+        );
+    }
+
+    #[test]
+    fn a_pass_in_a_tier_above_shadows_nothing_below_it() {
+        // A pass in tier 0 hands what it matches to tier 1, where the ACL
+        // still decides.
+        let text = "[[acl]]\nname = \"p\"\ndirection = \"to-lport\"\npriority = 1000\nmatch = 'ip'\naction = \"pass\"\ntier = 0\n\
+                    [[acl]]\nname = \"t\"\ndirection = \"to-lport\"\npriority = 900\nmatch = 'tcp'\naction = \"drop\"\ntier = 1\n";
+        let p = Policy::from_str(text, "t.toml").expect("policy");
+        assert_eq!(analyze(&p), []);
     }
 
     #[test]
