@@ -600,6 +600,47 @@ fn nd_passes_and_arp_meets_the_acls() {
     ns.eth_src = C_MAC;
     let (d, _) = one(&fw, ns.build(), &mut o);
     assert_eq!((d.action, d.stage), (Action::Allow, Stage::Nd));
+    // MLD as OVN's `mldv1` and `mldv2` say: to a 33:33 MAC; MLDv1 from a
+    // link-local address, MLDv2 to ff02::16. An ICMPv6 message of an MLD
+    // type that is neither meets the ACLs.
+    let mld = |ty: u8, src: &str, dst: &str, mac: [u8; 6]| {
+        let mut f = Frame::new(
+            src.parse().unwrap(),
+            dst.parse().unwrap(),
+            L4::Icmp {
+                ty,
+                code: 0,
+                rest: [0; 4],
+                body: vec![0; 16],
+            },
+        );
+        f.ttl = 1;
+        f.eth_src = C_MAC;
+        f.eth_dst = mac;
+        f.build()
+    };
+    let group = [0x33, 0x33, 0, 0, 0, 0x16];
+    for (frame, passes) in [
+        (mld(143, "fe80::1", "ff02::16", group), true),
+        (mld(143, "::", "ff02::16", group), true),
+        (mld(131, "fe80::1", "ff02::16", group), true),
+        (mld(130, "fe80::1", "ff02::1", [0x33, 0x33, 0, 0, 0, 1]), true),
+        (mld(132, "fe80::1", "ff02::2", [0x33, 0x33, 0, 0, 0, 2]), true),
+        // Not from a link-local address.
+        (mld(131, "fd00::1", "ff02::16", group), false),
+        // To a unicast MAC.
+        (mld(131, "fe80::1", "ff02::16", S_MAC), false),
+        (mld(143, "fe80::1", "ff02::16", S_MAC), false),
+        // MLDv2 not to ff02::16.
+        (mld(143, "fe80::1", "ff02::1", [0x33, 0x33, 0, 0, 0, 1]), false),
+    ] {
+        let (d, _) = one(&fw, frame, &mut o);
+        let want = match passes {
+            true => (Action::Allow, Stage::Nd),
+            false => (Action::Drop, Stage::Default),
+        };
+        assert_eq!((d.action, d.stage), want, "{passes}");
+    }
     let mut arp = vec![0xffu8; 6];
     arp.extend_from_slice(&C_MAC);
     arp.extend_from_slice(&[0x08, 0x06]);

@@ -1,6 +1,7 @@
 //! IPv6 neighbour discovery and MLD, which pass above every ACL and
-//! without tracking, as in OVN (northd's priority-65535 flows for `nd ||
-//! nd_rs || nd_ra || mldv1 || mldv2`).
+//! without tracking, as in OVN (northd's priority-65532 flows for `nd ||
+//! nd_ra || nd_rs || mldv1 || mldv2`, with those predicates' meanings in
+//! OVN's `lib/logical-fields.c`).
 
 use ctrack_wire::{Frame, IpVersion, ip_proto};
 
@@ -8,10 +9,17 @@ use ctrack_wire::{Frame, IpVersion, ip_proto};
 /// solicitation/advertisement: OVN's `nd_rs`, `nd_ra`, `nd` (code 0, hop
 /// limit 255).
 const ND: [u8; 4] = [133, 134, 135, 136];
-/// MLDv1 query, report, done; MLDv2 report.
-const MLD: [u8; 4] = [130, 131, 132, 143];
+/// MLDv1 query, report, done: OVN's `mldv1` (from a link-local address).
+const MLD1: [u8; 3] = [130, 131, 132];
+/// MLDv2 report: OVN's `mldv2` (to `ff02::16`).
+const MLD2: u8 = 143;
 
-/// True for an ND or MLD message.
+/// True for an ND or MLD message as OVN's predicates define them: `nd`,
+/// `nd_rs`, `nd_ra` (ICMPv6 133 to 136, code 0, hop limit 255); `mldv1`
+/// (`eth.mcastv6 && ip6.src == fe80::/10 && icmp6.type == {130, 131,
+/// 132}`); `mldv2` (`eth.mcastv6 && ip6.dst == ff02::16 && icmp6.type ==
+/// 143`). An ICMPv6 message of an MLD type that is not one of these meets
+/// the ACLs.
 pub fn is_nd_or_mld(frame: &[u8], layers: &Frame) -> bool {
     let Ok(ip) = layers.ip else { return false };
     if ip.version != IpVersion::V6 || ip.proto != ip_proto::ICMPV6 || ip.frag.is_fragment() {
@@ -22,5 +30,24 @@ pub fn is_nd_or_mld(frame: &[u8], layers: &Frame) -> bool {
     else {
         return false;
     };
-    (ND.contains(&ty) && code == 0 && hops == 255) || MLD.contains(&ty)
+    if ND.contains(&ty) {
+        return code == 0 && hops == 255;
+    }
+    // eth.mcastv6: the destination MAC begins 33:33.
+    let mcastv6 = frame.get(..2) == Some(&[0x33, 0x33][..]);
+    if !mcastv6 {
+        return false;
+    }
+    let (Some(src), Some(dst)) = (
+        frame.get(ip.l3 + 8..ip.l3 + 24),
+        frame.get(ip.l3 + 24..ip.l3 + 40),
+    ) else {
+        return false;
+    };
+    // ip6.src == fe80::/10
+    let link_local = src[0] == 0xfe && src[1] & 0xc0 == 0x80;
+    // ip6.dst == ff02::16
+    let all_mld_routers =
+        dst[..2] == [0xff, 0x02] && dst[2..15].iter().all(|&b| b == 0) && dst[15] == 0x16;
+    (MLD1.contains(&ty) && link_local) || (ty == MLD2 && all_mld_routers)
 }
