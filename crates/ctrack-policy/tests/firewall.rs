@@ -624,15 +624,24 @@ fn nd_passes_and_arp_meets_the_acls() {
         (mld(143, "fe80::1", "ff02::16", group), true),
         (mld(143, "::", "ff02::16", group), true),
         (mld(131, "fe80::1", "ff02::16", group), true),
-        (mld(130, "fe80::1", "ff02::1", [0x33, 0x33, 0, 0, 0, 1]), true),
-        (mld(132, "fe80::1", "ff02::2", [0x33, 0x33, 0, 0, 0, 2]), true),
+        (
+            mld(130, "fe80::1", "ff02::1", [0x33, 0x33, 0, 0, 0, 1]),
+            true,
+        ),
+        (
+            mld(132, "fe80::1", "ff02::2", [0x33, 0x33, 0, 0, 0, 2]),
+            true,
+        ),
         // Not from a link-local address.
         (mld(131, "fd00::1", "ff02::16", group), false),
         // To a unicast MAC.
         (mld(131, "fe80::1", "ff02::16", S_MAC), false),
         (mld(143, "fe80::1", "ff02::16", S_MAC), false),
         // MLDv2 not to ff02::16.
-        (mld(143, "fe80::1", "ff02::1", [0x33, 0x33, 0, 0, 0, 1]), false),
+        (
+            mld(143, "fe80::1", "ff02::1", [0x33, 0x33, 0, 0, 0, 1]),
+            false,
+        ),
     ] {
         let (d, _) = one(&fw, frame, &mut o);
         let want = match passes {
@@ -1582,4 +1591,95 @@ fn a_connection_the_table_has_no_room_for_is_dropped() {
         "{d:?}"
     );
     assert_eq!(fw.tracker().table_len(), 1);
+}
+
+/// As OVN on a switch with stateful ACLs: multicast (`eth.mcast`) and a
+/// DHCPv6 client's message (`udp.src == 546 && udp.dst == 547`) are never
+/// sent to conntrack; the ACLs alone decide them, an allow-related ACL
+/// allows without committing, and a drop ACL drops. Frame by frame and in
+/// bursts.
+#[test]
+fn multicast_and_dhcpv6_clients_meet_the_acls_untracked() {
+    let udp = |dst_mac: [u8; 6], dst: [u8; 4], sport: u16, dport: u16| {
+        let mut f = Frame::v4(C_IP, dst, L4::udp(sport, dport, b"x"));
+        f.eth_src = C_MAC;
+        f.eth_dst = dst_mac;
+        f.build()
+    };
+    let mut dhcp6 = Frame::new(
+        "fe80::1".parse().unwrap(),
+        "ff02::1:2".parse().unwrap(),
+        L4::udp(546, 547, b"solicit"),
+    );
+    dhcp6.eth_src = C_MAC;
+    dhcp6.eth_dst = S_MAC;
+    let frames = [
+        // Multicast and broadcast: allowed, not committed.
+        (
+            udp([0x01, 0, 0x5e, 1, 1, 1], [239, 1, 1, 1], 5000, 6000),
+            false,
+        ),
+        (udp([0xff; 6], [10, 0, 0, 255], 5001, 6000), false),
+        // A DHCPv6 client's message, to a unicast MAC (and over IPv4 too,
+        // as OVN's match says).
+        (dhcp6.build(), false),
+        (udp(S_MAC, S_IP, 546, 547), false),
+        // Unicast: committed.
+        (udp(S_MAC, S_IP, 5002, 6000), true),
+        (udp(S_MAC, S_IP, 547, 546), true),
+    ];
+    let allow = || {
+        policy(
+            DefaultAction::Drop,
+            vec![
+                acl(
+                    0,
+                    Direction::FromLport,
+                    1,
+                    AclAction::AllowRelated,
+                    Expr::flags(flag::UDP),
+                ),
+                acl(
+                    1,
+                    Direction::ToLport,
+                    1,
+                    AclAction::AllowRelated,
+                    Expr::flags(flag::UDP),
+                ),
+            ],
+        )
+    };
+    for burst in [false, true] {
+        let fw = fw(allow());
+        let mut o = FwOutputs::default();
+        for (frame, commits) in frames.clone() {
+            let before = fw.tracker().table_len();
+            let d = if burst {
+                burst_decisions(&fw, [&mut vec![frame]]).0[0]
+            } else {
+                one(&fw, frame, &mut o).0
+            };
+            assert_eq!(d.action, Action::Allow, "burst {burst}: {d:?}");
+            assert_eq!(d.acl, AclRef::Acl(1), "burst {burst}: {d:?}");
+            let committed = fw.tracker().table_len() - before;
+            assert_eq!(committed, usize::from(commits), "burst {burst}: {d:?}");
+        }
+    }
+    // A drop ACL above drops the multicast frame, untracked all the same.
+    let mut p = allow();
+    p.acls.push(acl(
+        2,
+        Direction::ToLport,
+        10,
+        AclAction::Drop,
+        Expr::flags(flag::UDP),
+    ));
+    let fw = fw(p);
+    let mut o = FwOutputs::default();
+    let (d, _) = one(&fw, frames[0].0.clone(), &mut o);
+    assert_eq!(
+        (d.action, d.acl, d.ct),
+        (Action::Drop, AclRef::Acl(2), None)
+    );
+    assert_eq!(fw.tracker().table_len(), 0);
 }

@@ -17,7 +17,7 @@ use super::decision::{
 };
 use super::engine::Firewall;
 use super::judge::{Cx, by_word, uncount};
-use super::nd::is_nd_or_mld;
+use super::nd::{is_nd_or_mld, untracked, untracked_parsed};
 use super::word::{Pair, Word};
 use crate::key::plain_ipv4;
 
@@ -575,13 +575,22 @@ impl<T> Firewall<T> {
         // its lookup found no connection, so it changed nothing.
         // A plain IPv4 frame is neither neighbour discovery nor short of
         // an IP layer: no need to parse its layers to know.
+        // Nor is what OVN keeps from conntrack (multicast, a DHCPv6
+        // client's message): never committed, so never found either.
         let no_conn = v.conn.is_none() || v.state.contains(CtState::NEW);
-        if no_conn && plain_ipv4(frame).is_none() {
-            let layers = parse_frame(frame, LinkType::Ethernet);
-            if is_nd_or_mld(frame, &layers) || layers.ip.is_err() {
-                uncount(&mut st.tracker, v);
-                return self.judge(pol, frame, now, st);
-            }
+        let alone = no_conn
+            && match plain_ipv4(frame) {
+                Some((h, l4)) => untracked(frame, h[23], Some(l4)),
+                None => {
+                    let layers = parse_frame(frame, LinkType::Ethernet);
+                    is_nd_or_mld(frame, &layers)
+                        || layers.ip.is_err()
+                        || untracked_parsed(frame, &layers)
+                }
+            };
+        if alone {
+            uncount(&mut st.tracker, v);
+            return self.judge(pol, frame, now, st);
         }
         let cx = Cx {
             pol,

@@ -7,7 +7,7 @@ use ctrack_wire::parse_frame;
 use super::compiled::{Compiled, FirstDecision, Kind};
 use super::decision::{AclRef, Action, Decision, DropReason, FwStats, Stage};
 use super::engine::Firewall;
-use super::nd::is_nd_or_mld;
+use super::nd::{is_nd_or_mld, untracked, untracked_parsed};
 use super::word::{Pair, Word, WordStage};
 use crate::key::{Key, PortNo, plain_ipv4};
 use crate::model::Direction;
@@ -50,14 +50,14 @@ impl<T> Firewall<T> {
         // discovery and its IP layer is whole: no need to parse its
         // layers to know (106 of the 952 instructions of a stateless
         // packet went there, callgrind on `bench policy stateless`).
-        let ip_ok = if plain_ipv4(frame).is_some() {
-            true
+        let (ip_ok, untracked) = if let Some((h, l4)) = plain_ipv4(frame) {
+            (true, untracked(frame, h[23], Some(l4)))
         } else {
             let layers = parse_frame(frame, LinkType::Ethernet);
             if is_nd_or_mld(frame, &layers) {
                 return Decision::allow(Stage::Nd, AclRef::Nd);
             }
-            layers.ip.is_ok()
+            (layers.ip.is_ok(), untracked_parsed(frame, &layers))
         };
         let cx = Cx {
             pol,
@@ -66,9 +66,10 @@ impl<T> Firewall<T> {
             zone: pol.zone_for(inport, outport),
             now,
         };
-        if !pol.tracking || !ip_ok {
-            // Nothing is tracked (no stateful ACL, or not IP): the ACLs
-            // alone decide, and an allowing one commits nothing.
+        if !pol.tracking || !ip_ok || untracked {
+            // Nothing is tracked (no stateful ACL, or not IP, or what OVN
+            // keeps from conntrack: multicast, a DHCPv6 client's message):
+            // the ACLs alone decide, and an allowing one commits nothing.
             let key = Key::from_frame(frame, inport, outport);
             let fd = pol.decide(&key);
             return self.first(pol, &fd, frame.len(), false, None, st);

@@ -1,9 +1,10 @@
-//! IPv6 neighbour discovery and MLD, which pass above every ACL and
-//! without tracking, as in OVN (northd's priority-65532 flows for `nd ||
-//! nd_ra || nd_rs || mldv1 || mldv2`, with those predicates' meanings in
-//! OVN's `lib/logical-fields.c`).
+//! What OVN keeps from conntrack: IPv6 neighbour discovery and MLD, which
+//! pass above every ACL and without tracking (northd's priority-65532
+//! flows for `nd || nd_ra || nd_rs || mldv1 || mldv2`, with those
+//! predicates' meanings in OVN's `lib/logical-fields.c`), and multicast
+//! and DHCPv6 clients' messages, which meet the ACLs untracked.
 
-use ctrack_wire::{Frame, IpVersion, ip_proto};
+use ctrack_wire::{Fragment, Frame, IpVersion, ip_proto};
 
 /// ICMPv6 types of router solicitation/advertisement and neighbour
 /// solicitation/advertisement: OVN's `nd_rs`, `nd_ra`, `nd` (code 0, hop
@@ -50,4 +51,29 @@ pub fn is_nd_or_mld(frame: &[u8], layers: &Frame) -> bool {
     let all_mld_routers =
         dst[..2] == [0xff, 0x02] && dst[2..15].iter().all(|&b| b == 0) && dst[15] == 0x16;
     (MLD1.contains(&ty) && link_local) || (ty == MLD2 && all_mld_routers)
+}
+
+/// UDP ports of a DHCPv6 client's message to a server: source 546,
+/// destination 547, as the first four bytes of the UDP header.
+const DHCPV6_CLIENT: [u8; 4] = [0x02, 0x22, 0x02, 0x23];
+
+/// True for a frame that OVN never sends to conntrack on a switch with
+/// stateful ACLs, so that the ACLs alone decide it and an allowing ACL
+/// commits nothing (northd's priority-110 flows of `ls_in_pre_acl` and
+/// `ls_out_pre_acl`): `eth.mcast` (a multicast or broadcast destination
+/// MAC), and `udp && udp.src == 546 && udp.dst == 547` (a DHCPv6
+/// client's message). `l4` is the frame's transport header (`None` for a
+/// later fragment or no IP layer) and `proto` its protocol.
+pub(super) fn untracked(frame: &[u8], proto: u8, l4: Option<&[u8]>) -> bool {
+    let mcast = frame.first().is_some_and(|b| b & 1 == 1);
+    mcast
+        || (proto == ip_proto::UDP && l4.and_then(|h| h.first_chunk::<4>()) == Some(&DHCPV6_CLIENT))
+}
+
+/// [`untracked`] for a frame whose layers were parsed.
+pub(super) fn untracked_parsed(frame: &[u8], layers: &Frame) -> bool {
+    match &layers.ip {
+        Ok(ip) if ip.frag != Fragment::Later => untracked(frame, ip.proto, frame.get(ip.l4..)),
+        _ => untracked(frame, 0, None),
+    }
 }
