@@ -24,6 +24,10 @@ use ctrack_core::frag::{Offer, Reassembler};
 use ctrack_wire::LinkType;
 use ctrack_wire::build::{Ext, Frame, L4};
 
+mod common;
+
+use common::{missing_tool, root_user};
+
 /// A fragment: offset and length in the datagram's payload, whether more
 /// follow, and whether its bytes are other than the datagram's (its first
 /// byte plus one).
@@ -413,26 +417,13 @@ impl Pair {
 }
 
 fn usable() -> Result<(), String> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let root = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        == Some("0");
-    if !root {
+    if !root_user() {
         return Err("not root".into());
     }
-    for tool in ["ip", "nft", "python3"] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !found {
-            return Err(format!("{tool} not found"));
-        }
+    match missing_tool(&["ip", "nft", "python3"]) {
+        Some(tool) => Err(format!("{tool} not found")),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 #[test]

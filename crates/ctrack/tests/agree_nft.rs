@@ -18,30 +18,15 @@ use std::process::{Command, Stdio};
 
 mod common;
 
-use common::root;
-
-/// Whether this process's effective user is root.
-fn root_user() -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1).map(str::to_owned));
-    euid.as_deref() == Some("0")
-}
+use common::{missing_tool, root, root_user};
 
 /// Why the tests cannot run here, as root, if they cannot (`probe`: a
 /// name for a namespace tried and removed).
 fn unusable(probe: &str) -> Option<String> {
-    for tool in ["ip", "nft", "tcpdump", "curl", "ethtool", "python3", "ping"] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !found {
-            return Some(format!("{tool} not found"));
-        }
+    if let Some(tool) =
+        missing_tool(&["ip", "nft", "tcpdump", "curl", "ethtool", "python3", "ping"])
+    {
+        return Some(format!("{tool} not found"));
     }
     let added = Command::new("ip")
         .args(["netns", "add", probe])
