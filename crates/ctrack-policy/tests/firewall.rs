@@ -9,7 +9,7 @@ use ctrack_policy::firewall::{
 };
 use ctrack_policy::key::{Field, flag};
 use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy, Port};
-use ctrack_wire::build::{Frame, L4};
+use ctrack_wire::build::{Ext, Frame, L4};
 use ctrack_wire::tcp::flags::{ACK, RST, SYN};
 
 const C_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
@@ -620,7 +620,23 @@ fn nd_passes_and_arp_meets_the_acls() {
         f.build()
     };
     let group = [0x33, 0x33, 0, 0, 0, 0x16];
+    // As hosts send them: after a hop-by-hop header (the router alert).
+    let mut with_hbh = Frame::new(
+        "fe80::1".parse().unwrap(),
+        "ff02::16".parse().unwrap(),
+        L4::Icmp {
+            ty: 143,
+            code: 0,
+            rest: [0; 4],
+            body: vec![0; 16],
+        },
+    );
+    with_hbh.ext = vec![Ext::HopByHop(0)];
+    with_hbh.ttl = 1;
+    with_hbh.eth_src = C_MAC;
+    with_hbh.eth_dst = group;
     for (frame, passes) in [
+        (with_hbh.build(), true),
         (mld(143, "fe80::1", "ff02::16", group), true),
         (mld(143, "::", "ff02::16", group), true),
         (mld(131, "fe80::1", "ff02::16", group), true),
