@@ -161,6 +161,16 @@ fn scenarios(v6: bool) -> Vec<Scenario> {
             false,
         ),
         s(
+            "a last past 65535 bytes, then the last",
+            &[
+                (0, u, true, false),
+                (65528, 16, false, false),
+                (u, u, true, false),
+                last,
+            ],
+            v6,
+        ),
+        s(
             "not a multiple of 8",
             &[(0, u, true, false), (u, u + 4, true, false), last],
             !v6,

@@ -96,7 +96,8 @@ pub enum FragError {
     /// It overlaps data held otherwise, or (IPv4) contradicts the
     /// datagram's end: the datagram is dropped.
     Overlap,
-    /// The datagram would pass 65535 bytes: it is dropped.
+    /// The datagram would pass 65535 bytes: it is dropped (an IPv6
+    /// fragment whose own data pass them is dropped alone).
     TooBig,
     /// Its datagram was dropped earlier (overlap, too big).
     DatagramDropped,

@@ -36,9 +36,10 @@
 //! not a multiple of 8 is cut to one in IPv4 and drops the datagram in
 //! IPv6; an empty fragment drops the datagram in IPv4 and is dropped on
 //! its own in IPv6 (its end, if it is the last, taken for the datagram's).
-//! Where ctrack differs: the bounds above, and a fragment that takes the
-//! datagram past 65535 bytes drops it at once (Linux: IPv4 when it
-//! completes, IPv6 drops the fragment alone). An IPv6 fragment header with
+//! A datagram that would pass 65535 bytes is dropped with the fragment
+//! that shows it (Linux drops it when it is whole, which it never is
+//! then), but an IPv6 fragment whose own data reach past 65535 bytes is
+//! dropped alone, as Linux's. Where ctrack differs: the bounds above. An IPv6 fragment header with
 //! offset 0 and no more fragments (an atomic fragment, RFC 6946) is a
 //! datagram of one fragment.
 
@@ -338,7 +339,14 @@ impl<T> Reassembler<T> {
             return Offer::Refused(frame, tag, FragError::DatagramDropped);
         }
         let end = info.off + info.len;
-        // The whole datagram must fit in 65535 bytes.
+        // An IPv6 fragment whose own data reach past 65535 bytes is
+        // dropped alone (Linux's `nf_ct_frag6_queue`).
+        if info.key.v6 && end > MAX_DATAGRAM {
+            self.bump(S::TooBig, 1);
+            return Offer::Refused(frame, tag, FragError::TooBig);
+        }
+        // The whole datagram must fit in 65535 bytes (as Linux, which
+        // finds out when it is whole and drops it then).
         if info.head + end > MAX_DATAGRAM {
             self.bump(S::TooBig, 1);
             return self.fail(list, tag, FragError::TooBig);

@@ -292,3 +292,33 @@ fn a_length_not_a_multiple_of_8() {
         }
     });
 }
+
+#[test]
+fn a_fragment_past_65535_bytes() {
+    both(|v6| {
+        let u = unit(v6);
+        // IPv6 drops a fragment whose own data pass 65535 bytes alone;
+        // IPv4 drops the datagram (Linux when it is whole, which it then
+        // never is: its end contradicts the true last fragment's).
+        let (o, _) = run(
+            v6,
+            &[
+                (0, u, true, 1),
+                (65528, 16, false, 2),
+                (u, u, true, 1),
+                (2 * u, 8, false, 3),
+            ],
+        );
+        let want = if v6 {
+            ["held", "too_big", "held", "complete"]
+        } else {
+            [
+                "held",
+                "dropped:too_big",
+                "datagram_dropped",
+                "datagram_dropped",
+            ]
+        };
+        assert_eq!(o, want, "v6 {v6}");
+    });
+}
