@@ -658,6 +658,7 @@ fn nd_passes_and_arp_meets_the_acls() {
             mld(143, "fe80::1", "ff02::1", [0x33, 0x33, 0, 0, 0, 1]),
             false,
         ),
+        (mld(143, "fe80::1", "ff02::1:16", group), false),
     ] {
         let (d, _) = one(&fw, frame, &mut o);
         let want = match passes {
@@ -1681,6 +1682,28 @@ fn multicast_and_dhcpv6_clients_meet_the_acls_untracked() {
             assert_eq!(committed, usize::from(commits), "burst {burst}: {d:?}");
         }
     }
+    // A later fragment carries no UDP header: bytes that read as a DHCPv6
+    // client's ports at the start of its data are not them (in a burst,
+    // which takes fragments as they come).
+    let later = |data: [u8; 4]| {
+        let mut payload = data.to_vec();
+        payload.resize(64, 0);
+        let mut f = Frame::v4(C_IP, S_IP, L4::Raw { proto: 17, payload });
+        f.eth_src = C_MAC;
+        f.eth_dst = S_MAC;
+        f.frag_offset = 1480;
+        f.build()
+    };
+    let fw_a = fw(allow());
+    let fw_b = fw(allow());
+    let a = burst_decisions(&fw_a, [&mut vec![later([2, 0x22, 2, 0x23])]]).0[0];
+    let b = burst_decisions(&fw_b, [&mut vec![later([0, 1, 0, 2])]]).0[0];
+    assert_eq!(
+        (a.action, a.stage, a.acl),
+        (b.action, b.stage, b.acl),
+        "{a:?} {b:?}"
+    );
+    assert_eq!(a.ct.map(|v| v.state), b.ct.map(|v| v.state), "{a:?} {b:?}");
     // A drop ACL above drops the multicast frame, untracked all the same.
     let mut p = allow();
     p.acls.push(acl(
