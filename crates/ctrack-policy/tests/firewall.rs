@@ -1610,6 +1610,37 @@ fn a_connection_the_table_has_no_room_for_is_dropped() {
     assert_eq!(fw.tracker().table_len(), 1);
 }
 
+/// A UDP frame from the client to `dst` at `dst_mac`.
+fn udp(dst_mac: [u8; 6], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
+    let mut f = Frame::v4(C_IP, dst, L4::udp(sport, dport, b"x"));
+    f.eth_src = C_MAC;
+    f.eth_dst = dst_mac;
+    f.build()
+}
+
+/// A policy that tracks: UDP allow-related both ways, nothing else.
+fn allow_udp() -> Policy {
+    policy(
+        DefaultAction::Drop,
+        vec![
+            acl(
+                0,
+                Direction::FromLport,
+                1,
+                AclAction::AllowRelated,
+                Expr::flags(flag::UDP),
+            ),
+            acl(
+                1,
+                Direction::ToLport,
+                1,
+                AclAction::AllowRelated,
+                Expr::flags(flag::UDP),
+            ),
+        ],
+    )
+}
+
 /// As OVN on a switch with stateful ACLs: multicast (`eth.mcast`) and a
 /// DHCPv6 client's message (`udp.src == 546 && udp.dst == 547`) are never
 /// sent to conntrack; the ACLs alone decide them, an allow-related ACL
@@ -1617,12 +1648,6 @@ fn a_connection_the_table_has_no_room_for_is_dropped() {
 /// bursts.
 #[test]
 fn multicast_and_dhcpv6_clients_meet_the_acls_untracked() {
-    let udp = |dst_mac: [u8; 6], dst: [u8; 4], sport: u16, dport: u16| {
-        let mut f = Frame::v4(C_IP, dst, L4::udp(sport, dport, b"x"));
-        f.eth_src = C_MAC;
-        f.eth_dst = dst_mac;
-        f.build()
-    };
     let mut dhcp6 = Frame::new(
         "fe80::1".parse().unwrap(),
         "ff02::1:2".parse().unwrap(),
@@ -1641,33 +1666,15 @@ fn multicast_and_dhcpv6_clients_meet_the_acls_untracked() {
         // as OVN's match says).
         (dhcp6.build(), false),
         (udp(S_MAC, S_IP, 546, 547), false),
+        // A server's answer (547 to 546): kept from the table too (OVN
+        // tracks it, but meets each with the ACLs again; docs/firewall.md).
+        (udp(S_MAC, S_IP, 547, 546), false),
         // Unicast: committed.
         (udp(S_MAC, S_IP, 5002, 6000), true),
-        (udp(S_MAC, S_IP, 547, 546), true),
+        (udp(S_MAC, S_IP, 546, 548), true),
     ];
-    let allow = || {
-        policy(
-            DefaultAction::Drop,
-            vec![
-                acl(
-                    0,
-                    Direction::FromLport,
-                    1,
-                    AclAction::AllowRelated,
-                    Expr::flags(flag::UDP),
-                ),
-                acl(
-                    1,
-                    Direction::ToLport,
-                    1,
-                    AclAction::AllowRelated,
-                    Expr::flags(flag::UDP),
-                ),
-            ],
-        )
-    };
     for burst in [false, true] {
-        let fw = fw(allow());
+        let fw = fw(allow_udp());
         let mut o = FwOutputs::default();
         for (frame, commits) in frames.clone() {
             let before = fw.tracker().table_len();
@@ -1694,8 +1701,8 @@ fn multicast_and_dhcpv6_clients_meet_the_acls_untracked() {
         f.frag_offset = 1480;
         f.build()
     };
-    let fw_a = fw(allow());
-    let fw_b = fw(allow());
+    let fw_a = fw(allow_udp());
+    let fw_b = fw(allow_udp());
     let a = burst_decisions(&fw_a, [&mut vec![later([2, 0x22, 2, 0x23])]]).0[0];
     let b = burst_decisions(&fw_b, [&mut vec![later([0, 1, 0, 2])]]).0[0];
     assert_eq!(
@@ -1704,8 +1711,33 @@ fn multicast_and_dhcpv6_clients_meet_the_acls_untracked() {
         "{a:?} {b:?}"
     );
     assert_eq!(a.ct.map(|v| v.state), b.ct.map(|v| v.state), "{a:?} {b:?}");
+    // A frame to a group MAC with the addresses and ports of a committed
+    // connection is untracked all the same, frame by frame and in a burst
+    // (whose chunk of such frames goes frame by frame).
+    for burst in [false, true] {
+        let fw = fw(allow_udp());
+        let mut o = FwOutputs::default();
+        let (d, _) = one(&fw, udp(S_MAC, S_IP, 5003, 6000), &mut o);
+        assert!(d.ct.is_some_and(|v| v.committed), "{d:?}");
+        let to_group = udp([0x01, 0, 0x5e, 0, 0, 1], S_IP, 5003, 6000);
+        let ds = if burst {
+            burst_decisions(&fw, [&mut vec![to_group.clone(), to_group]]).0
+        } else {
+            vec![
+                one(&fw, to_group.clone(), &mut o).0,
+                one(&fw, to_group, &mut o).0,
+            ]
+        };
+        for d in ds {
+            assert_eq!(
+                (d.action, d.acl, d.ct),
+                (Action::Allow, AclRef::Acl(1), None),
+                "burst {burst}"
+            );
+        }
+    }
     // A drop ACL above drops the multicast frame, untracked all the same.
-    let mut p = allow();
+    let mut p = allow_udp();
     p.acls.push(acl(
         2,
         Direction::ToLport,
@@ -1721,4 +1753,47 @@ fn multicast_and_dhcpv6_clients_meet_the_acls_untracked() {
         (Action::Drop, AclRef::Acl(2), None)
     );
     assert_eq!(fw.tracker().table_len(), 0);
+}
+
+/// A port whose MAC is a group address (a policy may say so): its
+/// frames to the other port are tracked and commit; the other's to it are
+/// not tracked, in a burst too, where a chunk between the two goes frame
+/// by frame rather than by the session the first commit made (found by
+/// `firewall_frames`, whose ports take the MACs of its frames).
+#[test]
+fn frames_to_a_port_with_a_group_mac_are_untracked() {
+    let group_mac = [0x03, 0, 0, 0, 0, 2];
+    for burst in [false, true] {
+        let mut p = allow_udp();
+        p.ports[1].macs = vec![group_mac];
+        let fw = fw(p);
+        let mut o = FwOutputs::default();
+        let mut back = Frame::v4(S_IP, C_IP, L4::udp(6000, 5004, b"x"));
+        back.eth_src = group_mac;
+        back.eth_dst = C_MAC;
+        let (d, _) = one(&fw, back.build(), &mut o);
+        assert!(d.ct.is_some_and(|v| v.committed), "{d:?}");
+        let to_group = udp(group_mac, S_IP, 5004, 6000);
+        let ds = if burst {
+            // Two chunks: one of frames to the group port, one that
+            // begins with the group port's frame.
+            let mut ds = burst_decisions(&fw, [&mut vec![to_group.clone(), to_group.clone()]]).0;
+            let mid = burst_decisions(&fw, [&mut vec![back.build(), to_group]]).0;
+            assert!(mid[0].ct.is_some(), "{:?}", mid[0]);
+            ds.push(mid[1]);
+            ds
+        } else {
+            vec![
+                one(&fw, to_group.clone(), &mut o).0,
+                one(&fw, to_group, &mut o).0,
+            ]
+        };
+        for d in ds {
+            assert_eq!(
+                (d.action, d.ct),
+                (Action::Allow, None),
+                "burst {burst}: {d:?}"
+            );
+        }
+    }
 }

@@ -57,6 +57,7 @@ impl<T> Firewall<T> {
                 last: None,
                 pairs: [Pair::NONE; 2],
                 ports: (0, 0),
+                group: false,
             };
         }
         for chunk in frames.chunks_mut(BURST) {
@@ -87,7 +88,9 @@ impl<T> Firewall<T> {
                     _ => pol.secure_with(&back, f),
                 })
             };
-            let go = pol.tracking && same_zone.is_some_and(|fw| !pol.has_security || secure(fw));
+            let go = pol.tracking
+                && !zones.group
+                && same_zone.is_some_and(|fw| !pol.has_security || secure(fw));
             if let (true, Some(forward)) = (go, same_zone) {
                 let mut o = BurstOut {
                     decisions,
@@ -216,6 +219,7 @@ impl ZoneCache {
         let (fa, fb) = pair_words(pair);
         let (ra, rb) = pair_words(&rev);
         self.last = Some((fa, fb, ra, rb, z));
+        self.group = (pair[0] | pair[6]) & 1 == 1;
         z
     }
 }

@@ -365,6 +365,10 @@ pub(crate) struct ZoneCache {
     pub(crate) pairs: [super::word::Pair; 2],
     /// The last pair's ports as it came: (inport, outport).
     pub(crate) ports: (crate::key::PortNo, crate::key::PortNo),
+    /// Either MAC of the last pair is a group address: its frames one way
+    /// or the other are multicast, which the tracker never sees (docs/firewall.md,
+    /// "Tracking"), so its chunks go frame by frame, where that is told.
+    pub(crate) group: bool,
 }
 
 /// Packets per tracker burst of the burst path (burst.rs), here beside

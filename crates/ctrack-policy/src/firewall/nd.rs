@@ -54,8 +54,10 @@ pub fn is_nd_or_mld(frame: &[u8], layers: &Frame) -> bool {
 }
 
 /// UDP ports of a DHCPv6 client's message to a server: source 546,
-/// destination 547, as the first four bytes of the UDP header.
+/// destination 547, as the first four bytes of the UDP header; and of a
+/// server's answer.
 const DHCPV6_CLIENT: [u8; 4] = [0x02, 0x22, 0x02, 0x23];
+const DHCPV6_SERVER: [u8; 4] = [0x02, 0x23, 0x02, 0x22];
 
 /// True for a frame that OVN never sends to conntrack on a switch with
 /// stateful ACLs, so that the ACLs alone decide it and an allowing ACL
@@ -64,10 +66,22 @@ const DHCPV6_CLIENT: [u8; 4] = [0x02, 0x22, 0x02, 0x23];
 /// MAC), and `udp && udp.src == 546 && udp.dst == 547` (a DHCPv6
 /// client's message). `l4` is the frame's transport header (`None` for a
 /// later fragment or no IP layer) and `proto` its protocol.
+///
+/// A server's answer (`udp.src == 547 && udp.dst == 546`) is kept from
+/// the tracker too, where OVN tracks it: there, its client's messages are
+/// untracked, so a connection committed for the answers is never found
+/// by them, and each later answer, an established packet in the request
+/// direction, meets the ACLs again (as OVN's ACL hints have it); the ACLs
+/// decide each packet either way. Committing none keeps the session's
+/// fast path free of a port check for the client's messages, which
+/// would otherwise find that connection there.
 pub(super) fn untracked(frame: &[u8], proto: u8, l4: Option<&[u8]>) -> bool {
     let mcast = frame.first().is_some_and(|b| b & 1 == 1);
     mcast
-        || (proto == ip_proto::UDP && l4.and_then(|h| h.first_chunk::<4>()) == Some(&DHCPV6_CLIENT))
+        || (proto == ip_proto::UDP
+            && l4
+                .and_then(|h| h.first_chunk::<4>())
+                .is_some_and(|p| *p == DHCPV6_CLIENT || *p == DHCPV6_SERVER))
 }
 
 /// [`untracked`] for a frame whose layers were parsed.
