@@ -4,9 +4,9 @@
 mod common;
 use common::Net;
 
-use std::net::Ipv6Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
-use ctrack_core::{InvalidReason, Stats, Time};
+use ctrack_core::{ConnKey, Endpoint, Family, InvalidReason, Stats, Time};
 use ctrack_wire::build::{Frame, L4};
 use ctrack_wire::tcp::flags::*;
 
@@ -662,4 +662,37 @@ fn sack_edges_follow_the_offset() {
         &sack(after, after + 10, after + 20, C),
         "est|rpl|trk|dnat",
     );
+}
+
+/// A removed control connection's expectation holds its port no longer:
+/// the client's next control connection through the same translation
+/// announces the same port, and it is kept (as Linux and Open vSwitch,
+/// which remove a connection's expectations with it). Before, the dead
+/// one's expectation, still waiting for the sweep, moved the announced
+/// port on by one.
+#[test]
+fn a_removed_control_connection_s_expectation_leaves_its_port() {
+    let n = Net::new();
+    let fwd = "commit,nat(src=198.51.100.1),alg=ftp";
+    let port = b"PORT 10,0,0,1,156,65\r\n";
+    let shown = b"PORT 198,51,100,1,156,65\r\n";
+    for round in 0..2 {
+        snat_control(&n, fwd);
+        n.expect(
+            &seg((C, 40000), (S, 21), PSH | ACK, 101, 501, port),
+            fwd,
+            &seg((N, 40000), (S, 21), PSH | ACK, 101, 501, shown),
+            "est|trk|snat",
+        );
+        // The dead one's waits for the sweep; the new one took its place.
+        assert_eq!(n.t.expectation_count(), 1, "round {round}");
+        let control = ConnKey {
+            src: Endpoint::v4(Ipv4Addr::from(C), 40000),
+            dst: Endpoint::v4(Ipv4Addr::from(S), 21),
+            zone: 0,
+            proto: 6,
+            family: Family::V4,
+        };
+        assert!(n.t.flush_key(&control, n.now, &mut Stats::default()));
+    }
 }

@@ -159,12 +159,21 @@ impl Expectations {
     }
 
     /// Adds an expectation; one from the same master for the same key
-    /// replaces it, one from another master is a clash.
-    pub(crate) fn insert(&self, k: ExpKey, e: Expectation, now: u64) -> Result<(), Refused> {
+    /// replaces it, one from another master that lives (`alive`) and
+    /// waits is a clash. (A removed connection's expectations wait for
+    /// the next sweep, but hold their place no longer: as in Linux and
+    /// Open vSwitch, which remove them with it.)
+    pub(crate) fn insert(
+        &self,
+        k: ExpKey,
+        e: Expectation,
+        now: u64,
+        alive: &dyn Fn(&Expectation) -> bool,
+    ) -> Result<(), Refused> {
         let mut s = self.shard(&k);
         if let Some(old) = s.get_mut(&k) {
             let same = old.master == e.master && old.master_key == e.master_key;
-            if !same && old.expires > now {
+            if !same && old.expires > now && alive(old) {
                 return Err(Refused::Clash);
             }
             *old = e;
@@ -183,11 +192,18 @@ impl Expectations {
         Ok(())
     }
 
-    /// True if `k` is free for `master` (nothing waits, or its own).
-    pub(crate) fn free_for(&self, k: &ExpKey, master: ConnId, now: u64) -> bool {
+    /// True if `k` is free for `master` (nothing waits, or its own, or
+    /// one whose master `alive` says is gone).
+    pub(crate) fn free_for(
+        &self,
+        k: &ExpKey,
+        master: ConnId,
+        now: u64,
+        alive: &dyn Fn(&Expectation) -> bool,
+    ) -> bool {
         self.shard(k)
             .get(k)
-            .is_none_or(|e| e.master == master || e.expires <= now)
+            .is_none_or(|e| e.master == master || e.expires <= now || !alive(e))
     }
 
     /// Removes expectations that expired or whose master `alive` says is

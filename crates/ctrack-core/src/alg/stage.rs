@@ -10,7 +10,8 @@
 //!
 //! The stage is a set of functions over a narrow context: the tracker
 //! hands it what it needs of the control connection ([`Control`]) and of
-//! itself ([`GatewayCx`]); it never reaches back into the tracker.
+//! itself ([`GatewayCx`]); it reaches back into the tracker only to ask
+//! whether an expectation's control connection still lives.
 
 use core::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -62,9 +63,12 @@ impl<A: Addr> Control<'_, A> {
 }
 
 /// What the gateway needs of the tracker.
-#[derive(Debug)]
 pub(crate) struct GatewayCx<'a> {
     pub expect: &'a Expectations,
+    /// Whether an expectation's control connection still lives (the one
+    /// question the stage asks of the tracker: an expectation of a
+    /// removed connection holds its place no longer).
+    pub alive: &'a dyn Fn(&Expectation) -> bool,
     /// Connections whose sequence numbers are adjusted (packets skip the
     /// adjustment's lookup while there are none).
     pub seqadj: &'a AtomicUsize,
@@ -72,6 +76,16 @@ pub(crate) struct GatewayCx<'a> {
     pub nat: bool,
     pub now: Time,
     pub stats: &'a mut Stats,
+}
+
+impl core::fmt::Debug for GatewayCx<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("GatewayCx")
+            .field("expect", &self.expect)
+            .field("nat", &self.nat)
+            .field("now", &self.now)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A data connection a control connection announced.
@@ -347,7 +361,7 @@ fn expect_data<A: Addr>(
             .map(|p| p as u16)
             .find(|&p| {
                 key.dport = p;
-                cx.expect.free_for(&key, c.id, now_ms)
+                cx.expect.free_for(&key, c.id, now_ms, cx.alive)
             });
         if free.is_none() {
             cx.stats.add(C::ExpectRefused, 1);
@@ -361,7 +375,7 @@ fn expect_data<A: Addr>(
         let old = st.waiting.remove(0);
         cx.expect.take(&old, c.id);
     }
-    match cx.expect.insert(key, x, now_ms) {
+    match cx.expect.insert(key, x, now_ms, cx.alive) {
         Ok(()) => {
             st.waiting.push(key);
             cx.stats.add(C::ExpectCreated, 1);

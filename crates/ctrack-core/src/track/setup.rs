@@ -286,6 +286,30 @@ mod tests {
         assert_eq!((s.expectations_matched, s.expectations_expired), (0, 1));
     }
 
+    /// A removed control connection's expectation waits for the next
+    /// sweep, but holds its place no longer: its client's new control
+    /// connection (in another slot) announces the same port, and is
+    /// expected there (before, it clashed with the dead one's, and under
+    /// translation moved to the next port; found by `firewall_frames`).
+    #[test]
+    fn a_removed_control_connection_s_expectation_holds_its_place_no_longer() {
+        let sim = Sim::new();
+        let first = ftp_port(&sim, "commit,alg=ftp");
+        assert!(sim.flush_key(&ftp_key()));
+        assert_eq!(sim.t.expectation_count(), 1);
+        let second = ftp_port(&sim, "commit,alg=ftp");
+        assert_ne!(first, second);
+        let s = sim.stats.get();
+        assert_eq!((s.expectations_created, s.expectations_refused), (2, 0));
+        let v = sim.send(&ftp_data_syn(C, 20), "commit");
+        assert_eq!(v, inspected(committed("new|rel|trk", id_of(&v))));
+        let e = sim.t.conn(id_of(&v), sim.now).unwrap().entry;
+        assert_eq!(
+            e.master.as_deref(),
+            Some("src=10.0.0.1,dst=10.0.0.2,sport=40000,dport=21")
+        );
+    }
+
     #[test]
     fn an_expectation_is_refused_after_its_control_connection_expired() {
         let mut sim = Sim::new();

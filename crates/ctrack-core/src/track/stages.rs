@@ -10,6 +10,7 @@ use ctrack_wire::{Fragment, Frame, IpLayer, IpVersion, LinkType, ip_proto, parse
 
 use super::packet::{Cache, Call, Hit, Pkt};
 use super::tracker::{Fam, Tracker};
+use crate::alg::expect::Expectation;
 use crate::alg::stage::{self as gateway, Control, GatewayCx};
 use crate::conn::{Conn, DNAT, SNAT};
 use crate::key::{ConnId, ConnKey, Family, V6};
@@ -77,8 +78,10 @@ impl Tracker {
                 helper: h,
                 translated: c.nat_bits() != 0,
             };
+            let alive = |x: &Expectation| self.master_alive(guard, x);
             let mut g = GatewayCx {
                 expect: &self.expect,
+                alive: &alive,
                 seqadj: &self.shared.seqadj,
                 nat: translates,
                 now: cx.now,
