@@ -675,22 +675,7 @@ fn nd_passes_and_arp_meets_the_acls() {
     assert_eq!(d.action, Action::Drop);
     let fw = self::fw(policy(
         DefaultAction::Drop,
-        vec![
-            acl(
-                0,
-                Direction::FromLport,
-                1,
-                AclAction::Allow,
-                Expr::flags(flag::ARP),
-            ),
-            acl(
-                1,
-                Direction::ToLport,
-                1,
-                AclAction::Allow,
-                Expr::flags(flag::ARP),
-            ),
-        ],
+        both_stages(AclAction::Allow, Expr::flags(flag::ARP)),
     ));
     let (d, _) = one(&fw, arp, &mut o);
     assert_eq!(
@@ -1622,23 +1607,17 @@ fn udp(dst_mac: [u8; 6], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
 fn allow_udp() -> Policy {
     policy(
         DefaultAction::Drop,
-        vec![
-            acl(
-                0,
-                Direction::FromLport,
-                1,
-                AclAction::AllowRelated,
-                Expr::flags(flag::UDP),
-            ),
-            acl(
-                1,
-                Direction::ToLport,
-                1,
-                AclAction::AllowRelated,
-                Expr::flags(flag::UDP),
-            ),
-        ],
+        both_stages(AclAction::AllowRelated, Expr::flags(flag::UDP)),
     )
+}
+
+/// ACL 0 (from-lport) and ACL 1 (to-lport), each `action` for `expr`, at
+/// priority 1.
+fn both_stages(action: AclAction, expr: Expr) -> Vec<Acl> {
+    vec![
+        acl(0, Direction::FromLport, 1, action, expr.clone()),
+        acl(1, Direction::ToLport, 1, action, expr),
+    ]
 }
 
 /// As OVN on a switch with stateful ACLs: multicast (`eth.mcast`) and a
