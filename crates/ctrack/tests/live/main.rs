@@ -8,6 +8,8 @@
 //! set), where they fail. One runs at a time (and never beside the other
 //! namespace tests: they share a lock file).
 
+#[path = "../common/mod.rs"]
+mod common;
 mod flood;
 mod ftp;
 mod ipv6;

@@ -19,30 +19,15 @@ pub(crate) const SERVER_IP: &str = "10.77.0.2";
 /// and the machine small); across binaries, the file lock.
 static ONE: Mutex<()> = Mutex::new(());
 
-/// Whether this process's effective user is root.
-pub(crate) fn root_user() -> bool {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        == Some("0")
-}
-
 /// Why the live tests cannot run here, if they cannot.
 pub(crate) fn unusable() -> Option<String> {
-    if !root_user() {
+    if !crate::common::root_user() {
         return Some("needs root (network namespaces, raw sockets)".into());
     }
-    for tool in ["ip", "curl", "ethtool", "python3", "ping", "iperf3"] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !found {
-            return Some(format!("{tool} not found (.ci/run installs it)"));
-        }
+    if let Some(tool) =
+        crate::common::missing_tool(&["ip", "curl", "ethtool", "python3", "ping", "iperf3"])
+    {
+        return Some(format!("{tool} not found (.ci/run installs it)"));
     }
     None
 }
