@@ -46,6 +46,13 @@ fn tcp_to(port: u16) -> Expr {
     ])
 }
 
+fn udp_to(port: u16) -> Expr {
+    Expr::And(vec![
+        Expr::flags(flag::IP | flag::UDP),
+        Expr::eq(Field::L4Dst, u128::from(port)),
+    ])
+}
+
 fn fw(p: Policy) -> Firewall<u64> {
     Firewall::new(Tracker::new(Config::default()), FragConfig::default(), p).unwrap()
 }
@@ -806,12 +813,7 @@ fn a_burst_counts_each_session_packet_to_the_acl_that_opened_it() {
 /// and leave it as it is, until a change makes the commit change it.
 #[test]
 fn a_flow_nobody_answers_is_committed_once_and_recommitted_on_a_change() {
-    let udp_to_53 = || {
-        Expr::And(vec![
-            Expr::flags(flag::IP | flag::UDP),
-            Expr::eq(Field::L4Dst, 53),
-        ])
-    };
+    let udp_to_53 = || udp_to(53);
     let labelled = |label: u32| {
         let mut a = acl(
             0,
@@ -1437,12 +1439,7 @@ fn allow_commits_where_the_policy_has_a_stateful_acl() {
 /// `drop` (no answer), not the to-lport stage's `reject`.
 #[test]
 fn the_first_stage_that_denies_decides() {
-    let ssh = || {
-        Expr::And(vec![
-            Expr::flags(flag::IP | flag::TCP),
-            Expr::eq(Field::L4Dst, 22),
-        ])
-    };
+    let ssh = || tcp_to(22);
     let p = policy(
         DefaultAction::Allow,
         vec![
@@ -1522,12 +1519,7 @@ fn pass_hands_over_to_the_next_tier() {
 /// tracker's counters leave it out.
 #[test]
 fn a_packet_decided_stateless_is_not_counted_as_tracked() {
-    let dns = || {
-        Expr::And(vec![
-            Expr::flags(flag::IP | flag::UDP),
-            Expr::eq(Field::L4Dst, 53),
-        ])
-    };
+    let dns = || udp_to(53);
     let p = policy(
         DefaultAction::Drop,
         vec![
