@@ -27,9 +27,13 @@ this is (the targets are set for 16 cores):
   threads' rate to one thread's is what ctrack gives.
 
 Every bench runs with `--json`; the summary (a table, and with --json the
-whole record) gives each scaling ratio beside the machine's. `--quick`
-runs tiny sizes (a check that the script works, in seconds; its figures
-mean nothing).
+whole record) gives each scaling ratio beside the machine's, and for
+`benchmark` at the most threads each thread's own time (the figure is the
+slowest thread's: a spread says some threads were held up, not all).
+With --json the record is written again after every step, with
+`"complete": false` until the end, so that a run cut short (a lent
+machine's time limit) keeps what it measured. `--quick` runs tiny sizes
+(a check that the script works, in seconds; its figures mean nothing).
 """
 
 import argparse
@@ -100,7 +104,15 @@ def main():
     lpkts = ["--packets", "20000"] if q else []
     runs = "1" if q else "3"
     b = [a.ctrack, "bench", "--json"]
-    rec = {"cpus": cpus, "threads": threads, "quick": q}
+    rec = {"cpus": cpus, "threads": threads, "quick": q, "complete": False}
+
+    def save():
+        """Writes the record so far (every step's figures survive a cut)."""
+        if a.json:
+            tmp = a.json + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(rec, f, indent=1)
+            os.replace(tmp, a.json)
 
     # OVS's benchmark workload.
     rec["benchmark"] = {}
@@ -109,15 +121,20 @@ def main():
         if a.ovstest:
             cmd += ["--ovstest", a.ovstest]
         rec["benchmark"][t] = run(cmd)
+        save()
 
     # Connection creation with expiry.
     def cps(t, sweeper, *more):
         return run(b + ["cps", "--threads", str(t), "--conns", conns, "--steady", steady,
                         "--runs", runs, "--sweeper", sweeper, *more])
-    rec["cps"] = {t: cps(t, "each") for t in threads}
+    rec["cps"] = {}
+    for t in threads:
+        rec["cps"][t] = cps(t, "each")
+        save()
     rec["cps_sweeper_thread"] = {top: cps(top, "thread")}
     # Each thread on shards of its own: what sharing the shards costs.
     rec["cps_affine"] = {top: cps(top, "each", "--affine")}
+    save()
 
     # Established packets.
     rec["lookup"] = {}
@@ -125,6 +142,7 @@ def main():
         for t in sorted({1, top}):
             rec["lookup"][f"{m}/{t}"] = run(b + ["lookup", "--threads", str(t), "--conns", m,
                                                  "--runs", runs] + lpkts)
+            save()
 
     # The firewall stage on established traffic, all threads through one
     # firewall.
@@ -132,6 +150,7 @@ def main():
     stage = ["policy", "stage", "--conns", "10000", "--acls", "1", "--ring", "16384",
              "--packets", spkts, "--runs", runs]
     rec["stage"] = {t: run(b + stage + ["--threads", str(t)]) for t in sorted({1, top})}
+    save()
 
     # The machine alone: `top` processes at once, one thread each.
     alone = {
@@ -143,6 +162,7 @@ def main():
         "stage": run_many(b + stage, top),
     }
     rec["alone"] = alone
+    save()
 
     # Summary: ctrack's scaling beside the machine's.
     def bench_rate(d):
@@ -179,6 +199,11 @@ def main():
         if d.get("speedup_vs_ovs"):
             print(f"benchmark {t} thread(s): ctrack {d['median_ms']:.0f} ms, ovstest"
                   f" {d['ovs_median_ms']:.0f} ms: {d['speedup_vs_ovs']:.2f}x")
+    own = rec["benchmark"][top].get("thread_ms") or []
+    if top > 1 and own:
+        print(f"benchmark {top} threads, each thread's own time in the median run: fastest"
+              f" {own[0]:.0f} ms, median {own[len(own) // 2]:.0f}, slowest {own[-1]:.0f}"
+              f" (one process alone: {rec['benchmark'][1]['median_ms']:.0f})")
     for t in threads:
         s = rec["cps"][t]["steady"]
         lat = s["batch_latency_ns"]
@@ -192,9 +217,8 @@ def main():
     print(f"cps {top:>3} thread(s), one sweeper thread: steady {s['conns_per_sec'] / 1e6:.2f} M/s;"
           f" evicted {s['evicted']}, refused {s['refused_table_full']}")
     rec["summary"] = summary
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rec, f, indent=1)
+    rec["complete"] = True
+    save()
 
 
 if __name__ == "__main__":

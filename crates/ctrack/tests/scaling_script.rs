@@ -1,7 +1,8 @@
 //! `scripts/scaling-bench.py`, the script behind BENCHMARKS.md's thread
 //! scaling figures, runs end to end at `--quick` sizes and writes its
 //! record: every bench it drives answers, and the summary is made of
-//! them. (Its figures at these sizes mean nothing; the check is that the
+//! them, written whole at the end (`complete`), and `benchmark` gives each
+//! thread's own time. (Its figures at these sizes mean nothing; the check is that the
 //! script and the benches' JSON still fit each other.) Needs python3;
 //! without it the test says so and passes, except in CI (`CI` set).
 
@@ -40,6 +41,22 @@ fn the_scaling_script_runs_and_records_every_bench() {
         serde_json::from_str(&std::fs::read_to_string(&out).expect("the record")).unwrap();
     let _ = std::fs::remove_file(&out);
     assert_eq!(rec["threads"], serde_json::json!([1, 2]));
+    // Written again after every step; the last write says it ran whole.
+    assert_eq!(rec["complete"], true);
+    // Each benchmark thread's own time, fastest first.
+    let own: Vec<f64> = rec["benchmark"]["2"]["thread_ms"]
+        .as_array()
+        .expect("thread_ms")
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(own.len(), 2, "{own:?}");
+    assert!(own[0] <= own[1] && own[0] > 0.0, "{own:?}");
+    assert!(
+        own[1] <= rec["benchmark"]["2"]["median_ms"].as_f64().unwrap() + 1.0,
+        "no thread's own time exceeds the run's: {own:?}"
+    );
+    assert!(text.contains("each thread's own time"), "{text}");
     for key in ["1", "2"] {
         assert_eq!(rec["cps"][key]["threads"], key.parse::<u64>().unwrap());
         let steady = rec["cps"][key]["steady"]["conns_per_sec"].as_f64().unwrap();

@@ -245,6 +245,11 @@ struct BenchmarkJson {
     ovs_runs_ms: Option<Vec<f64>>,
     ovs_median_ms: Option<f64>,
     speedup_vs_ovs: Option<f64>,
+    /// Each thread's own time in the run of the median, fastest first:
+    /// the run's figure is its slowest thread's (the time from the start
+    /// line to the last thread's end), so a spread here says that some
+    /// threads were held up, not all.
+    thread_ms: Vec<f64>,
     machine: Machine,
 }
 
@@ -253,15 +258,24 @@ fn benchmark(a: &BenchmarkArgs, json: bool, out: &mut dyn Write) -> Result<()> {
         bail!(e);
     }
     let mut runs = Vec::new();
+    let mut own = Vec::new();
     let mut ovs_runs = Vec::new();
     for _ in 0..a.runs {
         // Interleave the two so that both see the same machine state.
-        runs.push(benchmark_once(a)?);
+        let (run, threads) = benchmark_once(a)?;
+        runs.push(run);
+        own.push(threads);
         if let Some(path) = &a.ovstest {
             ovs_runs.push(ovs::benchmark(path, a)?);
         }
     }
     let med = median(&runs);
+    // The threads' own times in the run whose time is the median.
+    let thread_ms: Vec<f64> = runs
+        .iter()
+        .position(|&r| r == med)
+        .map(|i| own[i].iter().map(|d| d.as_secs_f64() * 1e3).collect())
+        .unwrap_or_default();
     let total = a.n_threads as f64 * a.n_pkts as f64;
     let mpps = total / med.as_secs_f64() / 1e6;
     let ovs_med = (!ovs_runs.is_empty()).then(|| median(&ovs_runs));
@@ -280,6 +294,7 @@ fn benchmark(a: &BenchmarkArgs, json: bool, out: &mut dyn Write) -> Result<()> {
             ovs_runs_ms: ovs_med.map(|_| ovs_runs.iter().map(|d| d.as_secs_f64() * 1e3).collect()),
             ovs_median_ms: ovs_med.map(|d| d.as_secs_f64() * 1e3),
             speedup_vs_ovs: speedup,
+            thread_ms: thread_ms.clone(),
             machine: Machine::this(),
         };
         serde_json::to_writer_pretty(&mut *out, &j)?;
@@ -299,6 +314,15 @@ fn benchmark(a: &BenchmarkArgs, json: bool, out: &mut dyn Write) -> Result<()> {
         a.runs,
         runs.iter().map(|d| d.as_millis()).collect::<Vec<_>>()
     )?;
+    if a.n_threads > 1
+        && let (Some(first), Some(last)) = (thread_ms.first(), thread_ms.last())
+    {
+        writeln!(
+            out,
+            "threads' own times in that run: fastest {first:.0} ms, median {:.0}, slowest {last:.0}",
+            thread_ms[thread_ms.len() / 2]
+        )?;
+    }
     if let (Some(o), Some(s)) = (ovs_med, speedup) {
         writeln!(
             out,
@@ -311,7 +335,9 @@ fn benchmark(a: &BenchmarkArgs, json: bool, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-fn benchmark_once(a: &BenchmarkArgs) -> Result<Duration> {
+/// One run: the time from the start line to the last thread's end, and
+/// each thread's own time (from the line to its end), fastest first.
+fn benchmark_once(a: &BenchmarkArgs) -> Result<(Duration, Vec<Duration>)> {
     let tracker = Tracker::new(Config {
         shards: Config::shards_for(a.n_threads),
         ..Config::default()
@@ -323,7 +349,7 @@ fn benchmark_once(a: &BenchmarkArgs) -> Result<Duration> {
         let tracker = &tracker;
         let line = &line;
         let action = &action;
-        spawn_all(s, a.n_threads, line, move |tid| {
+        let handles = spawn_all(s, a.n_threads, line, move |tid| {
             let frames: Vec<Vec<u8>> = (0..a.batch)
                 .map(|i| {
                     let flow = (i % a.flows_per_thread) as u16;
@@ -336,9 +362,9 @@ fn benchmark_once(a: &BenchmarkArgs) -> Result<Duration> {
             let batch: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
             let mut verdicts = Vec::with_capacity(a.batch);
             let mut stats = Stats::default();
-            if !line.wait() {
-                return;
-            }
+            let Some(start) = line.wait_at() else {
+                return Duration::ZERO;
+            };
             let mut i = 0;
             while i < a.n_pkts {
                 verdicts.clear();
@@ -353,8 +379,19 @@ fn benchmark_once(a: &BenchmarkArgs) -> Result<Duration> {
                 i += a.batch as u64;
             }
             std::hint::black_box(&verdicts);
+            let own = start.elapsed();
             line.wait();
+            own
         })?;
-        Ok(line.time_between())
+        let span = line.time_between();
+        let mut own = handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("a benchmark thread panicked"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        own.sort();
+        Ok((span, own))
     })
 }
