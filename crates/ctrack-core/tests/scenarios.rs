@@ -8,6 +8,7 @@ use ctrack_core::{
     Tracker, Verdict,
 };
 use ctrack_wire::build::{self, Ext, Frame, L4};
+use ctrack_wire::checksum;
 use ctrack_wire::ethernet::ethertype;
 use ctrack_wire::icmp::{v4, v6};
 use ctrack_wire::ip_proto;
@@ -376,6 +377,21 @@ fn sctp_and_udplite_by_ports() {
         sim.send_bytes(&f).invalid,
         Some(InvalidReason::BadL4Checksum)
     );
+    // Not even where zero adds up: Linux refuses a missing checksum
+    // before it sums anything (RFC 3828 3.1).
+    let adds_up = (1..=u16::MAX)
+        .find_map(|sport| {
+            let mut f = lite(sport).build();
+            f[40..42].copy_from_slice(&[0, 0]);
+            let len = (f.len() - 34) as u32;
+            let pseudo = checksum::pseudo_header_v4(C, S, ip_proto::UDPLITE, len);
+            checksum::is_valid(checksum::sum(pseudo, &f[34..42])).then_some(f)
+        })
+        .expect("some source port makes a zero checksum add up");
+    assert_eq!(
+        sim.send_bytes(&adds_up).invalid,
+        Some(InvalidReason::BadL4Checksum)
+    );
 }
 
 #[test]
@@ -504,6 +520,33 @@ fn icmp_errors_quoting_nothing_or_nonsense_are_invalid() {
     let inner = icmp4_error(S, C, v4::DST_UNREACH, &udp(true), 8);
     let e = icmp4_error(S, C, v4::DST_UNREACH, &inner, 8);
     assert_eq!(sim.send(&e).invalid, Some(InvalidReason::IcmpBadQuote));
+    // Quoting a later fragment, whose first bytes are no transport header
+    // (Open vSwitch's `IP_IS_LATER_FRAG`, Linux's offset check); a first
+    // fragment is quoted as the whole packet would be.
+    let mut later = udp(true);
+    later.frag_offset = 8;
+    let e = icmp4_error(S, C, v4::DST_UNREACH, &later, 8);
+    assert_eq!(sim.send(&e).invalid, Some(InvalidReason::IcmpBadQuote));
+    let mut first = udp(true);
+    first.more_frags = true;
+    let e = icmp4_error(S, C, v4::DST_UNREACH, &first, 8);
+    assert_eq!(sim.state(&e), "rel|rpl|trk");
+    // A quoted port of 0 (Open vSwitch: "port 0 is invalid", inside a
+    // quote too).
+    let zero = Frame::v4(C, S, L4::udp(0, 53, b"query"));
+    let e = icmp4_error(S, C, v4::DST_UNREACH, &zero, 8);
+    assert_eq!(sim.send(&e).invalid, Some(InvalidReason::IcmpBadQuote));
+    // A quoted echo whose code is not 0, as a query's own code must be.
+    let ping = Frame::v4(C, S, L4::icmp_query(v4::ECHO_REQUEST, 77, 1));
+    assert_eq!(sim.state(&ping), "new|trk");
+    let mut odd = ping.clone();
+    if let L4::Icmp { code, .. } = &mut odd.l4 {
+        *code = 1;
+    }
+    let e = icmp4_error(R, C, v4::TIME_EXCEEDED, &odd, 8);
+    assert_eq!(sim.send(&e).invalid, Some(InvalidReason::IcmpBadQuote));
+    let e = icmp4_error(R, C, v4::TIME_EXCEEDED, &ping, 8);
+    assert_eq!(sim.state(&e), "rel|rpl|trk");
 }
 
 #[test]
@@ -522,6 +565,9 @@ fn icmpv6_errors() {
         let e = Frame::v6(r6(), c6(), L4::icmp_error(ty, 0, &q));
         assert_eq!(sim.state(&e), "rel|rpl|trk", "type {ty}");
     }
+    // The quoted packet was not sent by the error's recipient.
+    let e = Frame::v6(r6(), s6(), L4::icmp_error(v6::DST_UNREACH, 0, &q));
+    assert_eq!(sim.send(&e).invalid, Some(InvalidReason::IcmpBadQuote));
     // Open vSwitch wants the whole TCP header in an ICMPv6 quote.
     let short = build::quote(&syn6.ip_packet(), 8);
     let e = Frame::v6(r6(), c6(), L4::icmp_error(v6::DST_UNREACH, 4, &short));

@@ -315,9 +315,6 @@ const ICMP4_QUOTE_L4_LEN: usize = 8;
 /// checksums are not checked (the quote is usually truncated). The quoted
 /// packet must come from the error's recipient.
 fn quoted_v4(q: &[u8], outer_dst: u128) -> Option<ConnKey> {
-    if q.len() < ctrack_wire::ipv4::MIN_HEADER_LEN {
-        return None;
-    }
     let h = ctrack_wire::ipv4::Ipv4Packet::new_checked(q).ok()?;
     if h.is_later_fragment() {
         return None;
