@@ -300,12 +300,68 @@ fn file_errors_say_where() {
         ),
         (with_line(21, "direction = 7"), (21, 13), "invalid type"),
         (with_line(3, "x = = 1"), (3, 5), ""),
+        // A prefix length with a leading zero.
+        (
+            with_line(14, "clients = [\"10.0.0.0/024\"]"),
+            (14, 12),
+            "bad address set member",
+        ),
+        // `$web_ip4` would name the address set, not the group's IPv4
+        // addresses (OVN derives `$NAME_ip4` from a port group).
+        (
+            with_line(14, "web_ip4 = [\"10.0.0.0/24\"]"),
+            (17, 7),
+            "port group \"web\" would be hidden",
+        ),
+        // One algorithm, nothing after it.
+        (with_line(30, "alg = \"ftp,commit\""), (30, 7), "bad alg"),
+        // OVN's limit on a name: 63 bytes.
+        (
+            with_line(20, &format!("name = \"{}\"", "n".repeat(64))),
+            (20, 8),
+            "longer than 63 bytes",
+        ),
+        // OVN's `router` addresses (a port facing a router) are not
+        // supported, as `unknown` and `dynamic` are not.
+        (
+            with_line(6, "addresses = [\"router 10.0.0.1\"]"),
+            (6, 15),
+            "`router` addresses are not supported",
+        ),
     ];
     for (text, want, msg) in cases {
         let e = error(&text);
         assert!(e.message.contains(msg), "{e}");
         assert_eq!(at(&e), want, "{e}");
     }
+}
+
+#[test]
+fn names_and_address_set_members_as_ovn_reads_them() {
+    // Host bits of an address set member are cleared, as OVN's lexer
+    // does: `10.0.0.5/24` is the network 10.0.0.0/24.
+    let p = load(&with_line(
+        14,
+        "clients = [\"10.0.0.5/24\", \"192.0.2.7\", \"fd00::1/64\"]",
+    ));
+    let members: Vec<(IpAddr, u8)> = p.address_sets["clients"]
+        .iter()
+        .map(|m| (m.addr, m.len))
+        .collect();
+    assert_eq!(
+        members,
+        vec![
+            ("10.0.0.0".parse().unwrap(), 24),
+            ("192.0.2.7".parse().unwrap(), 32),
+            ("fd00::".parse().unwrap(), 64),
+        ]
+    );
+    // Only `acl#` and digits is reserved; a 63-byte name is OVN's most.
+    let p = load(&with_line(20, "name = \"acl#web\""));
+    assert_eq!(p.acls[0].name, "acl#web");
+    let long = "n".repeat(63);
+    let p = load(&with_line(20, &format!("name = \"{long}\"")));
+    assert_eq!(p.acls[0].name, long);
 }
 
 #[test]
