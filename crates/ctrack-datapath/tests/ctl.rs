@@ -7,8 +7,9 @@ mod common;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 
-use common::{Env, GUEST, POLICY, lines, raw};
+use common::{CLIENT, Env, GUEST, POLICY, SERVER, lines, raw};
 use ctrack_datapath::ctl::client::{Client, ClientError};
+use ctrack_wire::build::L4;
 
 #[test]
 fn dump_conntrack_in_ovs_format_with_and_without_counters() {
@@ -150,6 +151,32 @@ fn count_and_flush_by_tuple_zone_and_all() {
     let st: serde_json::Value =
         serde_json::from_str(&env.ok(&["stats", "--format", "json"])).unwrap();
     assert_eq!(st["tracker"]["flushed"], 4, "{st}");
+}
+
+#[test]
+fn flush_by_partial_tuples_compares_every_field_given() {
+    let mut env = Env::new();
+    env.populate();
+    env.send(CLIENT, SERVER, L4::icmp_query(8, 7, 1));
+    assert_eq!(env.ok(&["count", "zone=5"]), "3");
+    // A source port no connection has: nothing flushed.
+    let none = env.fails(&["flush", "zone=5", "ct_nw_proto=6,ct_tp_src=40001"]);
+    assert!(none.contains("no connection"), "{none}");
+    env.ok(&["flush", "zone=5", "ct_nw_proto=6,ct_tp_src=40000"]);
+    assert_eq!(env.ok(&["count", "zone=5"]), "2");
+    // The echo: its type and code are compared too.
+    let none = env.fails(&["flush", "zone=5", "ct_nw_proto=1,icmp_type=8,icmp_code=1"]);
+    assert!(none.contains("no connection"), "{none}");
+    env.ok(&[
+        "flush",
+        "zone=5",
+        "ct_nw_proto=1,icmp_type=8,icmp_code=0,icmp_id=7",
+    ]);
+    assert_eq!(env.ok(&["count", "zone=5"]), "1");
+    // One tuple at most: the original direction's.
+    let two = env.fails(&["flush", "zone=5", "ct_nw_proto=17", "ct_nw_dst=10.0.0.2"]);
+    assert!(two.contains("one tuple at most"), "{two}");
+    assert_eq!(env.ok(&["count", "zone=5"]), "1");
 }
 
 #[test]

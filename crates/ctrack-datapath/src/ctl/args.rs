@@ -170,7 +170,7 @@ mod tests {
             value: true,
         },
         Opt {
-            names: &["-s"],
+            names: &["-s", "--stats"],
             key: "stats",
             value: false,
         },
@@ -205,5 +205,42 @@ mod tests {
         assert_eq!(zones(&argv(&["zone=1,2", "zone=3"])), Ok(vec![1, 2, 3]));
         assert!(zones(&argv(&["zone=x"])).is_err());
         assert!(one_zone(&argv(&["zone=1", "zone=2"])).is_err());
+    }
+
+    #[test]
+    fn the_finer_points() {
+        // A lone `-` is a word, not an option.
+        let p = parse(&argv(&["-"]), SPEC).unwrap();
+        assert_eq!(p.words, vec!["-".to_string()]);
+        // Only long options take `=value`; a short one with it is unknown.
+        assert_eq!(
+            parse(&argv(&["-p=tcp"]), SPEC).unwrap_err(),
+            "unknown option -p=tcp"
+        );
+        assert_eq!(
+            parse(&argv(&["--proto=udp"]), SPEC).unwrap().get("proto"),
+            Some("udp")
+        );
+        // A flag given a value is an error, not a flag.
+        assert_eq!(
+            parse(&argv(&["--stats=yes"]), SPEC).unwrap_err(),
+            "option --stats takes no value"
+        );
+        // The last of a repeated option wins.
+        let p = parse(&argv(&["-p", "tcp", "--proto", "udp"]), SPEC).unwrap();
+        assert_eq!(p.get("proto"), Some("udp"));
+        // `plain` is another name of the text format.
+        let p = parse(&argv(&["-o", "plain"]), SPEC).unwrap();
+        assert_eq!(p.format(), Ok(Format::Text));
+        assert!(
+            parse(&argv(&["-o", "yaml"]), SPEC)
+                .unwrap()
+                .format()
+                .is_err()
+        );
+        // Numbers: hexadecimal in either case, spaces around ignored.
+        assert_eq!(number::<u16>("zone", "0X1f"), Ok(31));
+        assert_eq!(number::<u16>("zone", " 7 "), Ok(7));
+        assert_eq!(zones(&argv(&["zone= 1, 2"])), Ok(vec![1, 2]));
     }
 }
