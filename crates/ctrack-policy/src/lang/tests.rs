@@ -459,6 +459,18 @@ const ERRORS: &[(&str, usize, &str)] = &[
     ("ip4 == 0", 4, "nominal predicate"),
     ("vlan.present < 1", 13, "Boolean field"),
     ("tcp.dst < {80, 90}", 8, "set of values"),
+    // Each ordered operator is checked, not only `<`.
+    ("tcp.dst <= {80, 90}", 8, "set of values"),
+    ("tcp.dst >= {80, 90}", 8, "set of values"),
+    ("tcp.dst > {80, 90}", 8, "set of values"),
+    ("vlan.present <= 1", 13, "Boolean field"),
+    ("ip4.src >= 10.0.0.0/8", 11, "masked constants"),
+    // A predicate is 0 or 1, never a masked value.
+    (
+        "tcp == 1/1",
+        7,
+        "predicate `tcp` is compared with 0 or 1, unmasked",
+    ),
     ("ip4.src < 10.0.0.0/8", 10, "masked constants"),
     ("eth.src == $clients", 11, "address sets hold IP prefixes"),
     ("tcp.dst == {}", 12, "expected a constant"),
