@@ -343,6 +343,20 @@ impl Delta {
         }
     }
 
+    /// [`apply`](Delta::apply) for a checksum that is mandatory and where
+    /// zero would read as "none": UDP-Lite's (RFC 3828 3.1). A result of
+    /// zero is written 0xffff, its other form in one's complement, as
+    /// Linux's NAT writes it (`CSUM_MANGLED_0`); a zero field is updated
+    /// like any other.
+    #[inline]
+    #[must_use]
+    pub fn apply_mangled(self, check: u16) -> u16 {
+        match self.apply(check) {
+            0 => 0xffff,
+            c => c,
+        }
+    }
+
     /// Updates the checksum field at byte `at` of `data` for the recorded
     /// changes. Returns the change to the field itself, for a checksum that
     /// covers this one (an ICMP error's checksum over the quoted IPv4 header
@@ -358,6 +372,13 @@ impl Delta {
     #[inline]
     pub fn apply_udp_at(self, data: &mut [u8], at: usize) -> Delta {
         self.apply_field(data, at, Delta::apply_udp)
+    }
+
+    /// [`apply_at`](Delta::apply_at) with the rule of
+    /// [`apply_mangled`](Delta::apply_mangled).
+    #[inline]
+    pub fn apply_mangled_at(self, data: &mut [u8], at: usize) -> Delta {
+        self.apply_field(data, at, Delta::apply_mangled)
     }
 
     #[inline]

@@ -36,13 +36,27 @@ fn set16(b: &mut [u8], at: usize, v: u16, d: &mut Delta) {
     d.set_be16(b, at, v);
 }
 
-/// Updates the checksum field at `at` by `d`; with `zero_means_none` (UDP)
-/// a zero field stays zero and a result of zero is written as 0xffff.
-fn fix_check(b: &mut [u8], at: usize, d: Delta, zero_means_none: bool) -> Delta {
-    if zero_means_none {
-        d.apply_udp_at(b, at)
-    } else {
-        d.apply_at(b, at)
+/// What a transport checksum field makes of zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Zero {
+    /// A value like any other (IP, TCP, DCCP, ICMP).
+    Plain,
+    /// UDP: a zero field means "no checksum" and stays zero; a result of
+    /// zero is written 0xffff.
+    Udp,
+    /// UDP-Lite: a checksum is mandatory, so a result of zero is written
+    /// 0xffff (a zero field would read as missing, and the packet be
+    /// dropped), as Linux's NAT does for it.
+    Mangled,
+}
+
+/// Updates the checksum field at `at` by `d`, with the field's rule for
+/// zero.
+fn fix_check(b: &mut [u8], at: usize, d: Delta, zero: Zero) -> Delta {
+    match zero {
+        Zero::Plain => d.apply_at(b, at),
+        Zero::Udp => d.apply_udp_at(b, at),
+        Zero::Mangled => d.apply_mangled_at(b, at),
     }
 }
 
@@ -73,15 +87,15 @@ fn addr_offsets(v: IpVersion) -> (usize, usize) {
 }
 
 /// Offset of the transport checksum from the start of the transport header,
-/// whether the pseudo-header is covered, and whether zero means "none".
-fn l4_check(family: Family, proto: u8) -> Option<(usize, bool, bool)> {
+/// whether the pseudo-header is covered, and what the field makes of zero.
+fn l4_check(family: Family, proto: u8) -> Option<(usize, bool, Zero)> {
     Some(match (family, proto) {
-        (_, ip_proto::TCP) => (16, true, false),
-        (_, ip_proto::UDP) => (6, true, true),
-        (_, ip_proto::UDPLITE) => (6, true, false),
-        (_, ip_proto::DCCP) => (6, true, false),
-        (Family::V4, ip_proto::ICMP) => (2, false, false),
-        (Family::V6, ip_proto::ICMPV6) => (2, true, false),
+        (_, ip_proto::TCP) => (16, true, Zero::Plain),
+        (_, ip_proto::UDP) => (6, true, Zero::Udp),
+        (_, ip_proto::UDPLITE) => (6, true, Zero::Mangled),
+        (_, ip_proto::DCCP) => (6, true, Zero::Plain),
+        (Family::V4, ip_proto::ICMP) => (2, false, Zero::Plain),
+        (Family::V6, ip_proto::ICMPV6) => (2, true, Zero::Plain),
         _ => return None,
     })
 }
@@ -132,11 +146,11 @@ fn rewrite_l4<A: Addr>(
         // A query: the identifier.
         set16(b, l4 + 4, port(to.src_l4), &mut d);
     }
-    if let Some((at, covers_pseudo, zero_none)) = l4_check(family, proto) {
+    if let Some((at, covers_pseudo, zero)) = l4_check(family, proto) {
         if covers_pseudo {
             d.add(pseudo);
         }
-        fix_check(b, l4 + at, d, zero_none);
+        fix_check(b, l4 + at, d, zero);
     }
 }
 
@@ -148,7 +162,7 @@ pub(crate) fn packet<A: Addr>(b: &mut [u8], ip: &IpLayer, from: &Tuple<A>, to: &
     set_addr(b, ip.l3 + src_at, to.src, &mut pseudo);
     set_addr(b, ip.l3 + dst_at, to.dst, &mut pseudo);
     if ip.version == IpVersion::V4 {
-        fix_check(b, ip.l3 + 10, pseudo, false);
+        fix_check(b, ip.l3 + 10, pseudo, Zero::Plain);
     }
     rewrite_l4(b, ip.l4, ip.end, ip.proto, pseudo, from, to);
 }
@@ -196,7 +210,7 @@ pub(crate) fn icmp_error<A: Addr>(b: &mut [u8], ip: &IpLayer, from: &Tuple<A>, t
         set_addr(b, ip.l3 + dst_at, to.dst, &mut pseudo);
     }
     if ip.version == IpVersion::V4 {
-        fix_check(b, ip.l3 + 10, pseudo, false);
+        fix_check(b, ip.l3 + 10, pseudo, Zero::Plain);
     }
     // The quoted packet: from reverse(from) to reverse(to).
     let qto = to.reverse();
@@ -211,7 +225,7 @@ pub(crate) fn icmp_error<A: Addr>(b: &mut [u8], ip: &IpLayer, from: &Tuple<A>, t
             set_addr(b, q + 12, qto.src, &mut qpseudo);
             set_addr(b, q + 16, qto.dst, &mut qpseudo);
             inner.add(qpseudo);
-            inner.add(fix_check(b, q + 10, qpseudo, false));
+            inner.add(fix_check(b, q + 10, qpseudo, Zero::Plain));
             (proto, (q + ihl, qpseudo))
         }
         Family::V6 => {
@@ -245,21 +259,21 @@ pub(crate) fn icmp_error<A: Addr>(b: &mut [u8], ip: &IpLayer, from: &Tuple<A>, t
         set16(b, ql4 + 4, port(qto.src_l4), &mut l4d);
     }
     inner.add(l4d);
-    if let Some((at, covers_pseudo, zero_none)) = l4_check(family, qproto)
+    if let Some((at, covers_pseudo, zero)) = l4_check(family, qproto)
         && ql4 + at + 2 <= ip.end
     {
         let mut cd = l4d;
         if covers_pseudo {
             cd.add(qpseudo);
         }
-        inner.add(fix_check(b, ql4 + at, cd, zero_none));
+        inner.add(fix_check(b, ql4 + at, cd, zero));
     }
     // The ICMP checksum covers the quote, and for ICMPv6 the outer
     // addresses.
     if family == Family::V6 {
         inner.add(pseudo);
     }
-    fix_check(b, ip.l4 + 2, inner, false);
+    fix_check(b, ip.l4 + 2, inner, Zero::Plain);
 }
 
 /// TCP option kind of selective acknowledgments.
@@ -333,7 +347,7 @@ pub(crate) fn tcp_adjust(
             }
         }
     }
-    fix_check(b, l4 + 16, d, false);
+    fix_check(b, l4 + 16, d, Zero::Plain);
 }
 
 /// Writes 4 bytes at an odd offset from `base`, adding the change of the
@@ -391,7 +405,7 @@ pub(crate) fn ip_length(b: &mut [u8], ip: &IpLayer, delta: isize) {
             let new = (old as isize + delta) as u16;
             let mut d = Delta::default();
             set16(b, ip.l3 + 2, new, &mut d);
-            fix_check(b, ip.l3 + 10, d, false);
+            fix_check(b, ip.l3 + 10, d, Zero::Plain);
         }
         IpVersion::V6 => {
             let Some(old) = read_be16(b, ip.l3 + 4) else {
@@ -642,6 +656,121 @@ mod tests {
         };
         let f = rewrite_v4(l4, from, to);
         assert!(all_valid(&f));
+    }
+
+    /// UDP-Lite has no "no checksum": a translation whose checksum comes
+    /// to zero writes 0xffff (Linux's `CSUM_MANGLED_0`), which verifies,
+    /// where zero would read as missing.
+    #[test]
+    fn a_udplite_checksum_that_comes_to_zero_is_written_0xffff() {
+        let from = t4([10, 0, 0, 1], 40000, [10, 0, 0, 2], 9);
+        let lite = L4::UdpLite {
+            sport: 40000,
+            dport: 9,
+            coverage: 8,
+            payload: b"partly covered".to_vec(),
+        };
+        let hit = (1..=u16::MAX)
+            .find_map(|p| {
+                let to = t4([192, 0, 2, 1], p, [10, 0, 0, 2], 9);
+                let f = rewrite_v4(lite.clone(), from, to);
+                let ip = parse_frame(&f, LinkType::Ethernet).ip.unwrap();
+                (read_be16(&f, ip.l4 + 6) == Some(0xffff)).then_some(f)
+            })
+            .expect("some port brings the checksum to zero");
+        assert!(all_valid(&hit));
+    }
+
+    /// DCCP is tracked by its addresses alone, but its checksum covers
+    /// them (the pseudo-header): a translated address moves it.
+    #[test]
+    fn dccp_checksum_follows_the_addresses() {
+        use ctrack_wire::checksum as ck;
+        let valid = |src: [u8; 4], dst: [u8; 4], seg: &[u8]| {
+            let pseudo = ck::pseudo_header_v4(src, dst, ip_proto::DCCP, seg.len() as u32);
+            ck::is_valid(ck::sum(pseudo, seg))
+        };
+        let (src, dst) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+        // A 16-byte generic header (data offset 4 words, X = 1), checksum
+        // over the whole packet (CsCov 0).
+        let mut h = vec![0u8; 16];
+        h[0..2].copy_from_slice(&5000u16.to_be_bytes());
+        h[2..4].copy_from_slice(&5001u16.to_be_bytes());
+        h[4] = 4;
+        h[8] = 1;
+        h[15] = 7;
+        let pseudo = ck::pseudo_header_v4(src, dst, ip_proto::DCCP, 16);
+        let c = ck::finish(ck::sum(pseudo, &h));
+        h[6..8].copy_from_slice(&c.to_be_bytes());
+        assert!(valid(src, dst, &h));
+        let from = t4(src, 0, dst, 0);
+        let to = t4([192, 0, 2, 1], 0, dst, 0);
+        let raw = L4::Raw {
+            proto: ip_proto::DCCP,
+            payload: h,
+        };
+        let f = rewrite_v4(raw, from, to);
+        let ip = parse_frame(&f, LinkType::Ethernet).ip.unwrap();
+        assert_eq!(&f[ip.l3 + 12..ip.l3 + 16], &[192, 0, 2, 1]);
+        assert!(valid([192, 0, 2, 1], dst, &f[ip.l4..ip.end]));
+    }
+
+    /// The quote of an ICMP error is translated back whatever it quotes: a
+    /// UDP header cut right after its checksum, an SCTP header's ports, an
+    /// echo's identifier, each with the checksums the quote holds.
+    #[test]
+    fn icmp_error_quotes_of_udp_sctp_and_echo() {
+        let (client, server, public) = ([10, 0, 0, 1], [10, 0, 0, 2], [192, 0, 2, 1]);
+        let init = vec![
+            1, 0, 0, 20, 0xde, 0xad, 0xbe, 0xef, 0, 1, 0, 0, 0, 10, 0, 10, 0, 0, 0, 1,
+        ];
+        let sctp = |sport| L4::Sctp {
+            sport,
+            dport: 5001,
+            vtag: 0,
+            chunks: init.clone(),
+        };
+        // (what the client sent, what left translated, client's and
+        // public port or identifier, server's, bytes quoted, bytes that
+        // must come back as the client sent them)
+        let cases = [
+            (
+                L4::udp(40000, 53, b"q"),
+                L4::udp(1024, 53, b"q"),
+                40000,
+                1024,
+                53,
+                8,
+                8,
+            ),
+            (sctp(40000), sctp(1024), 40000, 1024, 5001, 12, 8),
+            (
+                L4::icmp_query(8, 7, 1),
+                L4::icmp_query(8, 1024, 1),
+                7,
+                1024,
+                7,
+                8,
+                8,
+            ),
+        ];
+        for (orig_l4, sent_l4, cport, pport, sport, cut, same) in cases {
+            let orig = t4(client, cport, server, sport);
+            let reply = t4(server, sport, public, pport);
+            let sent = Frame::v4(public, server, sent_l4).ip_packet();
+            let mut f = Frame::v4(
+                [10, 9, 9, 9],
+                public,
+                L4::icmp_error(3, 1, &quote(&sent, cut)),
+            )
+            .build();
+            let ip = parse_frame(&f, LinkType::Ethernet).ip.unwrap();
+            icmp_error(&mut f, &ip, &reply, &orig.reverse());
+            assert!(all_valid(&f));
+            let q = ip.l4 + 8;
+            let orig_pkt = Frame::v4(client, server, orig_l4).ip_packet();
+            assert_eq!(&f[q..q + 20 + same], &orig_pkt[..20 + same], "cut at {cut}");
+        }
     }
 
     #[test]
