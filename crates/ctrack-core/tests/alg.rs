@@ -29,15 +29,27 @@ fn seg(
 /// The control connection's handshake: client 40000 to server port 21,
 /// client ISN 100, server ISN 500.
 fn control(n: &Net, client: [u8; 4], server: [u8; 4], out: [u8; 4], fwd: &str, back: &str) {
+    control_from(n, (client, 40000), server, out, fwd, back);
+}
+
+/// [`control`] from client port `cport`.
+fn control_from(
+    n: &Net,
+    (client, cport): ([u8; 4], u16),
+    server: [u8; 4],
+    out: [u8; 4],
+    fwd: &str,
+    back: &str,
+) {
     assert_eq!(
-        n.state(&seg((client, 40000), (server, 21), SYN, 100, 0, b""), fwd),
+        n.state(&seg((client, cport), (server, 21), SYN, 100, 0, b""), fwd),
         "new|trk"
     );
     assert_eq!(
         n.state(
             &seg(
                 (out, 21),
-                (client_seen(client, out), 40000),
+                (client_seen(client, out), cport),
                 SYN | ACK,
                 500,
                 101,
@@ -48,7 +60,7 @@ fn control(n: &Net, client: [u8; 4], server: [u8; 4], out: [u8; 4], fwd: &str, b
         "est|rpl|trk"
     );
     assert_eq!(
-        n.state(&seg((client, 40000), (server, 21), ACK, 101, 501, b""), fwd),
+        n.state(&seg((client, cport), (server, 21), ACK, 101, 501, b""), fwd),
         "est|trk"
     );
 }
@@ -56,22 +68,27 @@ fn control(n: &Net, client: [u8; 4], server: [u8; 4], out: [u8; 4], fwd: &str, b
 /// The control connection's handshake from C through a source NAT to N
 /// (`fwd` out, `nat` back), each packet checked as it leaves.
 fn snat_control(n: &Net, fwd: &str) {
+    snat_control_from(n, 40000, fwd);
+}
+
+/// [`snat_control`] from client port `cport` (kept through the NAT).
+fn snat_control_from(n: &Net, cport: u16, fwd: &str) {
     n.expect(
-        &seg((C, 40000), (S, 21), SYN, 100, 0, b""),
+        &seg((C, cport), (S, 21), SYN, 100, 0, b""),
         fwd,
-        &seg((N, 40000), (S, 21), SYN, 100, 0, b""),
+        &seg((N, cport), (S, 21), SYN, 100, 0, b""),
         "new|trk|snat",
     );
     n.expect(
-        &seg((S, 21), (N, 40000), SYN | ACK, 500, 101, b""),
+        &seg((S, 21), (N, cport), SYN | ACK, 500, 101, b""),
         "nat",
-        &seg((S, 21), (C, 40000), SYN | ACK, 500, 101, b""),
+        &seg((S, 21), (C, cport), SYN | ACK, 500, 101, b""),
         "est|rpl|trk|dnat",
     );
     n.expect(
-        &seg((C, 40000), (S, 21), ACK, 101, 501, b""),
+        &seg((C, cport), (S, 21), ACK, 101, 501, b""),
         fwd,
-        &seg((N, 40000), (S, 21), ACK, 101, 501, b""),
+        &seg((N, cport), (S, 21), ACK, 101, 501, b""),
         "est|trk|snat",
     );
 }
@@ -694,5 +711,67 @@ fn a_removed_control_connection_s_expectation_leaves_its_port() {
             family: Family::V4,
         };
         assert!(n.t.flush_key(&control, n.now, &mut Stats::default()));
+    }
+}
+
+/// An expectation that waited its five minutes out gives its place to
+/// another control connection's, although its own control connection
+/// lives on (Linux and Open vSwitch time an expectation out by itself);
+/// and the first control connection's next announcement, which replaces
+/// its own old one, leaves the place's new holder alone.
+#[test]
+fn an_expired_expectation_gives_its_place_to_another_control_connection() {
+    let mut n = Net::new();
+    let port = |p: u8| format!("PORT 10,0,0,1,156,{p}\r\n");
+    let announce = |n: &Net, cport: u16, seq: u32, p: u8| {
+        let v = n.state(
+            &seg((C, cport), (S, 21), PSH | ACK, seq, 501, port(p).as_bytes()),
+            "commit",
+        );
+        assert_eq!(v, "est|trk");
+    };
+    control_from(&n, (C, 40000), S, S, "commit,alg=ftp", "commit");
+    announce(&n, 40000, 101, 65);
+    n.now = Time::from_secs(100 + 301);
+    // A second control connection announces the same port: the first's
+    // expectation has timed out, so the place is free.
+    control_from(&n, (C, 40010), S, S, "commit,alg=ftp", "commit");
+    announce(&n, 40010, 101, 65);
+    let s = n.stats.get();
+    assert_eq!((s.expectations_created, s.expectations_refused), (2, 0));
+    // The first announces again: its old key is the second's now.
+    announce(&n, 40000, 123, 66);
+    let mut held: Vec<(u16, u16)> =
+        n.t.expectations(n.now)
+            .iter()
+            .map(|e| (e.key.dst.port, e.master.src.port))
+            .collect();
+    held.sort_unstable();
+    assert_eq!(held, [(40001, 40010), (40002, 40000)]);
+    assert_eq!(
+        n.state(&seg((S, 20), (C, 40001), SYN, 1, 0, b""), "commit"),
+        "new|rel|trk"
+    );
+}
+
+/// Through a source NAT, an expectation that timed out does not move the
+/// port a later control connection announces (its own control
+/// connection alive or not).
+#[test]
+fn an_expired_expectation_leaves_its_translated_port() {
+    let mut n = Net::new();
+    let fwd = "commit,nat(src=198.51.100.1),alg=ftp";
+    let port = b"PORT 10,0,0,1,156,65\r\n";
+    let shown = b"PORT 198,51,100,1,156,65\r\n";
+    for (round, cport) in [40000, 40010].into_iter().enumerate() {
+        snat_control_from(&n, cport, fwd);
+        n.expect(
+            &seg((C, cport), (S, 21), PSH | ACK, 101, 501, port),
+            fwd,
+            &seg((N, cport), (S, 21), PSH | ACK, 101, 501, shown),
+            "est|trk|snat",
+        );
+        assert_eq!(n.t.expectation_count(), 1, "round {round}");
+        n.now = Time::from_secs(100 + 301);
     }
 }

@@ -285,4 +285,28 @@ mod tests {
         assert_eq!(r.held(), 0);
         assert!(r.queued() <= SHARDS * 64, "{} entries queued", r.queued());
     }
+
+    /// The same behind datagrams that never complete: each shard's
+    /// queue keeps one at its front, so entries of the completed ones
+    /// are not dropped from the front; the queue is compacted instead.
+    #[test]
+    fn completed_datagrams_behind_a_stuck_one_leave_a_bounded_queue() {
+        let r: Reassembler<u32> = Reassembler::default();
+        let stuck = 4 * SHARDS as u16;
+        for id in 0..stuck {
+            assert!(matches!(offer(&r, piece(999, id, 0), 0, 1), Offer::Held));
+        }
+        for n in 0..100_000u32 {
+            let (src, id) = ((n >> 16) as u16, n as u16);
+            assert!(matches!(offer(&r, piece(src, id, 0), 0, 5), Offer::Held));
+            assert!(matches!(
+                offer(&r, piece(src, id, 1), 1, 5),
+                Offer::Complete(_)
+            ));
+        }
+        assert_eq!(r.held(), usize::from(stuck));
+        // Within twice the lists held, and 64 more, a shard.
+        let bound = 2 * usize::from(stuck) + 2 + SHARDS * 64;
+        assert!(r.queued() <= bound, "{} entries queued", r.queued());
+    }
 }

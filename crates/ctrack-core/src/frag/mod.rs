@@ -15,4 +15,6 @@ pub use config::{
 pub use datagram::Datagram;
 pub use reassemble::{Offer, Reassembler};
 #[cfg(test)]
+mod tests_keys;
+#[cfg(test)]
 mod tests_overlap;

@@ -137,7 +137,9 @@ mod tests {
     use super::super::testing::{Sim, T0, tcp, udp, udp_key};
     use super::Sweep;
     use crate::time::Time;
+    use ctrack_wire::build::{Frame, L4};
     use ctrack_wire::tcp::flags::SYN;
+    use std::net::Ipv6Addr;
 
     #[test]
     fn sweeping_an_empty_tracker_finds_nothing_to_do() {
@@ -219,6 +221,66 @@ mod tests {
             }
         );
         assert_eq!(sim.t.lookup(&udp_key(1000, 0), sim.now).unwrap().0, id);
+    }
+
+    /// Three UDP flows one way (60 s) from C to S in `v6`'s family.
+    fn three_flows(sim: &Sim, v6: bool) {
+        let (c6, s6): (Ipv6Addr, Ipv6Addr) =
+            ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
+        for port in [1000, 2000, 3000] {
+            let f = if v6 {
+                Frame::v6(c6, s6, L4::udp(port, 53, b"query"))
+            } else {
+                udp(port, true)
+            };
+            sim.open(&f, "commit");
+        }
+    }
+
+    #[test]
+    fn next_is_the_earlier_of_both_families() {
+        let mut sim = Sim::one_shard(100);
+        // IPv4 due at T0 + 61 s, IPv6 (a SYN: 30 s) at T0 + 31 s.
+        sim.open(&udp(1000, true), "commit");
+        let (c6, s6): (Ipv6Addr, Ipv6Addr) =
+            ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
+        sim.open(&Frame::v6(c6, s6, L4::tcp(40000, 80, SYN)), "commit");
+        assert_eq!(
+            sim.sweep(sim.now, 100).next,
+            Some(Time::from_millis(T0 + 31_000))
+        );
+        // And the other way round: the IPv4 connection due first.
+        sim.at(31_000);
+        assert_eq!(sim.sweep(sim.now, 100).expired, 1);
+        sim.open(&tcp(true, SYN, 1, 0, b""), "commit");
+        sim.open(&Frame::v6(c6, s6, L4::udp(5000, 53, b"query")), "commit");
+        assert_eq!(
+            sim.sweep(sim.now, 100).next,
+            Some(Time::from_millis(T0 + 61_000))
+        );
+    }
+
+    /// One budget for both families: what the IPv4 table examined is
+    /// not the IPv6 table's to examine again.
+    #[test]
+    fn both_families_share_one_budget() {
+        let mut sim = Sim::one_shard(100);
+        three_flows(&sim, false);
+        three_flows(&sim, true);
+        sim.at(61_000);
+        let s = sim.sweep(sim.now, 4);
+        assert_eq!(
+            s,
+            Sweep {
+                expired: 4,
+                examined: 4,
+                next: Some(sim.now),
+                ..Sweep::default()
+            }
+        );
+        assert_eq!(sim.t.table_len(), 2);
+        let s = sim.sweep(sim.now, 4);
+        assert_eq!((s.expired, s.examined, s.next), (2, 2, None));
     }
 
     #[test]

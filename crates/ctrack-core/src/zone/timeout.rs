@@ -208,6 +208,30 @@ mod tests {
         assert_eq!(p.max_seconds(), 86400);
     }
 
+    /// Each class reads its own field: with every field distinct, no two
+    /// classes answer the same (several of Open vSwitch's defaults are
+    /// equal, so the defaults alone cannot show a class reading a
+    /// neighbour's field, SYN_RECV's SYN_SENT's for one).
+    #[test]
+    fn each_class_reads_its_own_field() {
+        let p = TimeoutPolicy {
+            tcp_syn_sent: 1,
+            tcp_syn_recv: 2,
+            tcp_established: 3,
+            tcp_fin_wait: 4,
+            tcp_time_wait: 5,
+            tcp_close: 6,
+            udp_first: 7,
+            udp_single: 8,
+            udp_multiple: 9,
+            icmp_first: 10,
+            icmp_reply: 11,
+        };
+        let got: Vec<u32> = Timeout::ALL.iter().map(|&t| p.seconds(t)).collect();
+        assert_eq!(got, (1..=11).collect::<Vec<u32>>());
+        assert_eq!(p.max_seconds(), 11);
+    }
+
     #[test]
     fn compiled_policy_answers_per_class() {
         let p = TimeoutPolicy {
