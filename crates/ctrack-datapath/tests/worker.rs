@@ -17,7 +17,7 @@ use ctrack_datapath::ctl::client::request;
 use ctrack_datapath::ctl::{self, EventHub};
 use ctrack_datapath::io::{IoKind, Pool, Port, PortStats};
 use ctrack_datapath::live::worker::Worker;
-use ctrack_datapath::live::{Part, PortInfo, Shared};
+use ctrack_datapath::live::{Part, PortInfo, Shared, SwitchDrop};
 use ctrack_policy::firewall::{Action, Firewall, FwOutputs};
 use ctrack_policy::model::Policy;
 use ctrack_wire::build::{Frame, L4};
@@ -733,4 +733,75 @@ fn log_related_logs_a_connections_replies() {
         );
     }
     assert_eq!(r.shared.stats().acl_log.lines, 7);
+}
+
+/// Runs one round with `frames` arriving on port `inport`.
+fn one_round(r: &Rig, w: &mut Worker, inport: usize, frames: Vec<Vec<u8>>) {
+    r.inbox[inport].lock().unwrap().extend(frames);
+    while !r.inbox[inport].lock().unwrap().is_empty() {
+        w.round();
+    }
+}
+
+/// An ARP reply from the client to `dst`.
+fn arp_reply_to(dst: [u8; 6]) -> Vec<u8> {
+    let mut f = arp_request();
+    f[..6].copy_from_slice(&dst);
+    f[21] = 2;
+    f
+}
+
+/// A frame for an address on the port it came in on goes nowhere (not
+/// back out of that port), counted as a hairpin.
+#[test]
+fn a_frame_for_its_own_port_is_not_sent_back() {
+    let mut r = rig();
+    let mut w = Worker::new(r.shared.clone(), 0, r.ports.take().unwrap());
+    one_round(&r, &mut w, 0, vec![arp_reply_to(CLIENT.0)]);
+    w.publish();
+    assert!(r.sent[0].lock().unwrap().is_empty());
+    assert!(r.sent[1].lock().unwrap().is_empty());
+    let s = r.shared.stats().switch;
+    assert_eq!(s.drops[SwitchDrop::Hairpin as usize], 1, "{s:?}");
+}
+
+/// Unknown unicast is not flooded to a port with port security (OVN's
+/// egress port security), a broadcast is.
+#[test]
+fn unknown_unicast_skips_a_port_with_port_security() {
+    let mut r = rig();
+    let server = "name = \"server\"\naddresses = [\"02:00:00:00:00:02 10.0.0.2\"]";
+    assert!(POLICY.contains(server));
+    let text = POLICY.replace(
+        server,
+        &format!("{server}\nport_security = [\"02:00:00:00:00:02 10.0.0.2\"]"),
+    );
+    r.shared
+        .fw
+        .set_policy(Policy::from_str(&text, "test.toml").unwrap())
+        .unwrap();
+    let mut w = Worker::new(r.shared.clone(), 0, r.ports.take().unwrap());
+    one_round(&r, &mut w, 0, vec![arp_reply_to([2, 0, 0, 0, 0, 0x99])]);
+    w.publish();
+    assert_eq!(r.shared.stats().switch.flooded, 1);
+    assert!(r.sent[1].lock().unwrap().is_empty(), "skipped");
+    one_round(&r, &mut w, 0, vec![arp_request()]);
+    assert_eq!(r.sent[1].lock().unwrap().len(), 1, "a broadcast reaches it");
+}
+
+/// The answer to a rejected frame is sent when that frame ends its burst
+/// too.
+#[test]
+fn the_last_frame_of_a_burst_is_answered() {
+    let mut r = rig();
+    let mut w = Worker::new(r.shared.clone(), 0, r.ports.take().unwrap());
+    let frames = vec![
+        ip4(CLIENT, SERVER, seg(3000, 80, SYN, 1, 0)).build(),
+        ip4(CLIENT, SERVER, seg(3001, 23, SYN, 1, 0)).build(),
+    ];
+    one_round(&r, &mut w, 0, frames);
+    w.publish();
+    assert_eq!(r.shared.stats().switch.replies, 1);
+    assert_eq!(r.sent[0].lock().unwrap().len(), 1, "the RST");
+    assert_eq!(r.sent[1].lock().unwrap().len(), 1, "the allowed SYN");
 }

@@ -31,8 +31,9 @@ pub struct PortInfo {
 /// Why the switch dropped a frame (the firewall counts its own reasons).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SwitchDrop {
-    /// Its source MAC belongs to another port (a policy address or one
-    /// learned there): spoofed or looped.
+    /// Its source MAC is another port's policy address, or, from a port
+    /// with port security (or disabled), not one of the port's own: spoofed.
+    /// (An address learned on another port moves instead.)
     PortSecurity,
     /// Its destination is the port it came from.
     Hairpin,

@@ -49,26 +49,27 @@ pub struct MacTable {
 }
 
 impl MacTable {
-    /// Learns that `mac` is behind `port` as of `now`; true if that is
-    /// news (a new address or a move).
-    fn learn(&self, mac: u64, port: u16, now: Time) -> bool {
+    /// Learns that `mac` is behind `port` as of `now`: whether that is
+    /// news (a new address or a move), or `None` where the table is full
+    /// and does not hold it.
+    fn learn(&self, mac: u64, port: u16, now: Time) -> Option<bool> {
         let mut t = self.learned.write().unwrap_or_else(|e| e.into_inner());
         let room = t.len() < MAX_LEARNED;
         match t.get_mut(&mac) {
             Some(e) if e.0 == port => {
                 e.1 = now;
-                false
+                Some(false)
             }
             Some(e) => {
                 *e = (port, now);
                 self.version.fetch_add(1, Relaxed);
-                true
+                Some(true)
             }
             None if room => {
                 t.insert(mac, (port, now));
-                true
+                Some(true)
             }
-            None => false,
+            None => None,
         }
     }
 
@@ -220,7 +221,11 @@ impl SwitchView {
         if fresh {
             return Source::Ok { learned: false };
         }
-        let learned = table.learn(mac, port, now);
+        let Some(learned) = table.learn(mac, port, now) else {
+            // The table is full: not learned, so not cached either (frames
+            // to it flood, from every worker alike).
+            return Source::Ok { learned: false };
+        };
         self.validate(table);
         if self.cache.len() >= CACHE {
             self.cache.clear();
@@ -343,5 +348,140 @@ mod tests {
         // A disabled port is not flooded even group addresses.
         assert_eq!(view.flood_skips(&frame(own, [0xff; 6])), [2]);
         assert_eq!(view.flood_skips(&frame(own, [0x33, 0x33, 0, 0, 0, 1])), [2]);
+    }
+}
+
+/// Learning, moves, ageing and the workers' caches in front of the
+/// shared table.
+#[cfg(test)]
+mod learning {
+    use super::*;
+
+    const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
+
+    /// A frame from `src` to `dst`.
+    fn frame(src: [u8; 6], dst: [u8; 6]) -> Vec<u8> {
+        let mut f = dst.to_vec();
+        f.extend_from_slice(&src);
+        f.extend_from_slice(&[0x08, 0x06]);
+        f
+    }
+
+    fn at(secs: u64) -> Time {
+        Time::from_secs(secs)
+    }
+
+    #[test]
+    fn a_source_is_learned_on_its_port_and_a_move_is_news_to_every_worker() {
+        let table = MacTable::default();
+        let (mut one, mut two) = (SwitchView::default(), SwitchView::default());
+        assert_eq!(
+            one.source(&frame(A, [0xff; 6]), 1, &table, at(1)),
+            Source::Ok { learned: true }
+        );
+        // Both workers send to it on port 1 now (the second caches it).
+        assert_eq!(one.dest(&frame([2; 6], A), &table), Dest::Port(1));
+        assert_eq!(two.dest(&frame([2; 6], A), &table), Dest::Port(1));
+        // Again from port 1: nothing new.
+        assert_eq!(
+            one.source(&frame(A, [0xff; 6]), 1, &table, at(2)),
+            Source::Ok { learned: false }
+        );
+        // It moves to port 3, seen by the worker that had it cached on 1
+        // as a source: a move, learned.
+        assert_eq!(
+            one.source(&frame(A, [0xff; 6]), 3, &table, at(3)),
+            Source::Ok { learned: true }
+        );
+        assert_eq!(table.entries(), [(A, 3)]);
+        // The other worker's cache is emptied by the move.
+        assert_eq!(two.dest(&frame([2; 6], A), &table), Dest::Port(3));
+        assert_eq!(one.dest(&frame([2; 6], A), &table), Dest::Port(3));
+    }
+
+    #[test]
+    fn an_address_sending_stays_learned_and_a_silent_one_ages_out() {
+        let table = MacTable::default();
+        let (mut one, mut two) = (SwitchView::default(), SwitchView::default());
+        let b = [2, 0, 0, 0, 0, 0xb];
+        one.source(&frame(A, [0xff; 6]), 1, &table, at(0));
+        one.source(&frame(b, [0xff; 6]), 2, &table, at(0));
+        assert_eq!(two.dest(&frame([2; 6], b), &table), Dest::Port(2));
+        // A keeps sending through the worker that caches it: the shared
+        // entry is refreshed (at most every ten seconds), so it outlives
+        // the ageing time counted from when it was learned.
+        for s in (5..=250).step_by(5) {
+            one.source(&frame(A, [0xff; 6]), 1, &table, at(s));
+        }
+        // B sends through a worker that learns nothing new each time: its
+        // entry is refreshed too.
+        let mut three = SwitchView::default();
+        three.source(&frame(b, [0xff; 6]), 2, &table, at(200));
+        table.age(at(299));
+        assert_eq!(table.entries(), [(A, 1), (b, 2)]);
+        // B silent since 200 s: gone at 500 s (300 s on), and the worker
+        // that had it cached floods to it again.
+        table.age(at(499));
+        assert_eq!(table.entries(), [(A, 1), (b, 2)]);
+        table.age(at(500));
+        assert_eq!(table.entries(), [(A, 1)]);
+        assert_eq!(two.dest(&frame([2; 6], b), &table), Dest::Flood);
+        table.age(at(550));
+        assert!(table.entries().is_empty());
+        assert_eq!(one.dest(&frame([2; 6], A), &table), Dest::Flood);
+    }
+
+    #[test]
+    fn the_table_learns_at_most_max_learned_addresses() {
+        let table = MacTable::default();
+        let mut view = SwitchView::default();
+        let mac = |i: u32| {
+            let [_, a, b, c] = i.to_be_bytes();
+            [2, 0, 0, a, b, c]
+        };
+        for i in 0..MAX_LEARNED as u32 {
+            assert_eq!(
+                view.source(&frame(mac(i), [0xff; 6]), 1, &table, at(1)),
+                Source::Ok { learned: true }
+            );
+        }
+        let one_more = mac(MAX_LEARNED as u32);
+        assert_eq!(
+            view.source(&frame(one_more, [0xff; 6]), 1, &table, at(1)),
+            Source::Ok { learned: false }
+        );
+        assert_eq!(table.entries().len(), MAX_LEARNED);
+        assert_eq!(view.dest(&frame(A, one_more), &table), Dest::Flood);
+        // A move of one already held is still learned when full.
+        assert_eq!(
+            view.source(&frame(mac(7), [0xff; 6]), 2, &table, at(2)),
+            Source::Ok { learned: true }
+        );
+    }
+
+    /// A policy port's address goes to the port it is bound to before
+    /// that port sent anything; a group address floods.
+    #[test]
+    fn a_policy_address_goes_to_its_port_unlearned() {
+        use ctrack_policy::model::{Policy, Port};
+        let policy = Policy {
+            ports: vec![Port {
+                name: "vm".into(),
+                macs: vec![A],
+                zone: 1,
+                ..Port::default()
+            }],
+            ..Policy::default()
+        };
+        let compiled = Compiled::new(policy, 3).expect("compiles");
+        let mut view = SwitchView::default();
+        view.sync(&compiled, |n| (n == "vm").then_some(4));
+        let table = MacTable::default();
+        assert_eq!(view.dest(&frame([2; 6], A), &table), Dest::Port(4));
+        assert_eq!(
+            view.dest(&frame([2; 6], [0x33, 0x33, 0, 0, 0, 1]), &table),
+            Dest::Flood
+        );
+        assert!(table.entries().is_empty());
     }
 }
