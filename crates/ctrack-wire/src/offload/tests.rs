@@ -509,3 +509,79 @@ proptest! {
         prop_assert_eq!(joined, data);
     }
 }
+
+/// A UDP piece whose checksum comes out zero carries all ones (zero
+/// means "none"), as the kernel's `udp4_gso_segment` writes
+/// `CSUM_MANGLED_0`.
+#[test]
+fn a_udp_piece_whose_checksum_is_zero_carries_all_ones() {
+    let f = (0..=u16::MAX)
+        .map(|v| piece(false, 0, L4::udp(1, 2, &v.to_be_bytes())))
+        .find(|b| b[40..42] == [0xff, 0xff])
+        .expect("some payload sums to zero");
+    assert_eq!(cut(&f, Gso::Udp(100)), Some(vec![f.clone()]));
+}
+
+/// An authentication header before a routing header is passed over by
+/// its own length (4-byte words plus two), so the routing header is
+/// found and the frame left alone.
+#[test]
+fn a_routing_header_behind_an_authentication_header_is_found() {
+    let mut f = Frame::v6(c6(), s6(), L4::udp(1, 2, &payload(1000)));
+    // A 16-byte destination options header (length field 1) made into a
+    // 16-byte AH (length field 2).
+    f.ext = vec![Ext::DestOpts(1), Ext::Routing];
+    let mut b = f.build();
+    assert_eq!((b[14 + 6], b[14 + 41]), (ip_proto::DSTOPTS, 1));
+    b[14 + 6] = ip_proto::AH;
+    b[14 + 41] = 2;
+    let mut g = b.clone();
+    assert_eq!(complete(&mut g), None);
+    assert_eq!(g, b);
+    assert_eq!(cut(&b, Gso::Udp(100)), None);
+}
+
+/// Ethernet padding after the IP packet would be summed and cut as
+/// payload by the kernel: such a frame is not handed over whole.
+#[test]
+fn a_padded_frame_is_not_handed_over() {
+    let mut f = piece(false, 0, L4::udp(1, 2, &payload(3000)));
+    f.extend_from_slice(&[0; 4]);
+    let mut g = f.clone();
+    assert_eq!(hand_over(&mut g, rx_hdr(false, Gso::Udp(1000))), None);
+    assert_eq!(g, f);
+}
+
+/// A frame whose payload is less than one segment comes out as one
+/// segment of its own size: what the sending port's MTU must hold.
+#[test]
+fn a_short_frame_s_segment_is_its_own_size() {
+    let mut f = piece(false, 0, L4::tcp_seg(1, 2, 0x018, 5, 6, 100, &payload(500)));
+    let h = hand_over(&mut f, rx_hdr(false, Gso::Tcp(1448))).expect("handed over");
+    assert_eq!(h.segment_ip_len, 20 + 20 + 500);
+}
+
+/// [`MAX_SEGMENTS`] pieces are cut; one more is refused.
+#[test]
+fn at_most_max_segments_pieces_are_cut() {
+    let of = |n: usize| piece(false, 0, L4::udp(1, 2, &payload(n)));
+    let pieces = cut(&of(2 * MAX_SEGMENTS), Gso::Udp(2)).expect("cut");
+    assert_eq!(pieces.len(), MAX_SEGMENTS);
+    assert_eq!(cut(&of(2 * MAX_SEGMENTS + 1), Gso::Udp(2)), None);
+}
+
+/// A TCP header shorter than 20 bytes (data offset under 5) is neither
+/// cut nor handed over.
+#[test]
+fn a_tcp_header_under_twenty_bytes_is_refused() {
+    let mut f = piece(
+        false,
+        0,
+        L4::tcp_seg(1, 2, 0x018, 5, 6, 100, &payload(3000)),
+    );
+    f[14 + 20 + 12] = 4 << 4;
+    assert_eq!(cut(&f, Gso::Tcp(1000)), None);
+    let mut g = f.clone();
+    assert_eq!(hand_over(&mut g, rx_hdr(false, Gso::Tcp(1000))), None);
+    assert_eq!(g, f);
+}
