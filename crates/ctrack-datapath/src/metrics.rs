@@ -143,6 +143,37 @@ fn firewall(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
         )
     }));
     counters(reg, "drops", "Packets dropped, by reason.", drops);
+    let rejects = [
+        ("sent", fw.rejects_sent),
+        ("suppressed", fw.rejects_suppressed),
+    ]
+    .iter()
+    .map(|(o, n)| (labels(&[("outcome", (*o).to_owned())]), *n))
+    .collect();
+    counters(
+        reg,
+        "rejects",
+        "Reject answers: sent, or suppressed (the rate limit, or a packet that may not be answered).",
+        rejects,
+    );
+    counter(
+        reg,
+        "rejudged",
+        "Connections judged again after a policy change.",
+        fw.rejudged,
+    );
+    counter(
+        reg,
+        "new_by_word",
+        "+new packets of committed connections decided by the connection's verdict word, without the classifier.",
+        fw.new_by_word,
+    );
+    counter(
+        reg,
+        "cross_pair",
+        "Packets of a connection between other ports than its own, judged by the ACLs.",
+        fw.cross_pair,
+    );
     let c = shared.fw.policy();
     gauge(
         reg,
@@ -269,6 +300,62 @@ fn ports(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
     }
 }
 
+/// The switch's counters, the learned addresses held, and the
+/// reassembler's counters.
+fn switch(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
+    let sw = &s.switch;
+    counter(
+        reg,
+        "switch_forwarded",
+        "Frames sent to one known port.",
+        sw.forwarded,
+    );
+    counter(
+        reg,
+        "switch_flooded",
+        "Frames flooded (broadcast, multicast, unknown unicast).",
+        sw.flooded,
+    );
+    counter(
+        reg,
+        "switch_replies",
+        "Reject answers sent back where the rejected packet came from.",
+        sw.replies,
+    );
+    counter(
+        reg,
+        "switch_learned",
+        "Addresses learned (or moved).",
+        sw.learned,
+    );
+    gauge(
+        reg,
+        "switch_addresses",
+        "Learned addresses held.",
+        shared.macs.len() as u64,
+    );
+    counter(
+        reg,
+        "worker_bursts",
+        "Bursts run (one per port that had frames in a round).",
+        s.bursts,
+    );
+    // The reassembler's counters, one metric each (their field names);
+    // the fragments held now are a gauge.
+    if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(shared.fw.reassembler().stats())
+    {
+        for (k, v) in m {
+            let Some(n) = v.as_u64() else { continue };
+            let name = format!("fragments_{k}");
+            if k == "held" {
+                gauge(reg, &name, "Fragments held now.", n);
+            } else {
+                counter(reg, &name, &format!("The reassembler's {k} counter."), n);
+            }
+        }
+    }
+}
+
 /// The workers' time by part (see `live::cost`), summed over workers.
 fn cost(reg: &mut Registry, c: &CostStats) {
     let rows = Part::ALL
@@ -328,8 +415,15 @@ pub fn render(shared: &Shared) -> String {
     connections(&mut reg, shared);
     firewall(&mut reg, shared, &s);
     ports(&mut reg, shared, &s);
+    switch(&mut reg, shared, &s);
     cost(&mut reg, &s.cost);
     acl_log(&mut reg, &s.acl_log);
+    counter(
+        &mut reg,
+        "events_offered",
+        "Connection events offered to the subscribers.",
+        shared.events.offered(),
+    );
     counter(
         &mut reg,
         "events_dropped",

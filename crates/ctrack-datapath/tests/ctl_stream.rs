@@ -261,3 +261,215 @@ fn metrics_endpoint_serves_prometheus_text() {
     env.shared.stop.store(true, Ordering::Relaxed);
     h.join().unwrap();
 }
+
+/// Every counter that `stats` reports and the metrics expose reads the
+/// same in both, each set to a value of its own (so that two swapped
+/// counters show); a control command's flush is counted in both.
+#[test]
+fn every_counter_reads_the_same_in_stats_and_metrics() {
+    use ctrack_datapath::live::{Part, SwitchDrop};
+    use ctrack_policy::firewall::{DropReason, Stage};
+    let mut env = Env::new();
+    env.populate();
+    assert_eq!(env.ok(&["flush", "zone=7"]), "");
+    {
+        let mut w = env.shared.workers[0].lock().unwrap();
+        let mut n = 1000u64;
+        let mut next = || {
+            n += 1;
+            n
+        };
+        for v in w.fw.verdicts.iter_mut() {
+            *v = next();
+        }
+        for v in w.fw.stages.iter_mut() {
+            *v = next();
+        }
+        for v in w.fw.drops.iter_mut() {
+            *v = next();
+        }
+        w.fw.rejects_sent = next();
+        w.fw.rejects_suppressed = next();
+        w.fw.rejudged = next();
+        w.fw.new_by_word = next();
+        w.fw.cross_pair = next();
+        w.switch.forwarded = next();
+        w.switch.flooded = next();
+        w.switch.replies = next();
+        w.switch.learned = next();
+        for v in w.switch.drops.iter_mut() {
+            *v = next();
+        }
+        for p in w.ports.iter_mut() {
+            p.rx_packets = next();
+            p.rx_bytes = next();
+            p.rx_dropped = next();
+            p.tx_packets = next();
+            p.tx_bytes = next();
+            p.tx_errors = next();
+            p.rx_csum_completed = next();
+            p.rx_gso_frames = next();
+            p.rx_gso_segments = next();
+            p.tx_gso_frames = next();
+        }
+        w.bursts = next();
+        for v in w.cost.ns.iter_mut() {
+            *v = next();
+        }
+        w.cost.total_ns = 1_000_000;
+        w.cost.packets = next();
+        w.cost.rounds = next();
+        w.acl_log.lines = next();
+        w.acl_log.suppressed = next();
+        w.acl_log.dropped = next();
+    }
+    let stats: serde_json::Value =
+        serde_json::from_str(&env.ok(&["stats", "--format", "json"])).unwrap();
+    let text = metrics::render(&env.shared);
+    let metric = |name: &str| -> u64 {
+        let line = text
+            .lines()
+            .find(|l| l.split_once(' ').is_some_and(|(k, _)| k == name))
+            .unwrap_or_else(|| panic!("no {name} in\n{text}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let json = |path: &[&str]| -> u64 {
+        let mut v = &stats;
+        for k in path {
+            v = &v[*k];
+        }
+        v.as_u64().unwrap_or_else(|| panic!("{path:?} in stats"))
+    };
+    let mut pairs: Vec<(String, Vec<String>)> = Vec::new();
+    let mut pair =
+        |m: String, j: &[&str]| pairs.push((m, j.iter().map(|s| s.to_string()).collect()));
+    for v in ["allow", "drop", "reject"] {
+        pair(
+            format!("ctrack_packets_total{{verdict=\"{v}\"}}"),
+            &["verdicts", v],
+        );
+    }
+    for st in Stage::ALL {
+        let s = st.name();
+        pair(
+            format!("ctrack_stage_packets_total{{stage=\"{s}\"}}"),
+            &["stages", s],
+        );
+    }
+    for r in DropReason::ALL {
+        let r = r.name();
+        pair(
+            format!("ctrack_drops_total{{source=\"firewall\",reason=\"{r}\"}}"),
+            &["drops", r],
+        );
+    }
+    for r in SwitchDrop::ALL {
+        let r = r.name();
+        pair(
+            format!("ctrack_drops_total{{source=\"switch\",reason=\"{r}\"}}"),
+            &["switch", "drops", r],
+        );
+    }
+    for o in ["sent", "suppressed"] {
+        pair(
+            format!("ctrack_rejects_total{{outcome=\"{o}\"}}"),
+            &["rejects", o],
+        );
+    }
+    for k in ["rejudged", "new_by_word", "cross_pair", "bursts"] {
+        let m = if k == "bursts" { "worker_bursts" } else { k };
+        pair(format!("ctrack_{m}_total"), &[k]);
+    }
+    for k in ["forwarded", "flooded", "replies", "learned"] {
+        pair(format!("ctrack_switch_{k}_total"), &["switch", k]);
+    }
+    for (o, k) in [
+        ("written", "lines"),
+        ("suppressed", "suppressed"),
+        ("dropped", "dropped"),
+    ] {
+        pair(
+            format!("ctrack_acl_log_lines_total{{outcome=\"{o}\"}}"),
+            &["acl_log", k],
+        );
+    }
+    for p in Part::ALL {
+        let p = p.name();
+        pair(
+            format!("ctrack_worker_nanoseconds_total{{part=\"{p}\"}}"),
+            &["cost", "ns", p],
+        );
+    }
+    pair("ctrack_worker_packets_total".into(), &["cost", "packets"]);
+    pair(
+        "ctrack_worker_busy_rounds_total".into(),
+        &["cost", "rounds"],
+    );
+    pair("ctrack_connections".into(), &["connections", "total"]);
+    pair("ctrack_connections_max".into(), &["connections", "max"]);
+    pair(
+        "ctrack_expectations".into(),
+        &["connections", "expectations"],
+    );
+    pair("ctrack_events_offered_total".into(), &["events", "offered"]);
+    pair("ctrack_events_dropped_total".into(), &["events", "dropped"]);
+    pair(
+        "ctrack_event_subscribers".into(),
+        &["events", "subscribers"],
+    );
+    for k in ["committed", "flushed", "packets", "established", "invalid"] {
+        pair(format!("ctrack_conntrack_{k}_total"), &["tracker", k]);
+    }
+    for k in ["held", "accepted", "completed", "evicted"] {
+        let m = if k == "held" {
+            "ctrack_fragments_held".to_owned()
+        } else {
+            format!("ctrack_fragments_{k}_total")
+        };
+        pair(m, &["fragments", k]);
+    }
+    let ports = stats["ports"].as_array().expect("ports").clone();
+    assert_eq!(ports.len(), 2);
+    for (i, (name, ifname)) in [("client", "veth0"), ("server", "veth1")]
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(ports[i]["name"], name, "{:?}", ports[i]);
+        for (m, k) in [
+            ("rx_packets", "rx_packets"),
+            ("rx_bytes", "rx_bytes"),
+            ("rx_dropped", "rx_dropped"),
+            ("tx_packets", "tx_packets"),
+            ("tx_bytes", "tx_bytes"),
+            ("tx_errors", "tx_errors"),
+            ("rx_checksums_completed", "rx_csum_completed"),
+            ("rx_gso_frames", "rx_gso_frames"),
+            ("rx_gso_segments", "rx_gso_segments"),
+            ("tx_gso_frames", "tx_gso_frames"),
+        ] {
+            let want = ports[i][k]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{k} of {name}"));
+            let got = metric(&format!(
+                "ctrack_port_{m}_total{{port=\"{name}\",interface=\"{ifname}\"}}"
+            ));
+            assert_eq!(got, want, "port {name} {m}");
+        }
+    }
+    for (m, j) in &pairs {
+        let j: Vec<&str> = j.iter().map(String::as_str).collect();
+        assert_eq!(metric(m), json(&j), "{m} against {j:?}");
+    }
+    // Distinct values, so that a swap shows.
+    let mut seen: Vec<u64> = pairs
+        .iter()
+        .filter(|(m, _)| m.contains("_total{") && !m.contains("conntrack"))
+        .map(|(m, _)| metric(m))
+        .collect();
+    let all = seen.len();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), all);
+    // The control command's flush of zone 7's connection is counted.
+    assert_eq!(metric("ctrack_conntrack_flushed_total"), 1);
+}

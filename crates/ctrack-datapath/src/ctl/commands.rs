@@ -309,7 +309,7 @@ fn flush(ctx: &Ctx, rest: &[String]) -> Result<String, String> {
             }
         }
     };
-    lock(&ctx.ctl_stats).merge(&stats);
+    lock(&ctx.shared.ctl_tracker).merge(&stats);
     result
 }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
-use ctrack_core::{Stats, Zone};
+use ctrack_core::Zone;
 
 use crate::live::Shared;
 
@@ -14,9 +14,6 @@ use crate::live::Shared;
 pub(crate) struct Ctx {
     /// The datapath.
     pub(crate) shared: Arc<Shared>,
-    /// The tracker's counters of what the control commands did (flushes):
-    /// added to the workers' in `stats`.
-    pub(crate) ctl_stats: Mutex<Stats>,
     /// Zones given their own limit through `ct-set-limits` (the tracker
     /// keeps the limits; this is for listing them).
     pub(crate) limit_zones: Mutex<BTreeSet<Zone>>,
@@ -31,7 +28,6 @@ impl Ctx {
     pub(crate) fn new(shared: Arc<Shared>) -> Ctx {
         Ctx {
             shared,
-            ctl_stats: Mutex::new(Stats::default()),
             limit_zones: Mutex::new(BTreeSet::new()),
             timeout_zones: Mutex::new(BTreeSet::new()),
             clients: AtomicUsize::new(0),

@@ -29,14 +29,6 @@ pub(crate) fn mac(m: &[u8; 6]) -> String {
         .join(":")
 }
 
-/// The counters of every worker, with the control commands' own tracker
-/// counts (flushes) added.
-pub(crate) fn totals(ctx: &Ctx) -> WorkerStats {
-    let mut s = ctx.shared.stats();
-    s.fw.tracker.merge(&lock(&ctx.ctl_stats));
-    s
-}
-
 /// The per-ACL counters of the policy in force (zero where the workers
 /// have not yet counted under its generation).
 pub(crate) fn acl_counters(c: &Compiled, fw: &FwStats, acl: &Acl) -> AclCounters {
@@ -70,7 +62,7 @@ fn counters_json(c: &AclCounters) -> Value {
 
 /// The `stats` document (also what the text form prints).
 pub(crate) fn stats_json(ctx: &Ctx) -> Value {
-    let s = totals(ctx);
+    let s = ctx.shared.stats();
     let t = ctx.shared.fw.tracker();
     let zones: Vec<Value> = ctx
         .known_zones()
@@ -383,7 +375,7 @@ fn counters_text(v: &Value) -> String {
 pub(crate) fn policy_counters(ctx: &Ctx, rest: &[String]) -> Result<String, String> {
     let p = args::parse(rest, &[FORMAT])?;
     p.no_words()?;
-    let v = policy_counters_json(ctx, &totals(ctx).fw);
+    let v = policy_counters_json(ctx, &ctx.shared.stats().fw);
     if p.format()? == Format::Json {
         return json_text(&v);
     }
@@ -400,7 +392,7 @@ pub(crate) fn policy_counters(ctx: &Ctx, rest: &[String]) -> Result<String, Stri
 pub(crate) fn policy_show(ctx: &Ctx, rest: &[String]) -> Result<String, String> {
     args::parse(rest, &[])?.no_words()?;
     let c = ctx.shared.fw.policy();
-    let fw = totals(ctx).fw;
+    let fw = ctx.shared.stats().fw;
     let p = &c.policy;
     let path = lock(&ctx.shared.policy_path).display().to_string();
     let mut o = format!(

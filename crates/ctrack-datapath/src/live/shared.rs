@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use ctrack_core::Time;
+use ctrack_core::{Stats, Time};
 use ctrack_policy::firewall::{Firewall, FwStats};
 use ctrack_policy::model::Policy;
 
@@ -153,6 +153,9 @@ pub struct Shared {
     /// The ACL log (`log = true`): each worker's [`AclLog::limiter`], the
     /// writer's receiver.
     pub acl_log: AclLog,
+    /// The tracker's counters of what the control commands did (their
+    /// flushes), added to the workers' by [`Shared::stats`].
+    pub ctl_tracker: Mutex<Stats>,
 }
 
 impl Shared {
@@ -181,6 +184,7 @@ impl Shared {
             epoch: Instant::now(),
             macs: MacTable::default(),
             acl_log: AclLog::default(),
+            ctl_tracker: Mutex::new(Stats::default()),
         }
     }
 
@@ -229,6 +233,10 @@ impl Shared {
         for w in &self.workers {
             total.merge(&w.lock().unwrap_or_else(|e| e.into_inner()));
         }
+        total
+            .fw
+            .tracker
+            .merge(&self.ctl_tracker.lock().unwrap_or_else(|e| e.into_inner()));
         total
     }
 }

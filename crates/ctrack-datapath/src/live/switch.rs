@@ -88,6 +88,16 @@ impl MacTable {
         }
     }
 
+    /// How many addresses are learned.
+    pub fn len(&self) -> usize {
+        self.learned.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// True if no address is learned.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The learned addresses: (MAC, port).
     pub fn entries(&self) -> Vec<([u8; 6], u16)> {
         let t = self.learned.read().unwrap_or_else(|e| e.into_inner());
