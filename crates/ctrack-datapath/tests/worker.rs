@@ -805,3 +805,82 @@ fn the_last_frame_of_a_burst_is_answered() {
     assert_eq!(r.sent[0].lock().unwrap().len(), 1, "the RST");
     assert_eq!(r.sent[1].lock().unwrap().len(), 1, "the allowed SYN");
 }
+
+/// `fdb-show` lists where each address goes (the policy ports' own, then
+/// those learned, with their age) and `fdb-flush` forgets the learned
+/// ones: frames to them flood again.
+#[test]
+fn fdb_show_lists_the_addresses_and_fdb_flush_forgets_the_learned() {
+    let mut r = rig();
+    let dir = std::env::temp_dir().join(format!("ctrack-fdb-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let sock = dir.join("ctrack.sock");
+    let server = ctl::serve(r.shared.clone(), &sock, None).unwrap();
+    let mut w = Worker::new(r.shared.clone(), 0, r.ports.take().unwrap());
+    // A host behind the client's port (no port security there) sends.
+    let host = [2, 0, 0, 0, 0, 0x77];
+    let mut from_host = arp_request();
+    from_host[6..12].copy_from_slice(&host);
+    one_round(&r, &mut w, 0, vec![from_host]);
+    let j: serde_json::Value =
+        serde_json::from_str(&request(&sock, &["fdb-show", "--format", "json"]).unwrap()).unwrap();
+    let rows: Vec<(String, String, bool)> = j["addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["port"].as_str().unwrap().to_owned(),
+                a["mac"].as_str().unwrap().to_owned(),
+                a["learned"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    let row = |p: &str, m: &str, l| (p.to_owned(), m.to_owned(), l);
+    assert_eq!(
+        rows,
+        [
+            row("client", "02:00:00:00:00:01", false),
+            row("server", "02:00:00:00:00:02", false),
+            row("client", "02:00:00:00:00:77", true),
+        ]
+    );
+    assert_eq!(j["addresses"][2]["age_seconds"], 0);
+    assert!(j["addresses"][0]["age_seconds"].is_null());
+    assert_eq!(
+        (j["learned"].as_u64(), j["max_learned"].as_u64()),
+        (Some(1), Some(65_536))
+    );
+    let text = request(&sock, &["fdb-show"]).unwrap();
+    assert!(text.starts_with("port "), "{text}");
+    assert!(
+        text.contains("client           02:00:00:00:00:77      0\n"),
+        "{text}"
+    );
+    assert!(text.contains("02:00:00:00:00:01 policy"), "{text}");
+    assert!(text.ends_with("1 learned (at most 65536)"), "{text}");
+    // A reply from the server to the host goes to the client's port ...
+    let mut to_host = arp_request();
+    to_host[..6].copy_from_slice(&host);
+    to_host[6..12].copy_from_slice(&SERVER.0);
+    to_host[21] = 2;
+    one_round(&r, &mut w, 1, vec![to_host.clone()]);
+    w.publish();
+    assert_eq!(r.shared.stats().switch.forwarded, 1);
+    // ... and, the host forgotten, floods.
+    assert_eq!(
+        request(&sock, &["fdb/flush"]).unwrap(),
+        "1 learned addresses forgotten"
+    );
+    assert!(r.shared.macs.is_empty());
+    one_round(&r, &mut w, 1, vec![to_host]);
+    w.publish();
+    assert_eq!(r.shared.stats().switch.flooded, 2, "the first ARP and this");
+    assert!(matches!(
+        request(&sock, &["fdb-show", "extra"]),
+        Err(ctrack_datapath::ctl::client::ClientError::Failed(_))
+    ));
+    r.shared.stop.store(true, Ordering::Relaxed);
+    server.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

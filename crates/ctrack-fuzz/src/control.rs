@@ -106,6 +106,8 @@ const COMMANDS: &[&str] = &[
     "policy",
     "events",
     "ports",
+    "fdb-show",
+    "fdb-flush",
     "version",
     "help",
 ];

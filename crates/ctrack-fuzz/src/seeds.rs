@@ -300,6 +300,8 @@ pub fn ctl_requests() -> Vec<Vec<u8>> {
         "policy reload",
         "events --format json",
         "ports",
+        "fdb-show --format json",
+        "fdb-flush",
         "version",
         "help",
     ];

@@ -220,6 +220,8 @@ const CTL_WORDS: &[&[u8]] = &[
     b"counters",
     b"events",
     b"ports",
+    b"fdb-show",
+    b"fdb/flush",
     b"version",
     b"help",
     b"4294967296",

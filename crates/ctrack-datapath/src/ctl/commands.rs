@@ -44,6 +44,8 @@ commands (ctrack ctl [--ctl PATH] COMMAND ...):
   policy reload [FILE] | policy show | policy counters [--format json]
   events [--format json]                         connection events, as conntrack -E
   ports [--format json]                          interfaces and their counters
+  fdb-show [--format json]                       where each MAC goes, as ovs-appctl fdb/show
+  fdb-flush                                      forget the learned MACs
   version | help";
 
 /// The largest `set-maxconns` accepted: raising the limit sizes the index
@@ -74,6 +76,8 @@ pub(crate) fn run(ctx: &Ctx, argv: &[String]) -> Outcome {
         "count" | "ct-get-nconns" => count(ctx, rest),
         "stats" | "ct-stats-show" => report::stats(ctx, rest),
         "ports" => report::ports(ctx, rest),
+        "fdb-show" | "fdb/show" => report::fdb_show(ctx, rest),
+        "fdb-flush" | "fdb/flush" => report::fdb_flush(ctx, rest),
         "set-maxconns" | "ct-set-maxconns" => set_maxconns(ctx, rest),
         "get-maxconns" | "ct-get-maxconns" => args::parse(rest, &[])
             .and_then(|p| p.no_words())

@@ -1,5 +1,5 @@
-//! The reporting commands: `stats`, `ports`, `policy show`, `policy
-//! counters`.
+//! The reporting commands: `stats`, `ports`, `fdb-show`, `fdb-flush`,
+//! `policy show`, `policy counters`.
 
 use std::fmt::Write as _;
 
@@ -294,6 +294,79 @@ pub(crate) fn ports(ctx: &Ctx, rest: &[String]) -> Result<String, String> {
         return json_text(&v);
     }
     Ok(ports_text(&v))
+}
+
+/// `fdb-show`: where the switch sends each address it knows, as
+/// `ovs-appctl fdb/show` lists a bridge's learned MACs: the policy ports'
+/// addresses (bound to the datapath port of the same name; no age) then
+/// the learned ones with the seconds since the table last saw them.
+pub(crate) fn fdb_show(ctx: &Ctx, rest: &[String]) -> Result<String, String> {
+    let p = args::parse(rest, &[FORMAT])?;
+    p.no_words()?;
+    let v = fdb_json(ctx);
+    if p.format()? == Format::Json {
+        return json_text(&v);
+    }
+    let mut o = format!("{:<16} {:<17} {:>6}\n", "port", "MAC", "age");
+    for a in v["addresses"].as_array().into_iter().flatten() {
+        let age = match a["age_seconds"].as_u64() {
+            Some(n) => n.to_string(),
+            None => "policy".to_owned(),
+        };
+        let _ = writeln!(
+            o,
+            "{:<16} {:<17} {:>6}",
+            a["port"].as_str().unwrap_or(""),
+            a["mac"].as_str().unwrap_or(""),
+            age
+        );
+    }
+    let _ = write!(o, "{} learned (at most {})", v["learned"], v["max_learned"]);
+    Ok(o)
+}
+
+fn fdb_json(ctx: &Ctx) -> Value {
+    let shared = &ctx.shared;
+    let name = |i: u16| {
+        shared
+            .ports
+            .get(usize::from(i))
+            .map_or("", |p| p.name.as_str())
+    };
+    let mut rows = Vec::new();
+    let policy = shared.fw.policy();
+    for p in &policy.policy.ports {
+        let Some(i) = shared.ports.iter().position(|d| d.name == p.name) else {
+            continue;
+        };
+        for m in &p.macs {
+            rows.push(json!({"port": p.name, "mac": mac(m), "age_seconds": null, "learned": false, "port_number": i}));
+        }
+    }
+    let now = shared.now();
+    let learned = shared.macs.list();
+    for l in &learned {
+        rows.push(json!({
+            "port": name(l.port),
+            "mac": mac(&l.mac),
+            "age_seconds": now.millis_since(l.seen) / 1000,
+            "learned": true,
+            "port_number": l.port,
+        }));
+    }
+    json!({
+        "addresses": rows,
+        "learned": learned.len(),
+        "max_learned": crate::live::switch::MAX_LEARNED,
+    })
+}
+
+/// `fdb-flush`: forgets the learned addresses (not the policy's).
+pub(crate) fn fdb_flush(ctx: &Ctx, rest: &[String]) -> Result<String, String> {
+    let p = args::parse(rest, &[])?;
+    p.no_words()?;
+    let n = ctx.shared.macs.flush();
+    Ok(format!("{n} learned addresses forgotten"))
 }
 
 /// The ACLs in evaluation order: by direction, tier, then rank (highest

@@ -31,6 +31,17 @@ pub const MAX_LEARNED: usize = 65_536;
 /// bridge's `ageing_time` default, 300 s).
 pub const AGEING: Time = Time::from_secs(300);
 
+/// A learned address, as [`MacTable::list`] gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Learned {
+    /// The address.
+    pub mac: [u8; 6],
+    /// The datapath port it is behind.
+    pub port: u16,
+    /// When the table last saw a frame from it.
+    pub seen: Time,
+}
+
 /// Where a frame goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dest {
@@ -96,6 +107,37 @@ impl MacTable {
     /// True if no address is learned.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The learned addresses with the time each last sent a frame the
+    /// table saw (refreshed at most every ten seconds while a worker has
+    /// it cached), sorted by port then MAC.
+    pub fn list(&self) -> Vec<Learned> {
+        let t = self.learned.read().unwrap_or_else(|e| e.into_inner());
+        let mut v: Vec<Learned> = t
+            .iter()
+            .map(|(m, e)| {
+                let b = m.to_be_bytes();
+                Learned {
+                    mac: [b[2], b[3], b[4], b[5], b[6], b[7]],
+                    port: e.0,
+                    seen: e.1,
+                }
+            })
+            .collect();
+        v.sort_unstable_by_key(|l| (l.port, l.mac));
+        v
+    }
+
+    /// Forgets every learned address (the workers' caches empty); returns
+    /// how many there were. Frames to them flood until they are learned
+    /// again.
+    pub fn flush(&self) -> usize {
+        let mut t = self.learned.write().unwrap_or_else(|e| e.into_inner());
+        let n = t.len();
+        t.clear();
+        self.version.fetch_add(1, Relaxed);
+        n
     }
 
     /// The learned addresses: (MAC, port).
