@@ -884,3 +884,63 @@ fn fdb_show_lists_the_addresses_and_fdb_flush_forgets_the_learned() {
     server.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A flood reaches every port but the input, each a whole copy (three
+/// ports: two copies, the last port taking the frame itself).
+#[test]
+fn a_flood_reaches_every_other_port_whole() {
+    let info = |name: &str, mac| PortInfo {
+        name: name.into(),
+        ifname: format!("mem-{name}"),
+        mac,
+        mtu: 1500,
+    };
+    let shared = Arc::new(Shared::new(
+        firewall(config()),
+        vec![
+            info("client", CLIENT.0),
+            info("server", SERVER.0),
+            info("third", [2, 0, 0, 0, 0, 3]),
+        ],
+        IoKind::AfPacket,
+        "unused.toml".into(),
+        1,
+        Arc::new(EventHub::new(64)),
+    ));
+    let inbox: Queue = Default::default();
+    let mut sent: Vec<Arc<Mutex<Vec<Vec<u8>>>>> = Vec::new();
+    let mut ports: Vec<Box<dyn Port>> = Vec::new();
+    let mut peers = Vec::new();
+    for i in 0..3 {
+        let (a, b) = UnixDatagram::pair().unwrap();
+        peers.push(b);
+        let out: Arc<Mutex<Vec<Vec<u8>>>> = Default::default();
+        sent.push(out.clone());
+        ports.push(Box::new(MemPort {
+            inbox: if i == 0 {
+                inbox.clone()
+            } else {
+                Default::default()
+            },
+            sent: out,
+            sock: a,
+            stats: PortStats::default(),
+            gso_inbox: Default::default(),
+            gso_rx: Vec::new(),
+            sends_gso: false,
+            sent_gso: Default::default(),
+        }));
+    }
+    let mut w = Worker::new(shared.clone(), 0, ports);
+    let frames = vec![arp_request(), arp_reply_to([2, 0, 0, 0, 0, 0x99])];
+    inbox.lock().unwrap().extend(frames.iter().cloned());
+    while !inbox.lock().unwrap().is_empty() {
+        w.round();
+    }
+    w.publish();
+    assert!(sent[0].lock().unwrap().is_empty(), "not back to the input");
+    for s in &sent[1..] {
+        assert_eq!(*s.lock().unwrap(), frames);
+    }
+    assert_eq!(shared.stats().switch.flooded, 2);
+}

@@ -89,6 +89,9 @@ struct Lane {
     /// when it leaves whole with its segmentation left to the kernel.
     tx: Vec<Vec<(Vec<u8>, Option<VnetHdr>)>>,
     view: SwitchView,
+    /// The ports a flooded frame goes to (kept, so that a flood allocates
+    /// nothing).
+    flood_to: Vec<Tag>,
     stats: WorkerStats,
     /// The worker's side of the ACL log.
     log: Limiter,
@@ -119,6 +122,7 @@ impl Worker {
                 pieces: Vec::new(),
                 tx: (0..n).map(|_| Vec::with_capacity(BURST)).collect(),
                 view: SwitchView::default(),
+                flood_to: Vec::with_capacity(n),
                 stats: WorkerStats {
                     ports: vec![Default::default(); n],
                     ..WorkerStats::default()
@@ -403,19 +407,32 @@ impl Lane {
             Dest::Flood => {
                 self.stats.switch.flooded += 1;
                 let n = self.tx.len() as Tag;
-                let skip = self.view.flood_skips(&frame).to_vec();
-                for p in (0..n).filter(|&p| p != tag && !skip.contains(&p)) {
-                    let mut copy = match gso {
-                        Some(_) => Vec::with_capacity(frame.len()),
-                        None => self.pool.get(),
-                    };
-                    copy.extend_from_slice(&frame);
-                    match gso {
-                        Some(h) => self.queue_gso(shared, p, copy, h, tag),
-                        None => self.queue(shared, p, copy),
+                let mut to = std::mem::take(&mut self.flood_to);
+                let skip = self.view.flood_skips(&frame);
+                to.clear();
+                to.extend((0..n).filter(|&p| p != tag && !skip.contains(&p)));
+                // A copy to each port but the last, which takes the frame.
+                match to.split_last() {
+                    Some((&last, others)) => {
+                        for &p in others {
+                            let mut copy = match gso {
+                                Some(_) => Vec::with_capacity(frame.len()),
+                                None => self.pool.get(),
+                            };
+                            copy.extend_from_slice(&frame);
+                            match gso {
+                                Some(h) => self.queue_gso(shared, p, copy, h, tag),
+                                None => self.queue(shared, p, copy),
+                            }
+                        }
+                        match gso {
+                            Some(h) => self.queue_gso(shared, last, frame, h, tag),
+                            None => self.queue(shared, last, frame),
+                        }
                     }
+                    None => self.pool.put(frame),
                 }
-                self.pool.put(frame);
+                self.flood_to = to;
             }
         }
     }
