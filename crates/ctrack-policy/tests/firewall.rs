@@ -594,6 +594,77 @@ fn a_persisting_connection_still_allowed_keeps_its_acl() {
     assert_eq!((d.action, d.acl), (Action::Allow, AclRef::Persisted));
 }
 
+/// OVN's `nd_rs`, `nd_ra` and `nd` exactly: ICMPv6 133 to 136 with code
+/// 0 and hop limit 255 pass at stage `nd`; a redirect (137), another
+/// code, another hop limit, MLDv1 from outside fe80::/10 and a fragment
+/// of a neighbour solicitation (RFC 6980: never fragmented) meet the ACLs.
+#[test]
+fn nd_is_what_ovn_s_predicates_say() {
+    let fw = fw(policy(DefaultAction::Drop, vec![]));
+    let mut o = FwOutputs::default();
+    let icmp6 = |ty: u8, code: u8, hops: u8, src: &str, dst: &str, mac: [u8; 6]| {
+        let mut f = Frame::new(
+            src.parse().unwrap(),
+            dst.parse().unwrap(),
+            L4::Icmp {
+                ty,
+                code,
+                rest: [0; 4],
+                body: vec![0; 16],
+            },
+        );
+        f.ttl = hops;
+        f.eth_src = C_MAC;
+        f.eth_dst = mac;
+        f
+    };
+    let nd = |ty: u8, code: u8, hops: u8| {
+        icmp6(
+            ty,
+            code,
+            hops,
+            "fe80::1",
+            "ff02::1",
+            [0x33, 0x33, 0, 0, 0, 1],
+        )
+        .build()
+    };
+    let mut fragmented = icmp6(135, 0, 255, "fe80::1", "ff02::1", [0x33, 0x33, 0, 0, 0, 1]);
+    fragmented.ext = vec![Ext::Fragment {
+        offset: 0,
+        more: true,
+        ident: 7,
+    }];
+    let group = [0x33, 0x33, 0, 0, 0, 0x16];
+    for (frame, passes, what) in [
+        (nd(133, 0, 255), true, "router solicitation"),
+        (nd(134, 0, 255), true, "router advertisement"),
+        (nd(135, 0, 255), true, "neighbour solicitation"),
+        (nd(136, 0, 255), true, "neighbour advertisement"),
+        (nd(137, 0, 255), false, "redirect"),
+        (nd(135, 1, 255), false, "code 1"),
+        (nd(136, 0, 64), false, "hop limit 64"),
+        (fragmented.build(), false, "a first fragment"),
+        (
+            icmp6(131, 0, 1, "fec0::1", "ff02::16", group).build(),
+            false,
+            "MLDv1 from fec0::/10",
+        ),
+        (
+            icmp6(131, 0, 1, "febf::1", "ff02::16", group).build(),
+            true,
+            "MLDv1 from the top of fe80::/10",
+        ),
+    ] {
+        let (d, _) = one(&fw, frame, &mut o);
+        let want = match passes {
+            true => (Action::Allow, Stage::Nd),
+            false => (Action::Drop, Stage::Default),
+        };
+        assert_eq!((d.action, d.stage), want, "{what}");
+    }
+}
+
 #[test]
 fn nd_passes_and_arp_meets_the_acls() {
     let fw = fw(policy(DefaultAction::Drop, vec![]));
