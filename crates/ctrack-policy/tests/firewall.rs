@@ -1731,6 +1731,39 @@ fn multicast_and_dhcpv6_clients_meet_the_acls_untracked() {
             assert_eq!(committed, usize::from(commits), "burst {burst}: {d:?}");
         }
     }
+    // OVN's match is UDP's: TCP and SCTP between ports 546 and 547 are
+    // tracked as any other.
+    for burst in [false, true] {
+        let fw = fw(policy(
+            DefaultAction::Drop,
+            both_stages(AclAction::AllowRelated, Expr::flags(flag::IP)),
+        ));
+        let mut o = FwOutputs::default();
+        let syn = from_client(S_IP, seg(546, 547, SYN, 1, 0));
+        let mut sctp = Frame::v4(
+            C_IP,
+            S_IP,
+            L4::Sctp {
+                sport: 546,
+                dport: 547,
+                vtag: 0,
+                chunks: vec![
+                    1, 0, 0, 20, 0, 0, 0, 1, 0, 0, 0xff, 0xff, 0, 1, 0, 1, 0, 0, 0, 1,
+                ],
+            },
+        );
+        sctp.eth_src = C_MAC;
+        sctp.eth_dst = S_MAC;
+        for frame in [syn, sctp.build()] {
+            let d = if burst {
+                burst_decisions(&fw, [&mut vec![frame]]).0[0]
+            } else {
+                one(&fw, frame, &mut o).0
+            };
+            assert_eq!(d.action, Action::Allow, "burst {burst}: {d:?}");
+        }
+        assert_eq!(fw.tracker().table_len(), 2, "burst {burst}");
+    }
     // A later fragment carries no UDP header: bytes that read as a DHCPv6
     // client's ports at the start of its data are not them (in a burst,
     // which takes fragments as they come).
