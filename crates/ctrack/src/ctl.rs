@@ -19,7 +19,8 @@ pub struct CtlArgs {
     /// The command and its arguments: dump-conntrack, list, flush, count,
     /// stats, set-maxconns, get-maxconns, ct-set-limits, ct-get-limits,
     /// ct-del-limits, ct-set-timeout, ct-get-timeout, ct-del-timeout,
-    /// policy reload|show|counters, events, ports, version, help.
+    /// policy reload|show|counters, events, ports, fdb-show, fdb-flush,
+    /// version, help.
     #[arg(
         value_name = "COMMAND",
         trailing_var_arg = true,
