@@ -187,9 +187,12 @@ impl Tracker {
         };
         let inherit = o.expected.map(|m| m.x.mark);
         setup.label = o.expected.map_or(0, |m| m.x.label);
-        if let Some(l) = action.label
-            && l.value & l.mask != 0
-        {
+        // The action's label over the inherited one, under its mask (a
+        // zero value clears the master's bits there), as Linux's datapath
+        // does (`ovs_ct_init_labels`). Open vSwitch's userspace datapath
+        // keeps an ALG-related connection's inherited mark and label
+        // whatever the action says (README, "Gateways").
+        if let Some(l) = action.label {
             setup.label = (setup.label & !l.mask) | (l.value & l.mask);
         }
         let res = w.insert(shared, &hashes, now, |c| {

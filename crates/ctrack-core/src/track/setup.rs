@@ -229,6 +229,27 @@ mod tests {
         );
     }
 
+    /// The action's label is written over the inherited one under its
+    /// mask, as Linux's datapath sets a new related connection's label
+    /// (the master's first, then the action's, `ovs_ct_init_labels`): bits
+    /// outside the mask stay the master's, and bits the action sets to
+    /// zero are cleared.
+    #[test]
+    fn the_action_s_label_overrides_the_inherited_one_under_its_mask() {
+        for (action, want) in [
+            ("commit,label=0x100/0xf00", 0x1ff),
+            ("commit,label=0/0xf", 0xf0),
+            ("commit,label=0x5/0xf", 0xf5),
+        ] {
+            let sim = Sim::new();
+            ftp_port(&sim, "commit,alg=ftp,label=0xff");
+            let v = sim.send(&ftp_data_syn(C, 20), action);
+            assert_eq!(v.label, want, "{action}");
+            let e = sim.t.conn(id_of(&v), sim.now).unwrap().entry;
+            assert_eq!(e.label, want, "{action}");
+        }
+    }
+
     #[test]
     fn every_packet_of_an_expected_connection_is_related() {
         let sim = Sim::new();
