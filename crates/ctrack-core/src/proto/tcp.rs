@@ -770,6 +770,10 @@ mod tests {
         assert_eq!(c.peers[0].max_win, 1, "a zero window counts as one");
         assert_eq!(c.peers[0].wscale, WSCALE_UNKNOWN);
         assert_eq!(c.peers[1].wscale, WSCALE_UNKNOWN);
+        // Picked up on a FIN: it takes a sequence number too (Open
+        // vSwitch's `tcp_new_conn`).
+        let c = new_conn(&seg(FIN | ACK, 7000, 9000, 100, 10));
+        assert_eq!(c.peers[0].seqhi, 7012);
     }
 
     /// Runs a sequence of (segment, reply) through a connection created by
@@ -856,6 +860,49 @@ mod tests {
         let mut steps = base.to_vec();
         steps.push((seg(RST | ACK, 3_000_000, 101, 0, 0), true));
         assert_eq!(run(&steps).1[2], (Update::Invalid, None));
+        // One either side of the exact number: accepted (Open vSwitch's
+        // "exact/+1" match, which takes one below as well); two below: not.
+        for (seq, ok) in [(502, true), (500, true), (499, false)] {
+            let mut steps = base.to_vec();
+            steps.push((seg(RST, seq, 0, 0, 0), true));
+            let want = match ok {
+                true => (Update::Valid, Some(Timeout::TcpClosed)),
+                false => (Update::Invalid, None),
+            };
+            assert_eq!(run(&steps).1[2], want, "RST at {seq}");
+        }
+    }
+
+    /// A connection picked up mid-stream has unknown window scales, so
+    /// both windows are taken at the largest scale: data beyond the
+    /// other side's window unscaled is in it.
+    #[test]
+    fn a_midstream_pickup_takes_windows_at_the_largest_scale() {
+        let (_, out) = run(&[
+            (seg(ACK, 1_000_000, 2_000_000, 500, 100), false),
+            (seg(ACK, 2_000_000, 1_000_100, 500, 0), true),
+            // 1,400 bytes against a window of 500 (unscaled).
+            (seg(ACK, 1_000_100, 2_000_000, 500, 1400), false),
+            (seg(ACK, 2_000_000, 1_001_500, 500, 0), true),
+        ]);
+        assert_eq!(out[1], (Update::Valid, Some(Timeout::TcpEstablished)));
+        assert_eq!(out[2], (Update::Valid, Some(Timeout::TcpEstablished)));
+    }
+
+    /// The other side's first segment of a connection picked up
+    /// mid-stream is not held to the ACK skew check when its window
+    /// slides the sequence space (Open vSwitch: "we are more permissive
+    /// in terms of ackskew checking in these cases"), even where the
+    /// first side's segments have set where that side may go.
+    #[test]
+    fn the_second_side_s_first_segment_is_not_held_to_the_ack_skew() {
+        let (_, out) = run(&[
+            (seg(ACK, 1000, 5000, 100, 10), false),
+            (seg(ACK, 1010, 5000, 100, 10), false),
+            // Acknowledges far past anything the client sent.
+            (seg(ACK, 5000, 900_000, 100, 0), true),
+        ]);
+        assert_eq!(out[1].0, Update::Valid, "{out:?}");
     }
 
     #[test]
