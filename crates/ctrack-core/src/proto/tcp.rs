@@ -873,6 +873,88 @@ mod tests {
         }
     }
 
+    /// A segment without ACK (a bare RST) is spared the ACK skew check,
+    /// whatever its acknowledgement field holds.
+    #[test]
+    fn a_segment_without_ack_is_spared_the_ack_skew() {
+        let (c, out) = run(&[
+            (seg(SYN, 3_000_000, 0, 65535, 0), false),
+            (seg(SYN | ACK, 500, 3_000_001, 65535, 0), true),
+            (seg(ACK, 3_000_001, 501, 65535, 0), false),
+            (seg(RST, 501, 0, 0, 0), true),
+        ]);
+        assert_eq!(out[2], (Update::Valid, Some(Timeout::TcpClosed)));
+        assert_eq!(c.peers[0].state, TcpState::TimeWait);
+    }
+
+    /// A FIN sent again after it was acknowledged leaves its side where
+    /// it is (FIN_WAIT_2): only a side not yet closing moves to CLOSING.
+    #[test]
+    fn a_fin_sent_again_after_its_ack_moves_nothing_back() {
+        let (c, out) = run(&[
+            (seg(SYN, 100, 0, 65535, 0), false),
+            (seg(SYN | ACK, 500, 101, 65535, 0), true),
+            (seg(ACK, 101, 501, 65535, 0), false),
+            (seg(FIN | ACK, 101, 501, 65535, 0), false),
+            (seg(ACK, 501, 102, 65535, 0), true),
+            (seg(FIN | ACK, 101, 501, 65535, 0), false),
+        ]);
+        assert_eq!(c.peers[0].state, TcpState::FinWait2);
+        assert_eq!(out[4], (Update::Valid, Some(Timeout::TcpClosing)));
+    }
+
+    /// A RST the loose check lets through (inexact, on a connection
+    /// picked up mid-stream whose other side has sent nothing) closes
+    /// both sides, without refreshing the timeout.
+    #[test]
+    fn a_reset_the_loose_check_lets_through_closes_both_sides() {
+        let (c, out) = run(&[
+            (seg(ACK, 1000, 9000, 500, 100), false),
+            (seg(RST, 1050, 0, 0, 0), false),
+        ]);
+        assert_eq!(out[0], (Update::Valid, None));
+        assert_eq!(
+            (c.peers[0].state, c.peers[1].state),
+            (TcpState::TimeWait, TcpState::TimeWait)
+        );
+    }
+
+    /// Old data sent again does not move its side's highest sequence
+    /// number back: a RST at the true next number is still exact.
+    #[test]
+    fn a_retransmission_leaves_the_highest_sequence_number() {
+        let (_, out) = run(&[
+            (seg(SYN, 100, 0, 65535, 0), false),
+            (seg(SYN | ACK, 500, 101, 65535, 0), true),
+            (seg(ACK, 101, 501, 65535, 0), false),
+            (seg(PSH | ACK, 101, 501, 65535, 100), false),
+            (seg(PSH | ACK, 101, 501, 65535, 50), false),
+            (seg(RST, 201, 0, 0, 0), false),
+        ]);
+        assert_eq!(out[4], (Update::Valid, Some(Timeout::TcpClosed)));
+    }
+
+    /// A zero window still lets one byte through (a window probe), as
+    /// Open vSwitch keeps at least one in the window (`MAX(win, 1)`).
+    #[test]
+    fn a_zero_window_admits_a_probe() {
+        let (_, out) = run(&[
+            (seg(SYN, 100, 0, 65535, 0), false),
+            (seg(SYN | ACK, 500, 101, 1000, 0), true),
+            (seg(ACK, 101, 501, 65535, 0), false),
+            // The server's window filled.
+            (seg(PSH | ACK, 101, 501, 65535, 1000), false),
+            (seg(ACK, 501, 1101, 0, 0), true),
+            // A one-byte probe.
+            (seg(ACK, 1101, 501, 65535, 1), false),
+        ]);
+        assert_eq!(
+            out[4],
+            (Update::Valid, Some(Timeout::TcpEstablished)),
+            "{out:?}"
+        );
+    }
+
     /// A connection picked up mid-stream has unknown window scales, so
     /// both windows are taken at the largest scale: data beyond the
     /// other side's window unscaled is in it.
