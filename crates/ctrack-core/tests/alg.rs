@@ -546,6 +546,40 @@ fn tftp_with_and_without_nat() {
     );
 }
 
+/// A write request is expected as a read request is (Linux's
+/// `tftp_help`: opcodes 1 and 2); through a source NAT that moves the
+/// client's port, the transfer is expected to the port the server sees
+/// (the reply direction's), and comes back to the client's own.
+#[test]
+fn tftp_write_requests_and_a_translated_port() {
+    let u = |a, sp, b, dp, p: &[u8]| Frame::v4(a, b, L4::udp(sp, dp, p));
+    let mut wrq = vec![0, 2];
+    wrq.extend_from_slice(b"log.txt\0octet\0");
+    let n = Net::new();
+    assert_eq!(
+        n.state(&u(C, 3000, S, 69, &wrq), "commit,alg=tftp"),
+        "new|trk"
+    );
+    assert_eq!(
+        n.state(&u(S, 4567, C, 3000, b"\0\x04\0\x00"), "commit"),
+        "new|rel|trk"
+    );
+
+    let n = Net::new();
+    n.expect(
+        &u(C, 3001, S, 69, &tftp_rrq()),
+        "commit,nat(src=198.51.100.1:5000),alg=tftp",
+        &u(N, 5000, S, 69, &tftp_rrq()),
+        "new|trk|snat",
+    );
+    n.expect(
+        &u(S, 4567, N, 5000, b"\0\x03\0\x01data"),
+        "commit,nat",
+        &u(S, 4567, C, 3001, b"\0\x03\0\x01data"),
+        "new|rel|trk|dnat",
+    );
+}
+
 #[test]
 fn expectations_are_bounded_and_expire() {
     let mut n = Net::new();
