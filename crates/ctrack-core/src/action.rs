@@ -497,6 +497,15 @@ impl FromStr for CtAction {
         if a.nat.is_some_and(|n| n.range.is_some()) && !a.commit {
             return Err(err("nat", "a translation range needs commit"));
         }
+        // As Open vSwitch refuses a `ct` action that sets `ct_mark` or
+        // `ct_label` without committing (and Linux sets them only on a
+        // commit).
+        if a.mark.is_some() && !a.commit {
+            return Err(err("mark", "needs commit"));
+        }
+        if a.label.is_some() && !a.commit {
+            return Err(err("label", "needs commit"));
+        }
         Ok(a)
     }
 }
@@ -713,6 +722,8 @@ mod tests {
             ("commit,alg=http", "alg=http"),
             ("commit,commit", "commit"),
             ("force", "force"),
+            ("mark=7", "mark"),
+            ("zone=3,label=0x1/0x1", "label"),
             ("nat(src=10.0.0.1)", "nat"),
             ("commit,nat(src=10.0.0.1", "nat(src=10.0.0.1"),
             (
