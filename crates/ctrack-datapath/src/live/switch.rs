@@ -64,6 +64,15 @@ impl MacTable {
     /// news (a new address or a move), or `None` where the table is full
     /// and does not hold it.
     fn learn(&self, mac: u64, port: u16, now: Time) -> Option<bool> {
+        {
+            // A full table that does not hold it: said under the read lock,
+            // so that the frames of a source it cannot learn (not cached,
+            // so each asks) do not queue the workers on the write lock.
+            let t = self.learned.read().unwrap_or_else(|e| e.into_inner());
+            if t.len() >= MAX_LEARNED && !t.contains_key(&mac) {
+                return None;
+            }
+        }
         let mut t = self.learned.write().unwrap_or_else(|e| e.into_inner());
         let room = t.len() < MAX_LEARNED;
         match t.get_mut(&mac) {
