@@ -101,6 +101,36 @@ fn vlan_nd_and_fragments() {
     assert!(m("ip.is_frag && ip.later_frag && !ip.first_frag", &later));
     assert!(!m("udp", &later));
     assert!(m("ip.proto == 17", &later));
+    // A first fragment is a fragment, with its transport header.
+    let mut frag = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::udp(1, 2, &[0; 64]));
+    frag.more_frags = true;
+    let first = Key::from_frame(&frag.build(), 0, 0);
+    assert!(m("ip.is_frag && ip.first_frag && !ip.later_frag", &first));
+    assert!(m("udp && udp.dst == 2", &first));
+    // `vlan.tci` carries the presence bit (12) beside the VID and PCP,
+    // as Open vSwitch's `vlan_tci` (OVN: `vlan.present` is
+    // `vlan.tci[12]`).
+    assert!(m("vlan.tci == 0x1005 && vlan.tci[12] == 1", &tagged));
+    // ICMPv6 over IPv4 (protocol 58 in an IPv4 header) is neither `icmp6`
+    // nor `icmp4`, and has no ICMP type; plain and tagged (the general
+    // path, past the plain IPv4 shortcut).
+    for tag in [None, Some(5)] {
+        let mut f = Frame::v4(
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+            L4::Raw {
+                proto: 58,
+                payload: vec![128, 0, 0, 0, 0, 1, 0, 1],
+            },
+        );
+        if let Some(vid) = tag {
+            f = f.vlan(0x8100, vid);
+        }
+        let bogus = Key::from_frame(&f.build(), 0, 0);
+        assert!(m("ip.proto == 58", &bogus), "{tag:?}");
+        assert!(!m("icmp6", &bogus), "{tag:?}");
+        assert!(!m("icmp", &bogus), "{tag:?}");
+    }
     let mut arp = vec![0xff; 6];
     arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
     arp.extend_from_slice(&[0; 28]);
