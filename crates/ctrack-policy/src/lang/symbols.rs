@@ -136,6 +136,21 @@ const fn part(name: &'static str, field: Field, shift: u32, width: u32, prereq: 
     }
 }
 
+/// [`part`], nominal: a field Open vSwitch cannot mask (so OVN's level of
+/// it is nominal) that shares its key field with another.
+const fn nominal_part(
+    name: &'static str,
+    field: Field,
+    shift: u32,
+    width: u32,
+    prereq: u16,
+) -> Symbol {
+    Symbol {
+        level: Level::Nominal,
+        ..part(name, field, shift, width, prereq)
+    }
+}
+
 const fn pred(name: &'static str, p: Pred, level: Level) -> Symbol {
     Symbol {
         name,
@@ -177,8 +192,10 @@ pub(crate) const SYMBOLS: &[Symbol] = &[
     pred("ip6", Pred::Flags(flag::IP | flag::IP6), Nominal),
     field("ip.proto", Field::IpProto, 8, flag::IP, Nominal),
     field("ip.ttl", Field::IpTtl, 8, flag::IP, Nominal),
-    part("ip.dscp", Field::IpTos, 2, 6, flag::IP),
-    part("ip.ecn", Field::IpTos, 0, 2, flag::IP),
+    // Open vSwitch cannot mask `ip_dscp`, `nw_ecn` or `arp_op`
+    // (meta-flow.h: "Maskable: no."), so OVN's level of each is nominal.
+    nominal_part("ip.dscp", Field::IpTos, 2, 6, flag::IP),
+    nominal_part("ip.ecn", Field::IpTos, 0, 2, flag::IP),
     pred("ip.is_frag", Pred::Flags(flag::IP | flag::FRAG), Boolean),
     pred(
         "ip.later_frag",
@@ -186,7 +203,7 @@ pub(crate) const SYMBOLS: &[Symbol] = &[
         Boolean,
     ),
     pred("ip.first_frag", Pred::FirstFrag, Boolean),
-    field("arp.op", Field::L4Src, 16, flag::ARP, Ordinal),
+    field("arp.op", Field::L4Src, 16, flag::ARP, Nominal),
     part("arp.spa", Field::IpSrc, 0, 32, flag::ARP),
     part("arp.tpa", Field::IpDst, 0, 32, flag::ARP),
     part("arp.sha", Field::IpSrc, 64, 48, flag::ARP),
