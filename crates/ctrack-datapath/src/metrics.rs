@@ -143,37 +143,7 @@ fn firewall(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
         )
     }));
     counters(reg, "drops", "Packets dropped, by reason.", drops);
-    let rejects = [
-        ("sent", fw.rejects_sent),
-        ("suppressed", fw.rejects_suppressed),
-    ]
-    .iter()
-    .map(|(o, n)| (labels(&[("outcome", (*o).to_owned())]), *n))
-    .collect();
-    counters(
-        reg,
-        "rejects",
-        "Reject answers: sent, or suppressed (the rate limit, or a packet that may not be answered).",
-        rejects,
-    );
-    counter(
-        reg,
-        "rejudged",
-        "Connections judged again after a policy change.",
-        fw.rejudged,
-    );
-    counter(
-        reg,
-        "new_by_word",
-        "+new packets of committed connections decided by the connection's verdict word, without the classifier.",
-        fw.new_by_word,
-    );
-    counter(
-        reg,
-        "cross_pair",
-        "Packets of a connection between other ports than its own, judged by the ACLs.",
-        fw.cross_pair,
-    );
+    answers_and_judgings(reg, fw);
     let c = shared.fw.policy();
     gauge(
         reg,
@@ -298,6 +268,42 @@ fn ports(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
     for ((name, help), r) in names.into_iter().zip(rows) {
         counters(reg, name, help, r);
     }
+}
+
+/// The reject answers, and the connections and packets the firewall
+/// judged otherwise than by the first packet's ACLs.
+fn answers_and_judgings(reg: &mut Registry, fw: &ctrack_policy::firewall::FwStats) {
+    let rejects = [
+        ("sent", fw.rejects_sent),
+        ("suppressed", fw.rejects_suppressed),
+    ]
+    .iter()
+    .map(|(o, n)| (labels(&[("outcome", (*o).to_owned())]), *n))
+    .collect();
+    counters(
+        reg,
+        "rejects",
+        "Reject answers: sent, or suppressed (the rate limit, or a packet that may not be answered).",
+        rejects,
+    );
+    counter(
+        reg,
+        "rejudged",
+        "Connections judged again after a policy change.",
+        fw.rejudged,
+    );
+    counter(
+        reg,
+        "new_by_word",
+        "+new packets of committed connections decided by the connection's verdict word, without the classifier.",
+        fw.new_by_word,
+    );
+    counter(
+        reg,
+        "cross_pair",
+        "Packets of a connection between other ports than its own, judged by the ACLs.",
+        fw.cross_pair,
+    );
 }
 
 /// The switch's counters, the learned addresses held, and the
