@@ -9,6 +9,7 @@ use ctrack_wire::LinkType;
 use ctrack_wire::build::{Ext, Frame, L4};
 use ctrack_wire::ipv4;
 
+use super::tests_overlap::outcome as name;
 use super::{FragError, Offer, Reassembler};
 use crate::time::Time;
 
@@ -73,16 +74,6 @@ fn completed(o: Offer<u32>) -> (Vec<u8>, Vec<u32>) {
     let mut tags: Vec<u32> = d.frags.iter().map(|f| f.tag).collect();
     tags.sort_unstable();
     (d.frame[d.frame.len() - held..].to_vec(), tags)
-}
-
-fn name(o: &Offer<u32>) -> String {
-    match o {
-        Offer::Pass(..) => "pass".into(),
-        Offer::Held => "held".into(),
-        Offer::Complete(_) => "complete".into(),
-        Offer::Refused(_, _, e) => e.name().into(),
-        Offer::Dropped(t) => format!("dropped:{}", t.last().map_or("", |t| t.1.name())),
-    }
 }
 
 /// Two IPv4 datagrams with the same addresses and identification but

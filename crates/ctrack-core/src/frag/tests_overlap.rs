@@ -45,7 +45,7 @@ fn fragment(v6: bool, off: usize, len: usize, more: bool, fill: u8) -> Vec<u8> {
 
 /// What became of a fragment: `held`, `complete`, the reason it was
 /// refused on its own, or `dropped:` and the reason its datagram went.
-fn outcome(o: &Offer<usize>) -> String {
+pub(super) fn outcome<T>(o: &Offer<T>) -> String {
     match o {
         Offer::Pass(..) => "pass".into(),
         Offer::Held => "held".into(),
