@@ -269,19 +269,25 @@ mod tests {
         ));
     }
 
+    /// Completes `n` datagrams of two fragments each, from sources
+    /// 10.0.0.0 up, within one timeout.
+    fn complete_many(r: &Reassembler<u32>, n: u32) {
+        for n in 0..n {
+            let (src, id) = ((n >> 16) as u16, n as u16);
+            assert!(matches!(offer(r, piece(src, id, 0), 0, 5), Offer::Held));
+            assert!(matches!(
+                offer(r, piece(src, id, 1), 1, 5),
+                Offer::Complete(_)
+            ));
+        }
+    }
+
     #[test]
     fn completed_datagrams_leave_a_bounded_queue() {
         let r: Reassembler<u32> = Reassembler::default();
         // 100000 datagrams completed within one timeout: the expiry queue
         // must not keep an entry for each.
-        for n in 0..100_000u32 {
-            let (src, id) = ((n >> 16) as u16, n as u16);
-            assert!(matches!(offer(&r, piece(src, id, 0), 0, 5), Offer::Held));
-            assert!(matches!(
-                offer(&r, piece(src, id, 1), 1, 5),
-                Offer::Complete(_)
-            ));
-        }
+        complete_many(&r, 100_000);
         assert_eq!(r.held(), 0);
         assert!(r.queued() <= SHARDS * 64, "{} entries queued", r.queued());
     }
@@ -296,14 +302,7 @@ mod tests {
         for id in 0..stuck {
             assert!(matches!(offer(&r, piece(999, id, 0), 0, 1), Offer::Held));
         }
-        for n in 0..100_000u32 {
-            let (src, id) = ((n >> 16) as u16, n as u16);
-            assert!(matches!(offer(&r, piece(src, id, 0), 0, 5), Offer::Held));
-            assert!(matches!(
-                offer(&r, piece(src, id, 1), 1, 5),
-                Offer::Complete(_)
-            ));
-        }
+        complete_many(&r, 100_000);
         assert_eq!(r.held(), usize::from(stuck));
         // Within twice the lists held, and 64 more, a shard.
         let bound = 2 * usize::from(stuck) + 2 + SHARDS * 64;
