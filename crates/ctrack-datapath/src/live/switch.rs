@@ -149,16 +149,9 @@ impl MacTable {
         n
     }
 
-    /// The learned addresses: (MAC, port).
+    /// The learned addresses: (MAC, port), sorted by MAC.
     pub fn entries(&self) -> Vec<([u8; 6], u16)> {
-        let t = self.learned.read().unwrap_or_else(|e| e.into_inner());
-        let mut v: Vec<_> = t
-            .iter()
-            .map(|(m, e)| {
-                let b = m.to_be_bytes();
-                ([b[2], b[3], b[4], b[5], b[6], b[7]], e.0)
-            })
-            .collect();
+        let mut v: Vec<_> = self.list().iter().map(|l| (l.mac, l.port)).collect();
         v.sort_unstable();
         v
     }
