@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ctrack_core::{FragConfig, InvalidReason, Stats, Tracker};
-use ctrack_policy::firewall::Firewall;
+use ctrack_policy::firewall::{Firewall, FwStats};
 use ctrack_policy::model::Policy;
 
 use crate::acllog::{self, AclLog};
@@ -259,6 +259,8 @@ fn offload_hint(shared: &Shared, said: &mut bool) {
 /// Expires connections and reassembly lists, ages learned addresses.
 fn housekeeping(shared: &Shared, slot: usize) {
     let mut stats = Stats::default();
+    // Fragments whose datagram's time ran out, counted as dropped.
+    let mut fw = FwStats::default();
     let mut dropped = Vec::new();
     let mut aged = Instant::now();
     let mut hinted = false;
@@ -270,7 +272,7 @@ fn housekeeping(shared: &Shared, slot: usize) {
                 break;
             }
         }
-        shared.fw.expire(now, &mut dropped);
+        shared.fw.expire(now, &mut dropped, &mut fw);
         dropped.clear();
         if aged.elapsed() >= Duration::from_secs(1) {
             shared.macs.age(now);
@@ -278,7 +280,11 @@ fn housekeeping(shared: &Shared, slot: usize) {
             offload_hint(shared, &mut hinted);
         }
         if let Some(s) = shared.workers.get(slot) {
-            s.lock().unwrap_or_else(|e| e.into_inner()).fw.tracker = stats;
+            let mut slot = s.lock().unwrap_or_else(|e| e.into_inner());
+            slot.fw.tracker = stats;
+            slot.fw.verdicts = fw.verdicts;
+            slot.fw.stages = fw.stages;
+            slot.fw.drops = fw.drops;
         }
         std::thread::sleep(TICK);
     }

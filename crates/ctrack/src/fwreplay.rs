@@ -18,12 +18,10 @@ use ctrack_wire::parse_frame;
 use serde::Serialize;
 
 use crate::replay::reload::Reload;
-use crate::replay::{Clock, Format, PcapOut, ReplayArgs, frag_config, tracker_config};
+use crate::replay::{Clock, Format, PcapOut, ReplayArgs, frag_config, sweep, tracker_config};
 use ctrack_wire::describe::describe;
 
 /// How many connections a sweep may look at between two packets.
-const SWEEP_BUDGET: usize = 4096;
-
 /// The policies of `--reload`, loaded and compiled once up front so that
 /// a bad file is refused before the replay starts, in packet order.
 fn load_reloads(reloads: &[Reload]) -> Result<Vec<(u64, PathBuf, Policy)>> {
@@ -206,11 +204,7 @@ impl Run<'_> {
             Clock::Fixed => Time::from_nanos(first),
         };
         if self.now >= self.next_sweep {
-            let s = self
-                .fw
-                .tracker()
-                .sweep(self.now, SWEEP_BUDGET, &mut self.outs.stats.tracker);
-            self.next_sweep = s.next.unwrap_or(Time::MAX);
+            self.next_sweep = sweep(self.fw.tracker(), self.now, &mut self.outs.stats.tracker);
         }
         if self.pcap.is_none()
             && let Some(p) = &self.args.write

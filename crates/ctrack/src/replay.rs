@@ -140,7 +140,21 @@ pub struct ReplayArgs {
 const MAX_MIN_FRAG: usize = 65535;
 
 /// How many connections a sweep may look at between two packets.
-const SWEEP_BUDGET: usize = 4096;
+pub(crate) const SWEEP_BUDGET: usize = 4096;
+
+/// Sweeps `tracker`'s expired connections at `now` and says when the
+/// next sweep is due: when the sweep says (the end of the next second
+/// that holds expiries, or at once if its budget ran out), but at most a
+/// second of capture time later, so that a connection committed after
+/// this sweep (the sweep of an empty table knows of none) is freed within
+/// a second of its expiry, and a long capture's table holds no more than
+/// its live connections and a second's worth of expired ones.
+pub(crate) fn sweep(tracker: &Tracker, now: Time, stats: &mut Stats) -> Time {
+    let s = tracker.sweep(now, SWEEP_BUDGET, stats);
+    s.next
+        .unwrap_or(Time::MAX)
+        .min(now + ctrack_core::Millis(1000))
+}
 
 fn parse_action(s: &str) -> Result<CtAction, String> {
     s.parse::<CtAction>().map_err(|e| e.to_string())
@@ -385,11 +399,7 @@ impl<'a> Replay<'a> {
             Clock::Fixed => Time::from_nanos(first),
         };
         if self.now >= self.next_sweep {
-            let s = self
-                .pipeline
-                .tracker()
-                .sweep(self.now, SWEEP_BUDGET, &mut self.po.stats);
-            self.next_sweep = s.next.unwrap_or(Time::MAX);
+            self.next_sweep = sweep(self.pipeline.tracker(), self.now, &mut self.po.stats);
         }
     }
 

@@ -214,6 +214,31 @@ fn a_bad_reload_is_refused_in_words() {
         err.contains("must increase") && out.is_empty(),
         "{out}{err}"
     );
+    let (code, out, err) = run(&[
+        "--reload",
+        &format!("20:{policy}"),
+        "--reload",
+        &format!("20:{policy}"),
+    ]);
+    assert_eq!(code, Some(1), "two changes before one packet: {err}");
+    assert!(
+        err.contains("must increase") && out.is_empty(),
+        "{out}{err}"
+    );
+    // A policy that loads but does not compile (a match that expands
+    // past the classifier's bound) is refused before the first packet too.
+    let costly = variant(
+        "costly",
+        "ip6.src != fd00::1 && ip6.dst != fd00::2 && tcp.dst != 80",
+        "",
+    );
+    let (code, out, err) = run(&["--reload", &format!("20:{}", costly.display())]);
+    let _ = std::fs::remove_file(&costly);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("expands to more than") && out.is_empty(),
+        "{out}{err}"
+    );
     let (code, out, err) = run(&["--reload", &format!("100000:{policy}")]);
     assert_eq!(code, Some(1), "{err}");
     assert!(
@@ -231,4 +256,41 @@ fn a_bad_reload_is_refused_in_words() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains(":5:"), "{err}");
     assert!(out.is_empty(), "{out}");
+}
+
+/// In the human format, the counters of the policy a change replaces are
+/// printed at the change, up to its packet, and the new policy's at the
+/// end, from that packet on.
+#[test]
+fn a_reload_splits_the_counters_in_the_human_format() {
+    let policy = "examples/policy/three-tier.toml";
+    let out = ctrack(&[
+        "replay",
+        "--policy",
+        policy,
+        "--reload",
+        &format!("20:{policy}"),
+        "examples/policy/three-tier.pcap",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let heads: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("ACL counters"))
+        .collect();
+    assert_eq!(
+        heads,
+        [
+            "ACL counters, until packet 20:",
+            "ACL counters, from packet 20:"
+        ],
+        "{text}"
+    );
+    assert!(text.contains(&format!(
+        "policy {policy} in force from packet 20 (generation 2)"
+    )));
 }

@@ -131,7 +131,7 @@ impl<T> Firewall<T> {
     /// Processes one Ethernet frame at `now`: reassembly, the policy, the
     /// tracker, translation and gateways. What comes back goes to `outs`.
     pub fn process(&self, frame: Vec<u8>, tag: T, now: Time, outs: &mut FwOutputs<T>) {
-        self.expire(now, &mut outs.dropped);
+        self.expire(now, &mut outs.dropped, &mut outs.stats);
         let pol = self.policy.load();
         // A frame dropped before reassembly, as it is.
         let refuse = |outs: &mut FwOutputs<T>, frame, tag, d: Decision| {
@@ -187,19 +187,21 @@ impl<T> Firewall<T> {
                 }
             }
             Offer::Dropped(tags) => {
-                for _ in &tags {
-                    let d = Decision::drop(Stage::Session, AclRef::Invalid, DropReason::Fragment);
-                    outs.stats.count(&d);
-                }
+                outs.stats.count_many(&fragment_drop(), tags.len() as u64);
                 outs.dropped.extend(tags);
             }
         }
     }
 
     /// Drops datagrams whose time ran out; their fragments' tags go to
-    /// `dropped`.
-    pub fn expire(&self, now: Time, dropped: &mut Vec<(T, FragError)>) {
+    /// `dropped`, and each is counted in `stats` as a fragment's drop,
+    /// as the reassembler's refusals are in [`Firewall::process`]: every
+    /// packet offered is counted once, by its final verdict.
+    pub fn expire(&self, now: Time, dropped: &mut Vec<(T, FragError)>, stats: &mut FwStats) {
+        let before = dropped.len();
         self.frags.expire_why(now, dropped);
+        let n = dropped.len().saturating_sub(before);
+        stats.count_many(&fragment_drop(), n as u64);
     }
 
     /// Answers a rejected packet, within the limit: the policy's `[copp]
@@ -238,4 +240,10 @@ impl<T> Firewall<T> {
         }
         answer
     }
+}
+
+/// The decision on a fragment the reassembler dropped (refused, or its
+/// datagram's time ran out): invalid, at the session stage.
+fn fragment_drop() -> Decision {
+    Decision::drop(Stage::Session, AclRef::Invalid, DropReason::Fragment)
 }

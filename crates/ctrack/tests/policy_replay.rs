@@ -1,0 +1,420 @@
+//! `ctrack replay --policy FILE` on captures written here, packet by
+//! packet: what each output line and the summary say when time passes in
+//! the capture (expiry, `--clock`), a reject is answered, a fragment is
+//! never completed, or a packet was cut short by the capture; and the
+//! tracker alone (no policy) freeing what expires as the capture's time
+//! passes.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::ctrack;
+use ctrack_wire::build::{Frame, L4};
+use ctrack_wire::tcp::flags::SYN;
+use serde_json::Value;
+
+/// The capture's first packet's time: 2023-11-14 22:13:20 UTC.
+const T0: u64 = 1_700_000_000;
+
+const POLICY: &str = r#"
+[default]
+action = "drop"
+
+[[port]]
+name = "a"
+addresses = ["02:00:00:00:00:01 10.0.0.1"]
+
+[[port]]
+name = "b"
+addresses = ["02:00:00:00:00:02 10.0.0.2"]
+
+[[acl]]
+name = "a-telnet"
+direction = "from-lport"
+priority = 200
+match = 'inport == "a" && tcp.dst == 23'
+action = "reject"
+
+[[acl]]
+name = "a-out"
+direction = "from-lport"
+priority = 100
+match = 'inport == "a" && ip4'
+action = "allow-related"
+
+[[acl]]
+name = "b-in"
+direction = "to-lport"
+priority = 100
+match = 'outport == "b" && ip4'
+action = "allow-related"
+"#;
+
+/// A file of this test's own under the temporary folder, removed when
+/// dropped.
+struct Temp(PathBuf);
+
+impl Temp {
+    fn new(name: &str) -> Temp {
+        Temp(std::env::temp_dir().join(format!("ctrack-polrep-{}-{name}", std::process::id())))
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().expect("UTF-8 path")
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A frame from port `a` to port `b` (`a_to_b`) or back.
+fn frame(a_to_b: bool, l4: L4) -> Frame {
+    let (a, b) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+    let (ma, mb) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+    let mut f = if a_to_b {
+        Frame::v4(a, b, l4)
+    } else {
+        Frame::v4(b, a, l4)
+    };
+    (f.eth_src, f.eth_dst) = if a_to_b { (ma, mb) } else { (mb, ma) };
+    f
+}
+
+/// A nanosecond pcap of Ethernet frames: (time in nanoseconds from
+/// [`T0`], the bytes captured, the frame's length on the wire).
+fn pcap(records: &[(u64, Vec<u8>, u32)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for w in [0xa1b2_3c4du32, 0x0004_0002, 0, 0, 65535, 1] {
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+    for (t, data, orig) in records {
+        let ns = T0 * 1_000_000_000 + t;
+        let head = [
+            (ns / 1_000_000_000) as u32,
+            (ns % 1_000_000_000) as u32,
+            data.len() as u32,
+            *orig,
+        ];
+        for w in head {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        out.extend_from_slice(data);
+    }
+    out
+}
+
+/// Each frame whole, at its time in seconds from [`T0`].
+fn whole(frames: &[(u64, Frame)]) -> Vec<(u64, Vec<u8>, u32)> {
+    frames
+        .iter()
+        .map(|(s, f)| {
+            let b = f.build();
+            let n = b.len() as u32;
+            (s * 1_000_000_000, b, n)
+        })
+        .collect()
+}
+
+/// Replays `records` through `policy` with `args` (JSON lines); the
+/// packets' objects by number and the summary.
+fn replay(
+    name: &str,
+    policy: &str,
+    records: &[(u64, Vec<u8>, u32)],
+    args: &[&str],
+) -> (Vec<Value>, Value) {
+    let (pol, cap) = (
+        Temp::new(&format!("{name}.toml")),
+        Temp::new(&format!("{name}.pcap")),
+    );
+    std::fs::write(&pol.0, policy).expect("write the policy");
+    std::fs::write(&cap.0, pcap(records)).expect("write the capture");
+    let mut argv = vec!["replay", "--policy", pol.path(), "--format", "json"];
+    argv.extend_from_slice(args);
+    argv.push(cap.path());
+    let out = ctrack(&argv);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let objects: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    let packets = objects
+        .iter()
+        .filter(|v| v.get("packet").is_some())
+        .cloned()
+        .collect();
+    let summary = objects
+        .iter()
+        .find(|v| v.get("verdicts").is_some())
+        .cloned()
+        .expect("the summary");
+    (packets, summary)
+}
+
+/// The verdict and ACL of packet `n`'s line (the first, if several).
+fn decided(packets: &[Value], n: u64) -> (String, String) {
+    let v = packets
+        .iter()
+        .find(|v| v["packet"] == n)
+        .unwrap_or_else(|| panic!("no line for packet {n}: {packets:?}"));
+    let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+    (s("verdict"), s("acl"))
+}
+
+/// A connection that has expired in the capture's time is gone: its
+/// reply is no longer one, the default drops it, and the summary's count
+/// of connections holds only the live ones (the replay sweeps the table
+/// as the capture's clock moves). With `--clock fixed` nothing expires,
+/// and every line's `time` is still the capture's, from its first packet.
+#[test]
+fn capture_time_expires_connections_and_fixed_time_does_not() {
+    let udp = |a_to_b| {
+        frame(
+            a_to_b,
+            L4::udp(
+                if a_to_b { 1000 } else { 53 },
+                if a_to_b { 53 } else { 1000 },
+                b"q",
+            ),
+        )
+    };
+    let other = |a_to_b| {
+        frame(
+            a_to_b,
+            L4::udp(
+                if a_to_b { 2000 } else { 53 },
+                if a_to_b { 53 } else { 2000 },
+                b"q",
+            ),
+        )
+    };
+    let records = whole(&[
+        (0, udp(true)),
+        (1, udp(false)),
+        (1000, other(true)),
+        (1001, udp(false)),
+    ]);
+    let (packets, summary) = replay("expiry", POLICY, &records, &[]);
+    assert_eq!(decided(&packets, 1), ("allow".into(), "b-in".into()));
+    assert_eq!(decided(&packets, 2).0, "allow", "a reply");
+    assert_eq!(decided(&packets, 3), ("allow".into(), "b-in".into()));
+    assert_eq!(
+        decided(&packets, 4),
+        ("drop".into(), "default".into()),
+        "the first connection expired 1,000 s before"
+    );
+    assert_eq!(
+        summary["connections"], 1,
+        "the expired one swept: {summary}"
+    );
+    let times: Vec<f64> = packets.iter().filter_map(|v| v["time"].as_f64()).collect();
+    assert_eq!(times, [0.0, 1.0, 1000.0, 1001.0]);
+
+    let (packets, summary) = replay("fixed", POLICY, &records, &["--clock", "fixed"]);
+    assert_eq!(
+        decided(&packets, 4).0,
+        "allow",
+        "still a reply: {packets:?}"
+    );
+    assert_eq!(summary["connections"], 2);
+    let times: Vec<f64> = packets.iter().filter_map(|v| v["time"].as_f64()).collect();
+    assert_eq!(
+        times,
+        [0.0, 1.0, 1000.0, 1001.0],
+        "the capture's times, shown"
+    );
+}
+
+/// A rejected packet's line says it was answered (`replied`), in JSON and
+/// in the human format; the summary's `drops` lists only reasons that
+/// dropped something.
+#[test]
+fn a_rejected_packet_is_answered_and_says_so() {
+    let records = whole(&[
+        (0, frame(true, L4::tcp(40000, 23, SYN))),
+        (1, frame(false, L4::udp(53, 3000, b"q"))),
+    ]);
+    let (packets, summary) = replay("reject", POLICY, &records, &[]);
+    let first = &packets[0];
+    assert_eq!(first["verdict"], "reject");
+    assert_eq!(first["acl"], "a-telnet");
+    assert_eq!(first["replied"], true, "{first}");
+    let second = &packets[1];
+    assert_eq!(second["verdict"], "drop");
+    assert!(second.get("replied").is_none(), "not answered: {second}");
+    assert_eq!(summary["rejects_sent"], 1);
+    let drops = summary["drops"].as_object().expect("drops by reason");
+    assert!(!drops.is_empty(), "{summary}");
+    assert!(
+        drops.values().all(|n| n.as_u64().is_some_and(|n| n > 0)),
+        "only reasons that dropped a packet: {summary}"
+    );
+    let (pol, cap) = (Temp::new("reject-h.toml"), Temp::new("reject-h.pcap"));
+    std::fs::write(&pol.0, POLICY).expect("write");
+    std::fs::write(&cap.0, pcap(&records)).expect("write");
+    let out = ctrack(&["replay", "--policy", pol.path(), cap.path()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("1 "))
+        .expect("packet 1's line");
+    assert!(
+        line.contains("reject") && line.ends_with(", answered)"),
+        "{line}"
+    );
+}
+
+/// The fragments of a datagram that never completes are dropped when its
+/// time runs out, each with a line of its own (`fragment dropped:
+/// expired`) and counted as a fragment's drop.
+#[test]
+fn an_unfinished_datagram_is_reported_when_it_expires() {
+    // A first fragment (more follow; its IP payload a multiple of 8 and
+    // the packet over the 1,200-byte minimum), never followed by the rest.
+    let mut first = frame(true, L4::udp(1000, 53, &[7u8; 1232]));
+    first.more_frags = true;
+    first.ident = 77;
+    let records = whole(&[(0, first), (100, frame(true, L4::udp(1000, 53, b"q")))]);
+    let (packets, summary) = replay("frag", POLICY, &records, &[]);
+    let lines: Vec<&Value> = packets.iter().filter(|v| v["packet"] == 1).collect();
+    assert_eq!(lines.len(), 1, "{packets:?}");
+    assert_eq!(lines[0]["verdict"], "drop");
+    assert_eq!(lines[0]["summary"], "fragment dropped: expired");
+    assert_eq!(lines[0]["reason"], "fragment");
+    assert_eq!(decided(&packets, 2), ("allow".into(), "b-in".into()));
+    assert_eq!(summary["drops"]["fragment"], 1, "{summary}");
+}
+
+/// After a policy change, the counters at the end are the new policy's
+/// alone, zero where it has decided nothing: here the change takes over
+/// at a fragment the reassembler holds, the last packet, so that no
+/// packet is judged under the new policy at all.
+#[test]
+fn counters_after_a_change_are_the_new_policys_only() {
+    let mut first = frame(true, L4::udp(1000, 53, &[7u8; 1232]));
+    first.more_frags = true;
+    first.ident = 78;
+    let records = whole(&[
+        (0, frame(true, L4::udp(1000, 53, b"q"))),
+        (1, frame(false, L4::udp(53, 3000, b"q"))),
+        (2, first),
+    ]);
+    let pol = Temp::new("change.toml");
+    std::fs::write(&pol.0, POLICY).expect("write");
+    let reload = format!("3:{}", pol.path());
+    let cap = Temp::new("change.pcap");
+    std::fs::write(&cap.0, pcap(&records)).expect("write");
+    let out = ctrack(&[
+        "replay",
+        "--policy",
+        pol.path(),
+        "--format",
+        "json",
+        "--reload",
+        &reload,
+        cap.path(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let counts = |acl: &str, direction: &str| -> Vec<(Option<u64>, u64)> {
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["acl"] == acl && v["direction"] == direction)
+            .filter(|v| v.get("n_packets").is_some())
+            .map(|v| {
+                (
+                    v["until_packet"].as_u64(),
+                    v["n_packets"].as_u64().unwrap_or(99),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        counts("b-in", "to-lport"),
+        [(Some(3), 1), (None, 0)],
+        "{text}"
+    );
+    assert_eq!(
+        counts("default", "from-lport"),
+        [(Some(3), 1), (None, 0)],
+        "b's packet to a, which no ACL allows: {text}"
+    );
+}
+
+/// What passes is written as it came, a packet the capture cut short
+/// with its length on the wire kept: here a frame whose Ethernet padding
+/// the capture left out.
+#[test]
+fn write_keeps_the_length_on_the_wire_of_a_cut_packet() {
+    let mut f = frame(true, L4::udp(1000, 53, b"q"));
+    f.padding = 17;
+    let bytes = f.build();
+    assert_eq!(bytes.len(), 60);
+    let cut = bytes[..43].to_vec();
+    let out = Temp::new("cut-out.pcap");
+    let (packets, _) = replay(
+        "cut",
+        POLICY,
+        &[(0, cut.clone(), 60)],
+        &["--write", out.path()],
+    );
+    assert_eq!(decided(&packets, 1).0, "allow");
+    let written = read_pcap(&out.0);
+    assert_eq!(written, [(cut, 60)]);
+}
+
+/// The records of a pcap file: bytes captured and length on the wire.
+fn read_pcap(path: &Path) -> Vec<(Vec<u8>, u32)> {
+    let file = std::fs::File::open(path).expect("open the written pcap");
+    let mut r = pcap_file::pcap::PcapReader::new(file).expect("a pcap");
+    let mut out = Vec::new();
+    while let Some(p) = r.next_packet() {
+        let p = p.expect("a record");
+        out.push((p.data.into_owned(), p.orig_len));
+    }
+    out
+}
+
+/// Without a policy too, the replay frees connections as they expire in
+/// the capture's time (its counters' `expired`), sweeping at least once a
+/// second of capture time even after a sweep that found the table empty;
+/// with `--clock fixed` nothing expires.
+#[test]
+fn a_plain_replay_frees_what_expires() {
+    let udp = |port| frame(true, L4::udp(port, 53, b"q"));
+    let records = whole(&[(0, udp(1000)), (1, udp(1001)), (1000, udp(1002))]);
+    let cap = Temp::new("plain.pcap");
+    std::fs::write(&cap.0, pcap(&records)).expect("write the capture");
+    let expired = |args: &[&str]| {
+        let mut argv = vec!["replay", "--format", "json"];
+        argv.extend_from_slice(args);
+        argv.push(cap.path());
+        let out = ctrack(&argv);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stats = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find_map(|v| v.get("stats").cloned())
+            .unwrap_or_else(|| panic!("no counters: {text}"));
+        stats["expired"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{stats}"))
+    };
+    assert_eq!(expired(&[]), 2, "the two of the first second");
+    assert_eq!(expired(&["--clock", "fixed"]), 0);
+}
