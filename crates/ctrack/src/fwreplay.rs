@@ -70,6 +70,14 @@ struct PacketJson<'a> {
 }
 
 /// One ACL's counters in `--format json`.
+/// A fragment held for reassembly, as it came.
+#[derive(Serialize)]
+struct HeldJson {
+    held: u64,
+    time: f64,
+    summary: String,
+}
+
 #[derive(Serialize)]
 struct AclJson<'a> {
     acl: &'a str,
@@ -263,6 +271,38 @@ impl Run<'_> {
             };
             write_line(out, self.args.format, &pol, &line)?;
         }
+        let decided = self.outs.out.iter().any(|o| o.tag.n == self.n)
+            || self.outs.dropped.iter().any(|(t, _)| t.n == self.n);
+        if !decided {
+            self.held(out, pkt, first)?;
+        }
+        Ok(())
+    }
+
+    /// The line of packet `self.n`, a fragment the reassembler holds: its
+    /// verdict comes with its datagram's (a line of its own then), or,
+    /// if the datagram never completes, as a fragment's drop when its
+    /// time runs out. Left out of the `ovs` format, which gives verdicts.
+    fn held(&self, out: &mut dyn Write, pkt: &Packet<'_>, first: u64) -> Result<()> {
+        let summary = describe(pkt.data, &parse_frame(pkt.data, LinkType::Ethernet));
+        let time = pkt.ts_nanos.saturating_sub(first) as f64 / 1e9;
+        match self.args.format {
+            Format::Json => {
+                let held = HeldJson {
+                    held: self.n,
+                    time,
+                    summary,
+                };
+                serde_json::to_writer(&mut *out, &held)?;
+                writeln!(out)?;
+            }
+            Format::Ovs => {}
+            Format::Human => writeln!(
+                out,
+                "{:>6} {time:>12.6}  {summary:<58} (fragment held)",
+                self.n
+            )?,
+        }
         Ok(())
     }
 
@@ -407,6 +447,13 @@ impl Run<'_> {
                     "rejects: sent {}, suppressed {}; connections re-judged: {}; connections now: {}",
                     s.rejects_sent, s.rejects_suppressed, s.rejudged, s.connections
                 )?;
+                if s.fragments_held > 0 {
+                    writeln!(
+                        out,
+                        "fragments still held at the end, never decided: {}",
+                        s.fragments_held
+                    )?;
+                }
                 if pol.policy.acls.iter().any(|a| a.log) {
                     writeln!(
                         out,
@@ -441,6 +488,8 @@ struct Summary {
     rejects_suppressed: u64,
     rejudged: u64,
     connections: usize,
+    /// Fragments the reassembler holds at the end: never decided.
+    fragments_held: u64,
     /// ACL log lines written (on standard error).
     log_lines: u64,
     /// ACL log lines the ACLs' meters kept back.
@@ -469,6 +518,7 @@ fn summary(fw: &Firewall<Tag>, st: &FwStats, log: LogCounts) -> Summary {
         rejects_suppressed: st.rejects_suppressed,
         rejudged: st.rejudged,
         connections: fw.tracker().table_len(),
+        fragments_held: fw.reassembler().stats().held,
         log_lines: log.lines,
         log_suppressed: log.suppressed,
     }

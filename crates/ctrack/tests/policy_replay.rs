@@ -282,6 +282,7 @@ fn an_unfinished_datagram_is_reported_when_it_expires() {
     first.ident = 77;
     let records = whole(&[(0, first), (100, frame(true, L4::udp(1000, 53, b"q")))]);
     let (packets, summary) = replay("frag", POLICY, &records, &[]);
+    assert_eq!(summary["fragments_held"], 0, "{summary}");
     let lines: Vec<&Value> = packets.iter().filter(|v| v["packet"] == 1).collect();
     assert_eq!(lines.len(), 1, "{packets:?}");
     assert_eq!(lines[0]["verdict"], "drop");
@@ -289,6 +290,97 @@ fn an_unfinished_datagram_is_reported_when_it_expires() {
     assert_eq!(lines[0]["reason"], "fragment");
     assert_eq!(decided(&packets, 2), ("allow".into(), "b-in".into()));
     assert_eq!(summary["drops"]["fragment"], 1, "{summary}");
+}
+
+/// A fragment the reassembler holds gets a line saying so when it comes
+/// (in JSON an object of its own, `held`, with no verdict), and one with
+/// its verdict when its datagram is decided; the summary counts those
+/// still held at the end, which no verdict ever reached.
+#[test]
+fn a_held_fragment_is_reported_as_held() {
+    // A datagram of 2,428 bytes in two fragments, the first of 1,260
+    // (over the 1,200-byte minimum of every fragment but the last).
+    let whole_dgram = frame(true, L4::udp(1000, 53, &[7u8; 2400]));
+    let ip = whole_dgram.ip_packet();
+    let (head, tail) = ip[20..].split_at(1240);
+    let part = |offset: usize, more: bool, body: &[u8]| {
+        let mut f = frame(true, L4::udp(1000, 53, b""));
+        (f.more_frags, f.frag_offset, f.ident) = (more, offset as u16, 79);
+        let mut b = f.build();
+        // The IPv4 header built for an empty UDP datagram, given this body.
+        b.truncate(14 + 20);
+        b.extend_from_slice(body);
+        let len = (20 + body.len()) as u16;
+        b[16..18].copy_from_slice(&len.to_be_bytes());
+        b[24..26].copy_from_slice(&[0, 0]);
+        let sum = ones(&b[14..34]);
+        b[24..26].copy_from_slice(&sum.to_be_bytes());
+        b
+    };
+    let first = part(0, true, head);
+    let last = part(head.len(), false, tail);
+    let mut lone = frame(true, L4::udp(1001, 53, &[7u8; 1232]));
+    (lone.more_frags, lone.ident) = (true, 80);
+    let records: Vec<(u64, Vec<u8>, u32)> = [first, last, lone.build()]
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let n = b.len() as u32;
+            (i as u64 * 1_000_000, b, n)
+        })
+        .collect();
+    let (pol, cap) = (Temp::new("held.toml"), Temp::new("held.pcap"));
+    std::fs::write(&pol.0, POLICY).expect("write");
+    std::fs::write(&cap.0, pcap(&records)).expect("write");
+    let out = ctrack(&[
+        "replay",
+        "--policy",
+        pol.path(),
+        "--format",
+        "json",
+        cap.path(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let objects: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let held: Vec<u64> = objects.iter().filter_map(|v| v["held"].as_u64()).collect();
+    assert_eq!(held, [1, 3], "{text}");
+    let decided: Vec<(u64, &str)> = objects
+        .iter()
+        .filter_map(|v| Some((v["packet"].as_u64()?, v["verdict"].as_str()?)))
+        .collect();
+    assert_eq!(decided, [(1, "allow"), (2, "allow")], "{text}");
+    let summary = objects
+        .iter()
+        .find(|v| v.get("verdicts").is_some())
+        .expect("summary");
+    assert_eq!(summary["fragments_held"], 1, "{summary}");
+    let out = ctrack(&["replay", "--policy", pol.path(), cap.path()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("(fragment held)"), "{text}");
+    assert!(
+        text.contains("fragments still held at the end, never decided: 1"),
+        "{text}"
+    );
+}
+
+/// The ones' complement checksum of an IPv4 header.
+fn ones(b: &[u8]) -> u16 {
+    let mut s: u32 = b
+        .chunks(2)
+        .map(|c| u32::from(c[0]) << 8 | u32::from(c[1]))
+        .sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
 }
 
 /// After a policy change, the counters at the end are the new policy's
