@@ -392,6 +392,10 @@ fn sctp_and_udplite_by_ports() {
         sim.send_bytes(&adds_up).invalid,
         Some(InvalidReason::BadL4Checksum)
     );
+    // An ICMP error quoting a UDP-Lite datagram is related to its
+    // connection, found by the quoted ports as for UDP.
+    let e = icmp4_error(S, C, v4::DST_UNREACH, &lite(2), 8);
+    assert_eq!(sim.state(&e), "rel|rpl|trk");
 }
 
 #[test]
@@ -855,7 +859,31 @@ fn malformed_packets_have_reasons() {
             },
             InvalidReason::L4Malformed,
         ),
+        (
+            // A UDP length shorter than the header (Open vSwitch's
+            // `check_l4_udp`), the checksum left out (0 over IPv4) so
+            // that only the length can make it invalid.
+            {
+                let mut f = Frame::v4(C, S, L4::udp(1, 2, b"abcd")).build();
+                f[38..40].copy_from_slice(&4u16.to_be_bytes());
+                f[40..42].copy_from_slice(&[0, 0]);
+                f
+            },
+            InvalidReason::L4Malformed,
+        ),
         (vec![0; 10], InvalidReason::LinkTruncated),
+        (
+            // An ICMPv6 echo request with a byte of its data changed:
+            // its checksum (over the IPv6 pseudo-header) no longer holds.
+            {
+                let ping = L4::icmp_query(v6::ECHO_REQUEST, 7, 1);
+                let mut f = Frame::v6(c6(), s6(), ping).build();
+                let last = f.len() - 1;
+                f[last] ^= 1;
+                f
+            },
+            InvalidReason::BadL4Checksum,
+        ),
     ];
     for (i, (frame, reason)) in cases.iter().enumerate() {
         let v = sim.send_bytes(frame);
