@@ -7,15 +7,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use common::ctrack;
-use ctrack_wire::build::{Frame, L4};
+use common::{Temp, ctrack, frame, pcap, whole};
+use ctrack_wire::build::L4;
 use ctrack_wire::tcp::flags::SYN;
 use serde_json::Value;
-
-/// The capture's first packet's time: 2023-11-14 22:13:20 UTC.
-const T0: u64 = 1_700_000_000;
 
 const POLICY: &str = r#"
 [default]
@@ -50,74 +47,6 @@ priority = 100
 match = 'outport == "b" && ip4'
 action = "allow-related"
 "#;
-
-/// A file of this test's own under the temporary folder, removed when
-/// dropped.
-struct Temp(PathBuf);
-
-impl Temp {
-    fn new(name: &str) -> Temp {
-        Temp(std::env::temp_dir().join(format!("ctrack-polrep-{}-{name}", std::process::id())))
-    }
-
-    fn path(&self) -> &str {
-        self.0.to_str().expect("UTF-8 path")
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// A frame from port `a` to port `b` (`a_to_b`) or back.
-fn frame(a_to_b: bool, l4: L4) -> Frame {
-    let (a, b) = ([10, 0, 0, 1], [10, 0, 0, 2]);
-    let (ma, mb) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
-    let mut f = if a_to_b {
-        Frame::v4(a, b, l4)
-    } else {
-        Frame::v4(b, a, l4)
-    };
-    (f.eth_src, f.eth_dst) = if a_to_b { (ma, mb) } else { (mb, ma) };
-    f
-}
-
-/// A nanosecond pcap of Ethernet frames: (time in nanoseconds from
-/// [`T0`], the bytes captured, the frame's length on the wire).
-fn pcap(records: &[(u64, Vec<u8>, u32)]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for w in [0xa1b2_3c4du32, 0x0004_0002, 0, 0, 65535, 1] {
-        out.extend_from_slice(&w.to_le_bytes());
-    }
-    for (t, data, orig) in records {
-        let ns = T0 * 1_000_000_000 + t;
-        let head = [
-            (ns / 1_000_000_000) as u32,
-            (ns % 1_000_000_000) as u32,
-            data.len() as u32,
-            *orig,
-        ];
-        for w in head {
-            out.extend_from_slice(&w.to_le_bytes());
-        }
-        out.extend_from_slice(data);
-    }
-    out
-}
-
-/// Each frame whole, at its time in seconds from [`T0`].
-fn whole(frames: &[(u64, Frame)]) -> Vec<(u64, Vec<u8>, u32)> {
-    frames
-        .iter()
-        .map(|(s, f)| {
-            let b = f.build();
-            let n = b.len() as u32;
-            (s * 1_000_000_000, b, n)
-        })
-        .collect()
-}
 
 /// Replays `records` through `policy` with `args` (JSON lines); the
 /// packets' objects by number and the summary.

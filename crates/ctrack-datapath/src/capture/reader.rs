@@ -260,7 +260,7 @@ impl<R: Read> CaptureReader<R> {
             }
             Format::PcapNg { parser } => {
                 let (_, block) = parser.next_block(rec).map_err(corrupt)?;
-                let (iface, raw_ts, data, orig_len, epb_fcs) = match block {
+                let (iface, raw_ts, data, orig_len, epb_fcs, simple) = match block {
                     Block::EnhancedPacket(b) => (
                         b.interface_id as usize,
                         b.timestamp.as_nanos() as u64,
@@ -270,14 +270,16 @@ impl<R: Read> CaptureReader<R> {
                             EnhancedPacketOption::Flags(f) => epb_flags_fcs(*f),
                             _ => None,
                         }),
+                        false,
                     ),
-                    Block::SimplePacket(b) => (0, 0, b.data, b.original_len, None),
+                    Block::SimplePacket(b) => (0, 0, b.data, b.original_len, None, true),
                     Block::Packet(b) => (
                         usize::from(b.interface_id),
                         b.timestamp,
                         b.data,
                         b.original_len,
                         None,
+                        false,
                     ),
                     // Headers, name resolution, statistics...
                     _ => return Ok(None),
@@ -288,6 +290,19 @@ impl<R: Read> CaptureReader<R> {
                         what: format!("packet on undeclared interface {iface}"),
                     });
                 };
+                let mut data: &[u8] = &data;
+                if simple {
+                    // A simple packet block has no captured length: its
+                    // data runs to the block's end, padding included, and
+                    // the packet is its original length cut to the
+                    // interface's snapshot length (0: none), as the pcapng
+                    // specification derives it.
+                    let snap = match idb.snaplen {
+                        0 => usize::MAX,
+                        n => n as usize,
+                    };
+                    data = &data[..data.len().min(orig_len as usize).min(snap)];
+                }
                 let (mut framing, tsresol) = interface(idb, offset)?;
                 if let Some(fcs) = epb_fcs {
                     framing.fcs = fcs;
@@ -297,8 +312,8 @@ impl<R: Read> CaptureReader<R> {
                         offset,
                         what: format!("timestamp {raw_ts} at resolution {tsresol:#x} out of range"),
                     })?;
-                let f = framing.frame(&data, orig_len);
-                let from = range_of(&data);
+                let f = framing.frame(data, orig_len);
+                let from = range_of(data);
                 Ok(Some(Found {
                     ts_nanos,
                     data: (from + f.start, from + f.end),

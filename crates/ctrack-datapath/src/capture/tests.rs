@@ -354,3 +354,251 @@ fn timestamp_scaling() {
     assert_eq!(scale_timestamp(1, 99), None);
     assert_eq!(scale_timestamp(u64::MAX, 0), None);
 }
+
+/// pcapng blocks, written in either byte order.
+struct Ng {
+    big: bool,
+    bytes: Vec<u8>,
+}
+
+impl Ng {
+    fn new(big: bool) -> Ng {
+        let mut ng = Ng {
+            big,
+            bytes: Vec::new(),
+        };
+        // Section header block: magic, version 1.0, section length unknown.
+        let mut body = ng.u32(0x1a2b_3c4d);
+        body.extend(ng.u16(1));
+        body.extend(ng.u16(0));
+        body.extend_from_slice(&[0xff; 8]);
+        ng.block(0x0a0d_0d0a, &body);
+        ng
+    }
+
+    fn u16(&self, v: u16) -> Vec<u8> {
+        match self.big {
+            true => v.to_be_bytes().to_vec(),
+            false => v.to_le_bytes().to_vec(),
+        }
+    }
+
+    fn u32(&self, v: u32) -> Vec<u8> {
+        match self.big {
+            true => v.to_be_bytes().to_vec(),
+            false => v.to_le_bytes().to_vec(),
+        }
+    }
+
+    /// A block of `kind` around `body` (padded to 4 bytes).
+    fn block(&mut self, kind: u32, body: &[u8]) {
+        let pad = (4 - body.len() % 4) % 4;
+        let len = (12 + body.len() + pad) as u32;
+        let (k, l) = (self.u32(kind), self.u32(len));
+        self.bytes.extend(k);
+        self.bytes.extend(l.clone());
+        self.bytes.extend_from_slice(body);
+        self.bytes.extend(std::iter::repeat_n(0, pad));
+        self.bytes.extend(l);
+    }
+
+    /// An interface of `link` with its `if_tsresol`.
+    fn interface(&mut self, link: u16, tsresol: u8) {
+        let mut body = self.u16(link);
+        body.extend(self.u16(0));
+        body.extend(self.u32(0));
+        body.extend(self.u16(9));
+        body.extend(self.u16(1));
+        body.extend_from_slice(&[tsresol, 0, 0, 0]);
+        body.extend_from_slice(&[0; 4]);
+        self.block(1, &body);
+    }
+
+    /// An enhanced packet block on interface `iface` at raw time `ts`.
+    fn packet(&mut self, iface: u32, ts: u64, data: &[u8]) {
+        let mut body = self.u32(iface);
+        body.extend(self.u32((ts >> 32) as u32));
+        body.extend(self.u32(ts as u32));
+        body.extend(self.u32(data.len() as u32));
+        body.extend(self.u32(data.len() as u32));
+        body.extend_from_slice(data);
+        body.extend(std::iter::repeat_n(0, (4 - data.len() % 4) % 4));
+        self.block(6, &body);
+    }
+
+    /// A simple packet block (no interface, no time: interface 0).
+    fn simple(&mut self, data: &[u8], orig_len: u32) {
+        let mut body = self.u32(orig_len);
+        body.extend_from_slice(data);
+        body.extend(std::iter::repeat_n(0, (4 - data.len() % 4) % 4));
+        self.block(3, &body);
+    }
+}
+
+/// A capture taken on two interfaces (`dumpcap -i a -i b`), in either
+/// byte order: each packet has its own interface's link type and time
+/// resolution; a simple packet block is of the first interface.
+#[test]
+fn pcapng_of_two_interfaces_in_either_byte_order() {
+    for big in [false, true] {
+        let mut ng = Ng::new(big);
+        ng.interface(1, 6);
+        ng.interface(101, 9);
+        ng.packet(1, 7, &[0x45, 0, 0, 20]);
+        ng.packet(0, 7, b"ethernet frame");
+        ng.simple(b"simple", 6);
+        let (p, e) = read_full(&ng.bytes);
+        assert!(e.is_none(), "big-endian {big}: {e:?}");
+        let got: Vec<(u64, &[u8], LinkType, u32)> = p
+            .iter()
+            .map(|(t, d, _, l, o)| (*t, d.as_slice(), *l, *o))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (7, &[0x45, 0, 0, 20][..], LinkType::RawIp, 4),
+                (7_000, &b"ethernet frame"[..], LinkType::Ethernet, 14),
+                (0, &b"simple"[..], LinkType::Ethernet, 6),
+            ],
+            "big-endian {big}"
+        );
+    }
+    // Two sections, as concatenating two captures makes them, the second
+    // in the other byte order: each read in its own (a section header's
+    // length in the order its own magic gives), its interfaces its own.
+    let mut le = Ng::new(false);
+    le.interface(1, 6);
+    le.packet(0, 1, b"first");
+    let mut be = Ng::new(true);
+    be.interface(101, 9);
+    be.packet(0, 2, &[0x45, 1]);
+    let (p, e) = read_full(&[le.bytes, be.bytes].concat());
+    assert!(e.is_none(), "{e:?}");
+    let got: Vec<(u64, &[u8], LinkType)> = p
+        .iter()
+        .map(|(t, d, _, l, _)| (*t, d.as_slice(), *l))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (1_000, &b"first"[..], LinkType::Ethernet),
+            (2, &[0x45, 1][..], LinkType::RawIp)
+        ]
+    );
+    // A simple packet block's packet is cut to its interface's snapshot
+    // length as well (the interface block's snaplen, after link type and
+    // reserved field).
+    let mut ng = Ng::new(false);
+    let at = ng.bytes.len();
+    ng.interface(1, 6);
+    ng.bytes[at + 12..at + 16].copy_from_slice(&4u32.to_le_bytes());
+    ng.simple(b"simple", 6);
+    let (p, e) = read_full(&ng.bytes);
+    assert!(e.is_none(), "{e:?}");
+    assert_eq!((p[0].1.as_slice(), p[0].4), (&b"simp"[..], 6));
+    // A packet on an interface the section never declared.
+    let mut ng = Ng::new(false);
+    ng.interface(1, 6);
+    ng.packet(1, 7, b"x");
+    let e = read_all(&ng.bytes).1;
+    assert!(
+        matches!(&e, Some(CaptureError::Corrupt { what, .. }) if what.contains("undeclared interface 1")),
+        "{e:?}"
+    );
+}
+
+/// A block length under a block's 12 bytes or not a multiple of 4 is
+/// refused as corrupt, never read as an empty block over and over.
+#[test]
+fn pcapng_block_lengths_that_cannot_be() {
+    for len in [0u32, 4, 8, 30] {
+        let mut ng = Ng::new(false);
+        ng.interface(1, 6);
+        let at = ng.bytes.len();
+        ng.packet(0, 1, b"abcd");
+        ng.bytes[at + 4..at + 8].copy_from_slice(&len.to_le_bytes());
+        let (p, e) = read_all(&ng.bytes);
+        assert!(p.is_empty(), "{len}");
+        assert!(
+            matches!(&e, Some(CaptureError::Corrupt { what, .. }) if what == &format!("block length {len}")),
+            "{len}: {e:?}"
+        );
+    }
+}
+
+/// The bounds of a pcap record: a captured length of `MAX_RECORD` is
+/// read, one more is corrupt; a fraction of a second one short of a
+/// second is read, a whole second is corrupt; a file cut inside a
+/// record's header is truncated, not at its end.
+#[test]
+fn pcap_record_bounds() {
+    let big = vec![7u8; MAX_RECORD];
+    let (p, e) = read_all(&pcap_file(false, &[(1, 0, &big)]));
+    assert!(e.is_none(), "{e:?}");
+    assert_eq!(p[0].1.len(), MAX_RECORD);
+    let mut f = pcap_file(false, &[(1, 0, b"x")]);
+    f[24 + 8..24 + 12].copy_from_slice(&(MAX_RECORD as u32 + 1).to_le_bytes());
+    let e = read_all(&f).1;
+    assert!(
+        matches!(e, Some(CaptureError::Corrupt { offset: 24, .. })),
+        "{e:?}"
+    );
+    let (p, e) = read_all(&pcap_file(true, &[(1, 999_999_999, b"x")]));
+    assert_eq!((p[0].0, e.is_none()), (1_999_999_999, true));
+    for (nanos, frac) in [(true, 1_000_000_000), (false, 1_000_000)] {
+        let e = read_all(&pcap_file(nanos, &[(1, frac, b"x")])).1;
+        assert!(matches!(e, Some(CaptureError::Corrupt { .. })), "{e:?}");
+    }
+    let f = pcap_file(false, &[(1, 0, b"abc"), (2, 0, b"def")]);
+    let (p, e) = read_all(&f[..24 + 16 + 3 + 10]);
+    assert_eq!(p.len(), 1);
+    assert!(
+        matches!(e, Some(CaptureError::Truncated { offset: 43 })),
+        "{e:?}"
+    );
+}
+
+/// The largest resolutions `if_tsresol` can give still scale.
+#[test]
+fn timestamp_scaling_at_its_bounds() {
+    assert_eq!(scale_timestamp(1, 38), Some(0));
+    assert_eq!(scale_timestamp(10u64.pow(19), 38), Some(0));
+    assert_eq!(scale_timestamp(1 << 40, 0x80 | 64), Some(59));
+    assert_eq!(scale_timestamp(1, 0x80 | 65), None);
+}
+
+/// A source that is interrupted (`EINTR`) before each read it answers.
+struct Interrupted<'a> {
+    data: &'a [u8],
+    interrupt: bool,
+}
+
+impl std::io::Read for Interrupted<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.interrupt = !self.interrupt;
+        if self.interrupt {
+            return Err(std::io::ErrorKind::Interrupted.into());
+        }
+        let n = buf.len().min(self.data.len()).min(7);
+        buf[..n].copy_from_slice(&self.data[..n]);
+        self.data = &self.data[n..];
+        Ok(n)
+    }
+}
+
+/// A read interrupted by a signal is made again, as `std::io::Read`
+/// asks of its callers.
+#[test]
+fn interrupted_reads_are_retried() {
+    let f = pcap_file(false, &[(1, 0, b"abc"), (2, 0, b"defg")]);
+    let src = Interrupted {
+        data: &f,
+        interrupt: false,
+    };
+    let mut r = CaptureReader::new(src).expect("a pcap");
+    let mut got = Vec::new();
+    while let Some(p) = r.next_packet().expect("no error") {
+        got.push(p.data.to_vec());
+    }
+    assert_eq!(got, [b"abc".to_vec(), b"defg".to_vec()]);
+}

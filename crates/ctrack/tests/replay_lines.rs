@@ -1,0 +1,194 @@
+//! `ctrack replay` without a policy, on captures written here: what each
+//! format says of a fragment held, refused or expired, a datagram
+//! completed, a translated packet, a reply, a zone, a refused commit, and
+//! the human format's closing table; `--write` keeping what a capture
+//! cut.
+
+mod common;
+
+use common::{Temp, ctrack, frame, pcap, whole};
+use ctrack_wire::build::{Frame, L4};
+use serde_json::{Value, json};
+
+/// Replays `records` with `args`; standard output.
+fn replay(name: &str, records: &[(u64, Vec<u8>, u32)], args: &[&str]) -> String {
+    let cap = Temp::new(&format!("lines-{name}.pcap"));
+    std::fs::write(&cap.0, pcap(records)).expect("write the capture");
+    let mut argv = vec!["replay"];
+    argv.extend_from_slice(args);
+    argv.push(cap.path());
+    let out = ctrack(&argv);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn json(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
+/// A first fragment of a UDP datagram from a to b (more follow), of
+/// `len` bytes of UDP payload, identification `id`.
+fn first_fragment(len: usize, id: u16) -> Frame {
+    let mut f = frame(true, L4::udp(1000, 53, &vec![7u8; len]));
+    (f.more_frags, f.ident) = (true, id);
+    f
+}
+
+/// A fragment under the minimum is refused and tracked as it is
+/// (invalid, `inv|trk`, as Open vSwitch's test tool has it); a fragment
+/// that overlaps one held before drops their datagram (`inv|trk` in the
+/// `ovs` format for both: the held one's number comes back with it); a
+/// held one's datagram that expires is reported at the packet whose time
+/// drops it, with the held fragment's number, in each format. The human
+/// format's closing summary counts the reassembler's work whenever it
+/// saw a fragment.
+#[test]
+fn fragments_refused_held_overlapping_and_expired() {
+    let mut overlap = first_fragment(1232, 2);
+    overlap.frag_offset = 8;
+    let records = whole(&[
+        (0, first_fragment(400, 1)),
+        (1, first_fragment(1232, 2)),
+        (2, overlap),
+        (3, first_fragment(1232, 4)),
+        (100, frame(true, L4::udp(2000, 53, b"q"))),
+    ]);
+    let ovs = replay("frag-ovs", &records, &["--format", "ovs"]);
+    assert_eq!(ovs, "1: inv|trk\n2: 0\n3: inv|trk\n4: 0\n5: new|trk\n");
+    let objects = json(&replay("frag-json", &records, &["--format", "json"]));
+    let fields = |i: usize, keys: &[&str]| -> Value {
+        Value::Array(keys.iter().map(|k| objects[i][*k].clone()).collect())
+    };
+    assert_eq!(
+        fields(0, &["packet", "state", "invalid"]),
+        json!([1, "inv|trk", "fragment"])
+    );
+    assert_eq!(fields(1, &["packet", "held"]), json!([2, true]));
+    assert_eq!(fields(2, &["packet", "dropped"]), json!([3, "overlap"]));
+    assert_eq!(fields(3, &["dropped", "reason"]), json!([2, "overlap"]));
+    assert_eq!(fields(4, &["packet", "held"]), json!([4, true]));
+    assert_eq!(fields(5, &["packet", "state"]), json!([5, "new|trk"]));
+    assert_eq!(fields(6, &["dropped", "reason"]), json!([4, "expired"]));
+    let human = replay("frag-human", &records, &[]);
+    for line in [
+        "(fragment dropped: overlap)",
+        "packet 2 dropped (overlap)",
+        "packet 4 dropped (expired)",
+    ] {
+        assert!(human.contains(line), "{line}: {human}");
+    }
+    assert!(
+        human.contains("0 fragments reassembled into 0 datagrams, 1 expired, 1 too small"),
+        "{human}"
+    );
+    // A capture whose only fragment is refused still gets the summary.
+    let human = replay("frag-small", &whole(&[(0, first_fragment(400, 3))]), &[]);
+    assert!(
+        human.contains("0 fragments reassembled into 0 datagrams, 1 too small"),
+        "{human}"
+    );
+}
+
+/// A datagram completed by its last fragment: the human format names
+/// its packets under the last one's line, the JSON its `fragments`.
+#[test]
+fn a_datagram_completed_names_its_fragments() {
+    let ip = frame(true, L4::udp(1000, 53, &[7u8; 2400])).ip_packet();
+    let (head, tail) = ip[20..].split_at(1240);
+    let part = |offset: usize, more: bool, body: &[u8]| {
+        let mut f = frame(
+            true,
+            L4::Raw {
+                proto: 17,
+                payload: body.to_vec(),
+            },
+        );
+        (f.more_frags, f.frag_offset, f.ident) = (more, offset as u16, 9);
+        f
+    };
+    let records = whole(&[(0, part(0, true, head)), (1, part(head.len(), false, tail))]);
+    let human = replay("dgram", &records, &[]);
+    assert!(human.contains("datagram of packets 1, 2"), "{human}");
+    let objects = json(&replay("dgram-json", &records, &["--format", "json"]));
+    assert_eq!(objects[1]["fragments"], json!([1, 2]), "{objects:?}");
+    assert_eq!(objects[1]["state"], "new|trk");
+}
+
+/// A translated packet: the human format shows it as it leaves under its
+/// line (`->`), the JSON in `out`; an untranslated one has neither. A
+/// reply is marked as one, the zone shown when not 0.
+#[test]
+fn translation_replies_and_zones_in_the_lines() {
+    // The reply comes back to the translated address.
+    let reply = Frame::v4([10, 0, 0, 2], [192, 0, 2, 9], L4::udp(53, 1000, b"a"));
+    let records = whole(&[(0, frame(true, L4::udp(1000, 53, b"q"))), (1, reply)]);
+    let ct = ["--ct", "commit,zone=5,nat(src=192.0.2.9)"];
+    let human = replay("nat", &records, &ct);
+    let lines: Vec<&str> = human.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("1 "))
+        .expect("packet 1");
+    assert!(lines[at].ends_with("#1 zone=5"), "{}", lines[at]);
+    assert!(
+        lines[at + 1]
+            .trim_start()
+            .starts_with("-> 192.0.2.9:1000 > 10.0.0.2:53 udp"),
+        "{human}"
+    );
+    assert!(lines[at + 2].ends_with("#1 reply zone=5"), "{human}");
+    let objects = json(&replay(
+        "nat-json",
+        &records,
+        &[&ct[..], &["--format", "json"]].concat(),
+    ));
+    let out = objects[0]["out"].as_str().unwrap_or_default();
+    assert!(out.starts_with("192.0.2.9:1000 > 10.0.0.2:53 udp"), "{out}");
+    let records = whole(&[
+        (0, frame(true, L4::udp(1000, 53, b"q"))),
+        (1, frame(false, L4::udp(53, 1000, b"a"))),
+    ]);
+    let plain = json(&replay("plain-json", &records, &["--format", "json"]));
+    assert!(plain[0].get("out").is_none(), "{:?}", plain[0]);
+    assert_eq!(plain[1]["dir"], "reply");
+}
+
+/// A commit the table has no room for is refused and says so; the human
+/// format's table is headed by the capture's span.
+#[test]
+fn a_refused_commit_and_the_span() {
+    let records = whole(&[
+        (0, frame(true, L4::udp(1000, 53, b"q"))),
+        (1, frame(false, L4::udp(53, 1000, b"a"))),
+        (250, frame(true, L4::udp(1001, 53, b"q"))),
+        (250, frame(true, L4::udp(1002, 53, b"q"))),
+    ]);
+    let human = replay("full", &records, &["--max-conns", "1", "--clock", "fixed"]);
+    assert!(human.contains("new|trk (table full)"), "{human}");
+    assert!(
+        human.contains("connections at 250.000000 s (1):"),
+        "{human}"
+    );
+}
+
+/// `--write` writes each packet as it leaves with its length on the wire:
+/// a frame whose Ethernet padding the capture left out keeps it.
+#[test]
+fn write_keeps_a_cut_packets_length() {
+    let mut f = frame(true, L4::udp(1000, 53, b"q"));
+    f.padding = 17;
+    let bytes = f.build();
+    let cut = bytes[..43].to_vec();
+    let out = Temp::new("lines-cut-out.pcap");
+    replay("cut", &[(0, cut.clone(), 60)], &["--write", out.path()]);
+    let file = std::fs::File::open(&out.0).expect("the written pcap");
+    let mut r = pcap_file::pcap::PcapReader::new(file).expect("a pcap");
+    let p = r.next_packet().expect("a record").expect("readable");
+    assert_eq!((p.data.as_ref(), p.orig_len), (cut.as_slice(), 60));
+}
