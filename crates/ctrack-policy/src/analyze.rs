@@ -616,6 +616,63 @@ mod tests {
             ]),
             []
         );
+        // A field the one above tests and this one leaves open, even where
+        // the value tested is 0: TCP from 0.0.0.0/8 is not all of TCP, a
+        // null scan not all of TCP, untagged frames not all frames.
+        for above in ["ip4.src == 0.0.0.0/8", "tcp.flags == 0", "vlan.tci == 0"] {
+            assert_eq!(findings(&[(1000, above), (900, "tcp")]), [], "{above}");
+        }
+    }
+
+    #[test]
+    fn an_allow_commits_where_the_policy_tracks() {
+        // OVN: `allow` commits once any ACL is stateful, so its
+        // log-related logs its connections' replies there, and only there.
+        let text = |with_stateful: bool| {
+            let stateful = "[[acl]]\nname = \"s\"\ndirection = \"to-lport\"\npriority = 2\nmatch = 'tcp'\naction = \"allow-related\"\n";
+            format!(
+                "{}[[acl]]\nname = \"a\"\ndirection = \"from-lport\"\npriority = 1\nmatch = 'udp'\naction = \"allow\"\nlog = true\nlog-related = true\n",
+                if with_stateful { stateful } else { "" }
+            )
+        };
+        let f = |t: bool| analyze(&Policy::from_str(&text(t), "t.toml").expect("policy"));
+        assert_eq!(f(true), []);
+        assert_eq!(
+            f(false),
+            [Finding::LogRelatedInert {
+                acl: "a".into(),
+                why: "commits no connection"
+            }]
+        );
+    }
+
+    #[test]
+    fn a_test_of_ip_above_covers_no_frame_that_is_not_ip() {
+        // `eth.src == X` matches X's ARP as well, which `ip && eth.src ==
+        // X` leaves to it.
+        let mac = "eth.src == 02:00:00:00:00:01";
+        assert_eq!(findings(&[(1000, &format!("ip && {mac}")), (900, mac)]), []);
+        assert_eq!(
+            findings(&[(1000, &format!("(ip || arp) && {mac}")), (900, mac)]),
+            [],
+            "a frame neither IP nor ARP"
+        );
+        assert_eq!(
+            findings(&[
+                (1000, &format!("ip4 && {mac}")),
+                (950, &format!("ip6 && {mac}")),
+                (900, mac)
+            ]),
+            [],
+            "the two families together are not every frame"
+        );
+        assert_eq!(
+            findings(&[(1000, mac), (900, &format!("ip && {mac}"))]),
+            [Finding::Shadowed {
+                acl: "a1".into(),
+                by: vec!["a0".into()]
+            }]
+        );
     }
 
     #[test]
@@ -829,6 +886,11 @@ rate = 10
         // link-local address of the MAC).
         let all = "\"02:00:00:00:00:01 10.0.0.0/24 fd00::1\", \"02:00:00:00:00:11 10.0.0.1\"";
         assert_eq!(found(all), Vec::<String>::new());
+        // MACs alone: any address from them (OVN's port_security).
+        assert_eq!(
+            found("\"02:00:00:00:00:01\", \"02:00:00:00:00:11\""),
+            Vec::<String>::new()
+        );
         assert_eq!(
             found("\"02:00:00:00:00:01 10.0.0.2 fd00::/64\""),
             ["vm1 02:00:00:00:00:11", "vm1 10.0.0.1"]
