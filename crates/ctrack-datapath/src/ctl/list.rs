@@ -297,6 +297,122 @@ mod tests {
         assert!(parse_proto("tcpx").is_err());
     }
 
+    use ctrack_core::{CtAction, LinkType, Stats, Time, Tracker};
+    use ctrack_wire::build::{Frame, L4};
+    use ctrack_wire::icmp::v4;
+    use ctrack_wire::tcp::flags::{ACK, FIN, SYN};
+
+    const C: [u8; 4] = [10, 0, 0, 1];
+    const S: [u8; 4] = [10, 0, 0, 2];
+
+    /// The one connection `frames` make under `action`, as `conntrack
+    /// -L` prints it, and its entry.
+    fn listed(frames: &[Frame], action: &str) -> (String, Entry) {
+        let t = Tracker::default();
+        let action: CtAction = action.parse().expect("an action");
+        let now = Time::from_secs(100);
+        for f in frames {
+            t.process(
+                &f.build(),
+                LinkType::Ethernet,
+                &action,
+                now,
+                &mut Stats::default(),
+            );
+        }
+        let mut entries = Vec::new();
+        t.for_each(None, now, |_, c| entries.push(c.entry.clone()));
+        assert_eq!(entries.len(), 1, "{entries:?}");
+        let e = entries.remove(0);
+        (conntrack_line(&e, None), e)
+    }
+
+    fn tcp(to_server: bool, flags: u16, seq: u32, ack: u32) -> Frame {
+        let (a, b, sp, dp) = match to_server {
+            true => (C, S, 40000, 80),
+            false => (S, C, 80, 40000),
+        };
+        Frame::v4(a, b, L4::tcp_seg(sp, dp, flags, seq, ack, 65535, b""))
+    }
+
+    /// TCP's state goes by Linux's name, in the line and in `--state`;
+    /// a connection closing after it was established stays assured; zone 0
+    /// is not printed.
+    #[test]
+    fn a_closing_tcp_connection_by_linux_s_names() {
+        let frames = [
+            tcp(true, SYN, 100, 0),
+            tcp(false, SYN | ACK, 500, 101),
+            tcp(true, ACK, 101, 501),
+            tcp(true, FIN | ACK, 101, 501),
+        ];
+        let (line, e) = listed(&frames, "commit");
+        assert_eq!(e.state, "CLOSING", "Open vSwitch's name");
+        assert!(
+            line.contains(" FIN_WAIT src=10.0.0.1 ") && line.contains("[ASSURED] mark=0 use=1"),
+            "{line}"
+        );
+        assert!(!line.contains("zone="), "{line}");
+        let by_state = |s: &str| Filter {
+            state: Some(s.to_ascii_uppercase()),
+            ..Filter::default()
+        };
+        assert!(by_state("fin_wait").matches(&e));
+        assert!(
+            !by_state("fin_wait_1").matches(&e),
+            "Linux has no FIN_WAIT_1"
+        );
+    }
+
+    /// A TCP connection picked up in the middle (Open vSwitch's loose
+    /// pickup) and never answered is unreplied and not assured, whatever
+    /// its state.
+    #[test]
+    fn an_unanswered_tcp_connection_is_not_assured() {
+        for frames in [
+            &[tcp(true, ACK, 101, 501)][..],
+            &[tcp(true, ACK, 101, 501), tcp(true, FIN | ACK, 101, 501)],
+        ] {
+            let (line, _) = listed(frames, "commit");
+            assert!(line.contains("[UNREPLIED]"), "{line}");
+            assert!(!line.contains("[ASSURED]"), "{line}");
+        }
+    }
+
+    /// ICMP prints type, code and id, in that order, and is never assured
+    /// (Linux); UDP prints no state; a helper and a zone are printed.
+    #[test]
+    fn icmp_udp_and_helper_lines() {
+        let ping = |a, b, ty| Frame::v4(a, b, L4::icmp_query(ty, 77, 1));
+        let (line, _) = listed(
+            &[ping(C, S, v4::ECHO_REQUEST), ping(S, C, v4::ECHO_REPLY)],
+            "commit",
+        );
+        assert!(line.starts_with("icmp     1 "), "{line}");
+        assert!(
+            line.contains(
+                "src=10.0.0.1 dst=10.0.0.2 type=8 code=0 id=77 src=10.0.0.2 dst=10.0.0.1 type=0 code=0 id=77 mark=0 use=1"
+            ),
+            "{line}"
+        );
+        let udp = |a, b, sp, dp| Frame::v4(a, b, L4::udp(sp, dp, b"q"));
+        let (line, e) = listed(&[udp(C, S, 5000, 53), udp(S, C, 53, 5000)], "commit,zone=3");
+        assert_eq!(e.state, "BIDIR");
+        assert!(!line.contains("BIDIR"), "{line}");
+        assert!(line.contains("[ASSURED] mark=0 zone=3 use=1"), "{line}");
+        let ftp = Frame::v4(C, S, L4::tcp_seg(40000, 21, SYN, 100, 0, 65535, b""));
+        let (line, _) = listed(&[ftp], "commit,alg=ftp");
+        assert!(line.ends_with(" helper=ftp use=1"), "{line}");
+    }
+
+    #[test]
+    fn an_ipv4_prefix_holds_no_ipv6_address() {
+        let p = Prefix::parse("10.0.0.0/24").unwrap();
+        assert!(!p.contains("a00::9".parse().unwrap()));
+        let p = Prefix::parse("a00::/16").unwrap();
+        assert!(!p.contains("10.0.0.9".parse().unwrap()));
+    }
+
     #[test]
     fn linux_state_names() {
         assert_eq!(linux_tcp_state("CLOSED"), "CLOSE");
