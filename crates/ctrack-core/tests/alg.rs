@@ -186,6 +186,74 @@ fn passive_ftp_without_nat_and_marks_inherited() {
     );
 }
 
+/// The expectation of a translated control connection translates its
+/// data connection only under an action that translates (`nat`), as
+/// Open vSwitch applies an expectation's translation only with the ct
+/// action's NAT; committed plainly, it is related and left as it came.
+#[test]
+fn an_expected_connection_is_translated_only_under_nat() {
+    let n = Net::new();
+    let fwd = "commit,nat(src=198.51.100.1),alg=ftp";
+    snat_control(&n, fwd);
+    n.expect(
+        &seg(
+            (C, 40000),
+            (S, 21),
+            PSH | ACK,
+            101,
+            501,
+            b"PORT 10,0,0,1,156,65\r\n",
+        ),
+        fwd,
+        &seg(
+            (N, 40000),
+            (S, 21),
+            PSH | ACK,
+            101,
+            501,
+            b"PORT 198,51,100,1,156,65\r\n",
+        ),
+        "est|trk|snat",
+    );
+    let syn = seg((S, 20), (N, 40001), SYN, 9000, 0, b"");
+    n.expect(&syn, "commit", &syn, "new|rel|trk");
+    // Nor does the connection wait for the client's answer as its reply:
+    // its reply is the untranslated address's.
+    let answer = seg((C, 40001), (S, 20), SYN | ACK, 7000, 9001, b"");
+    assert_eq!(n.state(&answer, "commit"), "inv|trk");
+    // Under an action with a range of its own, the expectation's
+    // translation still wins (Open vSwitch's `conn_not_found`): the
+    // data connection goes to the client, its source left alone.
+    let n = Net::new();
+    snat_control(&n, fwd);
+    n.expect(
+        &seg(
+            (C, 40000),
+            (S, 21),
+            PSH | ACK,
+            101,
+            501,
+            b"PORT 10,0,0,1,156,65\r\n",
+        ),
+        fwd,
+        &seg(
+            (N, 40000),
+            (S, 21),
+            PSH | ACK,
+            101,
+            501,
+            b"PORT 198,51,100,1,156,65\r\n",
+        ),
+        "est|trk|snat",
+    );
+    n.expect(
+        &syn,
+        "commit,nat(src=203.0.113.5)",
+        &seg((S, 20), (C, 40001), SYN, 9000, 0, b""),
+        "new|rel|trk|dnat",
+    );
+}
+
 #[test]
 fn a_bounce_to_another_host_is_not_expected() {
     let n = Net::new();

@@ -295,6 +295,51 @@ mod tests {
         assert_eq!(sim.t.table_len(), 1);
     }
 
+    /// A connection that has expired, though not yet swept, holds its
+    /// translated tuple no longer (Linux's `nf_conntrack_tuple_taken`
+    /// passes over expired entries): a later client keeps the port.
+    #[test]
+    fn an_expired_connection_does_not_hold_its_translated_tuple() {
+        let mut sim = Sim::new();
+        let action = "commit,nat(src=198.51.100.1:1000-1001)";
+        let from = |client: [u8; 4]| Frame::v4(client, S, L4::udp(1000, 53, b"q"));
+        let first = sim.send(&from(C), action);
+        let e = sim.t.conn(id_of(&first), sim.now).unwrap().entry;
+        assert_eq!(e.reply.dport, Some(1000), "a port in its range is kept");
+        let busy = sim.send(&from([10, 0, 0, 3]), action);
+        let e = sim.t.conn(id_of(&busy), sim.now).unwrap().entry;
+        assert_eq!(e.reply.dport, Some(1001), "taken while the first lives");
+        sim.at(3_600_000);
+        let later = sim.send(&from([10, 0, 0, 4]), action);
+        let e = sim.t.conn(id_of(&later), sim.now).unwrap().entry;
+        assert_eq!(e.reply.dport, Some(1000), "free once the first expired");
+    }
+
+    /// A translation of the other family than the packet's is left out:
+    /// the connection is committed untranslated.
+    #[test]
+    fn a_range_of_the_other_family_translates_nothing() {
+        let sim = Sim::new();
+        let (c, s) = ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
+        let f = Frame::v6(c, s, L4::udp(1000, 53, b"q"));
+        let v = sim.send(&f, "commit,nat(src=198.51.100.1)");
+        assert!(v.committed, "{v:?}");
+        assert_eq!(v.state.to_string(), "new|trk");
+    }
+
+    /// A gateway serves its own protocol only: `alg=ftp` on UDP, or
+    /// `alg=tftp` on TCP, gives the connection no helper.
+    #[test]
+    fn a_gateway_of_another_protocol_is_not_attached() {
+        let sim = Sim::new();
+        let id = sim.open(&super::super::testing::udp(1000, true), "commit,alg=ftp");
+        assert_eq!(sim.t.conn(id, sim.now).unwrap().entry.helper, None);
+        let syn = Frame::v4(C, S, L4::tcp_seg(40000, 69, SYN, 1, 0, 65535, b""));
+        let id = sim.open(&syn, "commit,alg=tftp");
+        assert_eq!(sim.t.conn(id, sim.now).unwrap().entry.helper, None);
+        assert_eq!(sim.t.expectation_count(), 0);
+    }
+
     #[test]
     fn an_expectation_is_refused_after_its_control_connection_is_removed() {
         let sim = Sim::new();
