@@ -192,29 +192,23 @@ fn passive_ftp_without_nat_and_marks_inherited() {
 /// action's NAT; committed plainly, it is related and left as it came.
 #[test]
 fn an_expected_connection_is_translated_only_under_nat() {
-    let n = Net::new();
     let fwd = "commit,nat(src=198.51.100.1),alg=ftp";
-    snat_control(&n, fwd);
-    n.expect(
-        &seg(
-            (C, 40000),
-            (S, 21),
-            PSH | ACK,
-            101,
-            501,
-            b"PORT 10,0,0,1,156,65\r\n",
-        ),
-        fwd,
-        &seg(
-            (N, 40000),
-            (S, 21),
-            PSH | ACK,
-            101,
-            501,
-            b"PORT 198,51,100,1,156,65\r\n",
-        ),
-        "est|trk|snat",
-    );
+    // A control connection through source NAT that announces port
+    // 40001 (the address rewritten in its text).
+    let announced = || {
+        let n = Net::new();
+        snat_control(&n, fwd);
+        let port = b"PORT 10,0,0,1,156,65\r\n";
+        let shown = b"PORT 198,51,100,1,156,65\r\n";
+        n.expect(
+            &seg((C, 40000), (S, 21), PSH | ACK, 101, 501, port),
+            fwd,
+            &seg((N, 40000), (S, 21), PSH | ACK, 101, 501, shown),
+            "est|trk|snat",
+        );
+        n
+    };
+    let n = announced();
     let syn = seg((S, 20), (N, 40001), SYN, 9000, 0, b"");
     n.expect(&syn, "commit", &syn, "new|rel|trk");
     // Nor does the connection wait for the client's answer as its reply:
@@ -224,28 +218,7 @@ fn an_expected_connection_is_translated_only_under_nat() {
     // Under an action with a range of its own, the expectation's
     // translation still wins (Open vSwitch's `conn_not_found`): the
     // data connection goes to the client, its source left alone.
-    let n = Net::new();
-    snat_control(&n, fwd);
-    n.expect(
-        &seg(
-            (C, 40000),
-            (S, 21),
-            PSH | ACK,
-            101,
-            501,
-            b"PORT 10,0,0,1,156,65\r\n",
-        ),
-        fwd,
-        &seg(
-            (N, 40000),
-            (S, 21),
-            PSH | ACK,
-            101,
-            501,
-            b"PORT 198,51,100,1,156,65\r\n",
-        ),
-        "est|trk|snat",
-    );
+    let n = announced();
     n.expect(
         &syn,
         "commit,nat(src=203.0.113.5)",

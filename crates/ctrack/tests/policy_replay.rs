@@ -7,9 +7,7 @@
 
 mod common;
 
-use std::path::Path;
-
-use common::{Temp, ctrack, frame, pcap, whole};
+use common::{Temp, ctrack, cut_frame, frame, pcap, read_pcap, whole};
 use ctrack_wire::build::L4;
 use ctrack_wire::tcp::flags::SYN;
 use serde_json::Value;
@@ -48,6 +46,30 @@ match = 'outport == "b" && ip4'
 action = "allow-related"
 "#;
 
+/// Replays `records` through `policy` with `args`: standard output.
+fn run(name: &str, policy: &str, records: &[(u64, Vec<u8>, u32)], args: &[&str]) -> String {
+    let (pol, cap) = (
+        Temp::new(&format!("{name}.toml")),
+        Temp::new(&format!("{name}.pcap")),
+    );
+    std::fs::write(&pol.0, policy).expect("write the policy");
+    std::fs::write(&cap.0, pcap(records)).expect("write the capture");
+    let mut argv = vec!["replay", "--policy", pol.path()];
+    argv.extend_from_slice(args);
+    argv.push(cap.path());
+    let out = ctrack(&argv);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Every JSON line of `text`.
+fn objects(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
 /// Replays `records` through `policy` with `args` (JSON lines); the
 /// packets' objects by number and the summary.
 fn replay(
@@ -56,22 +78,12 @@ fn replay(
     records: &[(u64, Vec<u8>, u32)],
     args: &[&str],
 ) -> (Vec<Value>, Value) {
-    let (pol, cap) = (
-        Temp::new(&format!("{name}.toml")),
-        Temp::new(&format!("{name}.pcap")),
-    );
-    std::fs::write(&pol.0, policy).expect("write the policy");
-    std::fs::write(&cap.0, pcap(records)).expect("write the capture");
-    let mut argv = vec!["replay", "--policy", pol.path(), "--format", "json"];
-    argv.extend_from_slice(args);
-    argv.push(cap.path());
-    let out = ctrack(&argv);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let objects: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
-        .collect();
+    let objects = objects(&run(
+        name,
+        policy,
+        records,
+        &[&["--format", "json"], args].concat(),
+    ));
     let packets = objects
         .iter()
         .filter(|v| v.get("packet").is_some())
@@ -183,12 +195,7 @@ fn a_rejected_packet_is_answered_and_says_so() {
         drops.values().all(|n| n.as_u64().is_some_and(|n| n > 0)),
         "only reasons that dropped a packet: {summary}"
     );
-    let (pol, cap) = (Temp::new("reject-h.toml"), Temp::new("reject-h.pcap"));
-    std::fs::write(&pol.0, POLICY).expect("write");
-    std::fs::write(&cap.0, pcap(&records)).expect("write");
-    let out = ctrack(&["replay", "--policy", pol.path(), cap.path()]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
+    let text = run("reject-h", POLICY, &records, &[]);
     let line = text
         .lines()
         .find(|l| l.trim_start().starts_with("1 "))
@@ -258,27 +265,8 @@ fn a_held_fragment_is_reported_as_held() {
             (i as u64 * 1_000_000, b, n)
         })
         .collect();
-    let (pol, cap) = (Temp::new("held.toml"), Temp::new("held.pcap"));
-    std::fs::write(&pol.0, POLICY).expect("write");
-    std::fs::write(&cap.0, pcap(&records)).expect("write");
-    let out = ctrack(&[
-        "replay",
-        "--policy",
-        pol.path(),
-        "--format",
-        "json",
-        cap.path(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let objects: Vec<Value> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let text = run("held", POLICY, &records, &["--format", "json"]);
+    let objects = objects(&text);
     let held: Vec<u64> = objects.iter().filter_map(|v| v["held"].as_u64()).collect();
     assert_eq!(held, [1, 3], "{text}");
     let decided: Vec<(u64, &str)> = objects
@@ -291,8 +279,7 @@ fn a_held_fragment_is_reported_as_held() {
         .find(|v| v.get("verdicts").is_some())
         .expect("summary");
     assert_eq!(summary["fragments_held"], 1, "{summary}");
-    let out = ctrack(&["replay", "--policy", pol.path(), cap.path()]);
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = run("held-h", POLICY, &records, &[]);
     assert!(text.contains("(fragment held)"), "{text}");
     assert!(
         text.contains("fragments still held at the end, never decided: 1"),
@@ -326,27 +313,15 @@ fn counters_after_a_change_are_the_new_policys_only() {
         (1, frame(false, L4::udp(53, 3000, b"q"))),
         (2, first),
     ]);
-    let pol = Temp::new("change.toml");
-    std::fs::write(&pol.0, POLICY).expect("write");
-    let reload = format!("3:{}", pol.path());
-    let cap = Temp::new("change.pcap");
-    std::fs::write(&cap.0, pcap(&records)).expect("write");
-    let out = ctrack(&[
-        "replay",
-        "--policy",
-        pol.path(),
-        "--format",
-        "json",
-        "--reload",
-        &reload,
-        cap.path(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let new = Temp::new("change-new.toml");
+    std::fs::write(&new.0, POLICY).expect("write");
+    let reload = format!("3:{}", new.path());
+    let text = run(
+        "change",
+        POLICY,
+        &records,
+        &["--format", "json", "--reload", &reload],
     );
-    let text = String::from_utf8_lossy(&out.stdout);
     let counts = |acl: &str, direction: &str| -> Vec<(Option<u64>, u64)> {
         text.lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -377,33 +352,17 @@ fn counters_after_a_change_are_the_new_policys_only() {
 /// the capture left out.
 #[test]
 fn write_keeps_the_length_on_the_wire_of_a_cut_packet() {
-    let mut f = frame(true, L4::udp(1000, 53, b"q"));
-    f.padding = 17;
-    let bytes = f.build();
-    assert_eq!(bytes.len(), 60);
-    let cut = bytes[..43].to_vec();
+    let cut = cut_frame();
     let out = Temp::new("cut-out.pcap");
     let (packets, _) = replay(
         "cut",
         POLICY,
-        &[(0, cut.clone(), 60)],
+        std::slice::from_ref(&cut),
         &["--write", out.path()],
     );
     assert_eq!(decided(&packets, 1).0, "allow");
     let written = read_pcap(&out.0);
-    assert_eq!(written, [(cut, 60)]);
-}
-
-/// The records of a pcap file: bytes captured and length on the wire.
-fn read_pcap(path: &Path) -> Vec<(Vec<u8>, u32)> {
-    let file = std::fs::File::open(path).expect("open the written pcap");
-    let mut r = pcap_file::pcap::PcapReader::new(file).expect("a pcap");
-    let mut out = Vec::new();
-    while let Some(p) = r.next_packet() {
-        let p = p.expect("a record");
-        out.push((p.data.into_owned(), p.orig_len));
-    }
-    out
+    assert_eq!(written, [(cut.1, cut.2)]);
 }
 
 /// Without a policy too, the replay frees connections as they expire in

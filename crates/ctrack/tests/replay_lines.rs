@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Temp, ctrack, frame, pcap, whole};
+use common::{Temp, ctrack, cut_frame, frame, pcap, read_pcap, whole};
 use ctrack_wire::build::{Frame, L4};
 use serde_json::{Value, json};
 
@@ -181,14 +181,8 @@ fn a_refused_commit_and_the_span() {
 /// a frame whose Ethernet padding the capture left out keeps it.
 #[test]
 fn write_keeps_a_cut_packets_length() {
-    let mut f = frame(true, L4::udp(1000, 53, b"q"));
-    f.padding = 17;
-    let bytes = f.build();
-    let cut = bytes[..43].to_vec();
+    let cut = cut_frame();
     let out = Temp::new("lines-cut-out.pcap");
-    replay("cut", &[(0, cut.clone(), 60)], &["--write", out.path()]);
-    let file = std::fs::File::open(&out.0).expect("the written pcap");
-    let mut r = pcap_file::pcap::PcapReader::new(file).expect("a pcap");
-    let p = r.next_packet().expect("a record").expect("readable");
-    assert_eq!((p.data.as_ref(), p.orig_len), (cut.as_slice(), 60));
+    replay("cut", std::slice::from_ref(&cut), &["--write", out.path()]);
+    assert_eq!(read_pcap(&out.0), [(cut.1, cut.2)]);
 }

@@ -115,3 +115,26 @@ pub fn whole(frames: &[(u64, Frame)]) -> Vec<(u64, Vec<u8>, u32)> {
         })
         .collect()
 }
+
+/// A capture's record of a frame from port `a` to port `b` whose Ethernet
+/// padding the capture left out: at time 0, its 43 bytes captured of the
+/// 60 on the wire.
+pub fn cut_frame() -> (u64, Vec<u8>, u32) {
+    let mut f = frame(true, L4::udp(1000, 53, b"q"));
+    f.padding = 17;
+    let bytes = f.build();
+    assert_eq!(bytes.len(), 60);
+    (0, bytes[..43].to_vec(), 60)
+}
+
+/// The records of a pcap file: bytes captured and length on the wire.
+pub fn read_pcap(path: &Path) -> Vec<(Vec<u8>, u32)> {
+    let file = std::fs::File::open(path).expect("open the written pcap");
+    let mut r = pcap_file::pcap::PcapReader::new(file).expect("a pcap");
+    let mut out = Vec::new();
+    while let Some(p) = r.next_packet() {
+        let p = p.expect("a record");
+        out.push((p.data.into_owned(), p.orig_len));
+    }
+    out
+}
