@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{Temp, ctrack, cut_frame, frame, pcap, read_pcap, whole};
+use common::{Temp, ctrack, cut_frame, frame, pcap, read_pcap, two_fragments, whole};
 use ctrack_wire::build::L4;
 use ctrack_wire::tcp::flags::SYN;
 use serde_json::Value;
@@ -234,37 +234,10 @@ fn an_unfinished_datagram_is_reported_when_it_expires() {
 /// still held at the end, which no verdict ever reached.
 #[test]
 fn a_held_fragment_is_reported_as_held() {
-    // A datagram of 2,428 bytes in two fragments, the first of 1,260
-    // (over the 1,200-byte minimum of every fragment but the last).
-    let whole_dgram = frame(true, L4::udp(1000, 53, &[7u8; 2400]));
-    let ip = whole_dgram.ip_packet();
-    let (head, tail) = ip[20..].split_at(1240);
-    let part = |offset: usize, more: bool, body: &[u8]| {
-        let mut f = frame(true, L4::udp(1000, 53, b""));
-        (f.more_frags, f.frag_offset, f.ident) = (more, offset as u16, 79);
-        let mut b = f.build();
-        // The IPv4 header built for an empty UDP datagram, given this body.
-        b.truncate(14 + 20);
-        b.extend_from_slice(body);
-        let len = (20 + body.len()) as u16;
-        b[16..18].copy_from_slice(&len.to_be_bytes());
-        b[24..26].copy_from_slice(&[0, 0]);
-        let sum = ones(&b[14..34]);
-        b[24..26].copy_from_slice(&sum.to_be_bytes());
-        b
-    };
-    let first = part(0, true, head);
-    let last = part(head.len(), false, tail);
+    let [first, last] = two_fragments(53, 79);
     let mut lone = frame(true, L4::udp(1001, 53, &[7u8; 1232]));
     (lone.more_frags, lone.ident) = (true, 80);
-    let records: Vec<(u64, Vec<u8>, u32)> = [first, last, lone.build()]
-        .into_iter()
-        .enumerate()
-        .map(|(i, b)| {
-            let n = b.len() as u32;
-            (i as u64 * 1_000_000, b, n)
-        })
-        .collect();
+    let records = whole(&[(0, first), (0, last), (0, lone)]);
     let text = run("held", POLICY, &records, &["--format", "json"]);
     let objects = objects(&text);
     let held: Vec<u64> = objects.iter().filter_map(|v| v["held"].as_u64()).collect();
@@ -287,16 +260,72 @@ fn a_held_fragment_is_reported_as_held() {
     );
 }
 
-/// The ones' complement checksum of an IPv4 header.
-fn ones(b: &[u8]) -> u16 {
-    let mut s: u32 = b
-        .chunks(2)
-        .map(|c| u32::from(c[0]) << 8 | u32::from(c[1]))
-        .sum();
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    !(s as u16)
+/// A frame shorter than an Ethernet header is dropped as a runt; a
+/// rejected datagram that came in fragments is answered once, at one
+/// fragment's line, each fragment with the datagram's verdict; fragments
+/// that overlap are dropped with their datagram, each counted.
+#[test]
+fn runts_fragmented_rejects_and_overlaps() {
+    let reject_udp = POLICY.replace("tcp.dst == 23", "udp.dst == 7");
+    let [first, last] = two_fragments(7, 5);
+    let mut held = frame(true, L4::udp(1000, 53, &[7u8; 1232]));
+    (held.more_frags, held.ident) = (true, 6);
+    let mut overlap = held.clone();
+    overlap.frag_offset = 8;
+    let mut records = vec![(0, vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0], 10)];
+    records.extend(whole(&[(0, first), (0, last), (1, held), (1, overlap)]));
+    let (packets, summary) = replay("runt", &reject_udp, &records, &[]);
+    let line = |i: usize, keys: &[&str]| -> Vec<Value> {
+        keys.iter()
+            .map(|k| packets[i][*k].clone())
+            .collect::<Vec<_>>()
+    };
+    let kv = |v: &[&str]| v.iter().map(|s| Value::from(*s)).collect::<Vec<_>>();
+    assert_eq!(
+        line(0, &["verdict", "stage", "reason"]),
+        kv(&["drop", "default", "runt"])
+    );
+    let rejected: Vec<(u64, bool)> = packets[1..3]
+        .iter()
+        .map(|v| {
+            assert_eq!(v["verdict"], "reject", "{v}");
+            (v["packet"].as_u64().unwrap_or(0), v["replied"] == true)
+        })
+        .collect();
+    assert_eq!(
+        rejected.iter().filter(|(_, r)| *r).count(),
+        1,
+        "{rejected:?}"
+    );
+    assert_eq!(summary["rejects_sent"], 1, "{summary}");
+    let dropped: Vec<u64> = packets[3..]
+        .iter()
+        .filter(|v| v["reason"] == "fragment")
+        .filter_map(|v| v["packet"].as_u64())
+        .collect();
+    assert_eq!(dropped.len(), 2, "{packets:?}");
+    assert_eq!(summary["drops"]["fragment"], 2, "{summary}");
+    assert_eq!(summary["drops"]["runt"], 1, "{summary}");
+}
+
+/// With `--no-checksum` (checksums left to the NIC), the reassembler
+/// takes fragments whose IP checksum does not hold, as the tracker takes
+/// such packets: the datagram is decided whole.
+#[test]
+fn no_checksum_reaches_the_reassembler() {
+    let records: Vec<(u64, Vec<u8>, u32)> = whole(&two_fragments(53, 12).map(|f| (0, f)))
+        .into_iter()
+        .map(|(t, mut b, n)| {
+            b[24] ^= 0xff;
+            (t, b, n)
+        })
+        .collect();
+    let (packets, _) = replay("nosum", POLICY, &records, &["--no-checksum"]);
+    let verdicts: Vec<&str> = packets
+        .iter()
+        .filter_map(|v| v["verdict"].as_str())
+        .collect();
+    assert_eq!(verdicts, ["allow", "allow"], "{packets:?}");
 }
 
 /// After a policy change, the counters at the end are the new policy's

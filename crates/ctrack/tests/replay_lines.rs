@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Temp, ctrack, cut_frame, frame, pcap, read_pcap, whole};
+use common::{Temp, ctrack, cut_frame, frame, pcap, read_pcap, two_fragments, whole};
 use ctrack_wire::build::{Frame, L4};
 use serde_json::{Value, json};
 
@@ -99,20 +99,8 @@ fn fragments_refused_held_overlapping_and_expired() {
 /// its packets under the last one's line, the JSON its `fragments`.
 #[test]
 fn a_datagram_completed_names_its_fragments() {
-    let ip = frame(true, L4::udp(1000, 53, &[7u8; 2400])).ip_packet();
-    let (head, tail) = ip[20..].split_at(1240);
-    let part = |offset: usize, more: bool, body: &[u8]| {
-        let mut f = frame(
-            true,
-            L4::Raw {
-                proto: 17,
-                payload: body.to_vec(),
-            },
-        );
-        (f.more_frags, f.frag_offset, f.ident) = (more, offset as u16, 9);
-        f
-    };
-    let records = whole(&[(0, part(0, true, head)), (1, part(head.len(), false, tail))]);
+    let [first, last] = two_fragments(53, 9);
+    let records = whole(&[(0, first), (1, last)]);
     let human = replay("dgram", &records, &[]);
     assert!(human.contains("datagram of packets 1, 2"), "{human}");
     let objects = json(&replay("dgram-json", &records, &["--format", "json"]));

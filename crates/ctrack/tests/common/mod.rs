@@ -138,3 +138,19 @@ pub fn read_pcap(path: &Path) -> Vec<(Vec<u8>, u32)> {
     }
     out
 }
+
+/// A UDP datagram from port `a` to port `b`, 1000 to `dport`, of 2,400
+/// bytes of data, in two fragments of identification `ident`: the first
+/// of 1,260 bytes of IP packet (over the 1,200-byte minimum of every
+/// fragment but the last), then the rest.
+pub fn two_fragments(dport: u16, ident: u16) -> [Frame; 2] {
+    let ip = frame(true, L4::udp(1000, dport, &[7u8; 2400])).ip_packet();
+    let (head, tail) = ip[20..].split_at(1240);
+    let part = |offset: usize, more: bool, body: &[u8]| {
+        let payload = body.to_vec();
+        let mut f = frame(true, L4::Raw { proto: 17, payload });
+        (f.more_frags, f.frag_offset, f.ident) = (more, offset as u16, ident);
+        f
+    };
+    [part(0, true, head), part(head.len(), false, tail)]
+}
