@@ -21,7 +21,6 @@ use crate::replay::reload::Reload;
 use crate::replay::{Clock, Format, PcapOut, ReplayArgs, frag_config, sweep, tracker_config};
 use ctrack_wire::describe::describe;
 
-/// How many connections a sweep may look at between two packets.
 /// The policies of `--reload`, loaded and compiled once up front so that
 /// a bad file is refused before the replay starts, in packet order.
 fn load_reloads(reloads: &[Reload]) -> Result<Vec<(u64, PathBuf, Policy)>> {
@@ -69,8 +68,7 @@ struct PacketJson<'a> {
     summary: String,
 }
 
-/// One ACL's counters in `--format json`.
-/// A fragment held for reassembly, as it came.
+/// A fragment held for reassembly, as it came, in `--format json`.
 #[derive(Serialize)]
 struct HeldJson {
     held: u64,
@@ -78,6 +76,7 @@ struct HeldJson {
     summary: String,
 }
 
+/// One ACL's counters in `--format json`.
 #[derive(Serialize)]
 struct AclJson<'a> {
     acl: &'a str,

@@ -140,7 +140,7 @@ pub struct ReplayArgs {
 const MAX_MIN_FRAG: usize = 65535;
 
 /// How many connections a sweep may look at between two packets.
-pub(crate) const SWEEP_BUDGET: usize = 4096;
+const SWEEP_BUDGET: usize = 4096;
 
 /// Sweeps `tracker`'s expired connections at `now` and says when the
 /// next sweep is due: when the sweep says (the end of the next second
