@@ -393,3 +393,75 @@ fn garbage_gets_error_replies_and_the_server_keeps_serving() {
     assert_eq!(out, "{\"ok\":true,\"text\":\"0\"}\n");
     assert_eq!(env.ok(&["count"]), "0");
 }
+
+/// The control commands' arguments where a mutation round found the
+/// tests above silent (docs/fuzzing.md, round 29): the zone a tuple
+/// without `zone=N` names, a tuple of addresses alone, a destination and
+/// an ICMP field compared as what they are, the default limit beside a
+/// limit of the highest zone, and a timeout command that sets nothing.
+#[test]
+fn control_arguments_at_their_edges() {
+    use ctrack_core::{CtAction, LinkType, Stats};
+    use ctrack_wire::build::Frame;
+    let mut env = Env::new();
+    env.populate();
+    // The same UDP flow committed in zones 0 and 1, by the tracker alone
+    // (every port of the policy has a zone of its own).
+    let t = env.shared.fw.tracker();
+    let frame = Frame::v4([10, 0, 0, 8], [10, 0, 0, 9], L4::udp(7000, 7001, b"x")).build();
+    for zone in [0, 1] {
+        let action = CtAction {
+            zone,
+            commit: true,
+            ..CtAction::default()
+        };
+        let v = t.process(
+            &frame,
+            LinkType::Ethernet,
+            &action,
+            env.shared.now(),
+            &mut Stats::default(),
+        );
+        assert!(v.committed, "{v:?}");
+    }
+    assert_eq!(env.ok(&["count", "zone=0"]), "1");
+    let tuple =
+        "ct_nw_src=10.0.0.8,ct_nw_dst=10.0.0.9,ct_nw_proto=17,ct_tp_src=7000,ct_tp_dst=7001";
+    env.ok(&["flush", tuple]);
+    assert_eq!(env.ok(&["count", "zone=0"]), "0");
+    assert_eq!(env.ok(&["count", "zone=1"]), "1");
+
+    // Addresses and a protocol without ports: every connection between
+    // them, whatever its ports.
+    env.handshake(CLIENT, 40001, 80);
+    assert_eq!(env.ok(&["count", "zone=5"]), "3");
+    env.ok(&[
+        "flush",
+        "zone=5",
+        "ct_nw_src=10.0.0.1,ct_nw_dst=10.0.0.2,ct_nw_proto=6",
+    ]);
+    assert_eq!(env.ok(&["count", "zone=5"]), "1");
+    // The UDP connection left goes from 10.0.0.1: no connection goes to
+    // it, and an ICMP field matches no UDP connection.
+    env.fails(&["flush", "zone=5", "ct_nw_dst=10.0.0.1"]);
+    env.fails(&["flush", "zone=5", "ct_nw_src=10.0.0.1,icmp_id=0"]);
+    env.fails(&["flush", "zone=5", "ct_nw_src=10.0.0.1,icmp_type=0"]);
+    assert_eq!(env.ok(&["count", "zone=5"]), "1");
+
+    // The default limit is that of the zones given none, whichever zones
+    // have one (the highest here).
+    env.ok(&["ct-set-limits", "default=10", "zone=65535,limit=3"]);
+    assert_eq!(
+        env.ok(&["ct-get-limits"]),
+        "default limit=10\nzone=65535,limit=3,count=0\n"
+    );
+    // A timeout command with a zone and nothing to set is refused, and
+    // leaves the zone on the defaults.
+    let before = env.ok(&["ct-get-timeout", "zone=5"]);
+    assert!(
+        env.fails(&["ct-set-timeout", "zone=5"])
+            .contains("NAME=SECS")
+    );
+    assert_eq!(env.ok(&["ct-get-timeout", "zone=5"]), before);
+    assert!(before.ends_with(" (default)\n"), "{before}");
+}

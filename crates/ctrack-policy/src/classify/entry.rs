@@ -182,4 +182,64 @@ mod tests {
             );
         }
     }
+
+    /// Ranges of one rule that overlap or nest, on either port: the
+    /// merged entries match every port the rule matches and no other
+    /// (a nested range merged into one it lies within leaves that one
+    /// as long as it was).
+    #[test]
+    fn nested_and_overlapping_ranges_merge_to_their_union() {
+        let range = |field, lo, hi| Expr::Range { field, lo, hi };
+        for field in [Field::L4Src, Field::L4Dst] {
+            for (a, b) in [
+                ((1000, 3000), (1024, 1279)),
+                ((1024, 2047), (1024, 1279)),
+                ((1024, 1279), (1024, 2047)),
+                ((0, 40000), (300, 301)),
+                ((100, 200), (150, 400)),
+                ((5, 9), (10, 12)),
+            ] {
+                let e = Expr::Or(vec![range(field, a.0, a.1), range(field, b.0, b.1)]);
+                let es = entries(&normalise(&e).unwrap());
+                for p in 0..=65535u128 {
+                    let k = match field {
+                        Field::L4Src => key(p, 0),
+                        _ => key(0, p),
+                    };
+                    assert_eq!(
+                        es.iter().any(|x| x.matches(&k)),
+                        e.eval(&k),
+                        "{field:?} {a:?} {b:?}: port {p}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Nested port prefixes of one rule reach the merge where the
+    /// normaliser's budget left them uncovered (a rule of many
+    /// conjunctions): in either order, the wider one's range is kept.
+    #[test]
+    fn a_nested_prefix_keeps_the_wider_range() {
+        use crate::classify::Conj;
+        let wide = Conj::field(Field::L4Dst, 0xfc00, 1024);
+        let narrow = Conj::field(Field::L4Dst, 0xff00, 1024);
+        let inner = Conj::field(Field::L4Dst, 0xfff0, 1280);
+        for conjs in [
+            vec![wide, narrow],
+            vec![narrow, wide],
+            vec![wide, inner],
+            vec![narrow, inner, wide],
+        ] {
+            let es = entries(&conjs);
+            for p in 0..=65535u128 {
+                let k = key(0, p);
+                assert_eq!(
+                    es.iter().any(|x| x.matches(&k)),
+                    (1024..=2047).contains(&p),
+                    "{conjs:?}: port {p}"
+                );
+            }
+        }
+    }
 }
