@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixDatagram;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -95,6 +95,9 @@ struct MemPort {
     /// Whether the port sends them whole, and what it sent so.
     sends_gso: bool,
     sent_gso: GsoQueue,
+    /// When set, each `send` takes one frame less than it is given (a
+    /// full transmit ring).
+    short: Arc<AtomicBool>,
 }
 
 type GsoQueue = Arc<Mutex<VecDeque<(Vec<u8>, VnetHdr)>>>;
@@ -142,10 +145,14 @@ impl Port for MemPort {
     }
 
     fn send(&mut self, frames: &[&[u8]]) -> io::Result<usize> {
+        let n = match self.short.load(Ordering::Relaxed) {
+            true => frames.len().saturating_sub(1),
+            false => frames.len(),
+        };
         let mut s = self.sent.lock().unwrap();
-        s.extend(frames.iter().map(|f| f.to_vec()));
-        self.stats.tx_packets += frames.len() as u64;
-        Ok(frames.len())
+        s.extend(frames[..n].iter().map(|f| f.to_vec()));
+        self.stats.tx_packets += n as u64;
+        Ok(n)
     }
 
     fn fd(&self) -> RawFd {
@@ -163,6 +170,7 @@ struct Rig {
     sent: [Arc<Mutex<Vec<Vec<u8>>>>; 2],
     gso_inbox: [GsoQueue; 2],
     sent_gso: [GsoQueue; 2],
+    short: [Arc<AtomicBool>; 2],
     ports: Option<Vec<Box<dyn Port>>>,
     _peers: Vec<UnixDatagram>,
 }
@@ -216,6 +224,7 @@ fn rig_full(config: Config, sends_gso: bool, log: AclLog) -> Rig {
     let sent: [Arc<Mutex<Vec<Vec<u8>>>>; 2] = Default::default();
     let gso_inbox: [GsoQueue; 2] = Default::default();
     let sent_gso: [GsoQueue; 2] = Default::default();
+    let short: [Arc<AtomicBool>; 2] = Default::default();
     let mut ports: Vec<Box<dyn Port>> = Vec::new();
     let mut peers = Vec::new();
     for i in 0..2 {
@@ -230,6 +239,7 @@ fn rig_full(config: Config, sends_gso: bool, log: AclLog) -> Rig {
             gso_rx: Vec::new(),
             sends_gso,
             sent_gso: sent_gso[i].clone(),
+            short: short[i].clone(),
         }));
     }
     Rig {
@@ -238,6 +248,7 @@ fn rig_full(config: Config, sends_gso: bool, log: AclLog) -> Rig {
         sent,
         gso_inbox,
         sent_gso,
+        short,
         ports: Some(ports),
         _peers: peers,
     }
@@ -929,6 +940,7 @@ fn a_flood_reaches_every_other_port_whole() {
             gso_rx: Vec::new(),
             sends_gso: false,
             sent_gso: Default::default(),
+            short: Default::default(),
         }));
     }
     let mut w = Worker::new(shared.clone(), 0, ports);
@@ -943,4 +955,190 @@ fn a_flood_reaches_every_other_port_whole() {
         assert_eq!(*s.lock().unwrap(), frames);
     }
     assert_eq!(shared.stats().switch.flooded, 2);
+}
+
+/// A TCP connection from the client to the server's port 80, opened
+/// through `w` (from client port `sport`), and a frame of segmentation
+/// offload of 4,000 bytes of it with its header as a stack hands it over,
+/// segments of `gso_size` bytes.
+fn opened_with_a_big_frame(
+    r: &Rig,
+    w: &mut Worker,
+    sport: u16,
+    gso_size: u16,
+) -> (Vec<u8>, VnetHdr) {
+    one_round(
+        r,
+        w,
+        0,
+        vec![ip4(CLIENT, SERVER, seg(sport, 80, SYN, 1, 0)).build()],
+    );
+    one_round(
+        r,
+        w,
+        1,
+        vec![ip4(SERVER, CLIENT, seg(80, sport, SYN | ACK, 9, 2)).build()],
+    );
+    one_round(
+        r,
+        w,
+        0,
+        vec![ip4(CLIENT, SERVER, seg(sport, 80, ACK, 2, 10)).build()],
+    );
+    let data: Vec<u8> = (0..4000).map(|i| (i % 251) as u8).collect();
+    let big = ip4(
+        CLIENT,
+        SERVER,
+        L4::tcp_seg(sport, 80, ACK | PSH, 2, 10, 502, &data),
+    )
+    .build();
+    let hdr = VnetHdr {
+        flags: 1,
+        gso_type: 1,
+        hdr_len: 54,
+        gso_size,
+        csum_start: 34,
+        csum_offset: 16,
+    };
+    (big, hdr)
+}
+
+/// A frame of segmentation offload keeps its header when a frame before
+/// it in the same burst is dropped as spoofed (the burst closes up) or
+/// goes the frame-by-frame way (a fragment: the run after it starts
+/// further on): it is cut into its segments, not taken for a frame over
+/// the MTU.
+#[test]
+fn a_frame_of_segmentation_offload_keeps_its_header_behind_other_frames() {
+    let mut r = rig_gso(config(), false);
+    let mut w = Worker::new(r.shared.clone(), 0, r.ports.take().unwrap());
+    let (big, hdr) = opened_with_a_big_frame(&r, &mut w, 1000, 1448);
+    let mut spoof = ip4(CLIENT, SERVER, L4::udp(1, 2, b"x"));
+    spoof.eth_src = SERVER.0;
+    let [fragment, _] = fragments(5);
+    for (i, first) in [spoof.build(), fragment].into_iter().enumerate() {
+        r.sent[1].lock().unwrap().clear();
+        r.inbox[0].lock().unwrap().push_back(first);
+        r.gso_inbox[0].lock().unwrap().push_back((big.clone(), hdr));
+        w.round();
+        let sent = r.sent[1].lock().unwrap().clone();
+        let cut = sent.iter().filter(|f| f.len() > 1000).count();
+        assert_eq!(cut, 3, "case {i}: {} frames sent", sent.len());
+    }
+    w.publish();
+    let s = r.shared.stats().switch;
+    assert_eq!(s.drops[SwitchDrop::TooBig as usize], 0, "{s:?}");
+    assert_eq!(s.drops[SwitchDrop::PortSecurity as usize], 1, "{s:?}");
+}
+
+/// A port that sends frames of segmentation offload whole takes them
+/// through `send_gso` and the others, queued in the same round, through
+/// `send`; a frame whose segments would be over the port's MTU is not
+/// sent whole.
+#[test]
+fn frames_whole_and_plain_leave_each_their_way() {
+    let mut r = rig_gso(config(), true);
+    let mut w = Worker::new(r.shared.clone(), 0, r.ports.take().unwrap());
+    let (big, hdr) = opened_with_a_big_frame(&r, &mut w, 1000, 1448);
+    let plain_before = r.sent[1].lock().unwrap().len();
+    let ack = ip4(CLIENT, SERVER, seg(1000, 80, ACK, 2, 10)).build();
+    r.inbox[0].lock().unwrap().push_back(ack.clone());
+    r.gso_inbox[0].lock().unwrap().push_back((big, hdr));
+    w.round();
+    assert_eq!(r.sent_gso[1].lock().unwrap().len(), 1);
+    let sent = r.sent[1].lock().unwrap().clone();
+    assert_eq!(sent.len(), plain_before + 1);
+    assert_eq!(sent.last(), Some(&ack));
+    // Segments of 1,461 bytes: IP packets of 1,501, over the MTU of 1,500.
+    let (big, hdr) = opened_with_a_big_frame(&r, &mut w, 1001, 1461);
+    r.gso_inbox[0].lock().unwrap().push_back((big, hdr));
+    w.round();
+    w.publish();
+    assert_eq!(r.sent_gso[1].lock().unwrap().len(), 1, "not sent whole");
+    let s = r.shared.stats().switch;
+    assert_eq!(s.drops[SwitchDrop::TooBig as usize], 1, "{s:?}");
+}
+
+/// A frame fits the port's MTU plus its link header: 14 bytes, 18 with a
+/// VLAN tag (802.1Q or 802.1ad); one byte more is dropped as too big. A
+/// port that takes fewer frames than it is given counts the rest as
+/// failed.
+#[test]
+fn frames_fit_the_mtu_with_their_link_header_and_failed_sends_count() {
+    let mut r = rig();
+    let mut w = Worker::new(r.shared.clone(), 0, r.ports.take().unwrap());
+    let udp = |payload: usize| ip4(CLIENT, SERVER, L4::udp(4000, 9, &vec![7; payload])).build();
+    let fits = udp(1472);
+    assert_eq!(fits.len(), 1514);
+    one_round(&r, &mut w, 0, vec![fits.clone(), udp(1473)]);
+    assert_eq!(r.sent[1].lock().unwrap().clone(), vec![fits.clone()]);
+    // The same frame with a tag of each kind: four bytes more fit.
+    for tpid in [[0x81, 0x00], [0x88, 0xa8]] {
+        let mut tagged = fits[..12].to_vec();
+        tagged.extend_from_slice(&tpid);
+        tagged.extend_from_slice(&[0x00, 0x05]);
+        tagged.extend_from_slice(&fits[12..]);
+        assert_eq!(tagged.len(), 1518);
+        r.sent[1].lock().unwrap().clear();
+        one_round(&r, &mut w, 0, vec![tagged]);
+        w.publish();
+        let sent = r.sent[1].lock().unwrap().len();
+        let s = r.shared.stats();
+        assert_eq!(sent, 1, "{tpid:?}: {:?} {:?}", s.switch, s.fw.verdicts);
+    }
+    w.publish();
+    let s = r.shared.stats().switch;
+    assert_eq!(s.drops[SwitchDrop::TooBig as usize], 1, "{s:?}");
+    assert_eq!(s.drops[SwitchDrop::TxFailed as usize], 0, "{s:?}");
+    r.short[1].store(true, Ordering::Relaxed);
+    one_round(&r, &mut w, 0, vec![udp(10), udp(11), udp(12)]);
+    w.publish();
+    let s = r.shared.stats().switch;
+    assert_eq!(s.drops[SwitchDrop::TxFailed as usize], 1, "{s:?}");
+}
+
+/// What arrived before the worker was told to stop still goes through:
+/// it drains its ports. And nothing that takes the frame-by-frame way is
+/// logged where no ACL logs (here a datagram in fragments too small to
+/// be reassembled, which the firewall drops).
+#[test]
+fn a_stopping_worker_drains_its_ports_and_logs_nothing_unasked() {
+    let mut r = rig();
+    let w = Worker::new(r.shared.clone(), 0, r.ports.take().unwrap());
+    let [f1, f2] = fragments(9);
+    let udp = ip4(CLIENT, SERVER, L4::udp(5, 6, b"u")).build();
+    r.inbox[0]
+        .lock()
+        .unwrap()
+        .extend([arp_request(), f1, f2, udp.clone()]);
+    r.shared.stop.store(true, Ordering::Relaxed);
+    w.run();
+    assert!(r.inbox[0].lock().unwrap().is_empty());
+    assert_eq!(r.sent[1].lock().unwrap().clone(), vec![arp_request(), udp]);
+    let s = r.shared.stats();
+    assert_eq!(s.fw.verdicts[Action::Drop as usize], 1, "{:?}", s.fw);
+    assert_eq!(s.acl_log.lines + s.acl_log.suppressed, 0, "{:?}", s.acl_log);
+}
+
+/// A worker that gets one frame a round still expires connections.
+#[test]
+fn a_worker_of_one_frame_a_round_expires_connections() {
+    let mut r = rig_with(Config {
+        max_conns: 10_000,
+        timeouts: TimeoutPolicy {
+            udp_first: 1,
+            ..TimeoutPolicy::default()
+        },
+        ..Config::default()
+    });
+    let mut w = Worker::new(r.shared.clone(), 0, r.ports.take().unwrap());
+    let udp = |p: u16| ip4(CLIENT, SERVER, L4::udp(p, 9, &[0; 18])).build();
+    one_round(&r, &mut w, 0, vec![udp(100)]);
+    let tracker = r.shared.fw.tracker();
+    assert_eq!(tracker.table_len(), 1);
+    std::thread::sleep(Duration::from_millis(2_500));
+    one_round(&r, &mut w, 0, vec![udp(200)]);
+    assert_eq!(tracker.table_len(), 1, "the first expired");
+    w.publish();
+    assert_eq!(r.shared.stats().fw.tracker.expired, 1);
 }
