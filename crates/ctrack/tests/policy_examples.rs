@@ -444,6 +444,95 @@ reject = "answers"
     }
 }
 
+/// `policy check --format json` names each kind of finding as
+/// docs/firewall.md lists them: those the test above does not bring
+/// about, with the fields each fills.
+#[test]
+fn policy_check_names_every_kind_of_finding_in_json() {
+    let path = std::env::temp_dir().join(format!("ctrack-kinds-{}.toml", std::process::id()));
+    std::fs::write(
+        &path,
+        r#"
+[[port]]
+name = "vm1"
+addresses = ["02:00:00:00:00:01 10.0.0.1"]
+port_security = ["02:00:00:00:00:01 10.0.0.9"]
+[port_groups]
+idle = ["vm1"]
+[meters.quiet]
+rate = 5
+[meters.spare]
+rate = 7
+[[acl]]
+name = "web"
+direction = "to-lport"
+priority = 100
+match = "tcp.dst == 80"
+action = "allow-related"
+log-related = true
+[[acl]]
+name = "web"
+direction = "to-lport"
+priority = 90
+match = "tcp.dst == 443"
+action = "allow-related"
+meter = "quiet"
+[[acl]]
+name = "dns"
+direction = "from-lport"
+priority = 100
+match = "udp.dst == 53"
+action = "allow-stateless"
+log = true
+log-related = true
+"#,
+    )
+    .expect("write");
+    let file = path.to_str().expect("UTF-8 path");
+    let json = ctrack(&["policy", "check", "--format", "json", file]);
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        json.status.success(),
+        "{}",
+        String::from_utf8_lossy(&json.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&json.stdout).expect("one JSON document");
+    let findings = j["findings"].as_array().expect("findings");
+    let find = |kind: &str| {
+        let all: Vec<&serde_json::Value> = findings.iter().filter(|f| f["kind"] == kind).collect();
+        assert_eq!(all.len(), 1, "one {kind} in {j}");
+        all[0]
+    };
+    let unused_group = find("unused_port_group");
+    assert_eq!(unused_group["name"], "idle");
+    assert_eq!(find("unused_meter")["name"], "spare");
+    // ACLs that share a name are told apart by their index in the file.
+    let meter = find("meter_without_log");
+    assert_eq!(meter["acl"], "web (#1)");
+    assert_eq!(meter["name"], "quiet");
+    assert_eq!(find("log_related_without_log")["acl"], "web (#0)");
+    assert_eq!(find("log_related_without_commit")["acl"], "dns");
+    assert_eq!(find("port_security_excludes")["name"], "vm1");
+    let shared = find("shared_name");
+    assert_eq!(shared["name"], "web");
+    assert_eq!(shared["indexes"], serde_json::json!([0, 1]));
+    assert_eq!(shared["level"], "warning");
+    for f in findings {
+        let kind = f["kind"].as_str().unwrap_or("");
+        let want = if kind == "shared_name" {
+            "warning"
+        } else {
+            "note"
+        };
+        assert_eq!(f["level"], want, "{f}");
+        assert!(!f["message"].as_str().unwrap_or("").is_empty(), "{f}");
+    }
+    assert_eq!(
+        (j["warnings"].as_u64(), j["notes"].as_u64()),
+        (Some(1), Some(6))
+    );
+}
+
 /// A policy needs Ethernet frames: a raw-IP capture is refused, naming its
 /// link type in words.
 #[test]
