@@ -72,9 +72,7 @@ impl Daemon {
     /// Loads the policy, opens every worker's ports and starts the threads.
     /// Nothing runs if any step fails; the error says which, in one line.
     pub fn start(cfg: &RunConfig) -> Result<Daemon, String> {
-        if cfg.ports.is_empty() {
-            return Err("no ports: give at least one --port NAME=IFACE".into());
-        }
+        check_ports(&cfg.ports)?;
         let policy = Policy::load(&cfg.policy_path).map_err(|e| e.to_string())?;
         for (name, _) in &cfg.ports {
             if !policy.ports.iter().any(|p| &p.name == name) {
@@ -186,6 +184,27 @@ impl Drop for Daemon {
 }
 
 /// Every worker's handle on every port: `[worker][port]`.
+/// Checks a datapath's ports, (policy port, interface) pairs: at least
+/// one, and each policy port and each interface at most once.
+pub fn check_ports(ports: &[(String, String)]) -> Result<(), String> {
+    if ports.is_empty() {
+        return Err("no ports: give at least one --port NAME=IFACE".into());
+    }
+    for (i, (name, ifname)) in ports.iter().enumerate() {
+        if let Some((_, other)) = ports[..i].iter().find(|(n, _)| n == name) {
+            return Err(format!(
+                "--port {name}={ifname}: port {name:?} is given twice (with {other} before): one interface a port"
+            ));
+        }
+        if let Some((other, _)) = ports[..i].iter().find(|(_, f)| f == ifname) {
+            return Err(format!(
+                "--port {name}={ifname}: interface {ifname} is given twice (for {other} before): one port an interface"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn open_ports(
     cfg: &RunConfig,
     infos: &[PortInfo],

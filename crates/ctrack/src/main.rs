@@ -39,7 +39,8 @@ impl Cli {
     /// Err names the subcommand (its path of names) and what is wrong.
     fn validate(&self) -> Result<(), (Vec<&'static str>, String)> {
         match &self.command {
-            Command::Replay(_) | Command::Policy(_) | Command::Run(_) | Command::Ctl(_) => Ok(()),
+            Command::Replay(_) | Command::Policy(_) | Command::Ctl(_) => Ok(()),
+            Command::Run(r) => r.validate().map_err(|msg| (vec!["run"], msg)),
             Command::Bench(b) => b
                 .validate()
                 .map_err(|(name, msg)| (vec!["bench", name], msg)),

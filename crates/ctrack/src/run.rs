@@ -91,6 +91,16 @@ pub struct RunArgs {
     pub reject_burst: u32,
 }
 
+impl RunArgs {
+    /// Checks between arguments: each policy port and each interface at
+    /// most once (two of one port would split its frames between
+    /// interfaces the policy sees as one; one interface twice would take
+    /// each frame in twice).
+    pub fn validate(&self) -> Result<(), String> {
+        ctrack_datapath::daemon::check_ports(&self.ports)
+    }
+}
+
 fn parse_port(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((n, i)) if !n.is_empty() && !i.is_empty() && i.len() < 16 => {

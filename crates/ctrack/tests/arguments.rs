@@ -141,6 +141,15 @@ fn values_out_of_range_are_usage_errors() {
     usage_error(&run(&["--io", "dpdk"]), "unknown I/O kind");
     usage_error(&run(&["--acl-log-rate", "1000001"]), "from 0 to 1000000");
     usage_error(&run(&["--acl-log-rate", "lots"]), "--acl-log-rate");
+    // One interface a port, one port an interface.
+    usage_error(
+        &run(&["--port", "a=veth1"]),
+        "--port a=veth1: port \"a\" is given twice (with veth0 before)",
+    );
+    usage_error(
+        &run(&["--port", "b=veth0"]),
+        "--port b=veth0: interface veth0 is given twice (for a before)",
+    );
 }
 
 #[test]
