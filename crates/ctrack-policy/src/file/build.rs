@@ -231,7 +231,20 @@ fn mac_token<F: Format>(
             format!("bad MAC address `{mac}`: expected xx:xx:xx:xx:xx:xx"),
         ));
     };
-    Ok(std::array::from_fn(|i| (m >> (40 - 8 * i)) as u8))
+    let bytes: [u8; 6] = std::array::from_fn(|i| (m >> (40 - 8 * i)) as u8);
+    if bytes[0] & 1 != 0 {
+        // A group address names no one port: frames to it go to every
+        // port (OVN's `eth.mcast` flood outranks every port's own MAC),
+        // and none comes from it (OVN drops a group source).
+        return Err(src.inside(
+            entry,
+            at,
+            format!(
+                "MAC address {mac} is a group (multicast or broadcast) address: a port's address must be unicast"
+            ),
+        ));
+    }
+    Ok(bytes)
 }
 
 /// One `port_security` entry: a MAC, then IP addresses, each with an

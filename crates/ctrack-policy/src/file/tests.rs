@@ -271,6 +271,16 @@ fn file_errors_say_where() {
             "already port \"vm1\"",
         ),
         (
+            with_line(6, "addresses = [\"ff:ff:ff:ff:ff:ff 10.0.0.1\"]"),
+            (6, 15),
+            "MAC address ff:ff:ff:ff:ff:ff is a group (multicast or broadcast) address",
+        ),
+        (
+            with_line(6, "addresses = [\"01:00:5e:00:00:01\"]"),
+            (6, 15),
+            "a port's address must be unicast",
+        ),
+        (
             with_line(10, "name = \"vm1\""),
             (10, 8),
             "duplicate port name",
@@ -739,6 +749,11 @@ fn port_security_errors_say_where() {
             "\"02:00:00:00:00:02 10.0.0.1\"",
             "02:00:00:00:00:02",
             "MAC address 02:00:00:00:00:02 is already port \"vm2\"'s",
+        ),
+        (
+            "\"33:33:00:00:00:01 fd00::1\"",
+            "33:33:00:00:00:01",
+            "MAC address 33:33:00:00:00:01 is a group",
         ),
         (
             "\" \"",
