@@ -444,19 +444,25 @@ impl Policy {
 pub struct PolicyError {
     /// The file's name as given.
     pub file: String,
-    /// Where.
+    /// Where; line 0 for the file as a whole (it cannot be read, or is
+    /// too large), which the message then gives without a position.
     pub span: Span,
     /// What is wrong, and what was expected.
     pub message: String,
 }
 
 impl fmt::Display for PolicyError {
+    /// `FILE:LINE:COL: MESSAGE`, or `FILE: MESSAGE` for the file as a
+    /// whole.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:{}:{}: {}",
-            self.file, self.span.line, self.span.col, self.message
-        )
+        match self.span.line {
+            0 => write!(f, "{}: {}", self.file, self.message),
+            line => write!(
+                f,
+                "{}:{line}:{}: {}",
+                self.file, self.span.col, self.message
+            ),
+        }
     }
 }
 

@@ -434,7 +434,21 @@ fn files_that_are_not_regular_are_refused_at_once() {
             "{}: {e}",
             p.display()
         );
+        // The file as a whole: no line and column in the text.
+        assert_eq!(
+            e.to_string(),
+            format!("{}: the policy file is not a regular file", p.display())
+        );
     }
+    let missing = dir.join("missing.toml");
+    let e = Policy::load(&missing).unwrap_err();
+    assert!(
+        e.to_string().starts_with(&format!(
+            "{}: cannot read the policy file: ",
+            missing.display()
+        )),
+        "{e}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
