@@ -3,13 +3,12 @@
 //! stage that decided and the ct state; then each ACL's counters, as
 //! `ovs-ofctl dump-flows` shows `n_packets` and `n_bytes`.
 
-use std::fs::File;
-use std::io::{BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use ctrack_core::{LinkType, Time, Tracker};
-use ctrack_datapath::capture::{CaptureReader, Packet};
+use ctrack_datapath::capture::Packet;
 use ctrack_policy::firewall::{
     AclRef, Action, Compiled, Decision, DropReason, Firewall, FwOutputs, FwStats, Stage,
 };
@@ -111,9 +110,7 @@ fn run_policy(args: &ReplayArgs, path: &Path, out: &mut dyn Write) -> Result<()>
     fw.set_reject_limit(args.reject_rate, args.reject_burst);
     let mut reloads = load_reloads(&args.reload)?;
     reloads.reverse();
-    let file = File::open(&args.file).with_context(|| format!("{}", args.file.display()))?;
-    let mut reader = CaptureReader::new(BufReader::new(file))
-        .with_context(|| format!("{}", args.file.display()))?;
+    let mut reader = crate::replay::open_capture(args)?;
     let mut r = Run {
         args,
         fw,

@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io::{self, BufReader, Write};
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use ctrack_core::frag::{FragConfig, MAX_FRAGS_LIMIT, MIN_FRAG_LIMIT};
 use ctrack_core::{
@@ -72,7 +72,8 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub no_commit: bool,
     /// Write the packets as they leave (translated, fragments as they came)
-    /// to this pcap file, with the link type of the capture.
+    /// to this pcap file, with the link type of the capture (not a file
+    /// the replay reads: the capture or a policy).
     #[arg(long, value_name = "OUT.pcap")]
     pub write: Option<PathBuf>,
     /// Do not reassemble IP fragments (they are then invalid).
@@ -288,12 +289,48 @@ impl Numbering {
     }
 }
 
+/// Opens the capture of `args`, after checking that `--write` would not
+/// overwrite a file the replay reads (the capture, the policy or a policy
+/// it reloads: `File::create` would empty it before it is read). A
+/// directory is refused in words; other files that are not regular (a
+/// FIFO, `/dev/stdin`) are read as they come.
+pub(crate) fn open_capture(args: &ReplayArgs) -> Result<CaptureReader<BufReader<File>>> {
+    let name = args.file.display();
+    if let Some(w) = &args.write {
+        let read = std::iter::once(("the capture", &args.file))
+            .chain(args.policy.iter().map(|p| ("the policy", p)))
+            .chain(args.reload.iter().map(|r| ("a reloaded policy", &r.path)));
+        for (what, path) in read {
+            if same_file(w, path) {
+                bail!(
+                    "--write {}: that is {what} ({}), which the replay reads: write elsewhere",
+                    w.display(),
+                    path.display()
+                );
+            }
+        }
+    }
+    if std::fs::metadata(&args.file).is_ok_and(|m| m.is_dir()) {
+        bail!("{name}: a directory, not a pcap or pcapng capture");
+    }
+    let file = File::open(&args.file).with_context(|| format!("{name}"))?;
+    CaptureReader::new(BufReader::new(file)).with_context(|| format!("{name}"))
+}
+
+/// Whether `a` and `b` name one file (the same device and inode: a link
+/// or another spelling of the path too); false where either is missing.
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
+        _ => false,
+    }
+}
+
 /// Runs the replay, writing to `out`. A capture error is returned after
 /// everything before it was printed.
 pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
-    let file = File::open(&args.file).with_context(|| format!("{}", args.file.display()))?;
-    let mut reader = CaptureReader::new(BufReader::new(file))
-        .with_context(|| format!("{}", args.file.display()))?;
+    let mut reader = open_capture(args)?;
     let mut replay = Replay::new(args)?;
     if args.format == Format::Human {
         writeln!(

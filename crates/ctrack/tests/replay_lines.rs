@@ -174,3 +174,54 @@ fn write_keeps_a_cut_packets_length() {
     replay("cut", std::slice::from_ref(&cut), &["--write", out.path()]);
     assert_eq!(read_pcap(&out.0), [(cut.1, cut.2)]);
 }
+
+/// `--write` refuses a file the replay reads (the capture, under another
+/// name too, or the policy), which creating the output would empty before
+/// it is read, and leaves it as it was; a directory is no capture.
+#[test]
+fn write_refuses_a_file_the_replay_reads() {
+    let cap = Temp::new("lines-self.pcap");
+    let bytes = pcap(&whole(&[(0, frame(true, L4::udp(1000, 53, b"q")))]));
+    std::fs::write(&cap.0, &bytes).expect("write the capture");
+    let link = Temp::new("lines-self-link.pcap");
+    std::fs::hard_link(&cap.0, &link.0).expect("a hard link");
+    let policy = Temp::new("lines-self.toml");
+    let text = "[default]\naction = \"allow\"\n";
+    std::fs::write(&policy.0, text).expect("write the policy");
+    let refused = |argv: &[&str], says: &str| {
+        let out = ctrack(argv);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{argv:?}: {err}");
+        assert!(err.contains(says), "{argv:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    };
+    refused(
+        &["replay", "--write", cap.path(), cap.path()],
+        "that is the capture",
+    );
+    refused(
+        &["replay", "--write", link.path(), cap.path()],
+        "that is the capture",
+    );
+    refused(
+        &[
+            "replay",
+            "--policy",
+            policy.path(),
+            "--write",
+            policy.path(),
+            cap.path(),
+        ],
+        "that is the policy",
+    );
+    assert_eq!(std::fs::read(&cap.0).expect("the capture"), bytes);
+    assert_eq!(
+        std::fs::read_to_string(&policy.0).expect("the policy"),
+        text
+    );
+    let dir = std::env::temp_dir();
+    refused(
+        &["replay", dir.to_str().expect("UTF-8")],
+        "a directory, not a pcap or pcapng capture",
+    );
+}
