@@ -199,6 +199,8 @@ struct Tag {
 pub(crate) struct PcapOut {
     w: CaptureWriter<io::BufWriter<File>>,
     path: PathBuf,
+    /// Its link type (a pcap file has one).
+    link: LinkType,
 }
 
 impl PcapOut {
@@ -209,7 +211,22 @@ impl PcapOut {
         Ok(PcapOut {
             w,
             path: path.to_owned(),
+            link,
         })
+    }
+
+    /// Refuses packet `n` of link type `link` where the file is of
+    /// another (a pcapng capture may mix interfaces of several): its
+    /// bytes would be read as the file's type.
+    fn takes(&self, n: u64, link: LinkType) -> Result<()> {
+        if link != self.link {
+            bail!(
+                "--write {}: packet {n} is {link}, where the file is {} (the first packet's): a pcap file holds one link type",
+                self.path.display(),
+                self.link
+            );
+        }
+        Ok(())
     }
 
     pub(crate) fn write(&mut self, ts_nanos: u64, frame: &[u8], cut: u32) -> Result<()> {
@@ -409,6 +426,9 @@ impl<'a> Replay<'a> {
             && let Some(path) = &self.args.write
         {
             self.pcap_out = Some(PcapOut::create(path, pkt.link)?);
+        }
+        if let Some(w) = &self.pcap_out {
+            w.takes(n, pkt.link)?;
         }
         self.track(pkt)?;
         let (outs, dropped) = (&self.po.out, &self.po.dropped);

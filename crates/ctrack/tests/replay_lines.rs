@@ -225,3 +225,78 @@ fn write_refuses_a_file_the_replay_reads() {
         "a directory, not a pcap or pcapng capture",
     );
 }
+
+/// A pcapng capture of an Ethernet interface and a raw-IP one (block by
+/// block: a section header, two interface descriptions, an enhanced
+/// packet block for each frame).
+fn pcapng_two_links(eth: &[u8], raw: &[u8]) -> Vec<u8> {
+    let block = |kind: u32, body: &[u8]| {
+        let mut b = body.to_vec();
+        b.resize(body.len().div_ceil(4) * 4, 0);
+        let len = (b.len() + 12) as u32;
+        let mut out = kind.to_le_bytes().to_vec();
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&b);
+        out.extend_from_slice(&len.to_le_bytes());
+        out
+    };
+    let mut shb = 0x1A2B_3C4Du32.to_le_bytes().to_vec();
+    shb.extend_from_slice(&[1, 0, 0, 0]);
+    shb.extend_from_slice(&(-1i64).to_le_bytes());
+    let idb = |link: u16| {
+        let mut b = link.to_le_bytes().to_vec();
+        b.extend_from_slice(&[0, 0]);
+        b.extend_from_slice(&65535u32.to_le_bytes());
+        b
+    };
+    let epb = |iface: u32, usecs: u32, data: &[u8]| {
+        let mut b = iface.to_le_bytes().to_vec();
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&usecs.to_le_bytes());
+        b.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        b.extend_from_slice(data);
+        b
+    };
+    [
+        block(0x0A0D_0D0A, &shb),
+        block(1, &idb(1)),
+        block(1, &idb(101)),
+        block(6, &epb(0, 1, eth)),
+        block(6, &epb(1, 2, raw)),
+    ]
+    .concat()
+}
+
+/// A capture that mixes link types replays whole, but its `--write`
+/// stops at the first packet of a link type other than the file's, in
+/// words, rather than writing bytes the file's type would misread.
+#[test]
+fn write_refuses_a_second_link_type() {
+    let eth = frame(true, L4::udp(1000, 53, b"q")).build();
+    let raw = eth[14..].to_vec();
+    let cap = Temp::new("lines-two-links.pcapng");
+    std::fs::write(&cap.0, pcapng_two_links(&eth, &raw)).expect("write the capture");
+    let out = ctrack(&["replay", "--format", "json", cap.path()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = json(&String::from_utf8_lossy(&out.stdout));
+    let packets: Vec<&Value> = lines.iter().filter(|l| l.get("packet").is_some()).collect();
+    assert_eq!(packets.len(), 2, "{lines:?}");
+    // The raw-IP packet is the Ethernet one's connection.
+    assert_eq!(packets[1]["conn"], 1, "{lines:?}");
+    let dst = Temp::new("lines-two-links-out.pcap");
+    let out = ctrack(&["replay", "--write", dst.path(), cap.path()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "--write {}: packet 2 is raw IP, where the file is Ethernet (the first packet's)",
+            dst.path()
+        )),
+        "{err}"
+    );
+}
