@@ -344,6 +344,19 @@ fn policy_reload_good_and_bad() {
     assert!(e.contains("bad.toml"), "{e}");
     let e = env.fails(&["policy", "reload", "/nonexistent/p.toml"]);
     assert!(e.contains("cannot read"), "{e}");
+    // A policy without a port an interface is bound to: the interface's
+    // frames would be no port's.
+    let unbound = env.dir.join("unbound.toml");
+    std::fs::write(
+        &unbound,
+        "[[port]]\nname = \"client\"\naddresses = [\"02:00:00:00:00:01 10.0.0.1\"]\n",
+    )
+    .unwrap();
+    let e = env.fails(&["policy", "reload", unbound.to_str().unwrap()]);
+    assert!(
+        e.contains("no port \"server\", which interface veth1 is bound to (--port server=veth1)"),
+        "{e}"
+    );
     // The running policy stays, and so does its file.
     assert_eq!(env.shared.fw.policy().generation, 3);
     assert!(env.ok(&["policy", "reload"]).ends_with("other.toml"));

@@ -208,11 +208,27 @@ impl Shared {
 
     /// Loads the policy file again (or `path`, which becomes the file from
     /// then on) and swaps it in; returns the new generation. On any error
-    /// the running policy stays and the error says why.
+    /// the running policy stays and the error says why. A policy without
+    /// a port an interface is bound to is refused, as `ctrack run` refuses
+    /// it at the start: that interface's frames would belong to no port,
+    /// outside its port security and its ACLs (OVN drops the frames of an
+    /// interface whose port is gone).
     pub fn reload(&self, path: Option<&Path>) -> Result<u32, String> {
         let mut p = self.policy_path.lock().unwrap_or_else(|e| e.into_inner());
         let file = path.map(Path::to_path_buf).unwrap_or_else(|| p.clone());
         let policy = Policy::load(&file).map_err(|e| e.to_string())?;
+        if let Some(gone) =
+            (self.ports.iter()).find(|b| !policy.ports.iter().any(|q| q.name == b.name))
+        {
+            return Err(format!(
+                "{}: no port {:?}, which interface {} is bound to (--port {}={}): restart ctrack run without that --port to unbind it",
+                file.display(),
+                gone.name,
+                gone.ifname,
+                gone.name,
+                gone.ifname
+            ));
+        }
         let generation = self
             .fw
             .set_policy(policy)
