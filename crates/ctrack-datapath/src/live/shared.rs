@@ -221,7 +221,7 @@ impl Shared {
             (self.ports.iter()).find(|b| !policy.ports.iter().any(|q| q.name == b.name))
         {
             return Err(format!(
-                "{}: no port {:?}, which interface {} is bound to (--port {}={}): restart ctrack run without that --port to unbind it",
+                "{}: no port {:?}, which interface {} is bound to (--port {}={}): give it `enabled = false` to cut it off, or restart ctrack run without that --port to unbind it",
                 file.display(),
                 gone.name,
                 gone.ifname,
