@@ -478,3 +478,92 @@ fn control_arguments_at_their_edges() {
     assert_eq!(env.ok(&["ct-get-timeout", "zone=5"]), before);
     assert!(before.ends_with(" (default)\n"), "{before}");
 }
+
+/// What the reports say where a mutation round found the test above
+/// silent (docs/fuzzing.md, round 31): ACLs in evaluation order (stage,
+/// tier, then priority, highest first) and each under its own tier,
+/// ports numbered from 1, a zone's limit, the text form's numbers alone,
+/// the workers' time a packet without the idle time, packets a round,
+/// and no address of a policy port that no interface is bound to.
+#[test]
+fn reports_follow_the_evaluation_order_and_say_what_they_count() {
+    let mut env = Env::new();
+    env.populate();
+    let tiers = env.dir.join("tiers.toml");
+    let acl = |name: &str, dir: &str, tier: u8, priority: u16| {
+        format!(
+            "[[acl]]\nname = \"{name}\"\ndirection = \"{dir}\"\ntier = {tier}\npriority = {priority}\nmatch = \"tcp.dst == {priority}\"\naction = \"allow-related\"\n"
+        )
+    };
+    let ports = POLICY.split("[[acl]]").next().unwrap().to_owned();
+    let text = [
+        ports,
+        acl("to-low", "to-lport", 0, 10),
+        acl("from-t1", "from-lport", 1, 500),
+        acl("to-high", "to-lport", 0, 900),
+        acl("from-t0", "from-lport", 0, 20),
+        acl("to-t2", "to-lport", 2, 30),
+    ]
+    .concat();
+    std::fs::write(&tiers, text).unwrap();
+    env.ok(&["policy", "reload", tiers.to_str().unwrap()]);
+    let counters: serde_json::Value =
+        serde_json::from_str(&env.ok(&["policy", "counters", "--format", "json"])).unwrap();
+    let order: Vec<&str> = counters["acls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["acl"].as_str().unwrap())
+        .collect();
+    assert_eq!(order, ["from-t0", "from-t1", "to-high", "to-low", "to-t2"]);
+    let show = env.ok(&["policy", "show"]);
+    assert!(show.contains("port client (1): zone 5,"), "{show}");
+    assert!(show.contains("port guest (3): zone 9,"), "{show}");
+    let section = |head: &str| -> Vec<String> {
+        let start = show
+            .find(head)
+            .unwrap_or_else(|| panic!("{head} in {show}"));
+        show[start..]
+            .lines()
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .map(|l| l.split_whitespace().nth(1).unwrap_or("").to_owned())
+            .collect()
+    };
+    assert_eq!(section("from-lport tier 0: 1 ACLs"), ["from-t0"]);
+    assert_eq!(section("from-lport tier 1: 1 ACLs"), ["from-t1"]);
+    assert_eq!(section("to-lport tier 0: 2 ACLs"), ["to-high", "to-low"]);
+    assert_eq!(section("to-lport tier 2: 1 ACLs"), ["to-t2"]);
+    assert!(!show.contains("tier 3"), "no empty tier: {show}");
+    assert!(!show.contains("to-lport tier 1"), "no empty tier: {show}");
+
+    env.ok(&["ct-set-limits", "zone=5,limit=3"]);
+    {
+        let mut w = env.shared.workers[0].lock().unwrap();
+        w.cost.packets = 10;
+        w.cost.rounds = 4;
+        w.cost.total_ns = 1_000_000;
+    }
+    let st: serde_json::Value =
+        serde_json::from_str(&env.ok(&["stats", "--format", "json"])).unwrap();
+    let zones = st["connections"]["zones"].as_array().unwrap();
+    let z5 = zones.iter().find(|z| z["zone"] == 5).unwrap();
+    assert_eq!((&z5["count"], &z5["limit"]), (&2.into(), &3.into()), "{st}");
+    assert_eq!(st["cost"]["packets_per_round"], 2.5, "{st}");
+    assert!(st["cost"]["ns_per_packet"].get("idle").is_none(), "{st}");
+    assert!(st["cost"]["share"].get("idle").is_some(), "{st}");
+    let text = env.ok(&["stats"]);
+    assert!(!text.contains('{') && !text.contains('"'), "{text}");
+
+    // The guest's port is in the policy but bound to no interface here.
+    let fdb: serde_json::Value =
+        serde_json::from_str(&env.ok(&["fdb-show", "--format", "json"])).unwrap();
+    let macs: Vec<&str> = fdb["addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["mac"].as_str().unwrap())
+        .collect();
+    assert!(macs.contains(&"02:00:00:00:00:01"), "{fdb}");
+    assert!(!macs.contains(&"02:00:00:00:00:03"), "{fdb}");
+}
