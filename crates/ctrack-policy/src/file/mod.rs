@@ -142,3 +142,5 @@ fn json_error(e: &serde_json::Error, text: &str, file: &str) -> PolicyError {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_ports;
