@@ -183,7 +183,6 @@ impl Drop for Daemon {
     }
 }
 
-/// Every worker's handle on every port: `[worker][port]`.
 /// Checks a datapath's ports, (policy port, interface) pairs: at least
 /// one, and each policy port and each interface at most once.
 pub fn check_ports(ports: &[(String, String)]) -> Result<(), String> {
@@ -205,6 +204,7 @@ pub fn check_ports(ports: &[(String, String)]) -> Result<(), String> {
     Ok(())
 }
 
+/// Every worker's handle on every port: `[worker][port]`.
 fn open_ports(
     cfg: &RunConfig,
     infos: &[PortInfo],

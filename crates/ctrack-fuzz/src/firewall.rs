@@ -315,10 +315,13 @@ action = "allow-related"
 "#,
 ];
 
-/// A MAC address as the policy file writes it.
+/// A MAC address as the policy file writes it, made unicast (a port's
+/// address is: the file refuses a group address), so that a frame sent
+/// to the group address it came from is flooded, not the port's.
 fn mac(b: &[u8]) -> String {
     b.iter()
-        .map(|x| format!("{x:02x}"))
+        .enumerate()
+        .map(|(i, x)| format!("{:02x}", if i == 0 { x & !1 } else { *x }))
         .collect::<Vec<_>>()
         .join(":")
 }
@@ -353,7 +356,7 @@ pub fn firewall_frames_bytes(data: &[u8], probe: &mut Probe) {
 pub fn firewall_frames(frames: &[Vec<u8>], pick: u8, probe: &mut Probe) {
     // The ports' MAC addresses: the first frame's, or two fixed ones.
     let (a, b) = match frames.iter().find(|f| f.len() >= 14) {
-        Some(f) if f[6..12] != f[0..6] => (mac(&f[6..12]), mac(&f[0..6])),
+        Some(f) if mac(&f[6..12]) != mac(&f[0..6]) => (mac(&f[6..12]), mac(&f[0..6])),
         _ => ("02:00:00:00:00:01".into(), "02:00:00:00:00:02".into()),
     };
     let policy_at = |n: usize| {
