@@ -309,5 +309,29 @@ mod tests {
         let hub = Arc::new(EventHub::new(2));
         hub.event(EventKind::New, &entry());
         assert_eq!((hub.offered(), hub.dropped()), (0, 0));
+        // Nor once the subscribers have gone: a subscription leaves the
+        // list with its drop (else the list grew with every `ctl events`
+        // client, and each event was built for receivers long gone).
+        for _ in 0..3 {
+            drop(hub.subscribe());
+        }
+        hub.event(EventKind::New, &entry());
+        assert_eq!((hub.offered(), hub.dropped()), (0, 0));
+    }
+
+    /// A hub made with no room still queues one event a subscriber (a
+    /// channel of no room would take an event only from a receiver
+    /// waiting at that moment).
+    #[test]
+    fn a_queue_holds_at_least_one_event() {
+        let hub = Arc::new(EventHub::new(0));
+        assert_eq!(hub.capacity(), 1);
+        let mut sub = hub.subscribe();
+        hub.event(EventKind::New, &entry());
+        hub.event(EventKind::Destroy, &entry());
+        assert!(
+            matches!(sub.next(Duration::from_millis(1)), Next::Event(e) if e.kind == EventKind::New)
+        );
+        assert_eq!(sub.next(Duration::from_millis(1)), Next::Dropped(1));
     }
 }
