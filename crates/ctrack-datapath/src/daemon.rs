@@ -92,6 +92,17 @@ impl Daemon {
                 mtu,
             });
         }
+        if let Some(p) = infos.iter().find(|p| p.mtu + 18 > io::MAX_FRAME) {
+            // `lo`'s 65,536, say: refused here in words rather than by
+            // the ring's set-up as a frame size.
+            return Err(format!(
+                "{}: MTU {} is too large: a port's frames, its MTU and an 18-byte link header, must fit in {} bytes; lower it, as `ip link set {} mtu 9000`",
+                p.ifname,
+                p.mtu,
+                io::MAX_FRAME,
+                p.ifname
+            ));
+        }
         let workers = cfg.workers.max(1);
         let handles = open_ports(cfg, &infos, workers)?;
         let tracker = Tracker::new(cfg.tracker.clone());

@@ -12,6 +12,10 @@ use std::time::Duration;
 
 pub use crate::sys::port::{IoKind, Pool, Port, PortOptions, PortStats, RxRing};
 
+/// The largest frame an AF_PACKET port takes in (bytes): a port's MTU
+/// plus a VLAN-tagged Ethernet header (18 bytes) must fit.
+pub const MAX_FRAME: usize = crate::sys::MAX_FRAME;
+
 /// Opens `opts.worker`'s handle on `opts.ifname`.
 pub fn open(opts: &PortOptions) -> io::Result<Box<dyn Port>> {
     crate::sys::open(opts)

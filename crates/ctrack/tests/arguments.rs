@@ -6,7 +6,7 @@ mod common;
 
 use std::process::Command;
 
-use common::ctrack;
+use common::{Temp, ctrack, root_user};
 
 fn no_panic(err: &str) {
     assert!(
@@ -902,4 +902,45 @@ fn memory_counts_what_labels_and_translation_add() {
             "{what}: {rss:.1} B a connection against {plain_rss:.1}"
         );
     }
+}
+
+/// An interface whose MTU no port's frame holds (`lo`'s 65,536) is
+/// refused in words, naming the interface and what to do. Needs root
+/// (the capability check comes first) and `lo` at such an MTU, as a
+/// machine has it unless someone lowered it.
+#[test]
+fn an_mtu_over_a_ports_frame_is_refused_in_words() {
+    let mtu: usize = std::fs::read_to_string("/sys/class/net/lo/mtu")
+        .ok()
+        .and_then(|m| m.trim().parse().ok())
+        .unwrap_or(0);
+    if !root_user() || mtu + 18 <= 65536 {
+        eprintln!("skipped: needs root and lo's MTU over 65,518 (it is {mtu})");
+        return;
+    }
+    let policy = Temp::new("mtu.toml");
+    std::fs::write(
+        &policy.0,
+        "[[port]]\nname = \"a\"\naddresses = [\"02:00:00:00:00:01\"]\n",
+    )
+    .expect("write the policy");
+    let sock = Temp::new("mtu.sock");
+    let out = ctrack(&[
+        "run",
+        "--policy",
+        policy.path(),
+        "--port",
+        "a=lo",
+        "--ctl",
+        sock.path(),
+        "--workers",
+        "1",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("lo: MTU {mtu} is too large")) && err.contains("ip link set lo mtu"),
+        "{err}"
+    );
+    no_panic(&err);
 }

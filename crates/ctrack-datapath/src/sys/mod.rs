@@ -28,6 +28,7 @@ use std::time::Duration;
 pub(crate) use caps::check_capabilities;
 pub(crate) use ifinfo::interface;
 use port::{IoKind, Port, PortOptions};
+pub(crate) use rxring::MAX_FRAME;
 
 /// See `crate::io::open`.
 pub(crate) fn open(opts: &PortOptions) -> io::Result<Box<dyn Port>> {

@@ -43,8 +43,10 @@ pub(super) const TPACKET_V2: libc::c_int = 1;
 pub(super) const TPACKET_V3: libc::c_int = 2;
 /// The largest ring we map for one socket.
 const MAX_RING_BYTES: usize = 1 << 30;
+/// The largest frame a ring slot holds (bytes, without FCS).
+pub(crate) const MAX_FRAME: usize = 65536;
 /// Frame sizes we accept (bytes, without FCS).
-const FRAME_SIZES: std::ops::RangeInclusive<usize> = 64..=65536;
+const FRAME_SIZES: std::ops::RangeInclusive<usize> = 64..=MAX_FRAME;
 
 // `struct tpacket_block_desc`: two u32 then `struct tpacket_hdr_v1`
 // (8-aligned, so at 8): block_status, num_pkts, offset_to_first_pkt.
