@@ -474,18 +474,23 @@ fn a_frame_of_segmentation_offload_leaves_whole_or_cut() {
     }
 }
 
-/// A worker expires connections itself after a round with traffic (no
-/// housekeeping thread runs here): up to twice the frames it received.
-#[test]
-fn a_busy_worker_expires_connections_itself() {
-    let mut r = rig_with(Config {
+/// A table whose first UDP packet's connection expires after a second.
+fn udp_in_a_second() -> Config {
+    Config {
         max_conns: 10_000,
         timeouts: TimeoutPolicy {
             udp_first: 1,
             ..TimeoutPolicy::default()
         },
         ..Config::default()
-    });
+    }
+}
+
+/// A worker expires connections itself after a round with traffic (no
+/// housekeeping thread runs here): up to twice the frames it received.
+#[test]
+fn a_busy_worker_expires_connections_itself() {
+    let mut r = rig_with(udp_in_a_second());
     let mut w = Worker::new(r.shared.clone(), 0, r.ports.take().unwrap());
     let udp = |first: u16| -> Vec<Vec<u8>> {
         (first..first + 100)
@@ -1123,14 +1128,7 @@ fn a_stopping_worker_drains_its_ports_and_logs_nothing_unasked() {
 /// A worker that gets one frame a round still expires connections.
 #[test]
 fn a_worker_of_one_frame_a_round_expires_connections() {
-    let mut r = rig_with(Config {
-        max_conns: 10_000,
-        timeouts: TimeoutPolicy {
-            udp_first: 1,
-            ..TimeoutPolicy::default()
-        },
-        ..Config::default()
-    });
+    let mut r = rig_with(udp_in_a_second());
     let mut w = Worker::new(r.shared.clone(), 0, r.ports.take().unwrap());
     let udp = |p: u16| ip4(CLIENT, SERVER, L4::udp(p, 9, &[0; 18])).build();
     one_round(&r, &mut w, 0, vec![udp(100)]);
