@@ -186,26 +186,32 @@ fn passive_ftp_without_nat_and_marks_inherited() {
     );
 }
 
+/// A control connection through source NAT to 198.51.100.1 that
+/// announces port 40001 (the address rewritten in its text); the command
+/// as sent and as it leaves.
+fn announce_through_snat(n: &Net) -> (&'static [u8], &'static [u8]) {
+    let fwd = "commit,nat(src=198.51.100.1),alg=ftp";
+    snat_control(n, fwd);
+    let port = b"PORT 10,0,0,1,156,65\r\n";
+    let shown = b"PORT 198,51,100,1,156,65\r\n";
+    n.expect(
+        &seg((C, 40000), (S, 21), PSH | ACK, 101, 501, port),
+        fwd,
+        &seg((N, 40000), (S, 21), PSH | ACK, 101, 501, shown),
+        "est|trk|snat",
+    );
+    (port, shown)
+}
+
 /// The expectation of a translated control connection translates its
 /// data connection only under an action that translates (`nat`), as
 /// Open vSwitch applies an expectation's translation only with the ct
 /// action's NAT; committed plainly, it is related and left as it came.
 #[test]
 fn an_expected_connection_is_translated_only_under_nat() {
-    let fwd = "commit,nat(src=198.51.100.1),alg=ftp";
-    // A control connection through source NAT that announces port
-    // 40001 (the address rewritten in its text).
     let announced = || {
         let n = Net::new();
-        snat_control(&n, fwd);
-        let port = b"PORT 10,0,0,1,156,65\r\n";
-        let shown = b"PORT 198,51,100,1,156,65\r\n";
-        n.expect(
-            &seg((C, 40000), (S, 21), PSH | ACK, 101, 501, port),
-            fwd,
-            &seg((N, 40000), (S, 21), PSH | ACK, 101, 501, shown),
-            "est|trk|snat",
-        );
+        announce_through_snat(&n);
         n
     };
     let n = announced();
@@ -715,16 +721,7 @@ fn expectations_end_with_their_control_connection() {
 #[test]
 fn sack_edges_follow_the_offset() {
     let n = Net::new();
-    let fwd = "commit,nat(src=198.51.100.1),alg=ftp";
-    snat_control(&n, fwd);
-    let port = b"PORT 10,0,0,1,156,65\r\n";
-    let shown = b"PORT 198,51,100,1,156,65\r\n";
-    n.expect(
-        &seg((C, 40000), (S, 21), PSH | ACK, 101, 501, port),
-        fwd,
-        &seg((N, 40000), (S, 21), PSH | ACK, 101, 501, shown),
-        "est|trk|snat",
-    );
+    let (port, shown) = announce_through_snat(&n);
     let after = 101 + port.len() as u32;
     let grow = (shown.len() - port.len()) as u32;
     // The server acknowledges up to the rewritten command and selectively
