@@ -286,8 +286,11 @@ fn parse_port(tok: &str, v: &str) -> Result<u16, ActionError> {
 type Range<'a> = (Option<(String, Option<String>)>, Option<&'a str>);
 
 fn split_range<'a>(tok: &str, v: &'a str) -> Result<Range<'a>, ActionError> {
-    // Port-only: `:1000-2000`.
-    if let Some(p) = v.strip_prefix(':') {
+    // Port-only: `:1000-2000` (but `::1`, `::` and `::ffff:10.0.0.1`
+    // are IPv6 addresses, as Open vSwitch reads them).
+    if let Some(p) = v.strip_prefix(':')
+        && !p.starts_with(':')
+    {
         return Ok((None, Some(p)));
     }
     let (addrs, ports) = if v.starts_with('[') {
@@ -674,6 +677,21 @@ mod tests {
         assert_eq!(a.nat.unwrap().mode, NatMode::Persistent);
         let a = p("commit,nat(src=:1024-2047)");
         assert_eq!(a.nat.unwrap().range.unwrap().addrs, None);
+        // Addresses that start with `::`, brackets or not, are not ports.
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        for (s, lo, hi) in [
+            ("commit,nat(src=::1-::2)", "::1", "::2"),
+            ("commit,nat(src=::)", "::", "::"),
+            (
+                "commit,nat(dst=::ffff:10.0.0.1)",
+                "::ffff:10.0.0.1",
+                "::ffff:10.0.0.1",
+            ),
+            ("commit,nat(src=[::1]-[::9]:80)", "::1", "::9"),
+        ] {
+            let r = p(s).nat.unwrap().range.unwrap();
+            assert_eq!(r.addrs, Some((ip(lo), ip(hi))), "{s}");
+        }
         for s in [
             "commit,nat(src=10.0.0.1-10.0.0.9:20000-20100,random)",
             "commit,force,zone=65535,mark=0xffffffff/0xf,label=0x1/0x3",
