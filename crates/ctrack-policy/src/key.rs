@@ -25,12 +25,13 @@
 
 use ctrack_wire::ethernet::ethertype;
 pub(crate) use ctrack_wire::plain_ipv4;
-use ctrack_wire::{Fragment, IpVersion, LinkType, ip_proto, parse_frame};
+use ctrack_wire::{Fragment, IpVersion, LinkType, NotIp, ip_proto, parse_frame};
 
 /// Bits of the flags field (w0's top 16 bits): what a frame is. Protocol
 /// names of the match language (`ip`, `tcp`, `icmp`...) test these.
 pub mod flag {
-    /// IPv4 or IPv6 with a usable header.
+    /// An IPv4 or IPv6 EtherType, its header usable or not (OVN's `ip` is
+    /// the EtherType; a frame whose header is not has no network fields).
     pub const IP: u16 = 1 << 0;
     /// IPv4.
     pub const IP4: u16 = 1 << 1;
@@ -234,7 +235,9 @@ impl Key {
     /// Fills a key from an Ethernet frame that entered from `inport` and
     /// goes to `outport`. A frame cut short fills what it has: fields of a
     /// layer that is missing stay 0 and their protocol flag stays clear, so
-    /// no ACL that needs them matches it. Never panics.
+    /// no ACL that needs them matches it, but for `ip` and `ip4` or `ip6`,
+    /// which an IP EtherType sets whatever follows (as Open vSwitch's
+    /// flow extraction keeps a frame's EtherType). Never panics.
     pub fn from_frame(frame: &[u8], inport: PortNo, outport: PortNo) -> Key {
         match Key::from_ipv4_frame(frame, inport, outport) {
             Some(k) => k,
@@ -303,10 +306,45 @@ impl Key {
             if ip.frag != Fragment::Later {
                 flags |= l4_fields(&mut k, &frame[ip.l4..ip.end], ip.version, ip.proto);
             }
+        } else if let Err(bad) = layers.ip
+            && bad.is_ip_ethertype()
+        {
+            // An IP EtherType with a header that is not usable (cut short,
+            // lengths that run past the frame, a bad extension header): as
+            // Open vSwitch's flow has it, `ip` and `ip4` or `ip6` but no
+            // network fields (they stay 0), so that an ACL on `ip` meets
+            // it as OVN's does, and a tracking policy sends it to the
+            // tracker, which finds it invalid. Open vSwitch reads an IPv6
+            // header's addresses once its lengths hold, before the
+            // extension headers that may fail.
+            if let NotIp::BadIpv4(_) = bad {
+                flags |= flag::IP | flag::IP4;
+            } else {
+                flags |= flag::IP | flag::IP6;
+                if let Some((src, dst)) = layers.l3.and_then(|at| ipv6_addresses(frame, at)) {
+                    k.set(Field::IpSrc, src);
+                    k.set(Field::IpDst, dst);
+                }
+            }
         }
         k.set(Field::Flags, u128::from(flags));
         k
     }
+}
+
+/// The source and destination addresses of the IPv6 header at `at`, where
+/// its lengths hold as Open vSwitch checks them before it reads them
+/// (lib/flow.c, `ipv6_sanity_check`: a whole header, a payload length
+/// within the frame, at most 64 KiB of padding after it).
+fn ipv6_addresses(frame: &[u8], at: usize) -> Option<(u128, u128)> {
+    let h: &[u8; 40] = frame.get(at..)?.first_chunk()?;
+    let plen = usize::from(u16::from_be_bytes([h[4], h[5]]));
+    let size = frame.len() - at;
+    if plen + 40 > size || size - (plen + 40) > usize::from(u16::MAX) {
+        return None;
+    }
+    let word = |b: &[u8]| b.iter().fold(0u128, |v, &x| (v << 8) | u128::from(x));
+    Some((word(&h[8..24]), word(&h[24..40])))
 }
 
 /// `vlan.tci`'s bit 12, set when the frame has a tag (Open vSwitch's
@@ -495,8 +533,45 @@ mod tests {
     fn short_frames_fill_what_they_have() {
         for n in 0..80 {
             let f = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::tcp(1, 2, 0x002)).build();
-            let _ = Key::from_frame(&f[..n.min(f.len())], 0, 0);
+            let k = Key::from_frame(&f[..n.min(f.len())], 0, 0);
+            // Cut inside the IP datagram: `ip` and `ip4`, and nothing of
+            // the network layer, as Open vSwitch's flow has it.
+            let want = match n {
+                ..14 => 0,
+                14..54 => flag::IP | flag::IP4,
+                _ => flag::IP | flag::IP4 | flag::TCP,
+            };
+            assert_eq!(k.flags(), want, "{n}");
+            if (14..54).contains(&n) {
+                assert_eq!((k.get(Field::IpSrc), k.get(Field::IpProto)), (0, 0));
+                assert_eq!(k.get(Field::EthType), 0x0800);
+            }
         }
+    }
+
+    /// An IPv6 header whose lengths hold but whose extension header is
+    /// malformed keeps its addresses (Open vSwitch reads them before the
+    /// extension headers), not its protocol; one whose payload length runs
+    /// past the frame keeps neither.
+    #[test]
+    fn a_bad_ipv6_header_keeps_what_open_vswitch_reads() {
+        let (a, b) = ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
+        let mut f = Frame::v6(a, b, L4::udp(1, 2, b"x"));
+        f.ext = vec![ctrack_wire::build::Ext::HopByHop(0)];
+        let mut bytes = f.build();
+        // The hop-by-hop header's length runs past the datagram.
+        bytes[14 + 40 + 1] = 200;
+        let k = Key::from_frame(&bytes, 0, 0);
+        assert_eq!(k.flags(), flag::IP | flag::IP6);
+        assert_eq!(k.get(Field::IpSrc), u128::from(a));
+        assert_eq!(k.get(Field::IpDst), u128::from(b));
+        assert_eq!(k.get(Field::IpProto), 0);
+        // A payload length past the frame: no addresses.
+        let mut bytes = Frame::v6(a, b, L4::udp(1, 2, b"x")).build();
+        bytes[18] = 0xff;
+        let k = Key::from_frame(&bytes, 0, 0);
+        assert_eq!(k.flags(), flag::IP | flag::IP6);
+        assert_eq!((k.get(Field::IpSrc), k.get(Field::IpDst)), (0, 0));
     }
 
     /// The common case's shortcut answers what it is for: a plain IPv4

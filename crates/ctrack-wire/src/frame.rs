@@ -97,6 +97,16 @@ pub enum NotIp {
     BadIpv6(Error),
 }
 
+impl NotIp {
+    /// Whether the frame's EtherType says IPv4 or IPv6 although its IP
+    /// header is not usable. Open vSwitch's flow of such a frame keeps
+    /// that EtherType (`dl_type`) and no network fields, so OVN's `ip`,
+    /// `ip4` and `ip6` match it, and its conntrack finds it invalid.
+    pub fn is_ip_ethertype(&self) -> bool {
+        matches!(self, NotIp::BadIpv4(_) | NotIp::BadIpv6(_))
+    }
+}
+
 /// The layers of a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Frame {

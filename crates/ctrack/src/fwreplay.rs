@@ -17,7 +17,9 @@ use ctrack_wire::parse_frame;
 use serde::Serialize;
 
 use crate::replay::reload::Reload;
-use crate::replay::{Clock, Format, PcapOut, ReplayArgs, frag_config, sweep, tracker_config};
+use crate::replay::{
+    Clock, CutShort, Format, PcapOut, ReplayArgs, frag_config, sweep, tracker_config,
+};
 use ctrack_wire::describe::describe;
 
 /// The policies of `--reload`, loaded and compiled once up front so that
@@ -123,6 +125,7 @@ fn run_policy(args: &ReplayArgs, path: &Path, out: &mut dyn Write) -> Result<()>
         log: LogCounts::default(),
         reloads,
         since: None,
+        cut_short: CutShort::default(),
     };
     if args.format == Format::Human {
         writeln!(
@@ -139,7 +142,11 @@ fn run_policy(args: &ReplayArgs, path: &Path, out: &mut dyn Write) -> Result<()>
         }
     };
     let (n, unused) = (r.n, r.reloads.last().map(|(at, p, _)| (*at, p.clone())));
+    let note = r.cut_short.note(&args.file);
     r.finish(out)?;
+    if let Some(note) = note {
+        eprintln!("{note}");
+    }
     result.with_context(|| format!("{}", args.file.display()))?;
     if let Some((at, path)) = unused {
         bail!(
@@ -165,6 +172,8 @@ struct Run<'a> {
     /// The packet the policy in force took over at, if a reload put it
     /// there.
     since: Option<u64>,
+    /// Packets a snapshot length cut short and made invalid.
+    cut_short: CutShort,
 }
 
 /// The ACL log's lines: written, and kept back by the ACLs' meters.
@@ -237,6 +246,8 @@ impl Run<'_> {
                 log: self.logs(&pol, &o.decision, o.frame.len()),
             };
             write_line(out, self.args.format, &pol, &line)?;
+            let cs = &mut self.cut_short;
+            cs.see(o.tag.n, &o.frame, LinkType::Ethernet, o.tag.cut);
             if let Some(w) = self.pcap.as_mut() {
                 if o.decision.action == Action::Allow {
                     w.write(o.tag.ts, &o.frame, o.tag.cut)?;

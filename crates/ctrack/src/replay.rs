@@ -21,7 +21,7 @@ use ctrack_wire::parse_frame;
 
 use crate::args::{MAX_CONNS, bounded};
 use ctrack_wire::describe::describe;
-pub(crate) use files::{PcapOut, open_capture};
+pub(crate) use files::{CutShort, PcapOut, open_capture};
 use json::{ConnJson, CountersJson, DroppedJson, PacketJson, StatsJson};
 
 /// Output formats.
@@ -277,7 +277,11 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
             Err(e) => break Err(e),
         }
     };
+    let note = replay.cut_short.note(&args.file);
     replay.finish(out)?;
+    if let Some(note) = note {
+        eprintln!("{note}");
+    }
     result.with_context(|| format!("{}", args.file.display()))
 }
 
@@ -303,6 +307,8 @@ struct Replay<'a> {
     /// The frames leaving, the fragments dropped, and the counters of this
     /// one worker.
     po: Outputs<Tag>,
+    /// Packets a snapshot length cut short and made invalid.
+    cut_short: CutShort,
 }
 
 impl<'a> Replay<'a> {
@@ -326,6 +332,7 @@ impl<'a> Replay<'a> {
             now: Time::ZERO,
             next_sweep: Time::ZERO,
             po: Outputs::default(),
+            cut_short: CutShort::default(),
         })
     }
 
@@ -393,6 +400,8 @@ impl<'a> Replay<'a> {
         );
         for o in &self.po.out {
             self.numbering.see(&o.verdict);
+            let cs = &mut self.cut_short;
+            cs.see(o.tag.n, &o.frame, pkt.link, o.tag.cut);
             if let Some(w) = self.pcap_out.as_mut() {
                 w.write(pkt.ts_nanos, &o.frame, o.tag.cut)?;
             }

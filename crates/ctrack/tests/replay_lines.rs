@@ -300,3 +300,44 @@ fn write_refuses_a_second_link_type() {
         "{err}"
     );
 }
+
+/// A capture whose snapshot length cut packets inside their IP datagram:
+/// they are invalid (as in Open vSwitch, which reads only the bytes
+/// captured), and the replay says why once, on standard error, with a
+/// policy too; a packet whose cut took only its Ethernet padding is
+/// tracked as a whole one and draws no note.
+#[test]
+fn packets_a_snapshot_length_cut_are_told_of() {
+    let whole_frame = frame(true, L4::udp(1000, 53, &[7; 40])).build();
+    let len = whole_frame.len() as u32;
+    let cut = |ts: u64| (ts, whole_frame[..42].to_vec(), len);
+    let cap = Temp::new("lines-snaplen.pcap");
+    std::fs::write(&cap.0, pcap(&[cut(0), cut(1), cut_frame()])).expect("write");
+    let policy = Temp::new("lines-snaplen.toml");
+    std::fs::write(&policy.0, "[default]\naction = \"allow\"\n").expect("write");
+    for extra in [&[][..], &["--policy", policy.path()][..]] {
+        let mut argv = vec!["replay", "--format", "json"];
+        argv.extend_from_slice(extra);
+        argv.push(cap.path());
+        let out = ctrack(&argv);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert!(
+            err.contains("note: 2 packet(s), the first packet 1, were captured cut short inside their IP datagram")
+                && err.contains("(42 bytes of each captured"),
+            "{extra:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    let out = ctrack(&["replay", "--format", "ovs", cap.path()]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "1: inv|trk\n2: inv|trk\n3: new|trk\n"
+    );
+    // Only the padding cut: no note.
+    let padding = Temp::new("lines-snaplen-padding.pcap");
+    std::fs::write(&padding.0, pcap(&[cut_frame()])).expect("write");
+    let out = ctrack(&["replay", padding.path()]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}

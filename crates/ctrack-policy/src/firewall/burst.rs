@@ -588,7 +588,7 @@ impl<T> Firewall<T> {
                 None => {
                     let layers = parse_frame(frame, LinkType::Ethernet);
                     is_nd_or_mld(frame, &layers)
-                        || layers.ip.is_err()
+                        || layers.ip.is_err_and(|e| !e.is_ip_ethertype())
                         || untracked_parsed(frame, &layers)
                 }
             };

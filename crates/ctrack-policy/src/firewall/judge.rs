@@ -57,7 +57,11 @@ impl<T> Firewall<T> {
             if is_nd_or_mld(frame, &layers) {
                 return Decision::allow(Stage::Nd, AclRef::Nd);
             }
-            (layers.ip.is_ok(), untracked_parsed(frame, &layers))
+            // An IP EtherType with a header that is not usable is for the
+            // tracker too, which finds it invalid (`ct.inv`), as Open
+            // vSwitch's conntrack does the frames OVN sends it on `ip`.
+            let ip = layers.ip.is_ok() || layers.ip.is_err_and(|e| e.is_ip_ethertype());
+            (ip, untracked_parsed(frame, &layers))
         };
         let cx = Cx {
             pol,

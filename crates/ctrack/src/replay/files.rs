@@ -3,11 +3,12 @@
 
 use std::fs::File;
 use std::io::{self, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use ctrack_core::LinkType;
 use ctrack_datapath::capture::{CaptureReader, CaptureWriter};
+use ctrack_wire::parse_frame;
 
 use super::ReplayArgs;
 
@@ -95,5 +96,62 @@ fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
     match (std::fs::metadata(a), std::fs::metadata(b)) {
         (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
         _ => false,
+    }
+}
+
+/// Packets the capture holds cut short of their length on the wire (a
+/// snapshot length, `tcpdump -s`) inside their IP datagram: the replay
+/// reads only the bytes captured, as Open vSwitch's `ovstest
+/// test-conntrack pcap` does, so such a packet's IP header is not usable
+/// (its lengths run past the bytes there are): the tracker finds it
+/// invalid, and ACLs see neither its addresses nor its ports. Said once,
+/// on standard error, at the end of the replay, so that a user who sees a
+/// capture's packets invalid knows why. A packet whose cut took only its
+/// Ethernet padding is whole to the tracker and is not counted.
+#[derive(Debug, Default)]
+pub(crate) struct CutShort {
+    packets: u64,
+    first: u64,
+    /// The fewest and most bytes captured of such a packet.
+    captured: (u32, u32),
+}
+
+impl CutShort {
+    /// Packet `n`, `frame` of link type `link` as captured, of which
+    /// `cut` more bytes were on the wire.
+    pub(crate) fn see(&mut self, n: u64, frame: &[u8], link: LinkType, cut: u32) {
+        if cut == 0
+            || !parse_frame(frame, link)
+                .ip
+                .is_err_and(|e| e.is_ip_ethertype())
+        {
+            return;
+        }
+        let c = u32::try_from(frame.len()).unwrap_or(u32::MAX);
+        if self.packets == 0 {
+            self.first = n;
+            self.captured = (c, c);
+        }
+        self.packets += 1;
+        self.captured = (self.captured.0.min(c), self.captured.1.max(c));
+    }
+
+    /// The note, if a packet was counted.
+    pub(crate) fn note(&self, file: &Path) -> Option<String> {
+        if self.packets == 0 {
+            return None;
+        }
+        let (lo, hi) = self.captured;
+        let bytes = if lo == hi {
+            format!("{lo} bytes")
+        } else {
+            format!("{lo} to {hi} bytes")
+        };
+        Some(format!(
+            "{}: note: {} packet(s), the first packet {}, were captured cut short inside their IP datagram ({bytes} of each captured: the capture's snapshot length): read as captured, as Open vSwitch reads them, their IP header is not usable, so the tracker finds them invalid and ACLs see no addresses or ports; capture with a larger snapshot length (tcpdump -s 0) to judge them whole",
+            file.display(),
+            self.packets,
+            self.first,
+        ))
     }
 }
