@@ -190,7 +190,10 @@ fn frame_key(k: &Key) -> Option<Key> {
         true => has(flag::ICMP4) == has(flag::IP4) && has(flag::ICMP6) == has(flag::IP6),
         false => !has(flag::ICMP4) && !has(flag::ICMP6),
     };
-    if !family_ok || l4.count_ones() > 1 || !icmp_ok || (has(flag::LATER_FRAG) && l4 != 0) {
+    // An IPv4 later fragment keeps its datagram's protocol (as OVN's `tcp`
+    // is `ip.proto == 6`); an IPv6 one's is the fragment header's.
+    let later6 = has(flag::LATER_FRAG) && has(flag::IP6);
+    if !family_ok || l4.count_ones() > 1 || !icmp_ok || (later6 && l4 != 0) {
         return None;
     }
     let mut k = *k;

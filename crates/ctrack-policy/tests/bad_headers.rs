@@ -8,7 +8,9 @@
 //! are not IP: untracked, they missed every ACL on `ip` and fell to the
 //! default, so a default-allow policy that dropped a port's IP let them
 //! through; a capture cut by its snapshot length showed it (`ctrack
-//! replay --policy` allowed its every packet).
+//! replay --policy` allowed its every packet). Likewise `tcp`, `udp`,
+//! `sctp`, `icmp4` and `icmp6` are OVN's `ip.proto == N`, whatever
+//! follows the IP header.
 
 use ctrack_core::{Config, FragConfig, Time, Tracker};
 use ctrack_policy::expr::Expr;
@@ -212,5 +214,51 @@ fn a_tracking_policy_drops_a_bad_header_as_invalid() {
     for d in decide(&p, &bad) {
         assert_eq!((d.action, d.acl), (Action::Allow, AclRef::Acl(2)));
         assert_eq!(d.ct, None);
+    }
+}
+
+/// OVN's `tcp` is `ip.proto == 6`: an ACL dropping the client's `tcp`
+/// (default allow) drops a TCP segment whose header is cut short and a
+/// small IPv4 fragment of a TCP datagram, neither its first nor its last
+/// (the reassembly refuses such fragments under 1,200 bytes, as Open
+/// vSwitch's, and the ACLs judge it as it is); neither has ports, so an ACL on
+/// `tcp.dst == 22` meets neither. Until 2026-12-01 `tcp` needed a whole
+/// transport header, and both passed the first ACL.
+#[test]
+fn tcp_is_the_ip_protocol_whatever_follows() {
+    let tcp_from_client = |expr: Expr| {
+        policy(vec![(
+            Direction::FromLport,
+            10,
+            AclAction::Drop,
+            Expr::And(vec![Expr::eq(Field::Inport, 1), expr]),
+        )])
+    };
+    let syn = L4::tcp(1000, 22, 0x002);
+    let mut cut = client(Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], syn.clone()));
+    // The datagram's length leaves ten bytes of the TCP header.
+    cut[16..18].copy_from_slice(&30u16.to_be_bytes());
+    let mut later = Frame::v4(
+        [10, 0, 0, 1],
+        [10, 0, 0, 2],
+        L4::tcp_seg(1000, 22, 0x010, 1, 1, 100, &[0; 64]),
+    );
+    later.frag_offset = 64;
+    later.more_frags = true;
+    let later = client(later);
+    let frames = [cut, later];
+    let d = decide(&tcp_from_client(Expr::flags(flag::IP | flag::TCP)), &frames);
+    for d in &d {
+        assert_eq!(
+            (d.action, d.stage, d.acl),
+            (Action::Drop, Stage::FromLport, AclRef::Acl(0))
+        );
+    }
+    let port22 = Expr::And(vec![
+        Expr::flags(flag::IP | flag::TCP),
+        Expr::eq(Field::L4Dst, 22),
+    ]);
+    for d in decide(&tcp_from_client(port22), &frames) {
+        assert_eq!((d.action, d.stage), (Action::Allow, Stage::Default));
     }
 }

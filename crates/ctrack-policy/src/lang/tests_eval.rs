@@ -99,8 +99,27 @@ fn vlan_nd_and_fragments() {
     frag.frag_offset = 64;
     let later = Key::from_frame(&frag.build(), 0, 0);
     assert!(m("ip.is_frag && ip.later_frag && !ip.first_frag", &later));
-    assert!(!m("udp", &later));
-    assert!(m("ip.proto == 17", &later));
+    // OVN's `udp` is `ip.proto == 17`: a later fragment's, without ports.
+    assert!(m("udp && ip.proto == 17 && ip.later_frag", &later));
+    assert!(!m("udp.dst == 2", &later));
+    assert!(m("udp.dst == 0", &later));
+    // A UDP header cut short (the datagram's length says 4 bytes of it):
+    // `udp`, no ports, as Open vSwitch's flow has it; a TCP header whose
+    // data offset is under 20 bytes or past the segment likewise.
+    let mut cut = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::udp(1, 2, b"")).build();
+    cut[16..18].copy_from_slice(&24u16.to_be_bytes());
+    let cut = Key::from_frame(&cut, 0, 0);
+    assert!(m("udp && udp.src == 0 && udp.dst == 0", &cut));
+    for off in [0x40u8, 0xf0] {
+        let mut f = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::tcp(1, 2, 0x002)).build();
+        f[14 + 20 + 12] = off;
+        let k = Key::from_frame(&f, 0, 0);
+        assert!(m("tcp && tcp.src == 0 && tcp.flags == 0", &k), "{off:#x}");
+    }
+    // An ICMP header of fewer than eight bytes has no type or code.
+    let mut f = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::icmp_query(8, 1, 1)).build();
+    f[16..18].copy_from_slice(&24u16.to_be_bytes());
+    assert!(m("icmp4 && icmp4.type == 0", &Key::from_frame(&f, 0, 0)));
     // A first fragment is a fragment, with its transport header.
     let mut frag = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::udp(1, 2, &[0; 64]));
     frag.more_frags = true;
