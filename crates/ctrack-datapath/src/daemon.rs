@@ -16,7 +16,7 @@ use ctrack_policy::model::Policy;
 
 use crate::acllog::{self, AclLog};
 use crate::events::EventHub;
-use crate::io::{self, IoKind, PortOptions};
+use crate::io::{self, IoKind, LinkState, PortOptions};
 use crate::live::shared::{PortInfo, Shared, WorkerStats};
 use crate::live::worker::Worker;
 
@@ -104,6 +104,11 @@ impl Daemon {
             ));
         }
         let workers = cfg.workers.max(1);
+        // The indices the sockets bind to, read before they open them: an
+        // interface removed or made again meanwhile is found gone.
+        let indices = (infos.iter())
+            .map(|p| io::interface_index(&p.ifname).map_err(|e| format!("{}: {e}", p.ifname)))
+            .collect::<Result<Vec<u32>, String>>()?;
         let handles = open_ports(cfg, &infos, workers)?;
         let tracker = Tracker::new(cfg.tracker.clone());
         let fw = Firewall::new(tracker, cfg.frag, policy)
@@ -123,6 +128,8 @@ impl Daemon {
             )
             .with_acl_log(AclLog::new(cfg.acl_log_rate, acllog::QUEUE)),
         );
+        let mut links = Links { indices };
+        links.watch(&shared);
         let mut daemon = Daemon {
             shared: shared.clone(),
             threads: Vec::new(),
@@ -138,7 +145,7 @@ impl Daemon {
         let hk = shared.clone();
         let t = std::thread::Builder::new()
             .name("ctrack-hk".into())
-            .spawn(move || housekeeping(&hk, workers))
+            .spawn(move || housekeeping(&hk, workers, &mut links))
             .map_err(|e| format!("cannot start the housekeeping thread: {e}"))?;
         daemon.threads.push(t);
         if let Some(rx) = shared.acl_log.take_receiver() {
@@ -286,8 +293,39 @@ fn offload_hint(shared: &Shared, said: &mut bool) {
     }
 }
 
-/// Expires connections and reassembly lists, ages learned addresses.
-fn housekeeping(shared: &Shared, slot: usize) {
+/// The ports' interfaces, as the housekeeping thread watches them.
+struct Links {
+    /// Each port's interface index when its sockets were opened.
+    indices: Vec<u32>,
+}
+
+impl Links {
+    /// Finds each port's [`LinkState`], keeps it in
+    /// [`Shared::links`] (what `ctrack ctl ports` shows) and says on
+    /// standard error where it changed: a link gone down (or down at the
+    /// start), come back up, an interface gone.
+    fn watch(&mut self, shared: &Shared) {
+        for (i, (p, &index)) in shared.ports.iter().zip(&self.indices).enumerate() {
+            let now = io::link_state(&p.ifname, index);
+            if now == shared.link(i) {
+                continue;
+            }
+            shared.set_link(i, now);
+            let what = match now {
+                LinkState::Up => "link up",
+                LinkState::Down => "link down: nothing comes in or goes out there until it is up",
+                LinkState::Gone => {
+                    "the interface is gone (removed, or made again under its name): the port's sockets stay bound to the one ctrack opened, so nothing comes in or goes out there until ctrack run is restarted; the other ports go on"
+                }
+            };
+            eprintln!("ctrack: port {} ({}): {what}", p.name, p.ifname);
+        }
+    }
+}
+
+/// Expires connections and reassembly lists, ages learned addresses,
+/// watches the ports' links.
+fn housekeeping(shared: &Shared, slot: usize, links: &mut Links) {
     let mut stats = Stats::default();
     // Fragments whose datagram's time ran out, counted as dropped.
     let mut fw = FwStats::default();
@@ -308,6 +346,7 @@ fn housekeeping(shared: &Shared, slot: usize) {
             shared.macs.age(now);
             aged = Instant::now();
             offload_hint(shared, &mut hinted);
+            links.watch(shared);
         }
         if let Some(s) = shared.workers.get(slot) {
             let mut slot = s.lock().unwrap_or_else(|e| e.into_inner());

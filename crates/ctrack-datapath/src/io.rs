@@ -10,7 +10,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-pub use crate::sys::port::{IoKind, Pool, Port, PortOptions, PortStats, RxRing};
+pub use crate::sys::port::{IoKind, LinkState, Pool, Port, PortOptions, PortStats, RxRing};
 
 /// The largest frame an AF_PACKET port takes in (bytes): a port's MTU
 /// plus a VLAN-tagged Ethernet header (18 bytes) must fit.
@@ -37,4 +37,17 @@ pub fn check_capabilities(kind: IoKind) -> Result<(), String> {
 /// An interface's MAC address and MTU.
 pub fn interface(ifname: &str) -> io::Result<([u8; 6], usize)> {
     crate::sys::interface(ifname)
+}
+
+/// The index of interface `ifname` (what a port's sockets are bound to).
+pub fn interface_index(ifname: &str) -> io::Result<u32> {
+    crate::sys::interface_index(ifname)
+}
+
+/// The state of interface `ifname` now, whose index was `index` when the
+/// ports were opened: [`LinkState::Gone`] if there is none of that name
+/// or it has another index (made again: the sockets stay bound to the
+/// old one).
+pub fn link_state(ifname: &str, index: u32) -> LinkState {
+    crate::sys::link_state(ifname, index)
 }

@@ -268,6 +268,18 @@ fn ports(reg: &mut Registry, shared: &Shared, s: &crate::live::WorkerStats) {
     for ((name, help), r) in names.into_iter().zip(rows) {
         counters(reg, name, help, r);
     }
+    let up = (shared.ports.iter().enumerate())
+        .map(|(i, p)| {
+            let l = labels(&[("port", p.name.clone()), ("interface", p.ifname.clone())]);
+            (l, u64::from(shared.link(i) == crate::io::LinkState::Up))
+        })
+        .collect();
+    gauges(
+        reg,
+        "port_link_up",
+        "1 while the port's interface is up and running; 0 while it is down or gone (removed, or made again: restart ctrack run).",
+        up,
+    );
 }
 
 /// The reject answers, and the connections and packets the firewall

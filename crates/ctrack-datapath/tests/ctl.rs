@@ -300,9 +300,16 @@ fn stats_ports_and_policy_counters() {
     }
     let ports = env.ok(&["ports"]);
     assert!(
-        ports.contains("client (veth0): mac 02:00:00:00:00:01 mtu 1500; rx 1 packets"),
+        ports.contains("client (veth0): link up, mac 02:00:00:00:00:01 mtu 1500; rx 1 packets"),
         "{ports}"
     );
+    // The link as the housekeeping thread last found it.
+    assert_eq!(st["ports"][0]["link"], "up");
+    env.shared.set_link(0, ctrack_datapath::io::LinkState::Gone);
+    let ports = env.ok(&["ports", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&ports).expect("JSON");
+    assert_eq!(v[0]["link"], "gone", "{v:#}");
+    env.shared.set_link(0, ctrack_datapath::io::LinkState::Up);
     let counters = env.ok(&["policy", "counters"]);
     assert!(counters.starts_with("policy generation 1:\n"), "{counters}");
     assert!(counters.contains("web "), "{counters}");

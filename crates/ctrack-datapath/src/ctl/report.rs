@@ -241,6 +241,7 @@ fn ports_json(ctx: &Ctx, s: &WorkerStats) -> Value {
                 "port": i,
                 "name": p.name,
                 "interface": p.ifname,
+                "link": ctx.shared.link(i).name(),
                 "mac": mac(&p.mac),
                 "mtu": p.mtu,
                 "rx_packets": c.rx_packets,
@@ -265,9 +266,10 @@ fn ports_text(v: &Value) -> String {
         let s = |k: &str| p[k].as_str().unwrap_or("").to_owned();
         let _ = writeln!(
             o,
-            "  {} ({}): mac {} mtu {}; rx {} packets {} bytes {} dropped {} checksums completed, {} of segmentation offload ({} segments cut); tx {} packets {} bytes {} errors, {} whole with segmentation offload",
+            "  {} ({}): link {}, mac {} mtu {}; rx {} packets {} bytes {} dropped {} checksums completed, {} of segmentation offload ({} segments cut); tx {} packets {} bytes {} errors, {} whole with segmentation offload",
             s("name"),
             s("interface"),
+            s("link"),
             s("mac"),
             p["mtu"],
             p["rx_packets"],

@@ -1,7 +1,7 @@
 //! What the workers, the housekeeping thread and the control server share.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -11,7 +11,7 @@ use ctrack_policy::model::Policy;
 
 use crate::acllog::{AclLog, AclLogStats};
 use crate::events::EventHub;
-use crate::io::{IoKind, PortStats};
+use crate::io::{IoKind, LinkState, PortStats};
 use crate::live::cost::CostStats;
 use crate::live::switch::MacTable;
 
@@ -156,6 +156,9 @@ pub struct Shared {
     /// The tracker's counters of what the control commands did (their
     /// flushes), added to the workers' by [`Shared::stats`].
     pub ctl_tracker: Mutex<Stats>,
+    /// Each port's [`LinkState`] (by [`LinkState::number`]), as the
+    /// housekeeping thread last found it.
+    pub links: Vec<AtomicU8>,
 }
 
 impl Shared {
@@ -171,6 +174,7 @@ impl Shared {
         slots: usize,
         events: Arc<EventHub>,
     ) -> Shared {
+        let links = ports.iter().map(|_| AtomicU8::new(0)).collect();
         Shared {
             fw,
             ports,
@@ -185,6 +189,21 @@ impl Shared {
             macs: MacTable::default(),
             acl_log: AclLog::default(),
             ctl_tracker: Mutex::new(Stats::default()),
+            links,
+        }
+    }
+
+    /// Port `i`'s link, as last found ([`LinkState::Gone`] for no port).
+    pub fn link(&self, i: usize) -> LinkState {
+        self.links.get(i).map_or(LinkState::Gone, |l| {
+            LinkState::from_number(l.load(Ordering::Relaxed))
+        })
+    }
+
+    /// Keeps port `i`'s link as `state`.
+    pub fn set_link(&self, i: usize, state: LinkState) {
+        if let Some(l) = self.links.get(i) {
+            l.store(state.number(), Ordering::Relaxed);
         }
     }
 

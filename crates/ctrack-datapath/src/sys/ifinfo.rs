@@ -4,6 +4,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 
 use super::os::{self, err};
+use super::port::LinkState;
 
 /// What a port needs to know of its interface.
 #[derive(Debug, Clone, Copy)]
@@ -91,6 +92,30 @@ fn ifindex(ifname: &str) -> io::Result<u32> {
     // byte at the end) and lives across the call.
     let i = unsafe { libc::if_nametoindex(name.as_ptr()) };
     if i == 0 { Err(no_such(ifname)) } else { Ok(i) }
+}
+
+/// See `crate::io::interface_index`.
+pub(crate) fn index(ifname: &str) -> io::Result<u32> {
+    ifindex(ifname)
+}
+
+/// See `crate::io::link_state`.
+pub(crate) fn link_state(ifname: &str, index: u32) -> LinkState {
+    if ifindex(ifname).ok() != Some(index) {
+        return LinkState::Gone;
+    }
+    let Ok(r) = ifreq(ifname, libc::SIOCGIFFLAGS) else {
+        return LinkState::Gone;
+    };
+    // SAFETY: SIOCGIFFLAGS filled the union's `ifru_flags` member (a
+    // short); every member is plain integers.
+    let flags = libc::c_int::from(unsafe { r.ifr_ifru.ifru_flags });
+    let up = libc::IFF_UP | libc::IFF_RUNNING;
+    if flags & up == up {
+        LinkState::Up
+    } else {
+        LinkState::Down
+    }
 }
 
 /// Index and MTU of `ifname`, which must carry Ethernet frames.

@@ -26,7 +26,7 @@ use std::os::fd::RawFd;
 use std::time::Duration;
 
 pub(crate) use caps::check_capabilities;
-pub(crate) use ifinfo::interface;
+pub(crate) use ifinfo::{index as interface_index, interface, link_state};
 use port::{IoKind, Port, PortOptions};
 pub(crate) use rxring::MAX_FRAME;
 
@@ -88,5 +88,26 @@ pub(crate) fn wait(fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
             Err(e)
         };
     }
+    take_errors(set)?;
     Ok(r > 0)
+}
+
+/// Reads (and so clears) the pending error of every socket of `set` that
+/// `poll` found in error. An AF_PACKET socket whose link goes down or
+/// whose interface is removed holds `ENETDOWN` until it is read, and
+/// polls as ready until then: a worker that did not read it woke at once
+/// from every wait and spun on every core, even after the link came back
+/// (until 2026-12-01). Its ring never reads it, so it is read here; the
+/// link's state is the housekeeping thread's to report. A descriptor that
+/// is not open (`POLLNVAL`, never a port's) is an error.
+fn take_errors(set: &[libc::pollfd]) -> io::Result<()> {
+    for p in set {
+        if p.revents & libc::POLLNVAL != 0 {
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        }
+        if p.revents & libc::POLLERR != 0 {
+            let _ = os::getsockopt::<libc::c_int>(&p.fd, libc::SOL_SOCKET, libc::SO_ERROR);
+        }
+    }
+    Ok(())
 }

@@ -110,7 +110,7 @@ pub(super) fn setsockopt<T: Pod>(
 /// getsockopt(2) into a `T`; returns the value and the length the kernel
 /// wrote.
 pub(super) fn getsockopt<T: Pod>(
-    fd: &OwnedFd,
+    fd: &impl AsRawFd,
     level: libc::c_int,
     name: libc::c_int,
 ) -> io::Result<(T, usize)> {

@@ -42,6 +42,48 @@ impl std::str::FromStr for IoKind {
     }
 }
 
+/// What a port's interface is now, as the datapath's housekeeping thread
+/// watches it (every second; `ctrack ctl ports` shows it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LinkState {
+    /// Up and running: set up, with a carrier (a veth whose peer is up).
+    #[default]
+    Up,
+    /// Set down, or without a carrier (a veth whose peer is down or in a
+    /// namespace that went away): its frames wait until it comes back.
+    Down,
+    /// Removed, or made again under its name (another interface index):
+    /// the ports' sockets stay bound to the interface they opened, so
+    /// nothing comes in or goes out there until ctrack is restarted.
+    Gone,
+}
+
+impl LinkState {
+    /// How `ctrack ctl ports` names it: `up`, `down`, `gone`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkState::Up => "up",
+            LinkState::Down => "down",
+            LinkState::Gone => "gone",
+        }
+    }
+
+    /// The state numbered `n` as [`LinkState::number`] numbers it
+    /// ([`LinkState::Gone`] for any other).
+    pub fn from_number(n: u8) -> LinkState {
+        match n {
+            0 => LinkState::Up,
+            1 => LinkState::Down,
+            _ => LinkState::Gone,
+        }
+    }
+
+    /// Its number, to keep in an atomic.
+    pub fn number(self) -> u8 {
+        self as u8
+    }
+}
+
 /// The layout of an AF_PACKET port's receive ring (`--rx-ring`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RxRing {

@@ -13,6 +13,7 @@ mod common;
 mod flood;
 mod ftp;
 mod ipv6;
+mod links;
 mod net;
 mod persist;
 

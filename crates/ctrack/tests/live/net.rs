@@ -192,6 +192,12 @@ impl Net {
         assert!(ok, "kill -{signal} {name}");
     }
 
+    /// A started program's process id (`ip netns exec` runs the program
+    /// in its own place, so this is the program's).
+    pub(crate) fn pid(&self, name: &str) -> u32 {
+        self.child(name).1.id()
+    }
+
     fn child(&self, name: &str) -> &(String, Child) {
         self.children
             .iter()

@@ -1,0 +1,101 @@
+//! A port's link going down, coming back and going away under `ctrack
+//! run`: said on standard error and by `ctl ports`, and costing nothing
+//! meanwhile. Until 2026-12-01 an AF_PACKET socket's `ENETDOWN`, never
+//! read, made every poll return at once, and each worker spun on a whole
+//! core from the moment a link went down, even after it came back.
+
+use std::time::Duration;
+
+use super::net::{Net, SERVER_IP};
+use super::{Fw, policy, setup_with};
+
+/// The CPU time, in clock ticks (a hundredth of a second on Linux), that
+/// process `pid` has used so far: its user and system time from
+/// /proc/PID/stat.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
+    // The fields after the command's name (in parentheses, which may hold
+    // spaces): state is the first, utime the 12th, stime the 13th.
+    let rest = &stat[stat.rfind(')').expect("a command name") + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f[11].parse::<u64>().expect("utime") + f[12].parse::<u64>().expect("stime")
+}
+
+/// The CPU ticks ctrack uses in two seconds with nothing to do: a few,
+/// where a spinning worker uses 200 (a whole core). The bound is far from
+/// both; this counts work done, not time taken.
+fn idle_ticks(net: &Net) -> u64 {
+    let pid = net.pid("ctrack");
+    let before = cpu_ticks(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    cpu_ticks(pid) - before
+}
+
+fn ping(net: &Net) -> bool {
+    let o = net.run(&net.c, &["ping", "-c", "1", "-W", "1", SERVER_IP]);
+    o.status.success()
+}
+
+/// The server port's `link` as `ctl ports --format json` says it.
+fn link(net: &Net, fw: &Fw) -> String {
+    let out = fw.ctl_ok(net, &["ports", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("ports JSON");
+    v[1]["link"].as_str().unwrap_or_default().to_string()
+}
+
+/// Waits until ctrack has said `line` on standard error.
+fn said(net: &Net, line: &str) {
+    let ok = Net::until(Duration::from_secs(5), || {
+        net.stderr("ctrack").contains(line)
+    });
+    assert!(ok, "no {line:?} in: {}", net.stderr("ctrack"));
+}
+
+fn down_up_gone(tag: &str, io: &str) {
+    let Some((net, fw)) = setup_with(tag, io, false, &policy(false, "")) else {
+        return;
+    };
+    assert!(ping(&net));
+    assert_eq!(link(&net, &fw), "up");
+    net.run(&net.f, &["ip", "link", "set", "s1", "down"]);
+    said(&net, "ctrack: port server (s1): link down");
+    assert_eq!(link(&net, &fw), "down");
+    assert!(!ping(&net));
+    let down = idle_ticks(&net);
+    net.run(&net.f, &["ip", "link", "set", "s1", "up"]);
+    said(&net, "ctrack: port server (s1): link up");
+    let back = Net::until(Duration::from_secs(10), || ping(&net));
+    assert!(back, "no ping after the link came back");
+    let up = idle_ticks(&net);
+    net.run(&net.f, &["ip", "link", "del", "s1"]);
+    said(&net, "ctrack: port server (s1): the interface is gone");
+    assert_eq!(link(&net, &fw), "gone");
+    let gone = idle_ticks(&net);
+    // The control socket still answers, and the client's port still
+    // takes frames in.
+    let before = fw.ctl_ok(&net, &["ports", "--format", "json"]);
+    let rx = |s: &str| {
+        let v: serde_json::Value = serde_json::from_str(s).expect("JSON");
+        v[0]["rx_packets"].as_u64().unwrap_or(0)
+    };
+    assert!(!ping(&net));
+    let grew = Net::until(Duration::from_secs(3), || {
+        rx(&fw.ctl_ok(&net, &["ports", "--format", "json"])) > rx(&before)
+    });
+    assert!(grew, "the client's port took nothing in");
+    for (when, ticks) in [("down", down), ("up again", up), ("gone", gone)] {
+        assert!(
+            ticks < 60,
+            "{io}: {ticks} CPU ticks in 2 s of idling with the link {when}"
+        );
+    }
+}
+
+/// With either AF_PACKET ring layout: the link down, said and free; up
+/// again and forwarding; the interface removed, said, free, the rest of
+/// ctrack going on.
+#[test]
+fn a_link_down_and_gone_costs_nothing() {
+    down_up_gone("lk3", "af-packet");
+    down_up_gone("lk2", "af-packet-v2");
+}
