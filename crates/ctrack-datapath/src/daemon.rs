@@ -128,7 +128,10 @@ impl Daemon {
             )
             .with_acl_log(AclLog::new(cfg.acl_log_rate, acllog::QUEUE)),
         );
-        let mut links = Links { indices };
+        let mut links = Links {
+            indices,
+            mtus: shared.ports.iter().map(|p| p.mtu).collect(),
+        };
         links.watch(&shared);
         let mut daemon = Daemon {
             shared: shared.clone(),
@@ -297,16 +300,41 @@ fn offload_hint(shared: &Shared, said: &mut bool) {
 struct Links {
     /// Each port's interface index when its sockets were opened.
     indices: Vec<u32>,
+    /// Each port's MTU as last found (at the start, what its rings and
+    /// its too-big check were sized for).
+    mtus: Vec<usize>,
 }
 
 impl Links {
     /// Finds each port's [`LinkState`], keeps it in
     /// [`Shared::links`] (what `ctrack ctl ports` shows) and says on
     /// standard error where it changed: a link gone down (or down at the
-    /// start), come back up, an interface gone.
+    /// start), come back up, an interface gone, an MTU changed.
     fn watch(&mut self, shared: &Shared) {
         for (i, (p, &index)) in shared.ports.iter().zip(&self.indices).enumerate() {
             let now = io::link_state(&p.ifname, index);
+            if now != LinkState::Gone
+                && let Ok((_, mtu)) = io::interface(&p.ifname)
+                && let Some(was) = self.mtus.get_mut(i).filter(|m| **m != mtu)
+            {
+                // The rings and the too-big check keep the start's MTU.
+                let what = match mtu.cmp(&p.mtu) {
+                    std::cmp::Ordering::Equal => "as at the start".to_string(),
+                    std::cmp::Ordering::Greater => format!(
+                        "ctrack sized the port for {} at the start: larger frames are dropped (counted as rx dropped) until ctrack run is restarted",
+                        p.mtu
+                    ),
+                    std::cmp::Ordering::Less => format!(
+                        "ctrack sized the port for {} at the start: frames it sends there larger than {mtu} fail (counted as tx errors) until ctrack run is restarted",
+                        p.mtu
+                    ),
+                };
+                eprintln!(
+                    "ctrack: port {} ({}): MTU {was} -> {mtu}, {what}",
+                    p.name, p.ifname
+                );
+                *was = mtu;
+            }
             if now == shared.link(i) {
                 continue;
             }

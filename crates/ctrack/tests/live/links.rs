@@ -1,6 +1,6 @@
-//! A port's link going down, coming back and going away under `ctrack
-//! run`: said on standard error and by `ctl ports`, and costing nothing
-//! meanwhile. Until 2026-12-01 an AF_PACKET socket's `ENETDOWN`, never
+//! A port's link going down, coming back, changing its MTU and going
+//! away under `ctrack run`: said on standard error and by `ctl ports`,
+//! and costing nothing meanwhile. Until 2026-12-01 an AF_PACKET socket's `ENETDOWN`, never
 //! read, made every poll return at once, and each worker spun on a whole
 //! core from the moment a link went down, even after it came back.
 
@@ -43,12 +43,16 @@ fn link(net: &Net, fw: &Fw) -> String {
     v[1]["link"].as_str().unwrap_or_default().to_string()
 }
 
-/// Waits until ctrack has said `line` on standard error.
-fn said(net: &Net, line: &str) {
-    let ok = Net::until(Duration::from_secs(5), || {
-        net.stderr("ctrack").contains(line)
-    });
-    assert!(ok, "no {line:?} in: {}", net.stderr("ctrack"));
+/// Runs `change` in the firewall's namespace and waits until ctrack has
+/// said `line` on standard error once more than before (a port may be
+/// said down at the start, before its carrier is seen).
+fn said_after(net: &Net, change: &[&str], line: &str) {
+    let count = || net.stderr("ctrack").matches(line).count();
+    let before = count();
+    let o = net.run(&net.f, change);
+    assert!(o.status.success(), "{change:?}: {o:?}");
+    let ok = Net::until(Duration::from_secs(5), || count() > before);
+    assert!(ok, "no new {line:?} in: {}", net.stderr("ctrack"));
 }
 
 fn down_up_gone(tag: &str, io: &str) {
@@ -57,18 +61,33 @@ fn down_up_gone(tag: &str, io: &str) {
     };
     assert!(ping(&net));
     assert_eq!(link(&net, &fw), "up");
-    net.run(&net.f, &["ip", "link", "set", "s1", "down"]);
-    said(&net, "ctrack: port server (s1): link down");
+    let set = |what: &[&str], line: &str| {
+        let mut argv = vec!["ip", "link", "set", "s1"];
+        argv.extend_from_slice(what);
+        said_after(&net, &argv, line);
+    };
+    set(&["down"], "ctrack: port server (s1): link down");
     assert_eq!(link(&net, &fw), "down");
     assert!(!ping(&net));
     let down = idle_ticks(&net);
-    net.run(&net.f, &["ip", "link", "set", "s1", "up"]);
-    said(&net, "ctrack: port server (s1): link up");
+    set(&["up"], "ctrack: port server (s1): link up");
     let back = Net::until(Duration::from_secs(10), || ping(&net));
     assert!(back, "no ping after the link came back");
     let up = idle_ticks(&net);
-    net.run(&net.f, &["ip", "link", "del", "s1"]);
-    said(&net, "ctrack: port server (s1): the interface is gone");
+    // An MTU changed is said, and what it means for frames.
+    set(
+        &["mtu", "9000"],
+        "ctrack: port server (s1): MTU 1500 -> 9000, ctrack sized the port for 1500",
+    );
+    set(
+        &["mtu", "1500"],
+        "ctrack: port server (s1): MTU 9000 -> 1500, as at the start",
+    );
+    said_after(
+        &net,
+        &["ip", "link", "del", "s1"],
+        "ctrack: port server (s1): the interface is gone",
+    );
     assert_eq!(link(&net, &fw), "gone");
     let gone = idle_ticks(&net);
     // The control socket still answers, and the client's port still
