@@ -290,9 +290,9 @@ fn offload_hint(shared: &Shared, said: &mut bool) {
         .invalid_count(InvalidReason::BadL4Checksum);
     if bad >= OFFLOAD_HINT_AFTER {
         *said = true;
-        eprintln!(
+        crate::say(&format!(
             "ctrack: {bad} packets had bad TCP/UDP checksums (found invalid): if their senders leave checksums or segmentation to offload (a veth's default), AF_XDP cannot tell; turn the offloads off where the traffic is made (ethtool -K DEV tx off tso off gso off) or use --io af-packet"
-        );
+        ));
     }
 }
 
@@ -329,10 +329,10 @@ impl Links {
                         p.mtu
                     ),
                 };
-                eprintln!(
+                crate::say(&format!(
                     "ctrack: port {} ({}): MTU {was} -> {mtu}, {what}",
                     p.name, p.ifname
-                );
+                ));
                 *was = mtu;
             }
             if now == shared.link(i) {
@@ -346,7 +346,7 @@ impl Links {
                     "the interface is gone (removed, or made again under its name): the port's sockets stay bound to the one ctrack opened, so nothing comes in or goes out there until ctrack run is restarted; the other ports go on"
                 }
             };
-            eprintln!("ctrack: port {} ({}): {what}", p.name, p.ifname);
+            crate::say(&format!("ctrack: port {} ({}): {what}", p.name, p.ifname));
         }
     }
 }

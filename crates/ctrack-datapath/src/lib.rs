@@ -1,11 +1,14 @@
 //! ctrack's datapath: where packets come from and where they go.
 //!
-//! Today it holds the [`capture`] module: reading pcap and pcapng files as
-//! a stream of packets in bounded memory, and writing pcap files. It is
-//! the future home of the live datapath around the sans-IO core
-//! (`ctrack-core`): the ports packets arrive on and leave by, the worker
-//! threads that run bursts through the tracker and sweep it, and the
-//! control server that configures them while they run.
+//! - [`capture`]: pcap and pcapng files read as a stream of packets in
+//!   bounded memory, and pcap files written (what `ctrack replay` reads
+//!   and writes);
+//! - the live datapath around the sans-IO core (`ctrack-core`,
+//!   `ctrack-policy`): the ports packets arrive on and leave by ([`io`]),
+//!   the worker threads that run bursts through the firewall ([`live`]),
+//!   the [`daemon`] that starts them with their housekeeping thread, the
+//!   control server ([`ctl`]), the connection [`events`], the ACL log
+//!   ([`acllog`]) and the Prometheus [`metrics`].
 //!
 //! ```
 //! use ctrack_datapath::capture::{CaptureReader, CaptureWriter};
@@ -38,3 +41,14 @@ pub mod live;
 pub mod metrics;
 #[allow(unsafe_code)]
 mod sys;
+
+/// Writes `line` and a newline to standard error, losing it where
+/// standard error is closed or failing: a running datapath's messages must
+/// never stop it. `eprintln!` panics on a write error: until 2026-12-01 a
+/// `ctrack run` whose standard error had closed (a log pipe gone) lost
+/// its housekeeping thread at the first link it reported, and with it the
+/// expiry of every connection, and its main thread at a SIGHUP.
+pub fn say(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}

@@ -145,7 +145,7 @@ fn run_policy(args: &ReplayArgs, path: &Path, out: &mut dyn Write) -> Result<()>
     let note = r.cut_short.note(&args.file);
     r.finish(out)?;
     if let Some(note) = note {
-        eprintln!("{note}");
+        ctrack_datapath::say(&note);
     }
     result.with_context(|| format!("{}", args.file.display()))?;
     if let Some((at, path)) = unused {
@@ -549,7 +549,7 @@ fn write_line(out: &mut dyn Write, format: Format, pol: &Compiled, line: &Line<'
     if line.log {
         // OVN's ACL log line (ovn-controller's acl_log), on stderr.
         let head = ctrack_datapath::acllog::head((acl, pol.acl_severity(d.acl)), d);
-        eprintln!("{head}: packet {}: {}", line.n, line.what);
+        ctrack_datapath::say(&format!("{head}: packet {}: {}", line.n, line.what));
     }
     match format {
         Format::Json => {

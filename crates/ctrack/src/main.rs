@@ -81,7 +81,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("ctrack: error: {e:#}");
+            ctrack_datapath::say(&format!("ctrack: error: {e:#}"));
             ExitCode::FAILURE
         }
     }

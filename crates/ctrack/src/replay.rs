@@ -280,7 +280,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
     let note = replay.cut_short.note(&args.file);
     replay.finish(out)?;
     if let Some(note) = note {
-        eprintln!("{note}");
+        ctrack_datapath::say(&note);
     }
     result.with_context(|| format!("{}", args.file.display()))
 }

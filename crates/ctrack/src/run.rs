@@ -14,6 +14,7 @@ use ctrack_datapath::ctl::DEFAULT_SOCKET;
 use ctrack_datapath::daemon::{Daemon, RunConfig};
 use ctrack_datapath::io::{IoKind, RxRing};
 use ctrack_datapath::live::{SwitchDrop, WorkerStats};
+use ctrack_datapath::say;
 use ctrack_policy::firewall::{Action, DropReason};
 
 use crate::args::bounded;
@@ -160,28 +161,28 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())?;
     let daemon = Daemon::start(&cfg).map_err(|e| anyhow!(e))?;
     let generation = daemon.shared().fw.policy().generation;
-    eprintln!(
+    say(&format!(
         "ctrack: running: {} port(s) over {}, {} worker(s), policy {} (generation {generation}), control {}",
         cfg.ports.len(),
         cfg.io.name(),
         cfg.workers,
         cfg.policy_path.display(),
         args.ctl.display(),
-    );
+    ));
     while !stop.load(Ordering::Relaxed) {
         if hup.swap(false, Ordering::Relaxed) {
             let shared = daemon.shared();
             match shared.reload(None) {
-                Ok(g) => eprintln!("ctrack: SIGHUP: policy reloaded (generation {g})"),
-                Err(e) => eprintln!(
+                Ok(g) => say(&format!("ctrack: SIGHUP: policy reloaded (generation {g})")),
+                Err(e) => say(&format!(
                     "ctrack: SIGHUP: policy not reloaded, generation {} keeps running: {e}",
                     shared.fw.policy().generation
-                ),
+                )),
             }
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    eprintln!("ctrack: stopping");
+    say("ctrack: stopping");
     let stats = daemon.stop();
     summary(&stats, out)?;
     Ok(())

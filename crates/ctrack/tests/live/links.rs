@@ -1,13 +1,14 @@
 //! A port's link going down, coming back, changing its MTU and going
 //! away under `ctrack run`: said on standard error and by `ctl ports`,
-//! and costing nothing meanwhile. Until 2026-12-01 an AF_PACKET socket's `ENETDOWN`, never
+//! and costing nothing meanwhile; and what is said there lost, not fatal,
+//! where standard error has closed. Until 2026-12-01 an AF_PACKET socket's `ENETDOWN`, never
 //! read, made every poll return at once, and each worker spun on a whole
 //! core from the moment a link went down, even after it came back.
 
 use std::time::Duration;
 
-use super::net::{Net, SERVER_IP};
-use super::{Fw, policy, setup_with};
+use super::net::{self, Net, SERVER_IP};
+use super::{CTRACK, Fw, policy, setup_with};
 
 /// The CPU time, in clock ticks (a hundredth of a second on Linux), that
 /// process `pid` has used so far: its user and system time from
@@ -117,4 +118,66 @@ fn down_up_gone(tag: &str, io: &str) {
 fn a_link_down_and_gone_costs_nothing() {
     down_up_gone("lk3", "af-packet");
     down_up_gone("lk2", "af-packet-v2");
+}
+
+/// The names of the threads of process `pid`.
+fn threads(pid: u32) -> Vec<String> {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc/PID/task");
+    dir.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|c| c.trim().to_string())
+        .collect()
+}
+
+/// `ctrack run` whose standard error is a pipe nobody reads any more (a
+/// log pipe gone) keeps running whole through what it reports there: its
+/// start, a link down and up (the housekeeping thread, which expires the
+/// connections, says them), a SIGHUP (the main thread says it). Until
+/// 2026-12-01 each of these writes panicked its thread (`eprintln!`):
+/// the process died at its start.
+#[test]
+fn a_closed_standard_error_stops_nothing() {
+    if let Some(why) = net::unusable() {
+        net::skip(&why);
+        return;
+    }
+    let mut net = Net::new("lke");
+    let p = net.file("policy.toml", &policy(false, ""));
+    let sock = net.dir.join("e.sock").display().to_string();
+    let f = net.f.clone();
+    let p = p.display().to_string();
+    net.spawn_stderr_closed(
+        &f,
+        "ctrack",
+        &[
+            CTRACK,
+            "run",
+            "--policy",
+            &p,
+            "--port",
+            "client=c1",
+            "--port",
+            "server=s1",
+            "--ctl",
+            &sock,
+        ],
+    );
+    let fw = Fw { sock };
+    let up = Net::until(Duration::from_secs(15), || {
+        fw.ctl(&net, &["count"]).status.success()
+    });
+    assert!(up, "ctrack did not come up with its standard error closed");
+    for (what, wait) in [("down", 1500), ("up", 1500)] {
+        let o = net.run(&net.f, &["ip", "link", "set", "s1", what]);
+        assert!(o.status.success());
+        std::thread::sleep(Duration::from_millis(wait));
+    }
+    net.signal("ctrack", "HUP");
+    std::thread::sleep(Duration::from_millis(500));
+    let names = threads(net.pid("ctrack"));
+    for t in ["ctrack", "ctrack-hk", "ctrack-w0", "ctrack-ctl"] {
+        assert!(names.iter().any(|n| n == t), "no thread {t}: {names:?}");
+    }
+    fw.ctl_ok(&net, &["count"]);
+    let back = Net::until(Duration::from_secs(10), || ping(&net));
+    assert!(back, "no ping through ctrack");
 }

@@ -171,6 +171,22 @@ impl Net {
         self.children.push((name.to_string(), child));
     }
 
+    /// [`Net::spawn`] with standard error a pipe whose reading end is
+    /// closed at once, as when a log pipe goes away: every write to it
+    /// fails (`EPIPE`).
+    pub(crate) fn spawn_stderr_closed(&mut self, ns: &str, name: &str, argv: &[&str]) {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", ns])
+            .args(argv)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn in namespace");
+        drop(child.stderr.take());
+        self.children.push((name.to_string(), child));
+    }
+
     /// What a started program has written to standard output so far.
     pub(crate) fn stdout(&self, name: &str) -> String {
         read(&self.dir.join(format!("{name}.out")))
