@@ -183,6 +183,21 @@ impl Daemon {
         &self.shared
     }
 
+    /// The name of the first of the datapath's threads (a worker, the
+    /// housekeeping thread, the control server...) that has ended although
+    /// the datapath is not stopping. Each runs until the stop, so one that
+    /// ended before has panicked, and the datapath is no longer whole: a
+    /// dead worker's share of the traffic would go nowhere, and without the
+    /// housekeeping thread no connection would expire. `ctrack run` stops
+    /// then, with an error, for a supervisor to start it again.
+    pub fn ended(&self) -> Option<String> {
+        if self.shared.stopping() {
+            return None;
+        }
+        let t = self.threads.iter().find(|t| t.is_finished())?;
+        Some(t.thread().name().unwrap_or("unnamed").to_string())
+    }
+
     /// Stops every thread (the workers drain their rings first) and
     /// returns the final counters.
     pub fn stop(mut self) -> WorkerStats {
@@ -384,5 +399,64 @@ fn housekeeping(shared: &Shared, slot: usize, links: &mut Links) {
             slot.fw.drops = fw.drops;
         }
         std::thread::sleep(TICK);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctrack_core::Config;
+
+    /// A thread that ends before the stop is named; none is while all run,
+    /// nor once the datapath is stopping.
+    #[test]
+    fn a_thread_that_ended_early_is_named() {
+        let fw = Firewall::new(
+            Tracker::new(Config::default()),
+            FragConfig::default(),
+            Policy::default(),
+        )
+        .expect("an empty policy");
+        let shared = Arc::new(Shared::new(
+            fw,
+            Vec::new(),
+            IoKind::AfPacket,
+            PathBuf::new(),
+            1,
+            Arc::new(EventHub::new(16)),
+        ));
+        let spawn = |name: &str, f: fn(&Shared)| {
+            let sh = shared.clone();
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || f(&sh))
+                .expect("a thread")
+        };
+        let until_stop = |sh: &Shared| {
+            while !sh.stopping() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        let mut daemon = Daemon {
+            shared: shared.clone(),
+            threads: vec![
+                spawn("ctrack-w0", until_stop),
+                spawn("ctrack-hk", until_stop),
+            ],
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(daemon.ended(), None);
+        // A worker that panics (quietly: the message is the test's noise).
+        daemon.threads.push(spawn("ctrack-w1", |_| {
+            std::panic::resume_unwind(Box::new("a worker's bug"))
+        }));
+        let named = (0..500).find_map(|_| {
+            std::thread::sleep(Duration::from_millis(2));
+            daemon.ended()
+        });
+        assert_eq!(named.as_deref(), Some("ctrack-w1"));
+        shared.stop.store(true, Ordering::Relaxed);
+        assert_eq!(daemon.ended(), None);
+        let _ = daemon.stop();
     }
 }

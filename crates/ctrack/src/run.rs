@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::{Result, anyhow};
+use anyhow::{Result, anyhow, bail};
 use ctrack_core::{Config, FragConfig};
 use ctrack_datapath::ctl::DEFAULT_SOCKET;
 use ctrack_datapath::daemon::{Daemon, RunConfig};
@@ -170,6 +170,15 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
         args.ctl.display(),
     ));
     while !stop.load(Ordering::Relaxed) {
+        if let Some(t) = daemon.ended() {
+            // A thread that panicked: the datapath is not whole any more.
+            say(&format!("ctrack: thread {t} ended unexpectedly: stopping"));
+            let stats = daemon.stop();
+            summary(&stats, out)?;
+            bail!(
+                "thread {t} of the datapath ended unexpectedly (it panicked: see above); restart ctrack run"
+            );
+        }
         if hup.swap(false, Ordering::Relaxed) {
             let shared = daemon.shared();
             match shared.reload(None) {
