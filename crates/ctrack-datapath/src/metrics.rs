@@ -40,33 +40,39 @@ fn labels(kv: &[(&str, String)]) -> Labels {
         .collect()
 }
 
-fn counter(reg: &mut Registry, name: &str, help: &str, v: u64) {
+/// `help` without its closing full stop: the encoder ends every `# HELP`
+/// line with one of its own (until 2026-12-01 each read `..`).
+fn help(h: &str) -> &str {
+    h.strip_suffix('.').unwrap_or(h)
+}
+
+fn counter(reg: &mut Registry, name: &str, h: &str, v: u64) {
     let c: Counter = Counter::default();
     c.inc_by(v);
-    reg.register(name, help, c);
+    reg.register(name, help(h), c);
 }
 
-fn gauge(reg: &mut Registry, name: &str, help: &str, v: u64) {
+fn gauge(reg: &mut Registry, name: &str, h: &str, v: u64) {
     let g: Gauge = Gauge::default();
     g.set(i64::try_from(v).unwrap_or(i64::MAX));
-    reg.register(name, help, g);
+    reg.register(name, help(h), g);
 }
 
-fn counters(reg: &mut Registry, name: &str, help: &str, rows: Vec<(Labels, u64)>) {
+fn counters(reg: &mut Registry, name: &str, h: &str, rows: Vec<(Labels, u64)>) {
     let f: Family<Labels, Counter> = Family::default();
     for (l, v) in rows {
         f.get_or_create(&l).inc_by(v);
     }
-    reg.register(name, help, f);
+    reg.register(name, help(h), f);
 }
 
-fn gauges(reg: &mut Registry, name: &str, help: &str, rows: Vec<(Labels, u64)>) {
+fn gauges(reg: &mut Registry, name: &str, h: &str, rows: Vec<(Labels, u64)>) {
     let f: Family<Labels, Gauge> = Family::default();
     for (l, v) in rows {
         f.get_or_create(&l)
             .set(i64::try_from(v).unwrap_or(i64::MAX));
     }
-    reg.register(name, help, f);
+    reg.register(name, help(h), f);
 }
 
 /// The zones whose connections are counted: 0 and the policy's ports'.

@@ -326,6 +326,10 @@ fn every_counter_reads_the_same_in_stats_and_metrics() {
     let stats: serde_json::Value =
         serde_json::from_str(&env.ok(&["stats", "--format", "json"])).unwrap();
     let text = metrics::render(&env.shared);
+    // Each help line ends with one full stop (the encoder's own).
+    for l in text.lines().filter(|l| l.starts_with("# HELP")) {
+        assert!(l.ends_with('.') && !l.ends_with(".."), "{l}");
+    }
     let metric = |name: &str| -> u64 {
         let line = text
             .lines()
