@@ -582,6 +582,9 @@ mod tests {
             "tcp || udp",
             "(tcp && udp) || ip4",
             "ip.later_frag && ip.proto == 6",
+            // OVN's `tcp` is `ip.proto == 6`: an IPv4 later fragment's.
+            "ip.later_frag && tcp",
+            "ip4 && ip.later_frag && udp.dst != 53",
             "ip4 && eth.type == 0x800/0xff00",
             "1",
         ] {
