@@ -596,12 +596,26 @@ mod tests {
         assert_eq!(k.get(Field::IpSrc), u128::from(a));
         assert_eq!(k.get(Field::IpDst), u128::from(b));
         assert_eq!(k.get(Field::IpProto), 0);
-        // A payload length past the frame: no addresses.
-        let mut bytes = Frame::v6(a, b, L4::udp(1, 2, b"x")).build();
-        bytes[18] = 0xff;
-        let k = Key::from_frame(&bytes, 0, 0);
-        assert_eq!(k.flags(), flag::IP | flag::IP6);
-        assert_eq!((k.get(Field::IpSrc), k.get(Field::IpDst)), (0, 0));
+        // A payload length past the frame, by a little or by much, or more
+        // than 64 KiB of padding after the datagram: no addresses, as
+        // Open vSwitch's `ipv6_sanity_check` has it.
+        let whole = Frame::v6(a, b, L4::udp(1, 2, b"x")).build();
+        let plen = u16::from_be_bytes([whole[18], whole[19]]);
+        for (past, padding) in [(8, 0), (0xff00, 0), (0, 70_000)] {
+            let mut bytes = whole.clone();
+            bytes[18..20].copy_from_slice(&(plen + past).to_be_bytes());
+            if padding > 0 {
+                // A bad hop-by-hop header, then the padding.
+                let mut f = Frame::v6(a, b, L4::udp(1, 2, b"x"));
+                f.ext = vec![ctrack_wire::build::Ext::HopByHop(0)];
+                bytes = f.build();
+                bytes[14 + 40 + 1] = 200;
+                bytes.resize(bytes.len() + padding, 0);
+            }
+            let k = Key::from_frame(&bytes, 0, 0);
+            assert_eq!(k.flags(), flag::IP | flag::IP6, "{past} {padding}");
+            assert_eq!((k.get(Field::IpSrc), k.get(Field::IpDst)), (0, 0));
+        }
     }
 
     /// The common case's shortcut answers what it is for: a plain IPv4

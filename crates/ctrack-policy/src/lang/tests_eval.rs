@@ -150,6 +150,27 @@ fn vlan_nd_and_fragments() {
         assert!(!m("icmp6", &bogus), "{tag:?}");
         assert!(!m("icmp", &bogus), "{tag:?}");
     }
+    // ICMPv4 over IPv6 (next header 1) likewise, `icmp4` being `ip4 &&
+    // ip.proto == 1`.
+    let f = Frame::v6(
+        v6(1),
+        v6(2),
+        L4::Raw {
+            proto: 1,
+            payload: vec![8, 0, 0, 0, 0, 1, 0, 1],
+        },
+    );
+    let bogus = Key::from_frame(&f.build(), 0, 0);
+    assert!(m("ip6 && ip.proto == 1", &bogus));
+    assert!(!m("icmp4", &bogus));
+    assert!(!m("icmp", &bogus));
+    // An ICMPv6 header of fewer than eight bytes has no type or code
+    // either (the general path, IPv6).
+    let mut f = Frame::v6(v6(1), v6(2), L4::icmp_query(128, 0, 1)).build();
+    f[18..20].copy_from_slice(&4u16.to_be_bytes());
+    f.truncate(14 + 40 + 4);
+    let k = Key::from_frame(&f, 0, 0);
+    assert!(m("icmp6 && icmp6.type == 0 && icmp6.code == 0", &k));
     let mut arp = vec![0xff; 6];
     arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
     arp.extend_from_slice(&[0; 28]);
