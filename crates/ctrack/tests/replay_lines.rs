@@ -310,9 +310,9 @@ fn write_refuses_a_second_link_type() {
 fn packets_a_snapshot_length_cut_are_told_of() {
     let whole_frame = frame(true, L4::udp(1000, 53, &[7; 40])).build();
     let len = whole_frame.len() as u32;
-    let cut = |ts: u64| (ts, whole_frame[..42].to_vec(), len);
+    let cut = |ts: u64, n: usize| (ts, whole_frame[..n].to_vec(), len);
     let cap = Temp::new("lines-snaplen.pcap");
-    std::fs::write(&cap.0, pcap(&[cut(0), cut(1), cut_frame()])).expect("write");
+    std::fs::write(&cap.0, pcap(&[cut(0, 50), cut(1, 42), cut_frame()])).expect("write");
     let policy = Temp::new("lines-snaplen.toml");
     std::fs::write(&policy.0, "[default]\naction = \"allow\"\n").expect("write");
     for extra in [&[][..], &["--policy", policy.path()][..]] {
@@ -324,7 +324,7 @@ fn packets_a_snapshot_length_cut_are_told_of() {
         assert!(out.status.success(), "{err}");
         assert!(
             err.contains("note: 2 packet(s), the first packet 1, were captured cut short inside their IP datagram")
-                && err.contains("(42 bytes of each captured"),
+                && err.contains("(42 to 50 bytes of each captured"),
             "{extra:?}: {err}"
         );
         assert_eq!(err.lines().count(), 1, "{err}");
@@ -334,10 +334,18 @@ fn packets_a_snapshot_length_cut_are_told_of() {
         String::from_utf8_lossy(&out.stdout),
         "1: inv|trk\n2: inv|trk\n3: new|trk\n"
     );
-    // Only the padding cut: no note.
+    // Only the padding cut, or a packet whole as captured whose IP header
+    // lies (invalid, but not for a cut): no note.
+    let mut liar = whole_frame.clone();
+    liar[16..18].copy_from_slice(&1000u16.to_be_bytes());
+    let len = liar.len() as u32;
     let padding = Temp::new("lines-snaplen-padding.pcap");
-    std::fs::write(&padding.0, pcap(&[cut_frame()])).expect("write");
-    let out = ctrack(&["replay", padding.path()]);
+    std::fs::write(&padding.0, pcap(&[cut_frame(), (2, liar, len)])).expect("write");
+    let out = ctrack(&["replay", "--format", "ovs", padding.path()]);
     assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "1: new|trk\n2: inv|trk\n"
+    );
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
 }
