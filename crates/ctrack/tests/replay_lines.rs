@@ -312,7 +312,7 @@ fn packets_a_snapshot_length_cut_are_told_of() {
     let len = whole_frame.len() as u32;
     let cut = |ts: u64, n: usize| (ts, whole_frame[..n].to_vec(), len);
     let cap = Temp::new("lines-snaplen.pcap");
-    std::fs::write(&cap.0, pcap(&[cut(0, 50), cut(1, 42), cut_frame()])).expect("write");
+    std::fs::write(&cap.0, pcap(&[cut_frame(), cut(0, 50), cut(1, 42)])).expect("write");
     let policy = Temp::new("lines-snaplen.toml");
     std::fs::write(&policy.0, "[default]\naction = \"allow\"\n").expect("write");
     for extra in [&[][..], &["--policy", policy.path()][..]] {
@@ -323,7 +323,7 @@ fn packets_a_snapshot_length_cut_are_told_of() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{err}");
         assert!(
-            err.contains("note: 2 packet(s), the first packet 1, were captured cut short inside their IP datagram")
+            err.contains("note: 2 packet(s), the first packet 2, were captured cut short inside their IP datagram")
                 && err.contains("(42 to 50 bytes of each captured"),
             "{extra:?}: {err}"
         );
@@ -332,7 +332,7 @@ fn packets_a_snapshot_length_cut_are_told_of() {
     let out = ctrack(&["replay", "--format", "ovs", cap.path()]);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        "1: inv|trk\n2: inv|trk\n3: new|trk\n"
+        "1: new|trk\n2: inv|trk\n3: inv|trk\n"
     );
     // Only the padding cut, or a packet whole as captured whose IP header
     // lies (invalid, but not for a cut): no note.
