@@ -103,6 +103,15 @@ fn down_up_gone(tag: &str, io: &str) {
         rx(&fw.ctl_ok(&net, &["ports", "--format", "json"])) > rx(&before)
     });
     assert!(grew, "the client's port took nothing in");
+    // Each change said once: the client's link, never changed, at most
+    // once (up after the start, if its carrier came late); two MTUs.
+    let err = net.stderr("ctrack");
+    assert!(
+        err.matches("port client (c1): link up").count() <= 1,
+        "{err}"
+    );
+    assert_eq!(err.matches("port server (s1): MTU").count(), 2, "{err}");
+    assert_eq!(err.matches("the interface is gone").count(), 1, "{err}");
     for (when, ticks) in [("down", down), ("up again", up), ("gone", gone)] {
         assert!(
             ticks < 60,
