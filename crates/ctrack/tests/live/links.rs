@@ -44,13 +44,13 @@ fn link(net: &Net, fw: &Fw) -> String {
     v[1]["link"].as_str().unwrap_or_default().to_string()
 }
 
-/// Runs `change` in the firewall's namespace and waits until ctrack has
-/// said `line` on standard error once more than before (a port may be
-/// said down at the start, before its carrier is seen).
-fn said_after(net: &Net, change: &[&str], line: &str) {
+/// Runs `change` in namespace `ns` and waits until ctrack has said `line`
+/// on standard error once more than before (a port may be said down at
+/// the start, before its carrier is seen).
+fn said_after(net: &Net, ns: &str, change: &[&str], line: &str) {
     let count = || net.stderr("ctrack").matches(line).count();
     let before = count();
-    let o = net.run(&net.f, change);
+    let o = net.run(ns, change);
     assert!(o.status.success(), "{change:?}: {o:?}");
     let ok = Net::until(Duration::from_secs(5), || count() > before);
     assert!(ok, "no new {line:?} in: {}", net.stderr("ctrack"));
@@ -65,8 +65,16 @@ fn down_up_gone(tag: &str, io: &str) {
     let set = |what: &[&str], line: &str| {
         let mut argv = vec!["ip", "link", "set", "s1"];
         argv.extend_from_slice(what);
-        said_after(&net, &argv, line);
+        said_after(&net, &net.f, &argv, line);
     };
+    // The carrier lost (the server's end set down), then the port's own
+    // interface set down.
+    let peer = |what: &str, line: &str| {
+        said_after(&net, &net.s, &["ip", "link", "set", "s0", what], line);
+    };
+    peer("down", "ctrack: port server (s1): link down");
+    assert_eq!(link(&net, &fw), "down");
+    peer("up", "ctrack: port server (s1): link up");
     set(&["down"], "ctrack: port server (s1): link down");
     assert_eq!(link(&net, &fw), "down");
     assert!(!ping(&net));
@@ -86,11 +94,26 @@ fn down_up_gone(tag: &str, io: &str) {
     );
     said_after(
         &net,
+        &net.f,
         &["ip", "link", "del", "s1"],
         "ctrack: port server (s1): the interface is gone",
     );
     assert_eq!(link(&net, &fw), "gone");
     let gone = idle_ticks(&net);
+    // An interface made again under the name is another (its index): the
+    // port stays gone.
+    let o = net.run(
+        &net.f,
+        &[
+            "ip", "link", "add", "s1", "type", "veth", "peer", "name", "s1p",
+        ],
+    );
+    assert!(o.status.success(), "{o:?}");
+    for dev in ["s1", "s1p"] {
+        net.run(&net.f, &["ip", "link", "set", dev, "up"]);
+    }
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(link(&net, &fw), "gone");
     // The control socket still answers, and the client's port still
     // takes frames in.
     let before = fw.ctl_ok(&net, &["ports", "--format", "json"]);
