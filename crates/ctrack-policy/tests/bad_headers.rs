@@ -12,30 +12,25 @@
 //! `sctp`, `icmp4` and `icmp6` are OVN's `ip.proto == N`, whatever
 //! follows the IP header.
 
-use ctrack_core::{Config, FragConfig, Time, Tracker};
+mod common;
+
+use ctrack_core::{Config, FragConfig, Tracker};
 use ctrack_policy::expr::Expr;
-use ctrack_policy::firewall::{
-    AclRef, Action, BurstOut, Decision, DropReason, Firewall, FwOutputs, FwStats, Stage,
-};
+use ctrack_policy::firewall::{AclRef, Action, Decision, DropReason, Firewall, FwOutputs, Stage};
 use ctrack_policy::key::{Field, flag};
-use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy, Port};
+use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy};
 use ctrack_wire::build::{Ext, Frame, L4};
 
 const C_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const S_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
 
 fn policy(acls: Vec<(Direction, u16, AclAction, Expr)>) -> Policy {
-    let port = |name: &str, mac: [u8; 6], zone| Port {
-        name: name.into(),
-        macs: vec![mac],
-        ips: Vec::new(),
-        zone,
-        security: Vec::new(),
-        disabled: false,
-    };
     Policy {
         default: DefaultAction::Allow,
-        ports: vec![port("client", C_MAC, 1), port("server", S_MAC, 2)],
+        ports: vec![
+            common::port("client", C_MAC, 1),
+            common::port("server", S_MAC, 2),
+        ],
         acls: acls
             .into_iter()
             .enumerate()
@@ -84,34 +79,16 @@ fn frames() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
 /// Each frame's decision frame by frame, and through one burst (which
 /// must agree, with the same counters).
 fn decide(p: &Policy, frames: &[Vec<u8>]) -> Vec<Decision> {
-    let one = fw(p.clone());
-    let mut o = FwOutputs::default();
-    let mut got = Vec::new();
-    for f in frames {
-        o.out.clear();
-        one.process(f.clone(), 0, Time::from_secs(1), &mut o);
-        got.push(o.out.pop().expect("a decision").decision);
-    }
-    let burst = fw(p.clone());
-    let mut set = frames.to_vec();
-    let mut ds = vec![Decision::default(); set.len()];
-    let mut st = FwStats::default();
-    burst.process_burst(
-        &mut set,
-        Time::from_secs(1),
-        BurstOut {
-            decisions: &mut ds,
-            replies: &mut Vec::new(),
-            stats: &mut st,
-        },
-    );
+    let (mut one, mut burst) = (FwOutputs::default(), FwOutputs::default());
+    let got = common::each(&fw(p.clone()), frames, &mut one);
+    let ds = common::in_a_burst(&fw(p.clone()), frames, &mut burst);
     let brief = |d: &Decision| (d.action, d.stage, d.acl, d.reason);
     assert_eq!(
         ds.iter().map(brief).collect::<Vec<_>>(),
         got.iter().map(brief).collect::<Vec<_>>()
     );
-    assert_eq!(st.verdicts, o.stats.verdicts);
-    assert_eq!(st.stages, o.stats.stages);
+    assert_eq!(burst.stats.verdicts, one.stats.verdicts);
+    assert_eq!(burst.stats.stages, one.stats.stages);
     got
 }
 

@@ -6,7 +6,21 @@
 
 use ctrack_core::Time;
 use ctrack_policy::firewall::{BurstOut, Decision, Firewall, FwOutputs};
+use ctrack_policy::model::Port;
 use ctrack_wire::build::{Frame, L4};
+
+/// A port of one MAC address, no IP addresses and no port security, in
+/// `zone`.
+pub(crate) fn port(name: &str, mac: [u8; 6], zone: u16) -> Port {
+    Port {
+        name: name.into(),
+        macs: vec![mac],
+        ips: Vec::new(),
+        zone,
+        security: Vec::new(),
+        disabled: false,
+    }
+}
 
 /// Each frame through `Firewall::process`, one by one.
 pub(crate) fn each(
