@@ -614,7 +614,12 @@ mod tests {
             }
             let k = Key::from_frame(&bytes, 0, 0);
             assert_eq!(k.flags(), flag::IP | flag::IP6, "{past} {padding}");
-            assert_eq!((k.get(Field::IpSrc), k.get(Field::IpDst)), (0, 0));
+            assert_eq!(
+                (k.get(Field::IpSrc), k.get(Field::IpDst)),
+                (0, 0),
+                "{past} {padding} {}",
+                bytes.len()
+            );
         }
     }
 
