@@ -14,7 +14,7 @@ use ctrack_core::{Config, FragConfig, Tracker};
 use ctrack_policy::expr::Expr;
 use ctrack_policy::firewall::{AclRef, Action, Decision, DropReason, Firewall, FwOutputs, Stage};
 use ctrack_policy::key::{Field, flag};
-use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy, Port};
+use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy};
 use ctrack_wire::build::{Frame, L4, quote};
 
 const A_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
@@ -59,23 +59,12 @@ fn policy(extra: Vec<Acl>) -> Policy {
     Policy {
         default: DefaultAction::Drop,
         ports: vec![
-            port("a", A_MAC, 1),
-            port("b", B_MAC, 2),
-            port("c", C_MAC, 3),
+            common::port("a", A_MAC, 1),
+            common::port("b", B_MAC, 2),
+            common::port("c", C_MAC, 3),
         ],
         acls,
         ..Policy::default()
-    }
-}
-
-fn port(name: &str, mac: [u8; 6], zone: u16) -> Port {
-    Port {
-        name: name.into(),
-        macs: vec![mac],
-        ips: Vec::new(),
-        zone,
-        security: Vec::new(),
-        disabled: false,
     }
 }
 
@@ -292,7 +281,7 @@ fn an_unanswered_flows_datagram_to_a_third_port_leaves_the_connection_alone() {
 #[test]
 fn ports_of_one_zone_share_their_sessions() {
     let mut p = policy(vec![]);
-    p.ports.push(port("a2", A2_MAC, 1));
+    p.ports.push(common::port("a2", A2_MAC, 1));
     let frames = [
         udp(false, A_MAC, B_MAC),
         udp(true, B_MAC, A2_MAC),

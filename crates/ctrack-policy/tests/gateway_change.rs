@@ -12,7 +12,7 @@ use ctrack_core::{Config, FragConfig, Tracker};
 use ctrack_policy::expr::Expr;
 use ctrack_policy::firewall::{AclRef, Action, Decision, DropReason, Firewall, FwOutputs, Stage};
 use ctrack_policy::key::{Field, flag};
-use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy, Port};
+use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy};
 use ctrack_wire::tcp::flags::{ACK, PSH, SYN};
 
 const C_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
@@ -55,14 +55,7 @@ fn policy(ftp: bool, unrelated: bool) -> Policy {
             to_server(9, flag::UDP),
         ));
     }
-    let port = |name: &str, mac, zone| Port {
-        name: name.into(),
-        macs: vec![mac],
-        ips: Vec::new(),
-        zone,
-        security: Vec::new(),
-        disabled: false,
-    };
+    let port = common::port;
     Policy {
         default: DefaultAction::Drop,
         ports: vec![port("client", C_MAC, 1), port("server", S_MAC, 2)],

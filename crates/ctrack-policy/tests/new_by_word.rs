@@ -29,14 +29,7 @@ const B: u128 = 2;
 /// From-lport: everything may leave (allow-related `ip`). With `extra`,
 /// one more ACL, last, at the highest priority.
 fn policy(extra: Option<(AclAction, Expr)>) -> Policy {
-    let port = |name: &str, mac: [u8; 6], zone| Port {
-        name: name.into(),
-        macs: vec![mac],
-        ips: Vec::new(),
-        zone,
-        security: Vec::new(),
-        disabled: false,
-    };
+    let port = common::port;
     let mut to_b = Acl::new(
         0,
         Direction::ToLport,
