@@ -1,6 +1,8 @@
 //! The firewall's semantics, on policies built in code (the policy file's
 //! own tests load the same shapes from files).
 
+mod common;
+
 use ctrack_core::{Config, CtState, FragConfig, Time, Tracker};
 use ctrack_policy::expr::Expr;
 use ctrack_policy::firewall::{
@@ -8,7 +10,7 @@ use ctrack_policy::firewall::{
     Stage,
 };
 use ctrack_policy::key::{Field, flag};
-use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy, Port};
+use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy};
 use ctrack_wire::build::{Ext, Frame, L4};
 use ctrack_wire::tcp::flags::{ACK, RST, SYN};
 
@@ -23,14 +25,7 @@ fn acl(index: usize, dir: Direction, priority: u16, action: AclAction, expr: Exp
 }
 
 fn policy(default: DefaultAction, acls: Vec<Acl>) -> Policy {
-    let port = |name: &str, mac: [u8; 6], zone| Port {
-        name: name.into(),
-        macs: vec![mac],
-        ips: Vec::new(),
-        zone,
-        security: Vec::new(),
-        disabled: false,
-    };
+    let port = common::port;
     Policy {
         default,
         ports: vec![port("client", C_MAC, 1), port("server", S_MAC, 2)],
@@ -1121,14 +1116,7 @@ fn a_burst_of_two_zones_judges_each_frame_in_its_own() {
         ("server2", S2_MAC, 4),
         ("server3", S3_MAC, 0),
     ] {
-        p.ports.push(Port {
-            name: name.into(),
-            macs: vec![mac],
-            ips: Vec::new(),
-            zone,
-            security: Vec::new(),
-            disabled: false,
-        });
+        p.ports.push(common::port(name, mac, zone));
     }
     let frame = |src_mac, dst_mac, reply: bool, i: u16, flags, seq, ack| {
         let (src, dst, sport, dport) = if reply {

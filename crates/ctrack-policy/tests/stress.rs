@@ -16,6 +16,8 @@
 //! Longer by hand: `CTRACK_STRESS_ROUNDS=2000 cargo test --release -p
 //! ctrack-policy --test stress`.
 
+mod common;
+
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
@@ -23,7 +25,7 @@ use ctrack_core::{Config, FragConfig, Time, Tracker};
 use ctrack_policy::expr::Expr;
 use ctrack_policy::firewall::{Action, BurstOut, Decision, DropReason, Firewall, FwStats};
 use ctrack_policy::key::{Field, flag};
-use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy, Port, PortSecurity};
+use ctrack_policy::model::{Acl, AclAction, DefaultAction, Direction, Policy, PortSecurity};
 use ctrack_wire::build::{Frame, L4};
 use ctrack_wire::tcp::flags::{ACK, PSH, SYN};
 
@@ -37,14 +39,7 @@ const CONNS: u16 = 40;
 /// The server takes TCP `port` from the client; the client may send
 /// anything out. Default drop.
 fn policy(port: u16) -> Policy {
-    let p = |name: &str, mac: [u8; 6], zone| Port {
-        name: name.into(),
-        macs: vec![mac],
-        ips: Vec::new(),
-        zone,
-        security: Vec::new(),
-        disabled: false,
-    };
+    let p = common::port;
     let to_server = Expr::And(vec![
         Expr::eq(Field::Outport, 2),
         Expr::flags(flag::IP | flag::TCP),
