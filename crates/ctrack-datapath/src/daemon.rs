@@ -59,6 +59,9 @@ pub struct RunConfig {
 pub struct Daemon {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
+    /// The ports' interfaces, claimed while the datapath runs
+    /// ([`io::claim`]).
+    _claims: Vec<io::PortClaim>,
 }
 
 /// How many connections the housekeeping thread looks at per sweep (up
@@ -109,6 +112,9 @@ impl Daemon {
         let indices = (infos.iter())
             .map(|p| io::interface_index(&p.ifname).map_err(|e| format!("{}: {e}", p.ifname)))
             .collect::<Result<Vec<u32>, String>>()?;
+        let claims = (infos.iter().zip(&indices))
+            .map(|(p, &i)| io::claim(&p.ifname, i).map_err(|e| e.to_string()))
+            .collect::<Result<Vec<_>, String>>()?;
         let handles = open_ports(cfg, &infos, workers)?;
         let tracker = Tracker::new(cfg.tracker.clone());
         let fw = Firewall::new(tracker, cfg.frag, policy)
@@ -136,6 +142,7 @@ impl Daemon {
         let mut daemon = Daemon {
             shared: shared.clone(),
             threads: Vec::new(),
+            _claims: claims,
         };
         for (w, ports) in handles.into_iter().enumerate() {
             let worker = Worker::new(shared.clone(), w, ports);
@@ -443,6 +450,7 @@ mod tests {
                 spawn("ctrack-w0", until_stop),
                 spawn("ctrack-hk", until_stop),
             ],
+            _claims: Vec::new(),
         };
         std::thread::sleep(Duration::from_millis(20));
         assert_eq!(daemon.ended(), None);

@@ -10,6 +10,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
+pub use crate::sys::lock::PortClaim;
 pub use crate::sys::port::{IoKind, LinkState, Pool, Port, PortOptions, PortStats, RxRing};
 
 /// The largest frame an AF_PACKET port takes in (bytes): a port's MTU
@@ -19,6 +20,15 @@ pub const MAX_FRAME: usize = crate::sys::MAX_FRAME;
 /// Opens `opts.worker`'s handle on `opts.ifname`.
 pub fn open(opts: &PortOptions) -> io::Result<Box<dyn Port>> {
     crate::sys::open(opts)
+}
+
+/// Claims interface `ifname`, whose index is `index`, for this process
+/// until the claim is dropped: a second datapath on it, which would
+/// forward every frame again, is refused, in words that name the process
+/// holding it. The claim is an abstract Unix socket (of the network
+/// namespace, as the index is), let go however the process ends.
+pub fn claim(ifname: &str, index: u32) -> io::Result<PortClaim> {
+    crate::sys::lock::claim(ifname, index)
 }
 
 /// Waits until one of `fds` is readable or `timeout` passes; returns true

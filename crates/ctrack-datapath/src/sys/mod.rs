@@ -6,6 +6,7 @@
 //! - `os`: small wrappers (sockets, socket options, mappings);
 //! - `ifinfo`: interface index, MAC, MTU, queues;
 //! - `caps`: the capability check;
+//! - `lock`: one datapath an interface (a claim on each port's);
 //! - `packet`, `rxring`: AF_PACKET ports (a TPACKET_V3 or V2 receive
 //!   ring, sendmmsg);
 //! - `xdp`, `xsk`, `bpf`: AF_XDP ports, their UMEM and rings, and the XDP
@@ -14,6 +15,7 @@
 mod bpf;
 mod caps;
 mod ifinfo;
+pub(crate) mod lock;
 mod os;
 mod packet;
 pub(crate) mod port;

@@ -213,3 +213,59 @@ fn a_closed_standard_error_stops_nothing() {
     let back = Net::until(Duration::from_secs(10), || ping(&net));
     assert!(back, "no ping through ctrack");
 }
+
+/// A second `ctrack run` on interfaces one already serves is refused at
+/// its start, in words that name the first, whichever sockets either uses;
+/// the first goes on alone, every ping answered once. Until 2026-12-01
+/// the second ran: each took in a copy of every frame and sent it on, and
+/// every ping came back three times more ("DUP!").
+#[test]
+fn a_second_datapath_on_the_interfaces_is_refused() {
+    let Some((net, _fw)) = setup_with("lk2nd", "af-packet", false, &policy(false, "")) else {
+        return;
+    };
+    let p = net.dir.join("policy.toml").display().to_string();
+    let first = net.pid("ctrack");
+    for io in ["af-packet", "af-xdp"] {
+        let sock = net
+            .dir
+            .join(format!("second-{io}.sock"))
+            .display()
+            .to_string();
+        // `timeout`: a second datapath that runs is this test's failure,
+        // not its hang.
+        let o = net.run(
+            &net.f,
+            &[
+                "timeout",
+                "5",
+                CTRACK,
+                "run",
+                "--policy",
+                &p,
+                "--port",
+                "server=s1",
+                "--port",
+                "client=c1",
+                "--io",
+                io,
+                "--workers",
+                "1",
+                "--ctl",
+                &sock,
+            ],
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{io}: {err}");
+        let want = format!("interface s1 is already served by process {first} (ctrack)");
+        assert!(err.contains(&want), "{io}: {err}");
+        assert!(!err.contains("panicked"), "{io}: {err}");
+    }
+    let o = net.run(
+        &net.c,
+        &["ping", "-c", "3", "-i", "0.2", "-W", "2", SERVER_IP],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(!out.contains("DUP!"), "{out}");
+}
