@@ -187,6 +187,11 @@ fn maxconns_limits_and_timeouts_round_trip() {
     assert_eq!(env.ok(&["get-maxconns"]), "5000");
     assert_eq!(env.ok(&["ct-get-maxconns"]), "5000");
     env.fails(&["set-maxconns", "0"]);
+    // Past the table's ceiling (its 64 shards of 2^23), the bound of
+    // `ctrack run --max-conns` too; until 2026-12-01 it was 64 Mi here
+    // against 512 Mi there.
+    let e = env.fails(&["set-maxconns", "536870913"]);
+    assert!(e.contains("maxconns must be 1..=536870912"), "{e}");
     env.fails(&["set-maxconns", "99999999999"]);
     env.fails(&["set-maxconns"]);
 

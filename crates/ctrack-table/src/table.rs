@@ -23,6 +23,7 @@ use crate::epoch::Guard;
 use crate::index::{ALIAS_BIT, BUCKET_ENTRIES, Bucket, Index};
 use crate::prefetch::prefetch_lines;
 use crate::shard::{Inner, List, Shard};
+use crate::slab::MAX_SLOTS;
 use crate::sync::{Arc, AtomicI64, AtomicU8, AtomicU64, Ordering};
 use crate::{Hashes, Record};
 
@@ -176,7 +177,7 @@ impl<R: Record> Table<R> {
     pub fn with_slots_for(cfg: TableConfig, records: usize) -> Table<R> {
         let n = cfg.shards.clamp(1, MAX_SHARDS).next_power_of_two();
         let buckets = Self::buckets_for(cfg.capacity, n);
-        let share = records.max(cfg.capacity).div_ceil(n);
+        let share = (records.max(cfg.capacity).div_ceil(n)).min(MAX_SLOTS as usize);
         let arena = Arc::new(Arena::default());
         Table {
             shards: (0..n).map(|_| Shard::new(buckets, share, &arena)).collect(),
@@ -190,8 +191,18 @@ impl<R: Record> Table<R> {
         }
     }
 
+    /// The most records this table can hold, whatever its capacity: each
+    /// of its shards at most 2^23 (a slot number's bits). A capacity past
+    /// it is taken as it.
+    pub fn most_records(&self) -> usize {
+        self.shards.len() * MAX_SLOTS as usize
+    }
+
     fn buckets_for(capacity: usize, shards: usize) -> usize {
-        let per_shard = capacity.div_ceil(shards);
+        // No shard holds more than `MAX_SLOTS` records: an index sized
+        // past them (a capacity of `usize::MAX`, "no limit") would only
+        // fail to be allocated.
+        let per_shard = capacity.div_ceil(shards).min(MAX_SLOTS as usize);
         let entries = per_shard.saturating_mul(100) / TARGET_LOAD_PERCENT;
         entries.div_ceil(BUCKET_ENTRIES).max(1)
     }

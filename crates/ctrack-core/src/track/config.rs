@@ -55,7 +55,9 @@ pub struct Config {
     /// Most connections the table may hold. When it holds them, a commit
     /// first evicts an unestablished connection of its zone (early drop),
     /// else is refused (the packet is still `new`, as in Open vSwitch).
-    /// The table's index is sized for this many.
+    /// The table's index is sized for this many. A limit past what the
+    /// table can hold (2^23 connections a shard: `usize::MAX`, say) is
+    /// taken as that ([`crate::Tracker::max_conns_ceiling`]).
     pub max_conns: usize,
     /// Timeout policy for zones without their own.
     pub timeouts: TimeoutPolicy,
@@ -129,5 +131,28 @@ mod tests {
             .collect();
         assert_eq!(got, [64, 64, 64, 128, 128, 256, 256, 256, 256, 256, 256]);
         assert_eq!(Config::default().shards, DEFAULT_SHARDS);
+    }
+
+    /// A limit past what the table holds (`usize::MAX` for "no limit") is
+    /// taken as the table's ceiling, given at the start or later. Until
+    /// 2026-12-01 it sized the index for itself: the start panicked ("out
+    /// of memory for a connection index").
+    #[test]
+    fn a_limit_past_the_table_is_its_ceiling() {
+        for (shards, ceiling) in [(1, 1usize << 23), (4, 1 << 25)] {
+            let t = crate::Tracker::new(Config {
+                max_conns: usize::MAX,
+                shards,
+                ..Config::default()
+            });
+            assert_eq!(t.max_conns_ceiling(), ceiling);
+            assert_eq!(t.max_conns(), ceiling);
+            t.set_max_conns(1000);
+            assert_eq!(t.max_conns(), 1000);
+            t.set_max_conns(usize::MAX);
+            assert_eq!(t.max_conns(), ceiling);
+            t.set_max_conns(ceiling + 1);
+            assert_eq!(t.max_conns(), ceiling);
+        }
     }
 }

@@ -96,16 +96,18 @@ impl Tracker {
         // it passes 90% load), so that an IPv4-only deployment pays nothing
         // for it (its shards' fixed structures were 0.75 MB in 256 shards:
         // BENCHMARKS.md, `memory`).
-        let v4 = TableConfig {
+        let v4 = Table::new(TableConfig {
             shards: config.shards,
             capacity: config.max_conns,
-        };
+        });
+        // Past what the table can hold, a limit means no limit.
+        let max_conns = config.max_conns.min(v4.most_records());
         let t = Tracker {
             tcp_seq_check: AtomicBool::new(config.tcp_seq_check),
             tcp_loose: AtomicBool::new(config.tcp_loose),
             checksums: AtomicBool::new(config.checksums),
             fast_lane: AtomicBool::new(true),
-            max_conns: AtomicUsize::new(config.max_conns),
+            max_conns: AtomicUsize::new(max_conns),
             shared: Shared {
                 hasher,
                 zones: Zones::default(),
@@ -121,7 +123,7 @@ impl Tracker {
                 extended: AtomicBool::new(false),
                 events: Events::default(),
             },
-            v4: Table::new(v4),
+            v4,
             v6: OnceLock::new(),
             v6_shards: config.shards,
             dead: Mutex::new(VecDeque::new()),
@@ -131,7 +133,7 @@ impl Tracker {
         };
         if config.prefault {
             // Before any packet: nobody else holds a lock or a reference.
-            t.v4.prefault(&pin(), config.max_conns);
+            t.v4.prefault(&pin(), max_conns);
         }
         t
     }
@@ -229,9 +231,18 @@ impl Tracker {
         self.max_conns.load(Relaxed)
     }
 
-    /// Changes the connection limit (existing connections stay). Raising it
-    /// grows the index, shard by shard.
+    /// The largest connection limit there is: what the IPv4 table can
+    /// hold (2^23 connections a shard). A larger limit, given to
+    /// [`Tracker::new`] or [`Tracker::set_max_conns`], is taken as it.
+    pub fn max_conns_ceiling(&self) -> usize {
+        self.v4.most_records()
+    }
+
+    /// Changes the connection limit (existing connections stay); at most
+    /// [`Tracker::max_conns_ceiling`]. Raising it grows the index, shard by
+    /// shard.
     pub fn set_max_conns(&self, max: usize) {
+        let max = max.min(self.max_conns_ceiling());
         self.max_conns.store(max, Relaxed);
         self.shared.remember(NOT_FULL, 0);
         let guard = pin();

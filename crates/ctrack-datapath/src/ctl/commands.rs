@@ -48,10 +48,6 @@ commands (ctrack ctl [--ctl PATH] COMMAND ...):
   fdb-flush                                      forget the learned MACs
   version | help";
 
-/// The largest `set-maxconns` accepted: raising the limit sizes the index
-/// at once, so an absurd value would exhaust memory.
-pub(crate) const MAX_MAXCONNS: usize = 64 << 20;
-
 /// Answers `argv`.
 pub(crate) fn run(ctx: &Ctx, argv: &[String]) -> Outcome {
     let Some((cmd, rest)) = argv.split_first() else {
@@ -323,10 +319,15 @@ fn set_maxconns(ctx: &Ctx, rest: &[String]) -> Result<String, String> {
         return Err("expected one number: set-maxconns N".into());
     };
     let n: usize = number("maxconns", n)?;
-    if n == 0 || n > MAX_MAXCONNS {
-        return Err(format!("maxconns must be 1..={MAX_MAXCONNS}"));
+    // The same bound as `ctrack run --max-conns` (the connection table's
+    // ceiling, 2^29 in its 64 shards at least): raising the limit sizes
+    // the index at once, about 1.6 bytes a connection of the limit.
+    let tracker = ctx.shared.fw.tracker();
+    let most = tracker.max_conns_ceiling();
+    if n == 0 || n > most {
+        return Err(format!("maxconns must be 1..={most}"));
     }
-    ctx.shared.fw.tracker().set_max_conns(n);
+    tracker.set_max_conns(n);
     Ok("setting maxconns successful".into())
 }
 
