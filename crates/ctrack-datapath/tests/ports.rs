@@ -593,3 +593,39 @@ fn ports_close_everything() {
         assert!(!has_xdp(&v.a) && !has_xdp(&v.b));
     }
 }
+
+/// The kernel's count of promiscuous holders of `ifname` (`promiscuity`
+/// in `ip -d link show`): each open port of either kind holds one.
+fn promiscuity(ifname: &str) -> u32 {
+    let o = Command::new("ip")
+        .args(["-d", "link", "show", ifname])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let at = out
+        .find("promiscuity ")
+        .expect("ip -d link shows promiscuity");
+    let n = out[at + "promiscuity ".len()..].split_whitespace().next();
+    n.and_then(|n| n.parse().ok()).expect("a count")
+}
+
+/// A port of either kind holds its interface promiscuous while it is
+/// open (a NIC would otherwise drop the frames addressed to the stations
+/// beyond it, before any socket or XDP program saw them), and lets go when
+/// it closes. Until 2026-12-01 AF_XDP ports did not: on a veth, which
+/// filters nothing, it did not show.
+#[test]
+fn ports_hold_their_interface_promiscuous() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let v = Veth::new(9);
+    assert_eq!(promiscuity(&v.a), 0);
+    for kind in [IoKind::AfPacket, IoKind::AfXdp] {
+        let p = open(&opts(&v.a, kind, 0, 1, 0));
+        assert_eq!(promiscuity(&v.a), 1, "{kind:?}");
+        drop(p);
+        assert_eq!(promiscuity(&v.a), 0, "{kind:?}");
+    }
+}

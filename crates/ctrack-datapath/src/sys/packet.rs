@@ -164,11 +164,7 @@ pub(super) fn open(opts: &PortOptions) -> io::Result<Box<dyn Port>> {
     sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
     sll.sll_ifindex = link.ifindex as libc::c_int;
     os::bind(&fd, &sll).map_err(c("binding the AF_PACKET socket"))?;
-    let mut mr: libc::packet_mreq = os::zeroed();
-    mr.mr_ifindex = link.ifindex as libc::c_int;
-    mr.mr_type = libc::PACKET_MR_PROMISC as u16;
-    os::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mr)
-        .map_err(c("setting promiscuous mode"))?;
+    promiscuous_on(&fd, link.ifindex).map_err(c("setting promiscuous mode"))?;
     if fanout {
         // No defragmentation flag: the kernel would hand us reassembled
         // datagrams over the MTU. The flow hash of a fragment covers its
@@ -211,6 +207,28 @@ fn send_socket(ifindex: u32) -> io::Result<OwnedFd> {
     sll.sll_family = libc::AF_PACKET as u16;
     sll.sll_ifindex = ifindex as libc::c_int;
     os::bind(&fd, &sll)?;
+    Ok(fd)
+}
+
+/// Makes interface `ifindex` promiscuous for as long as `fd`, an
+/// AF_PACKET socket, is open: a membership the kernel counts
+/// (`promiscuity` in `ip -d link`) and takes back when the socket closes,
+/// however the process ends, unlike `IFF_PROMISC`, which would stay set.
+fn promiscuous_on(fd: &OwnedFd, ifindex: u32) -> io::Result<()> {
+    let mut mr: libc::packet_mreq = os::zeroed();
+    mr.mr_ifindex = ifindex as libc::c_int;
+    mr.mr_type = libc::PACKET_MR_PROMISC as u16;
+    os::setsockopt(fd, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mr)
+}
+
+/// An AF_PACKET socket that receives nothing (protocol 0: no frame is
+/// handed to it) and holds interface `ifindex` promiscuous while it is
+/// open: for ports whose frames come another way (AF_XDP), whose
+/// interface would otherwise drop, in its hardware filter, the frames
+/// addressed to other stations, which a bump in the wire forwards.
+pub(super) fn promiscuous(ifindex: u32) -> io::Result<OwnedFd> {
+    let fd = os::socket(libc::AF_PACKET, libc::SOCK_RAW, 0)?;
+    promiscuous_on(&fd, ifindex)?;
     Ok(fd)
 }
 

@@ -15,16 +15,22 @@
 //! - XDP_USE_NEED_WAKEUP: sends are kicked with `sendto(MSG_DONTWAIT)`
 //!   when the kernel asks; the fill ring is kicked likewise on receive.
 //! - Frames are copied in and out of the UMEM (into `Pool` buffers).
+//! - The interface is made promiscuous while the port is open (an
+//!   AF_PACKET socket's membership, which receives nothing): a NIC's
+//!   filter would otherwise drop, before XDP, the frames addressed to the
+//!   stations beyond it, which a bump in the wire takes in. Until
+//!   2026-12-01 only AF_PACKET ports did this; a veth, which filters
+//!   nothing, did not show it.
 //! - NICs that strip VLAN tags on receive (rxvlan offload) hide them from
 //!   XDP: turn that off (`ethtool -K IF rxvlan off`) with tagged traffic.
 
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use super::bpf::Attachment;
 use super::ifinfo;
 use super::os::{self, err};
-use super::packet::sendable;
+use super::packet::{promiscuous, sendable};
 use super::port::{Pool, Port, PortOptions, PortStats};
 use super::xsk::Xsk;
 
@@ -46,6 +52,8 @@ pub(super) struct XdpPort {
     x: Xsk,
     /// This port's share of the interface's XDP program.
     attach: Attachment,
+    /// Holds the interface promiscuous (see the module's doc).
+    _promiscuous: OwnedFd,
     zero_copy: bool,
     mtu: usize,
     max_frame: usize,
@@ -155,6 +163,8 @@ pub(super) fn open(opts: &PortOptions) -> io::Result<Box<dyn Port>> {
         return Err(err(io::ErrorKind::InvalidInput, msg));
     }
     let size = opts.ring_frames.next_power_of_two().max(64) as u32;
+    let promiscuous =
+        promiscuous(link.ifindex).map_err(|e| os::ctx(e, name, "setting promiscuous mode"))?;
     let attach = Attachment::get(name, link.ifindex, queues as u32)?;
     let mode = if attach.driver_mode() {
         0
@@ -182,6 +192,7 @@ pub(super) fn open(opts: &PortOptions) -> io::Result<Box<dyn Port>> {
         name: opts.ifname.clone(),
         x,
         attach,
+        _promiscuous: promiscuous,
         zero_copy,
         mtu: link.mtu,
         max_frame: opts.frame_size,
