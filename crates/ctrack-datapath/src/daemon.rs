@@ -112,6 +112,7 @@ impl Daemon {
         let indices = (infos.iter())
             .map(|p| io::interface_index(&p.ifname).map_err(|e| format!("{}: {e}", p.ifname)))
             .collect::<Result<Vec<u32>, String>>()?;
+        same_interface(&infos, &indices)?;
         let claims = (infos.iter().zip(&indices))
             .map(|(p, &i)| io::claim(&p.ifname, i).map_err(|e| e.to_string()))
             .collect::<Result<Vec<_>, String>>()?;
@@ -241,6 +242,23 @@ pub fn check_ports(ports: &[(String, String)]) -> Result<(), String> {
         if let Some((other, _)) = ports[..i].iter().find(|(_, f)| f == ifname) {
             return Err(format!(
                 "--port {name}={ifname}: interface {ifname} is given twice (for {other} before): one port an interface"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses two ports on one interface under two of its names (an
+/// alternative name, `ip link property add dev IF altname NAME`), which
+/// [`check_ports`] cannot see: `indices` are the ports' interfaces'.
+fn same_interface(infos: &[PortInfo], indices: &[u32]) -> Result<(), String> {
+    for (i, (p, index)) in infos.iter().zip(indices).enumerate() {
+        if let Some(q) =
+            (infos[..i].iter().zip(indices)).find_map(|(q, j)| (j == index).then_some(q))
+        {
+            return Err(format!(
+                "--port {}={}: {} is interface {} (index {index}) under another name, given for port {} before: one port an interface",
+                p.name, p.ifname, p.ifname, q.ifname, q.name
             ));
         }
     }

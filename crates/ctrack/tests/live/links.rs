@@ -215,8 +215,9 @@ fn a_closed_standard_error_stops_nothing() {
 }
 
 /// A second `ctrack run` on interfaces one already serves is refused at
-/// its start, in words that name the first, whichever sockets either uses;
-/// the first goes on alone, every ping answered once. Until 2026-12-01
+/// its start, in words that name the first, whichever sockets either uses,
+/// and so is one run given an interface twice under two of its names; the
+/// first goes on alone, every ping answered once. Until 2026-12-01
 /// the second ran: each took in a copy of every frame and sent it on, and
 /// every ping came back three times more ("DUP!").
 #[test]
@@ -261,6 +262,40 @@ fn a_second_datapath_on_the_interfaces_is_refused() {
         assert!(err.contains(&want), "{io}: {err}");
         assert!(!err.contains("panicked"), "{io}: {err}");
     }
+    // One interface under two names (an alternative name) for two ports
+    // of one run is refused as such, not as another process's.
+    let o = net.run(
+        &net.f,
+        &[
+            "ip", "link", "property", "add", "dev", "c1", "altname", "c1alt",
+        ],
+    );
+    assert!(o.status.success(), "{o:?}");
+    let sock = net.dir.join("alt.sock").display().to_string();
+    let o = net.run(
+        &net.f,
+        &[
+            "timeout",
+            "5",
+            CTRACK,
+            "run",
+            "--policy",
+            &p,
+            "--port",
+            "client=c1",
+            "--port",
+            "server=c1alt",
+            "--ctl",
+            &sock,
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--port server=c1alt: c1alt is interface c1 (index ")
+            && err.contains("under another name, given for port client before"),
+        "{err}"
+    );
     let o = net.run(
         &net.c,
         &["ping", "-c", "3", "-i", "0.2", "-W", "2", SERVER_IP],
