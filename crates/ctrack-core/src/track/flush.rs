@@ -121,6 +121,22 @@ mod tests {
     use ctrack_wire::tcp::flags::ACK;
     use std::net::Ipv6Addr;
 
+    /// A flushed zone's connection is gone for `conn` as for `lookup` and
+    /// `for_each` at once, before a sweep frees it (until 2026-12-01
+    /// `conn` gave it until then).
+    #[test]
+    fn a_flushed_zones_connection_is_gone_before_the_sweep() {
+        let sim = Sim::new();
+        let id = sim.handshake("commit");
+        assert!(sim.t.conn(id, sim.now).is_some());
+        assert!(sim.t.flush_zone(0));
+        assert_eq!(sim.t.lookup(&tcp_key(0), sim.now), None);
+        let mut seen = 0;
+        sim.t.for_each(None, sim.now, |_, _| seen += 1);
+        assert_eq!(seen, 0);
+        assert_eq!(sim.t.conn(id, sim.now), None);
+    }
+
     #[test]
     fn flush_key_removes_a_connection_by_its_original_key() {
         let sim = Sim::new();

@@ -78,21 +78,26 @@ impl Tracker {
         Some((ConnId::new(A::FAMILY, e.id()), info, dir))
     }
 
-    /// A snapshot of connection `id`, if it is live.
+    /// A snapshot of connection `id`, if it is live: in the table, not
+    /// expired at `now` and not of a flushed zone, as for `lookup` and
+    /// `for_each` (an expired connection, or one of a zone flushed, waits
+    /// for a sweep, unseen by packets). Until 2026-12-01 a connection of a
+    /// flushed zone was given until the sweep freed it.
     pub fn conn(&self, id: ConnId, now: Time) -> Option<ConnInfo> {
         let guard = pin();
         let info = match id.family() {
             Family::V4 => {
-                let e = self.v4.get(&guard, id.record())?;
+                let e = self.live_entry::<u32>(&guard, id, now)?;
                 self.info(e.record(), now, &guard)
             }
             Family::V6 => {
-                let e = self.v6.get()?.get(&guard, id.record())?;
+                // No IPv6 table made yet: nothing to find (and none made).
+                self.v6.get()?;
+                let e = self.live_entry::<V6>(&guard, id, now)?;
                 self.info(e.record(), now, &guard)
             }
         }?;
-        // Live means not expired, as for `lookup` and `for_each` (an
-        // expired connection waits for a sweep, unseen by packets).
+        // Expired since `live_entry` looked, under the record's lock.
         (info.expires > now).then_some(info)
     }
 
