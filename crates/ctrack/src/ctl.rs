@@ -67,9 +67,23 @@ pub fn run(args: &CtlArgs, out: &mut dyn Write) -> Result<()> {
     let argv = absolutize(&args.command)?;
     let mut client = Client::connect(&args.ctl).map_err(line)?;
     if argv.first().map(String::as_str) != Some("events") {
-        let text = client.request(&argv).map_err(line)?;
-        out.write_all(text.as_bytes())?;
-        if !text.is_empty() && !text.ends_with('\n') {
+        // Written part by part as it comes: a listing of millions of
+        // connections is never held whole.
+        let mut last = None;
+        let mut failed: Option<std::io::Error> = None;
+        let r = client.request_each(&argv, |part| {
+            if let Some(&b) = part.as_bytes().last() {
+                last = Some(b);
+            }
+            out.write_all(part.as_bytes()).inspect_err(|e| {
+                failed = Some(std::io::Error::new(e.kind(), e.to_string()));
+            })
+        });
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        r.map_err(line)?;
+        if last.is_some_and(|b| b != b'\n') {
             out.write_all(b"\n")?;
         }
         return Ok(());

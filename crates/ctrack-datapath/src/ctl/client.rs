@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use super::proto::{Reply, Request};
 
-/// The longest reply line read (a dump of a full table is large, but not
-/// this large).
-const MAX_REPLY: u64 = 1 << 30;
+/// The longest reply line read (a listing of connections comes in lines
+/// of about 64 KiB; another reply is short).
+const MAX_REPLY: u64 = 64 << 20;
 /// How long a command's reply may take.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -141,14 +141,38 @@ impl Client {
     }
 
     /// Sends `argv` and returns the reply's text (an error reply is
-    /// [`ClientError::Failed`]).
+    /// [`ClientError::Failed`]); a reply in several lines (`"more":true`)
+    /// is put together.
     pub fn request<S: AsRef<str>>(&mut self, argv: &[S]) -> Result<String, ClientError> {
+        let mut text = String::new();
+        self.request_each(argv, |part| {
+            text.push_str(part);
+            Ok(())
+        })?;
+        Ok(text)
+    }
+
+    /// Sends `argv` and hands the reply's text to `each` part by part, as
+    /// its lines come (a long listing of connections comes in several), so
+    /// that a caller printing it never holds it whole. An error reply is
+    /// [`ClientError::Failed`]; an error of `each` ends the reading.
+    pub fn request_each<S: AsRef<str>>(
+        &mut self,
+        argv: &[S],
+        mut each: impl FnMut(&str) -> io::Result<()>,
+    ) -> Result<(), ClientError> {
         self.send(argv)?;
-        match self.next()? {
-            None => Err(ClientError::Protocol(
-                "the server closed the connection without replying".into(),
-            )),
-            Some(r) => answer(r),
+        loop {
+            let Some(r) = self.next()? else {
+                return Err(ClientError::Protocol(
+                    "the server closed the connection before its reply's end".into(),
+                ));
+            };
+            let more = r.more == Some(true);
+            each(&answer(r)?)?;
+            if !more {
+                return Ok(());
+            }
         }
     }
 

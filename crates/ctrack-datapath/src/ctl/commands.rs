@@ -11,6 +11,7 @@ use ctrack_wire::ip_proto;
 use super::args::{self, FORMAT, Format, Opt, Parsed, number};
 use super::ctx::{Ctx, lock};
 use super::list::{self, Filter, LIST_OPTS};
+use super::listing::{Listing, Style};
 use super::proto::Reply;
 use super::report;
 
@@ -21,6 +22,8 @@ pub(crate) enum Outcome {
     Reply(Reply),
     /// The event stream, in this format.
     Events(Format),
+    /// Connections, written in parts ([`Listing::write`]).
+    Listing(Listing),
 }
 
 /// The commands, for `help`.
@@ -63,11 +66,20 @@ pub(crate) fn run(ctx: &Ctx, argv: &[String]) -> Outcome {
             Err(e) => Outcome::Reply(Reply::error(format!("events: {e}"))),
         };
     }
+    let listing = match cmd {
+        "dump-conntrack" => Some(dump(ctx, rest)),
+        "list" | "-L" => Some(list_cmd(ctx, rest)),
+        _ => None,
+    };
+    if let Some(l) = listing {
+        return match l {
+            Ok(l) => Outcome::Listing(l),
+            Err(e) => Outcome::Reply(Reply::error(format!("{cmd}: {e}"))),
+        };
+    }
     let result = match cmd {
         "version" => Ok(format!("ctrack {}", env!("CARGO_PKG_VERSION"))),
         "help" => Ok(HELP.to_owned()),
-        "dump-conntrack" => dump(ctx, rest),
-        "list" | "-L" => list_cmd(ctx, rest),
         "flush" | "flush-conntrack" => flush(ctx, rest),
         "count" | "ct-get-nconns" => count(ctx, rest),
         "stats" | "ct-stats-show" => report::stats(ctx, rest),
@@ -93,37 +105,11 @@ pub(crate) fn run(ctx: &Ctx, argv: &[String]) -> Outcome {
     })
 }
 
-/// The live connections (of `zone`), sorted by zone and original tuple.
-pub(crate) fn entries(ctx: &Ctx, zone: Option<Zone>, keep: impl Fn(&Entry) -> bool) -> Vec<Entry> {
-    let mut out = Vec::new();
-    let now = ctx.shared.now();
-    ctx.shared.fw.tracker().for_each(zone, now, |_, info| {
-        if keep(&info.entry) {
-            out.push(info.entry.clone());
-        }
-    });
-    out.sort_by(|a, b| {
-        let k = |e: &Entry| {
-            (
-                e.zone,
-                e.proto,
-                e.orig.src,
-                e.orig.dst,
-                e.orig.sport,
-                e.orig.dport,
-                e.orig.icmp,
-            )
-        };
-        k(a).cmp(&k(b))
-    });
-    out
-}
-
 fn json<T: serde::Serialize>(v: &T) -> Result<String, String> {
     serde_json::to_string_pretty(v).map_err(|e| format!("cannot encode: {e}"))
 }
 
-fn dump(ctx: &Ctx, rest: &[String]) -> Result<String, String> {
+fn dump(ctx: &Ctx, rest: &[String]) -> Result<Listing, String> {
     const STATS: Opt = Opt {
         names: &["-s", "--statistics", "-m", "--more"],
         key: "stats",
@@ -131,33 +117,24 @@ fn dump(ctx: &Ctx, rest: &[String]) -> Result<String, String> {
     };
     let p = args::parse(rest, &[STATS, FORMAT])?;
     let zone = args::one_zone(&p.words)?;
-    let all = entries(ctx, zone, |_| true);
-    if p.format()? == Format::Json {
-        return json(&all);
-    }
-    let stats = p.has("stats");
-    let mut text = String::new();
-    for e in &all {
-        text.push_str(&list::dump_line(e, stats));
-        text.push('\n');
-    }
-    Ok(text)
+    let style = match p.format()? {
+        Format::Json => Style::Json,
+        Format::Text => Style::Dump {
+            stats: p.has("stats"),
+        },
+    };
+    Listing::new(ctx, zone, |_| true, style)
 }
 
-fn list_cmd(ctx: &Ctx, rest: &[String]) -> Result<String, String> {
+fn list_cmd(ctx: &Ctx, rest: &[String]) -> Result<Listing, String> {
     let p = args::parse(rest, LIST_OPTS)?;
     p.no_words()?;
     let f = Filter::from_args(&p)?;
-    let all = entries(ctx, f.zone, |e| f.matches(e));
-    if p.format()? == Format::Json {
-        return json(&all);
-    }
-    let mut text = String::new();
-    for e in &all {
-        text.push_str(&list::conntrack_line(e, None));
-        text.push('\n');
-    }
-    Ok(text)
+    let style = match p.format()? {
+        Format::Json => Style::Json,
+        Format::Text => Style::List,
+    };
+    Listing::new(ctx, f.zone, |e| f.matches(e), style)
 }
 
 fn count(ctx: &Ctx, rest: &[String]) -> Result<String, String> {

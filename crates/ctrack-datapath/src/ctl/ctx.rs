@@ -21,6 +21,9 @@ pub(crate) struct Ctx {
     pub(crate) timeout_zones: Mutex<BTreeSet<Zone>>,
     /// Client connections open now.
     pub(crate) clients: AtomicUsize,
+    /// Listings of connections made or being written now (each holds a
+    /// place until it is written: `listing::MAX_LISTINGS`).
+    pub(crate) listings: Arc<AtomicUsize>,
 }
 
 impl Ctx {
@@ -31,6 +34,7 @@ impl Ctx {
             limit_zones: Mutex::new(BTreeSet::new()),
             timeout_zones: Mutex::new(BTreeSet::new()),
             clients: AtomicUsize::new(0),
+            listings: Arc::new(AtomicUsize::new(0)),
         }
     }
 

@@ -12,7 +12,13 @@
 //!
 //! Each request gets one reply line, `{"ok":true,"text":"..."}` or
 //! `{"ok":false,"error":"..."}`; several requests may follow each other
-//! on one connection. `events` turns the connection into a stream: an
+//! on one connection. A listing of connections (`dump-conntrack`, `list`)
+//! whose text passes 64 KiB comes as several lines,
+//! `{"ok":true,"text":"...","more":true}`, then a last without `more`:
+//! its text is theirs put together. So neither side ever holds a whole
+//! listing's text: the server holds each connection's place in the order
+//! (about 64 bytes) while the client reads, and at most four listings are
+//! under way at once (a fifth is refused with an error reply). `events` turns the connection into a stream: an
 //! `{"ok":true,"text":""}` line once subscribed, then `{"event":...}`
 //! lines (a `conntrack -E` line as a string, or with `--format json` an
 //! object `{"type":"NEW","entry":{...}}`) and `{"dropped":N}` lines when
@@ -44,6 +50,7 @@ pub mod client;
 mod commands;
 mod ctx;
 mod list;
+mod listing;
 pub mod proto;
 mod report;
 mod server;
@@ -76,9 +83,10 @@ impl Session {
         }
     }
 
-    /// The reply line (with its newline) to one request line (without
-    /// its newline; over 64 KiB is refused as the server refuses it). An
-    /// `events` request gets the line that opens a stream, and no stream.
+    /// The reply lines (each with its newline) to one request line
+    /// (without its newline; over 64 KiB is refused as the server refuses
+    /// it): one, or a long listing's several. An `events` request gets the
+    /// line that opens a stream, and no stream.
     pub fn answer(&self, line: &[u8]) -> String {
         if line.len() > proto::MAX_REQUEST {
             let r = proto::Reply::error(format!("request line over {} bytes", proto::MAX_REQUEST));
@@ -87,6 +95,12 @@ impl Session {
         match server::request(&self.ctx, line) {
             Ok(commands::Outcome::Reply(r)) | Err(r) => r.to_line(),
             Ok(commands::Outcome::Events(_)) => proto::Reply::text("").to_line(),
+            Ok(commands::Outcome::Listing(l)) => {
+                let mut out = Vec::new();
+                // Writing to a vector cannot fail.
+                let _ = l.write(&self.ctx, &mut out);
+                String::from_utf8_lossy(&out).into_owned()
+            }
         }
     }
 }

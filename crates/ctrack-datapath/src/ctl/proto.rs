@@ -22,7 +22,9 @@ pub struct Request {
 }
 
 /// One reply line. A command's answer is `{"ok":true,"text":...}` (text,
-/// or JSON text for `--format json`) or `{"ok":false,"error":...}`; the
+/// or JSON text for `--format json`) or `{"ok":false,"error":...}`; a long
+/// listing of connections comes as `{"ok":true,"text":...,"more":true}`
+/// lines, its text cut in parts, until one without `more`; the
 /// `events` stream is a sequence of `{"event":...}` lines (a string for
 /// text, an object for JSON) and `{"dropped":N}` lines when events were
 /// lost, until either side closes.
@@ -34,6 +36,11 @@ pub struct Reply {
     /// The answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// More of the answer follows, in the next reply line: a long listing
+    /// of connections comes as several lines, each with a part of its
+    /// text, this set on all but the last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub more: Option<bool>,
     /// Why the command failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

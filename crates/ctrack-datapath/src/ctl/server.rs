@@ -285,6 +285,11 @@ fn connection(ctx: &Ctx, mut stream: UnixStream) {
                     return;
                 }
             }
+            Outcome::Listing(l) => {
+                if l.write(ctx, &mut stream).is_err() {
+                    return;
+                }
+            }
             Outcome::Events(format) => {
                 let sub = ctx.shared.events.subscribe();
                 if stream
