@@ -369,6 +369,26 @@ mod tests {
         assert_eq!(sim.t.lookup(&udp_key(4000, 6), sim.now).unwrap().0, other);
     }
 
+    /// A table full of a flushed zone's connections, not yet swept, takes
+    /// a new connection at once: the commit frees flushed ones first
+    /// (`reclaim_pending`), where early drop, which evicts in the new
+    /// connection's zone only, would find nothing.
+    #[test]
+    fn a_commit_into_a_table_full_of_a_flushed_zone_frees_it_first() {
+        let sim = Sim::one_shard(3);
+        for port in [1000, 2000, 3000] {
+            sim.udp_both_ways(port, "commit,zone=5");
+        }
+        let v = sim.send(&udp(4000, true), "commit,zone=6");
+        assert!(!v.committed, "the table is full: {v:?}");
+        assert!(sim.t.flush_zone(5));
+        assert_eq!(sim.t.table_len(), 3, "flushed, not yet freed");
+        sim.open(&udp(4000, true), "commit,zone=6");
+        assert!(sim.t.lookup(&udp_key(4000, 6), sim.now).is_some());
+        assert_eq!(sim.stats.get().flushed, 3);
+        assert_eq!(sim.t.table_len(), 1);
+    }
+
     #[test]
     fn a_sweep_whose_budget_exactly_frees_a_flushed_zone_has_nothing_left() {
         let sim = Sim::one_shard(100);
