@@ -180,7 +180,8 @@ impl Daemon {
         }
         if let Some(addr) = cfg.metrics {
             let t = crate::metrics::serve(shared.clone(), addr)
-                .map_err(|e| format!("metrics on {addr}: {e}"))?;
+                // The error names the address already.
+                .map_err(|e| e.to_string())?;
             daemon.threads.push(t);
         }
         Ok(daemon)

@@ -179,6 +179,17 @@ fn the_socket_is_private_unique_and_removed_at_stop() {
         .is_err()
     );
     assert!(!env.dir.join("x.sock").exists());
+    // A path longer than a socket's address holds: said as such, and no
+    // directory made for it (until 2026-12-01 the directory was made,
+    // then `bind` said ENAMETOOLONG).
+    let deep = env.dir.join("d".repeat(120));
+    let e = ctl::serve(env.shared.clone(), &deep.join("c.sock"), None).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("and a Unix socket's holds at most 107"),
+        "{e}"
+    );
+    assert!(!deep.exists());
     // With a group: 0660, owned by it (root's group 0 exists everywhere).
     let grouped = env.dir.join("g.sock");
     let g = ctl::serve(env.shared.clone(), &grouped, Some("root")).unwrap();
@@ -233,6 +244,13 @@ fn metrics_endpoint_serves_prometheus_text() {
         .local_addr()
         .unwrap();
     let h = metrics::serve(env.shared.clone(), port).unwrap();
+    // A second on the same address fails, naming it once: `ctrack run`
+    // says this error as it is (until 2026-12-01 it named the address a
+    // second time in front of it).
+    let e = metrics::serve(env.shared.clone(), port)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e.matches(&format!("metrics on {port}: ")).count(), 1, "{e}");
     let r = http(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
     assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
     for want in [

@@ -23,6 +23,10 @@ use super::proto::{IDLE_TIMEOUT, MAX_ARGV, MAX_CLIENTS, MAX_REQUEST, Reply, Requ
 use crate::events::{Next, Subscription};
 use crate::live::Shared;
 
+/// The longest socket path Linux takes (`sun_path` holds 108 bytes, the
+/// last a NUL).
+const MAX_PATH: usize = 107;
+
 /// How often blocked loops look at `shared.stop`.
 const POLL: Duration = Duration::from_millis(50);
 /// How long a write to a client may block before it is given up.
@@ -38,6 +42,16 @@ fn err(kind: io::ErrorKind, msg: String) -> io::Error {
 /// socket file removed. A live socket, or a file that is not a socket, is
 /// an error.
 fn prepare(path: &Path) -> io::Result<()> {
+    // Before any directory is made for it.
+    let len = path.as_os_str().len();
+    if len > MAX_PATH {
+        return Err(err(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "the path is {len} bytes, and a Unix socket's holds at most {MAX_PATH}: choose a shorter one"
+            ),
+        ));
+    }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         fs::create_dir_all(dir)
             .map_err(|e| err(e.kind(), format!("{}: cannot create: {e}", dir.display())))?;
