@@ -200,3 +200,33 @@ fn a_fifth_listing_at_once_is_refused() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// `list`'s filters are asked again of each connection as it is written:
+/// one that changed meanwhile so as to fail them (a one-way flow answered
+/// while the client reads) is left out, not shown in a state the listing
+/// was asked not to show.
+#[test]
+fn a_connection_changed_while_listed_meets_the_filter_again() {
+    const BIG: u16 = 30_000;
+    let mut env = many_of(BIG);
+    let mut r = ask(&env.sock, &["list", "--state", "FIRST"]);
+    let mut first = String::new();
+    r.read_line(&mut first).unwrap();
+    let first: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(first["more"], true, "{first}");
+    // The later half answered: both ways now, no longer `FIRST`.
+    let answered = 10000 + BIG / 2;
+    for sport in answered..10000 + BIG {
+        env.send(SERVER, CLIENT, L4::udp(53, sport, b"a"));
+    }
+    let mut lines = vec![first];
+    lines.extend(reply_lines(&mut r));
+    let text = text_of(&lines);
+    let shown = text.lines().count();
+    // The first part was written before the answers; no line after it is
+    // of an answered flow.
+    assert!(shown < usize::from(BIG), "{shown} lines");
+    for l in text.lines() {
+        assert!(l.contains("[UNREPLIED]"), "{l}");
+    }
+}

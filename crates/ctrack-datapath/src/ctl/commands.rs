@@ -134,7 +134,8 @@ fn list_cmd(ctx: &Ctx, rest: &[String]) -> Result<Listing, String> {
         Format::Json => Style::Json,
         Format::Text => Style::List,
     };
-    Listing::new(ctx, f.zone, |e| f.matches(e), style)
+    let zone = f.zone;
+    Listing::new(ctx, zone, move |e| f.matches(e), style)
 }
 
 fn count(ctx: &Ctx, rest: &[String]) -> Result<String, String> {

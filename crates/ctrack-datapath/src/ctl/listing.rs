@@ -75,12 +75,23 @@ pub(crate) enum Style {
 }
 
 /// A listing: the connections to write, in order.
-#[derive(Debug)]
 pub(crate) struct Listing {
     rows: Vec<(Order, ConnId)>,
     style: Style,
+    /// Which connections the listing shows, asked again of each as it is
+    /// written (its state or mark may have changed since).
+    keep: Box<dyn Fn(&Entry) -> bool + Send>,
     /// Holds one of the [`MAX_LISTINGS`] places until dropped.
     _place: Place,
+}
+
+impl std::fmt::Debug for Listing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listing")
+            .field("rows", &self.rows.len())
+            .field("style", &self.style)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One of the [`MAX_LISTINGS`] places, given back when dropped.
@@ -99,7 +110,7 @@ impl Listing {
     pub(crate) fn new(
         ctx: &Ctx,
         zone: Option<Zone>,
-        keep: impl Fn(&Entry) -> bool,
+        keep: impl Fn(&Entry) -> bool + Send + 'static,
         style: Style,
     ) -> Result<Listing, String> {
         let count = ctx.listings.clone();
@@ -132,12 +143,13 @@ impl Listing {
         Ok(Listing {
             rows,
             style,
+            keep: Box::new(keep),
             _place: place,
         })
     }
 
     /// Writes the reply lines to `out`: the connections that are still
-    /// there, each as it is now.
+    /// there and still to be shown, each as it is now.
     pub(crate) fn write(&self, ctx: &Ctx, out: &mut dyn Write) -> io::Result<()> {
         let tracker = ctx.shared.fw.tracker();
         let mut text = String::with_capacity(CHUNK + 1024);
@@ -150,8 +162,9 @@ impl Listing {
             let Some(info) = tracker.conn(*id, now) else {
                 continue;
             };
-            // Its slot taken by another connection meanwhile.
-            if Order::of(&info.entry) != *order {
+            // Its slot taken by another connection meanwhile, or no longer
+            // one the listing shows.
+            if Order::of(&info.entry) != *order || !(self.keep)(&info.entry) {
                 continue;
             }
             self.push(&mut text, &info.entry, written == 0);
