@@ -51,7 +51,8 @@ pub enum Clock {
 /// Arguments of `ctrack replay`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// The capture (pcap or pcapng; Ethernet, raw IP or Linux cooked).
+    /// The capture (pcap or pcapng; Ethernet, raw IP or Linux cooked);
+    /// `-` for standard input (`tcpdump -U -w - | ctrack replay -`).
     pub file: PathBuf,
     /// The `ct` action applied to every packet, in the form Open vSwitch
     /// users write inside `ct(...)`: e.g. `commit,zone=5,mark=0x1/0xff,

@@ -57,6 +57,29 @@ fn real_traffic_matches_ovs() {
     check("traffic.pcap", &[], "traffic.ovs");
 }
 
+/// `-` reads the capture from standard input, through a pipe (not
+/// seekable), as `tcpdump -U -w - | ctrack replay -` gives it: the same
+/// verdicts as from the file. Until 2026-12-01 `-` was a file name.
+#[test]
+fn a_capture_is_read_from_standard_input_for_a_dash() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let bytes = std::fs::read(root().join("examples/traffic.pcap")).expect("the capture");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ctrack"))
+        .args(["replay", "--format", "ovs", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run ctrack");
+    let mut stdin = child.stdin.take().expect("a pipe");
+    let feed = std::thread::spawn(move || stdin.write_all(&bytes));
+    let out = child.wait_with_output().expect("its output");
+    feed.join().expect("the feeder").expect("fed");
+    assert!(out.status.success(), "{out:?}");
+    let got = String::from_utf8(out.stdout).expect("UTF-8");
+    assert_eq!(got, expected("traffic.ovs"));
+}
+
 #[test]
 fn edge_cases_match_ovs() {
     check("edge-cases.pcap", &[], "edge-cases.ovs");

@@ -65,11 +65,18 @@ impl PcapOut {
 /// overwrite a file the replay reads (the capture, the policy or a policy
 /// it reloads: `File::create` would empty it before it is read). A
 /// directory is refused in words; other files that are not regular (a
-/// FIFO, `/dev/stdin`) are read as they come.
+/// FIFO, `/dev/stdin`, and `-`, standard input) are read as they come.
 pub(crate) fn open_capture(args: &ReplayArgs) -> Result<CaptureReader<BufReader<File>>> {
     let name = args.file.display();
+    // `-`: standard input, as tcpdump and tshark read it (`tcpdump -w - |
+    // ctrack replay -`), read as it comes.
+    let stdin = std::path::PathBuf::from("/dev/stdin");
+    let path = match args.file.as_os_str() == "-" {
+        true => &stdin,
+        false => &args.file,
+    };
     if let Some(w) = &args.write {
-        let read = std::iter::once(("the capture", &args.file))
+        let read = std::iter::once(("the capture", path))
             .chain(args.policy.iter().map(|p| ("the policy", p)))
             .chain(args.reload.iter().map(|r| ("a reloaded policy", &r.path)));
         for (what, path) in read {
@@ -82,10 +89,10 @@ pub(crate) fn open_capture(args: &ReplayArgs) -> Result<CaptureReader<BufReader<
             }
         }
     }
-    if std::fs::metadata(&args.file).is_ok_and(|m| m.is_dir()) {
+    if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
         bail!("{name}: a directory, not a pcap or pcapng capture");
     }
-    let file = File::open(&args.file).with_context(|| format!("{name}"))?;
+    let file = File::open(path).with_context(|| format!("{name}"))?;
     CaptureReader::new(BufReader::new(file)).with_context(|| format!("{name}"))
 }
 
