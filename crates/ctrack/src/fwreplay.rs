@@ -112,7 +112,7 @@ fn run_policy(args: &ReplayArgs, path: &Path, out: &mut dyn Write) -> Result<()>
     fw.set_reject_limit(args.reject_rate, args.reject_burst);
     let mut reloads = load_reloads(&args.reload)?;
     reloads.reverse();
-    let mut reader = crate::replay::open_capture(args)?;
+    let (mut reader, live) = crate::replay::open_capture(args)?;
     let mut r = Run {
         args,
         fw,
@@ -135,6 +135,7 @@ fn run_policy(args: &ReplayArgs, path: &Path, out: &mut dyn Write) -> Result<()>
         )?;
     }
     let result = loop {
+        live.flush_if_waiting(out)?;
         match reader.next_packet() {
             Ok(Some(pkt)) => r.packet(&pkt, out)?,
             Ok(None) => break Ok(()),

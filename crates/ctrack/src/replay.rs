@@ -262,7 +262,7 @@ impl Numbering {
 /// Runs the replay, writing to `out`. A capture error is returned after
 /// everything before it was printed.
 pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
-    let mut reader = open_capture(args)?;
+    let (mut reader, live) = open_capture(args)?;
     let mut replay = Replay::new(args)?;
     if args.format == Format::Human {
         writeln!(
@@ -272,6 +272,7 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
         )?;
     }
     let result = loop {
+        live.flush_if_waiting(out)?;
         match reader.next_packet() {
             Ok(Some(pkt)) => replay.packet(&pkt, out)?,
             Ok(None) => break Ok(()),

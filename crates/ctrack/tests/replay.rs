@@ -80,6 +80,67 @@ fn a_capture_is_read_from_standard_input_for_a_dash() {
     assert_eq!(got, expected("traffic.ovs"));
 }
 
+/// A capture fed as it comes (`tcpdump -U -w - | ctrack replay -`) has
+/// each packet's line printed while the replay waits for the next, not
+/// at the end: here the header and the first packet, then nothing until
+/// that packet's line has come; with and without a policy. Until
+/// 2026-12-01 the reader waited for 256 KiB or the end of the input, and
+/// the output was flushed at the end.
+#[test]
+fn a_capture_fed_as_it_comes_is_printed_as_it_comes() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+    let bytes = std::fs::read(root().join("examples/traffic.pcap")).expect("the capture");
+    // The pcap header (24 bytes) and the first record (16 and its data).
+    let incl = u32::from_le_bytes(bytes[32..36].try_into().expect("4 bytes")) as usize;
+    let first = 24 + 16 + incl;
+    let want = expected("traffic.ovs");
+    let policy = root().join("examples/policy/mixed.toml");
+    let policy = policy.to_str().expect("a UTF-8 path");
+    let runs: [(&[&str], &str); 2] = [
+        (
+            &["replay", "--format", "ovs", "-"],
+            want.lines().next().expect("a line"),
+        ),
+        (
+            &["replay", "--policy", policy, "--format", "json", "-"],
+            "{\"packet\":1,",
+        ),
+    ];
+    for (args, first_line) in runs {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ctrack"))
+            .args(args)
+            .current_dir(root())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("run ctrack");
+        let mut stdin = child.stdin.take().expect("a pipe");
+        stdin.write_all(&bytes[..first]).expect("the first packet");
+        let stdout = child.stdout.take().expect("a pipe");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                if tx.send(line.expect("a line")).is_err() {
+                    return;
+                }
+            }
+        });
+        let line = rx.recv_timeout(Duration::from_secs(10));
+        // Fed the rest either way, so that ctrack ends.
+        stdin.write_all(&bytes[first..]).expect("the rest");
+        drop(stdin);
+        let line = line.unwrap_or_else(|e| panic!("{args:?}: no line before the rest: {e}"));
+        assert!(line.starts_with(first_line), "{args:?}: {line}");
+        let rest = rx.iter().count();
+        assert!(child.wait().expect("its end").success());
+        if args.contains(&"ovs") {
+            assert_eq!(rest + 1, want.lines().count());
+        }
+    }
+}
+
 #[test]
 fn edge_cases_match_ovs() {
     check("edge-cases.pcap", &[], "edge-cases.ovs");

@@ -67,51 +67,53 @@ impl<R> fmt::Debug for CaptureReader<R> {
 }
 
 impl<R: Read> CaptureReader<R> {
-    /// Reads the file header and prepares to stream packets.
+    /// Reads the file header and prepares to stream packets. From a pipe
+    /// it reads what has come, as soon as the header is whole.
     pub fn new(mut src: R) -> Result<Self, CaptureError> {
         let mut buf = Vec::with_capacity(CHUNK);
-        let eof = fill(&mut src, &mut buf, CHUNK)?;
-        if buf.is_empty() {
-            return Err(CaptureError::Empty);
+        let mut eof = false;
+        loop {
+            if !eof {
+                let want = CHUNK.saturating_sub(buf.len());
+                eof = fill(&mut src, &mut buf, want)?;
+            }
+            if buf.is_empty() && eof {
+                return Err(CaptureError::Empty);
+            }
+            let Some(&magic) = buf.first_chunk::<4>() else {
+                if eof {
+                    return Err(CaptureError::NotCapture {
+                        what: format!("only {} bytes", buf.len()),
+                    });
+                }
+                continue;
+            };
+            match header(magic, &buf) {
+                // More of the header is coming (a pipe hands it over in
+                // pieces): read on, up to a chunk.
+                Err(PcapError::IncompleteBuffer) if !eof && buf.len() < CHUNK => continue,
+                Err(e) => return Err(header_error(e, &buf, eof)),
+                Ok(None) => {
+                    return Err(CaptureError::NotCapture {
+                        what: format!(
+                            "it starts with {:02x} {:02x} {:02x} {:02x}",
+                            magic[0], magic[1], magic[2], magic[3]
+                        ),
+                    });
+                }
+                Ok(Some((format, used))) => {
+                    let format = format?;
+                    return Ok(CaptureReader {
+                        src,
+                        buf,
+                        start: used,
+                        offset: used as u64,
+                        eof,
+                        format,
+                    });
+                }
+            }
         }
-        let Some(&magic) = buf.first_chunk::<4>() else {
-            return Err(CaptureError::NotCapture {
-                what: format!("only {} bytes", buf.len()),
-            });
-        };
-        let (format, used) = if magic == PCAPNG_MAGIC {
-            let (rem, parser) = PcapNgParser::new(&buf).map_err(|e| header_error(e, &buf, eof))?;
-            (Format::PcapNg { parser }, buf.len() - rem.len())
-        } else if PCAP_MAGICS.contains(&magic) {
-            let (rem, parser) = PcapParser::new(&buf).map_err(|e| header_error(e, &buf, eof))?;
-            let h = parser.header();
-            let framing = pcap_framing(u32::from(h.datalink))
-                .map_err(|link| CaptureError::UnsupportedLink { offset: 0, link })?;
-            let nanos = h.ts_resolution == TsResolution::NanoSecond;
-            (
-                Format::Pcap {
-                    parser,
-                    framing,
-                    nanos,
-                },
-                buf.len() - rem.len(),
-            )
-        } else {
-            return Err(CaptureError::NotCapture {
-                what: format!(
-                    "it starts with {:02x} {:02x} {:02x} {:02x}",
-                    magic[0], magic[1], magic[2], magic[3]
-                ),
-            });
-        };
-        Ok(CaptureReader {
-            src,
-            buf,
-            start: used,
-            offset: used as u64,
-            eof,
-            format,
-        })
     }
 
     /// Byte offset of the next record.
@@ -408,18 +410,60 @@ fn header_error(e: PcapError, buf: &[u8], eof: bool) -> CaptureError {
     }
 }
 
-/// Appends up to `want` bytes from `src`; returns true at end of file.
+/// The file header at the start of `buf`, which begins with `magic`: its
+/// format (or the error of a link type there is no reading) and its
+/// length; `None` if `magic` is no capture's.
+#[allow(clippy::type_complexity)]
+fn header(
+    magic: [u8; 4],
+    buf: &[u8],
+) -> Result<Option<(Result<Format, CaptureError>, usize)>, PcapError> {
+    if magic == PCAPNG_MAGIC {
+        let (rem, parser) = PcapNgParser::new(buf)?;
+        return Ok(Some((Ok(Format::PcapNg { parser }), buf.len() - rem.len())));
+    }
+    if !PCAP_MAGICS.contains(&magic) {
+        return Ok(None);
+    }
+    let (rem, parser) = PcapParser::new(buf)?;
+    let h = parser.header();
+    let used = buf.len() - rem.len();
+    let framing = match pcap_framing(u32::from(h.datalink)) {
+        Ok(f) => f,
+        Err(link) => {
+            return Ok(Some((
+                Err(CaptureError::UnsupportedLink { offset: 0, link }),
+                used,
+            )));
+        }
+    };
+    let nanos = h.ts_resolution == TsResolution::NanoSecond;
+    let format = Format::Pcap {
+        parser,
+        framing,
+        nanos,
+    };
+    Ok(Some((Ok(format), used)))
+}
+
+/// Appends what one read of `src` gives, up to `want` bytes (at least
+/// one); returns true at end of file. One read: from a pipe, what has
+/// come, so that a packet is handed over as soon as it is whole rather
+/// than when a chunk is full (until 2026-12-01 a read filled the whole
+/// chunk, 256 KiB, and a live capture, `tcpdump -U -w - | ctrack replay
+/// -`, showed nothing until that much had come).
 fn fill<R: Read>(src: &mut R, buf: &mut Vec<u8>, want: usize) -> Result<bool, CaptureError> {
-    let target = buf.len() + want;
     let mut tmp = [0u8; 16 * 1024];
-    while buf.len() < target {
-        let n = (target - buf.len()).min(tmp.len());
+    let n = want.clamp(1, tmp.len());
+    loop {
         match src.read(&mut tmp[..n]) {
             Ok(0) => return Ok(true),
-            Ok(k) => buf.extend_from_slice(&tmp[..k]),
+            Ok(k) => {
+                buf.extend_from_slice(&tmp[..k]);
+                return Ok(false);
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(CaptureError::Io(e)),
         }
     }
-    Ok(false)
 }

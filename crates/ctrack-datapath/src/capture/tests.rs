@@ -602,3 +602,63 @@ fn interrupted_reads_are_retried() {
     }
     assert_eq!(got, [b"abc".to_vec(), b"defg".to_vec()]);
 }
+
+/// What a [`Drip`] hands over: pieces still to come, and whether the
+/// writer has closed.
+type Pieces = std::rc::Rc<std::cell::RefCell<(std::collections::VecDeque<Vec<u8>>, bool)>>;
+
+/// A source that hands over what has come, a piece a read, as a pipe
+/// does. A read when nothing has come and the writer has not closed
+/// would wait (for a pipe, until more comes): here it fails the test, so
+/// a reader that asks for more than a packet needs before handing it over
+/// is caught.
+struct Drip(Pieces);
+
+impl std::io::Read for Drip {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let mut p = self.0.borrow_mut();
+        let Some(mut piece) = p.0.pop_front() else {
+            assert!(p.1, "a read past what has come: it would wait");
+            return Ok(0);
+        };
+        let n = piece.len().min(out.len());
+        out[..n].copy_from_slice(&piece[..n]);
+        if n < piece.len() {
+            p.0.push_front(piece.split_off(n));
+        }
+        Ok(n)
+    }
+}
+
+/// Each packet of a capture read as it comes (a pipe, `tcpdump -U -w -`)
+/// is handed over as soon as it is whole, the header too in pieces, in
+/// pcap and pcapng. Until 2026-12-01 each read waited for a whole chunk
+/// (256 KiB) or the end.
+#[test]
+fn a_capture_read_as_it_comes_hands_each_packet_over_when_whole() {
+    let one = [1u8; 60];
+    let two = [2u8; 70];
+    let pcap = pcap_file(false, &[(1, 0, &one), (2, 0, &two)]);
+    // pcapng: the second packet's enhanced packet block (32 bytes and its
+    // data padded to 72) after a file of the first.
+    let mut ng = pcapng_with(1, &[], 1_000_000, &one, &[]);
+    let tail = pcapng_with(1, &[], 2_000_000, &two, &[]);
+    ng.extend_from_slice(&tail[tail.len() - 104..]);
+    for (file, second) in [(pcap, 16 + two.len()), (ng, 104)] {
+        // The header and the first packet, in 3-byte pieces.
+        let first_end = file.len() - second;
+        let pieces: Pieces = Default::default();
+        for c in file[..first_end].chunks(3) {
+            pieces.borrow_mut().0.push_back(c.to_vec());
+        }
+        let mut r = CaptureReader::new(Drip(pieces.clone())).expect("the header");
+        let p = r.next_packet().expect("read").expect("the first packet");
+        assert_eq!(p.data, &one[..]);
+        // The second comes, then the writer closes.
+        pieces.borrow_mut().0.push_back(file[first_end..].to_vec());
+        let p = r.next_packet().expect("read").expect("the second packet");
+        assert_eq!(p.data, &two[..]);
+        pieces.borrow_mut().1 = true;
+        assert!(r.next_packet().expect("the end").is_none());
+    }
+}

@@ -2,8 +2,10 @@
 //! reads and the pcap file `--write` fills.
 
 use std::fs::File;
-use std::io::{self, BufReader};
+use std::io::{self, BufReader, Write};
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use ctrack_core::LinkType;
@@ -66,7 +68,7 @@ impl PcapOut {
 /// it reloads: `File::create` would empty it before it is read). A
 /// directory is refused in words; other files that are not regular (a
 /// FIFO, `/dev/stdin`, and `-`, standard input) are read as they come.
-pub(crate) fn open_capture(args: &ReplayArgs) -> Result<CaptureReader<BufReader<File>>> {
+pub(crate) fn open_capture(args: &ReplayArgs) -> Result<(CaptureReader<BufReader<File>>, Live)> {
     let name = args.file.display();
     // `-`: standard input, as tcpdump and tshark read it (`tcpdump -w - |
     // ctrack replay -`), read as it comes.
@@ -93,7 +95,33 @@ pub(crate) fn open_capture(args: &ReplayArgs) -> Result<CaptureReader<BufReader<
         bail!("{name}: a directory, not a pcap or pcapng capture");
     }
     let file = File::open(path).with_context(|| format!("{name}"))?;
-    CaptureReader::new(BufReader::new(file)).with_context(|| format!("{name}"))
+    let regular = file.metadata().is_ok_and(|m| m.is_file());
+    let live = Live((!regular).then(|| file.as_raw_fd()));
+    let reader = CaptureReader::new(BufReader::new(file)).with_context(|| format!("{name}"))?;
+    Ok((reader, live))
+}
+
+/// A capture read as it comes (a pipe, a FIFO, standard input): its
+/// descriptor, to see whether the next packet is there yet. `None` for a
+/// regular file, which is all there.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Live(Option<RawFd>);
+
+impl Live {
+    /// Flushes `out` if the capture has nothing more to read at once, so
+    /// that what the replay printed so far shows while it waits for the
+    /// next packet (`tcpdump -U -w - | ctrack replay -` prints each packet
+    /// as it comes, not at the end). An extra flush where bytes are
+    /// already buffered in the reader costs nothing but the flush.
+    pub(crate) fn flush_if_waiting(self, out: &mut dyn Write) -> io::Result<()> {
+        let Some(fd) = self.0 else {
+            return Ok(());
+        };
+        if !ctrack_datapath::io::wait(&[fd], Duration::ZERO).unwrap_or(true) {
+            out.flush()?;
+        }
+        Ok(())
+    }
 }
 
 /// Whether `a` and `b` name one file (the same device and inode: a link
