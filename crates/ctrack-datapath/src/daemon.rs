@@ -273,9 +273,9 @@ fn open_ports(
     workers: usize,
 ) -> Result<Vec<Vec<Box<dyn io::Port>>>, String> {
     let frame_size = infos.iter().map(|p| p.mtu + 18).max().unwrap_or(1518);
-    // Fanout group ids are per network namespace: start from the process id
-    // so that two datapaths in one namespace do not meet.
-    let base = (std::process::id() as u16).wrapping_mul(64);
+    // Each interface's AF_PACKET fanout group: made by worker 0's socket,
+    // a group no other socket is in, which the other workers' join.
+    let mut groups: Vec<Option<u16>> = vec![None; infos.len()];
     let mut all = Vec::with_capacity(workers);
     for w in 0..workers {
         let mut ports = Vec::with_capacity(infos.len());
@@ -285,13 +285,14 @@ fn open_ports(
                 kind: cfg.io,
                 worker: w,
                 workers,
-                fanout_group: base.wrapping_add(i as u16),
+                fanout_group: groups[i],
                 ring_frames: cfg.ring_frames,
                 frame_size,
                 rx_ring: cfg.rx_ring,
             };
             let port = io::open(&opts)
                 .map_err(|e| format!("{} ({}, worker {w}): {e}", p.ifname, cfg.io.name()))?;
+            groups[i] = groups[i].or(port.fanout_group());
             ports.push(port);
         }
         all.push(ports);

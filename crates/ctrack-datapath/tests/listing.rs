@@ -62,7 +62,8 @@ fn reply_lines(r: &mut BufReader<UnixStream>) -> Vec<serde_json::Value> {
 }
 
 /// The reply's text, put together, after checking its lines: `ok`, a
-/// part of at most 64 KiB and a line, `more` on all but the last.
+/// part of 64 KiB (a line more at most; the last may be shorter), `more`
+/// on all but the last.
 fn text_of(lines: &[serde_json::Value]) -> String {
     let mut text = String::new();
     for (i, v) in lines.iter().enumerate() {
@@ -72,6 +73,12 @@ fn text_of(lines: &[serde_json::Value]) -> String {
         let part = v["text"].as_str().expect("a text");
         assert!(
             part.len() < 64 * 1024 + 1024,
+            "line {i}: {} bytes",
+            part.len()
+        );
+        // A part is cut once it has 64 KiB: fewer lines, not more.
+        assert!(
+            last || part.len() >= 64 * 1024,
             "line {i}: {} bytes",
             part.len()
         );

@@ -98,7 +98,13 @@ impl Drop for Veth {
     }
 }
 
-fn opts(ifname: &str, kind: IoKind, worker: usize, workers: usize, group: u16) -> PortOptions {
+fn opts(
+    ifname: &str,
+    kind: IoKind,
+    worker: usize,
+    workers: usize,
+    group: Option<u16>,
+) -> PortOptions {
     PortOptions {
         ifname: ifname.into(),
         kind,
@@ -202,7 +208,7 @@ fn one_way(kind: IoKind, a: &str, b: &str) {
 fn one_way_ring(kind: IoKind, ring: RxRing, a: &str, b: &str) {
     let o = |ifname| PortOptions {
         rx_ring: ring,
-        ..opts(ifname, kind, 0, 1, 0)
+        ..opts(ifname, kind, 0, 1, None)
     };
     let mut tx = open(&o(a));
     let mut rx = vec![open(&o(b))];
@@ -336,10 +342,10 @@ fn af_packet_v2_takes_frames_of_segmentation_offload_whole() {
             "ethtool", "-K", i, "tx", "on", "tso", "on", "gso", "on"
         ]));
     }
-    let mut tx = open(&opts(&v.a, IoKind::AfPacket, 0, 1, 0));
+    let mut tx = open(&opts(&v.a, IoKind::AfPacket, 0, 1, None));
     let mut rx = open(&PortOptions {
         rx_ring: RxRing::V2,
-        ..opts(&v.b, IoKind::AfPacket, 0, 1, 0)
+        ..opts(&v.b, IoKind::AfPacket, 0, 1, None)
     });
     assert!(tx.sends_gso(), "no virtio-net header on this kernel");
     let big = tcp_frame(20_000);
@@ -407,17 +413,21 @@ fn af_packet_fanout_shares_frames_once() {
     }
     let _serial = serial();
     let v = Veth::new(2);
-    let group = (std::process::id() % 50000) as u16 + 7;
-    let mut tx = open(&opts(&v.a, IoKind::AfPacket, 0, 1, 0));
+    let mut tx = open(&opts(&v.a, IoKind::AfPacket, 0, 1, None));
     // Rings as large as `ctrack run`'s (4,096 frames): every frame is
     // sent before any is read, and a block is handed over, however few
     // frames it holds, a millisecond after its first (the 1,024 frames of
     // `opts` are 13 blocks, which 16 frames a millisecond fill first).
-    let rx_opts = |w| PortOptions {
+    let rx_opts = |w, group| PortOptions {
         ring_frames: 4096,
         ..opts(&v.b, IoKind::AfPacket, w, 2, group)
     };
-    let mut rx = vec![open(&rx_opts(0)), open(&rx_opts(1))];
+    // The first worker's socket has the kernel make a group of its own;
+    // the second joins it.
+    let first = open(&rx_opts(0, None));
+    let group = first.fanout_group();
+    assert!(group.is_some());
+    let mut rx = vec![first, open(&rx_opts(1, group))];
     let (frames, _) = burst();
     for chunk in frames.chunks(16) {
         let refs: Vec<&[u8]> = chunk.iter().map(Vec::as_slice).collect();
@@ -465,8 +475,8 @@ fn wait_wakes_on_frames_only() {
     }
     let _serial = serial();
     let v = Veth::new(4);
-    let mut tx = open(&opts(&v.a, IoKind::AfPacket, 0, 1, 0));
-    let rx = open(&opts(&v.b, IoKind::AfPacket, 0, 1, 0));
+    let mut tx = open(&opts(&v.a, IoKind::AfPacket, 0, 1, None));
+    let rx = open(&opts(&v.b, IoKind::AfPacket, 0, 1, None));
     let t = Instant::now();
     assert!(!io::wait(&[rx.fd()], Duration::from_millis(50)).unwrap());
     assert!(t.elapsed() >= Duration::from_millis(40));
@@ -491,12 +501,12 @@ fn interface_mac_mtu_and_errors() {
     let e = io::interface("ckio-none9").unwrap_err();
     assert_eq!(e.to_string(), "no interface named ckio-none9");
     for kind in [IoKind::AfPacket, IoKind::AfXdp] {
-        let e = io::open(&opts("ckio-none9", kind, 0, 1, 0)).unwrap_err();
+        let e = io::open(&opts("ckio-none9", kind, 0, 1, None)).unwrap_err();
         assert_eq!(e.to_string(), "no interface named ckio-none9");
     }
-    let e = io::open(&opts(&v.a, IoKind::AfPacket, 2, 2, 0)).unwrap_err();
+    let e = io::open(&opts(&v.a, IoKind::AfPacket, 2, 2, None)).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
-    let mut o = opts(&v.a, IoKind::AfPacket, 0, 1, 0);
+    let mut o = opts(&v.a, IoKind::AfPacket, 0, 1, None);
     o.frame_size = 1 << 20;
     assert!(io::open(&o).unwrap_err().to_string().contains("frame size"));
     assert!(io::check_capabilities(IoKind::AfPacket).is_ok());
@@ -519,14 +529,14 @@ fn af_xdp_workers_share_the_program() {
     }
     let _serial = serial();
     let v = Veth::with_queues(6, 2);
-    let mut tx = open(&opts(&v.a, IoKind::AfPacket, 0, 1, 0));
-    let e = io::open(&opts(&v.b, IoKind::AfXdp, 0, 3, 0)).unwrap_err();
+    let mut tx = open(&opts(&v.a, IoKind::AfPacket, 0, 1, None));
+    let e = io::open(&opts(&v.b, IoKind::AfXdp, 0, 3, None)).unwrap_err();
     assert!(e.to_string().contains("--workers 2"), "{e}");
-    let e = io::open(&opts(&v.b, IoKind::AfXdp, 0, 1, 0)).unwrap_err();
+    let e = io::open(&opts(&v.b, IoKind::AfXdp, 0, 1, None)).unwrap_err();
     assert!(e.to_string().contains("--workers 2"), "{e}");
     assert!(!has_xdp(&v.b), "a failed open left the program attached");
-    let mut rx = vec![open(&opts(&v.b, IoKind::AfXdp, 0, 2, 0))];
-    rx.push(open(&opts(&v.b, IoKind::AfXdp, 1, 2, 0)));
+    let mut rx = vec![open(&opts(&v.b, IoKind::AfXdp, 0, 2, None))];
+    rx.push(open(&opts(&v.b, IoKind::AfXdp, 1, 2, None)));
     assert!(has_xdp(&v.b));
     let (frames, _) = burst();
     for chunk in frames.chunks(16) {
@@ -567,15 +577,16 @@ fn ports_close_everything() {
     }
     let _serial = serial();
     let v = Veth::new(7);
-    let group = (std::process::id() % 50000) as u16 + 9;
     let before = resources();
     for kind in [IoKind::AfPacket, IoKind::AfXdp] {
-        let mut ports = vec![open(&opts(&v.a, kind, 0, 1, 0))];
+        let mut ports = vec![open(&opts(&v.a, kind, 0, 1, None))];
         if kind == IoKind::AfPacket {
-            ports.push(open(&opts(&v.b, kind, 0, 2, group)));
+            let first = open(&opts(&v.b, kind, 0, 2, None));
+            let group = first.fanout_group();
+            ports.push(first);
             ports.push(open(&opts(&v.b, kind, 1, 2, group)));
         } else {
-            ports.push(open(&opts(&v.b, kind, 0, 1, 0)));
+            ports.push(open(&opts(&v.b, kind, 0, 1, None)));
         }
         let during = resources();
         assert!(
@@ -623,9 +634,40 @@ fn ports_hold_their_interface_promiscuous() {
     let v = Veth::new(9);
     assert_eq!(promiscuity(&v.a), 0);
     for kind in [IoKind::AfPacket, IoKind::AfXdp] {
-        let p = open(&opts(&v.a, kind, 0, 1, 0));
+        let p = open(&opts(&v.a, kind, 0, 1, None));
         assert_eq!(promiscuity(&v.a), 1, "{kind:?}");
         drop(p);
         assert_eq!(promiscuity(&v.a), 0, "{kind:?}");
     }
+}
+
+/// A fanout group's number is the network namespace's: one in use on
+/// another interface (by another program, or another `ctrack run`) is
+/// refused to a socket here, and a socket joining it on the same
+/// interface would share that program's frames. So the first worker's
+/// socket has the kernel make a group no other socket is in. Until
+/// 2026-12-01 `ctrack run` chose the number from its process id, and
+/// failed to start where another process had that number.
+#[test]
+fn the_first_fanout_socket_gets_a_group_of_its_own() {
+    if !root() {
+        return;
+    }
+    let _serial = serial();
+    let v = Veth::new(10);
+    // Another program's group on the other end of the pair.
+    let theirs = open(&opts(&v.a, IoKind::AfPacket, 0, 2, None));
+    let taken = theirs.fanout_group().expect("a group");
+    let e = io::open(&opts(&v.b, IoKind::AfPacket, 0, 2, Some(taken))).unwrap_err();
+    assert!(e.to_string().contains("joining fanout group"), "{e}");
+    let ours = open(&opts(&v.b, IoKind::AfPacket, 0, 2, None));
+    let group = ours.fanout_group().expect("a group");
+    assert_ne!(group, taken);
+    let second = open(&opts(&v.b, IoKind::AfPacket, 1, 2, Some(group)));
+    assert_eq!(second.fanout_group(), Some(group));
+    // One worker: no group.
+    assert_eq!(
+        open(&opts(&v.b, IoKind::AfPacket, 0, 1, None)).fanout_group(),
+        None
+    );
 }

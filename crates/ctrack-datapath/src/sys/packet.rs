@@ -88,6 +88,8 @@ pub(super) struct PacketPort {
     /// is read whole from the socket: its virtio-net header, then the
     /// frame. Empty until the first.
     copy_buf: Vec<u8>,
+    /// The fanout group the socket is in (with more than one worker).
+    group: Option<u16>,
 }
 
 /// The system page size.
@@ -154,6 +156,7 @@ pub(super) fn open(opts: &PortOptions) -> io::Result<Box<dyn Port>> {
         .map_err(c("setting up the receive ring"))?;
     let ring = Mmap::new(Some(&fd), geo.bytes(), 0).map_err(c("mapping the receive ring"))?;
     let fanout = opts.workers > 1;
+    let mut group = None;
     if fanout {
         // Receive nothing until the socket is in the fanout group, so that
         // no frame is seen both by it alone and by the group.
@@ -166,19 +169,7 @@ pub(super) fn open(opts: &PortOptions) -> io::Result<Box<dyn Port>> {
     os::bind(&fd, &sll).map_err(c("binding the AF_PACKET socket"))?;
     promiscuous_on(&fd, link.ifindex).map_err(c("setting promiscuous mode"))?;
     if fanout {
-        // No defragmentation flag: the kernel would hand us reassembled
-        // datagrams over the MTU. The flow hash of a fragment covers its
-        // addresses only, so a datagram's fragments meet on one worker
-        // anyway, and the firewall's reassembler is shared by all.
-        let mode = libc::PACKET_FANOUT_HASH;
-        let arg = (opts.fanout_group as u32 | (mode << 16)) as libc::c_int;
-        os::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg).map_err(|e| {
-            let what = format!(
-                "joining fanout group {} (in use by another process?)",
-                opts.fanout_group
-            );
-            os::ctx(e, name, &what)
-        })?;
+        group = Some(join_fanout(&fd, name, opts.fanout_group)?);
         drop_all(&fd, false).map_err(c("detaching the drop-all filter"))?;
     }
     Ok(Box::new(PacketPort {
@@ -196,7 +187,42 @@ pub(super) fn open(opts: &PortOptions) -> io::Result<Box<dyn Port>> {
         gso_hdrs: Vec::new(),
         tx_fd,
         copy_buf: Vec::new(),
+        group,
     }))
+}
+
+/// Puts `fd` in fanout group `group`, or, for `None`, in a group the
+/// kernel makes for it alone (`PACKET_FANOUT_FLAG_UNIQUEID`, Linux 4.20):
+/// the group's number. A number of our own choosing could be one another
+/// process uses on another interface, which the join refuses, or on this
+/// one, whose frames we would then share with it. A kernel without the
+/// flag gets a number made of the process id and the interface index.
+fn join_fanout(fd: &OwnedFd, name: &str, group: Option<u16>) -> io::Result<u16> {
+    // No defragmentation flag: the kernel would hand us reassembled
+    // datagrams over the MTU. The flow hash of a fragment covers its
+    // addresses only, so a datagram's fragments meet on one worker
+    // anyway, and the firewall's reassembler is shared by all.
+    let mode = libc::PACKET_FANOUT_HASH;
+    let join = |id: u16, flags: u32| {
+        let arg = (u32::from(id) | ((mode | flags) << 16)) as libc::c_int;
+        os::setsockopt(fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg).map_err(|e| {
+            let what = format!("joining fanout group {id} (in use by another process?)");
+            os::ctx(e, name, &what)
+        })
+    };
+    if let Some(id) = group {
+        join(id, 0)?;
+        return Ok(id);
+    }
+    if join(0, libc::PACKET_FANOUT_FLAG_UNIQUEID).is_err() {
+        let index = ifinfo::link(name)?.ifindex;
+        let id = (std::process::id() as u16).wrapping_mul(64) ^ index as u16;
+        join(id, 0)?;
+        return Ok(id);
+    }
+    let (v, _) = os::getsockopt::<libc::c_int>(fd, libc::SOL_PACKET, libc::PACKET_FANOUT)
+        .map_err(|e| os::ctx(e, name, "reading the fanout group"))?;
+    Ok(v as u16)
 }
 
 /// An AF_PACKET socket for sending on interface `ifindex`: bound with
@@ -614,6 +640,10 @@ impl Port for PacketPort {
             RxRing::V2 => "af-packet, TPACKET_V2",
             RxRing::V3 => "af-packet, TPACKET_V3",
         }
+    }
+
+    fn fanout_group(&self) -> Option<u16> {
+        self.group
     }
 }
 

@@ -130,9 +130,12 @@ pub struct PortOptions {
     pub worker: usize,
     /// How many workers share the interface.
     pub workers: usize,
-    /// The fanout group joined by the workers' AF_PACKET sockets on this
-    /// interface (unique per interface within the process).
-    pub fanout_group: u16,
+    /// The fanout group the workers' AF_PACKET sockets on this interface
+    /// share (with more than one worker): `None` for the first socket,
+    /// which has the kernel make a group no other socket is in
+    /// (`PACKET_FANOUT_FLAG_UNIQUEID`) and says its number
+    /// ([`Port::fanout_group`]); that number for the others.
+    pub fanout_group: Option<u16>,
     /// Frames per receive ring (rounded as the socket kind needs).
     pub ring_frames: usize,
     /// Largest frame handled (bytes, without the FCS); larger ones are
@@ -268,5 +271,11 @@ pub trait Port: Send + std::fmt::Debug {
     /// `"af-xdp, driver mode, copy"`.
     fn mode(&self) -> &'static str {
         ""
+    }
+
+    /// The AF_PACKET fanout group the socket is in, if any: what the other
+    /// workers' sockets on the interface join ([`PortOptions::fanout_group`]).
+    fn fanout_group(&self) -> Option<u16> {
+        None
     }
 }
