@@ -579,3 +579,14 @@ fn reports_follow_the_evaluation_order_and_say_what_they_count() {
     assert!(macs.contains(&"02:00:00:00:00:01"), "{fdb}");
     assert!(!macs.contains(&"02:00:00:00:00:03"), "{fdb}");
 }
+
+/// The datapath's clock runs: connections age by it, and what `list`
+/// says of their time left with it.
+#[test]
+fn the_datapaths_clock_runs() {
+    let env = Env::new();
+    let a = env.shared.now();
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    let b = env.shared.now();
+    assert!(b.millis_since(a) >= 30, "{a:?} {b:?}");
+}

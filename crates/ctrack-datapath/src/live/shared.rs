@@ -275,3 +275,57 @@ impl Shared {
         total
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn switch(k: u64) -> SwitchStats {
+        let mut s = SwitchStats {
+            forwarded: k,
+            flooded: 2 * k,
+            replies: 3 * k,
+            learned: 4 * k,
+            ..SwitchStats::default()
+        };
+        for (i, d) in s.drops.iter_mut().enumerate() {
+            *d = k * (5 + i as u64);
+        }
+        s
+    }
+
+    fn port(k: u64) -> PortStats {
+        PortStats {
+            rx_packets: k,
+            tx_packets: 2 * k,
+            ..PortStats::default()
+        }
+    }
+
+    /// Workers' counters add up field by field, whatever port count each
+    /// published (a worker that has published nothing yet has none).
+    #[test]
+    fn workers_counters_add_up() {
+        let mut s = switch(2);
+        s.merge(&switch(3));
+        assert_eq!(s, switch(5));
+        let a = WorkerStats {
+            switch: switch(2),
+            ports: vec![port(1), port(2)],
+            bursts: 3,
+            ..WorkerStats::default()
+        };
+        let mut total = WorkerStats::default();
+        total.merge(&a);
+        total.merge(&a);
+        assert_eq!(total.switch, switch(4));
+        assert_eq!(total.ports, vec![port(2), port(4)]);
+        assert_eq!(total.bursts, 6);
+        // One with fewer ports takes nothing away.
+        total.merge(&WorkerStats {
+            ports: vec![port(1)],
+            ..WorkerStats::default()
+        });
+        assert_eq!(total.ports, vec![port(3), port(4)]);
+    }
+}
