@@ -499,8 +499,9 @@ fn zeroed_buckets(n: usize, arena: &Arena) -> *const Bucket {
     let p = arena.alloc_zeroed(n * core::mem::size_of::<Bucket>(), 64);
     assert!(!p.is_null(), "out of memory for a connection index");
     // A `Bucket` is atomics, for which all-zero bytes are a valid value (0);
-    // arena memory is zeroed and committed as touched, so an index sized
-    // for the connection limit costs memory only where used.
+    // arena memory is zeroed and committed as touched. (A thread calling
+    // `Table::populate_ahead` faults in what was handed out, the index
+    // sized for the connection limit included, off the packet path.)
     p.cast()
 }
 
