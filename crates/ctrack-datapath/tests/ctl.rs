@@ -581,7 +581,8 @@ fn reports_follow_the_evaluation_order_and_say_what_they_count() {
 }
 
 /// The datapath's clock runs: connections age by it, and what `list`
-/// says of their time left with it.
+/// says of their time left with it. (And the counters have a place for
+/// every port from the start.)
 #[test]
 fn the_datapaths_clock_runs() {
     let env = Env::new();
@@ -589,4 +590,6 @@ fn the_datapaths_clock_runs() {
     std::thread::sleep(std::time::Duration::from_millis(30));
     let b = env.shared.now();
     assert!(b.millis_since(a) >= 30, "{a:?} {b:?}");
+    // Before any worker has published: a (zero) counter for every port.
+    assert_eq!(env.shared.stats().ports.len(), 2);
 }

@@ -122,9 +122,11 @@ mod tests {
             msg.contains("interface test0 is already served by"),
             "{msg}"
         );
-        // This process holds it; /proc says so where it is mounted.
+        // This process holds it; /proc says so where it is mounted, and
+        // its command's name.
         if fs::metadata("/proc/net/unix").is_ok() {
-            let me = format!("process {}", std::process::id());
+            let comm = fs::read_to_string("/proc/self/comm").expect("comm");
+            let me = format!("process {} ({})", std::process::id(), comm.trim());
             assert!(msg.contains(&me), "{msg}");
         }
         drop(first);
