@@ -178,6 +178,37 @@ mod tests {
         let _ = std::fs::remove_file(&sock);
     }
 
+    /// A reply in parts (a long listing) prints as its texts put
+    /// together, a newline added at the end where the last lacks one; one
+    /// cut short (the daemon gone before its last part) is an error.
+    #[test]
+    fn a_reply_in_parts_prints_whole() {
+        let sock = temp_sock("parts");
+        let h = fake(
+            &sock,
+            &[
+                r#"{"ok":true,"text":"[\n  {\"a\": 1},","more":true}"#,
+                r#"{"ok":true,"text":"\n  {\"a\": 2}","more":true}"#,
+                r#"{"ok":true,"text":"\n]"}"#,
+            ],
+        );
+        let mut out = Vec::new();
+        run(&args(&sock, &["list", "--format", "json"]), &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "[\n  {\"a\": 1},\n  {\"a\": 2}\n]\n"
+        );
+        h.join().unwrap();
+        let _ = std::fs::remove_file(&sock);
+        let h = fake(&sock, &[r#"{"ok":true,"text":"tcp,1\n","more":true}"#]);
+        let mut out = Vec::new();
+        let e = run(&args(&sock, &["dump-conntrack"]), &mut out).unwrap_err();
+        assert!(e.to_string().contains("before its reply's end"), "{e}");
+        assert_eq!(out, b"tcp,1\n");
+        h.join().unwrap();
+        let _ = std::fs::remove_file(&sock);
+    }
+
     #[test]
     fn events_print_lines_and_drops() {
         let sock = temp_sock("events");
