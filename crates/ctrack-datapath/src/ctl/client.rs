@@ -10,8 +10,9 @@ use std::time::Duration;
 use super::proto::{Reply, Request};
 
 /// The longest reply line read (a listing of connections comes in lines
-/// of about 64 KiB; another reply is short).
-const MAX_REPLY: u64 = 64 << 20;
+/// of about 64 KiB; `policy show` of a policy of a million ACLs is one
+/// line of tens of megabytes).
+const MAX_REPLY: u64 = 1 << 30;
 /// How long a command's reply may take.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(120);
 
