@@ -125,7 +125,9 @@ scenario() {
     if [ "$fam" = ip ]; then
         filter="ip and not host 10.10.1.1 and not host 10.10.2.1"
     else
-        filter="ip6 and not host fd00:1::1 and not host fd00:2::1 and not src net fe80::/10 and not dst net ff00::/8"
+        # (Link-local destinations too: a server address made during the
+        # scenario answers the router's neighbour solicitation there.)
+        filter="ip6 and not host fd00:1::1 and not host fd00:2::1 and not src net fe80::/10 and not dst net fe80::/10 and not dst net ff00::/8"
     fi
     local pids=()
     for dir in in out; do
@@ -162,6 +164,16 @@ range4_traffic() {
     for i in 2 3 4 5 6 7 8 9; do
         ip netns exec $C ping -q -c 1 10.10.2.$i >/dev/null
         ip netns exec $C curl -s -o /dev/null http://10.10.2.$i:8080/page.txt
+    done
+}
+range6_traffic() {
+    # More server addresses, so that the flows' destinations, which seed
+    # the address's hash, differ (no DAD: nothing to wait for).
+    local i
+    for i in 3 4 5 6 7 8 9; do ip -n $S addr add "fd00:2::$i/64" dev s0 nodad; done
+    for i in 2 3 4 5 6 7 8 9; do
+        ip netns exec $C ping -q -6 -c 1 "fd00:2::$i" >/dev/null
+        ip netns exec $C curl -s -g -o /dev/null "http://[fd00:2::$i]:8080/page.txt"
     done
 }
 dnat4_traffic() {
@@ -206,6 +218,11 @@ scenario snat4 ip "$SNAT4" 'commit,nat(src=198.51.100.1)' snat4_traffic
 scenario snat6 ip6 "$SNAT6" 'commit,nat(src=2001:db8:ffff::1)' snat6_traffic
 scenario range4 ip 'table ip nat { chain post { type nat hook postrouting priority srcnat; oifname "r1" snat to 198.51.100.10-198.51.100.20; } }' \
     'commit,nat(src=198.51.100.10-198.51.100.20)' range4_traffic
+# A range whose third word differs at its ends: where the first pick of
+# that word is not its end, the last word is picked from all of its values
+# (Linux's find_best_ips_proto).
+scenario range6 ip6 'table ip6 nat { chain post { type nat hook postrouting priority srcnat; oifname "r1" snat to 2001:db8:ffff::1:0:0-2001:db8:ffff::2:0:0; } }' \
+    'commit,nat(src=2001:db8:ffff::1:0:0-2001:db8:ffff::2:0:0)' range6_traffic
 scenario dnat4 ip 'table ip nat { chain pre { type nat hook prerouting priority dstnat; iifname "r0" ip daddr 198.51.100.80 tcp dport 80 dnat to 10.10.2.2:8080; } }' \
     'commit,nat(dst=10.10.2.2:8080)' dnat4_traffic
 scenario ftp4 ip "$SNAT4
