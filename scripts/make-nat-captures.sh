@@ -18,7 +18,9 @@
 # pyftpdlib. Sends nothing outside the namespaces it creates (built by
 # scripts/lib/netns.sh). With --setup-only as first argument it builds the
 # namespaces as the scenarios have them, prints their state and removes
-# them.
+# them. ONLY=NAME remakes that scenario alone (its line in scenarios.tsv
+# replaced or added). Run it with the system's python3 first in PATH (the
+# one pyftpdlib's Debian package is for).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -233,5 +235,13 @@ scenario tftp4 ip "$SNAT4
 $HELPERS" 'commit,nat(src=198.51.100.1),alg=tftp' tftp4_traffic
 scenario frag4 ip "$SNAT4" 'commit,nat(src=198.51.100.1)' frag4_traffic
 scenario frag6 ip6 "$SNAT6" 'commit,nat(src=2001:db8:ffff::1)' frag6_traffic
-[ -n "${ONLY:-}" ] || mv "$out/scenarios.tsv.new" "$out/scenarios.tsv"
+if [ -n "${ONLY:-}" ]; then
+    # One scenario remade (ONLY=NAME): its line replaces its old one, or
+    # is added.
+    { grep -v "^$ONLY	" "$out/scenarios.tsv" || true; cat "$out/scenarios.tsv.new"; } > "$out/scenarios.tsv.keep"
+    mv "$out/scenarios.tsv.keep" "$out/scenarios.tsv"
+    rm -f "$out/scenarios.tsv.new"
+else
+    mv "$out/scenarios.tsv.new" "$out/scenarios.tsv"
+fi
 echo "wrote $out"
