@@ -441,3 +441,30 @@ fn removed_connections_leave_no_index_entry_behind() {
     assert_eq!(n.t.table_len(), 0);
     assert_eq!(n.t.index_entries(), 0);
 }
+
+/// A protocol without ports (GRE here) has one tuple a pair of addresses:
+/// a second inside host's flow to the same server, translated to the same
+/// address, clashes with the first and is refused after one lookup (no
+/// port to search, as in Linux and Open vSwitch), while the first's
+/// replies still come back to it.
+#[test]
+fn a_portless_protocols_translation_clash_is_refused() {
+    let n = Net::new();
+    let snat = "commit,nat(src=198.51.100.1)";
+    let gre = |src, dst| {
+        Frame::v4(
+            src,
+            dst,
+            L4::Raw {
+                proto: 47,
+                payload: vec![0, 0, 0x08, 0],
+            },
+        )
+    };
+    n.expect(&gre(C, S), snat, &gre(N, S), "new|trk|snat");
+    let (v, out) = n.send(&gre(C2, S), snat);
+    assert_eq!(v.refused, Some(Refusal::NatExhausted), "{v:?}");
+    assert_eq!(out, gre(C2, S).build(), "untouched");
+    n.expect(&gre(S, N), "nat", &gre(S, C), "est|rpl|trk|dnat");
+    assert_eq!(n.t.table_len(), 1);
+}
