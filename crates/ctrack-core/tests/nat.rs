@@ -468,3 +468,37 @@ fn a_portless_protocols_translation_clash_is_refused() {
     n.expect(&gre(S, N), "nat", &gre(S, C), "est|rpl|trk|dnat");
     assert_eq!(n.t.table_len(), 1);
 }
+
+/// A source already inside the SNAT range keeps its address (and its port,
+/// its tuple being free), as Linux keeps it; Open vSwitch would pick one.
+/// The state still says `snat`, as Open vSwitch's does for a connection
+/// with a source translation, whatever it changed.
+#[test]
+fn a_source_inside_the_range_is_kept() {
+    let n = Net::new();
+    let snat = "commit,nat(src=198.51.100.1-198.51.100.10)";
+    for host in 2..=9u8 {
+        let inside = [198, 51, 100, host];
+        let f = udp(inside, 5000, S, 53, b"q");
+        n.expect(&f, snat, &f, "new|trk|snat");
+    }
+}
+
+/// `random` picks the port from a random point of the original port's
+/// class, not the original port though it is free; in that class.
+#[test]
+fn random_does_not_keep_the_original_port() {
+    let n = Net::new();
+    let snat = "commit,nat(src=198.51.100.1,random)";
+    let mut kept = 0;
+    for (i, sport) in [40000u16, 40001, 40002, 40003].into_iter().enumerate() {
+        let client = [10, 0, 0, 10 + i as u8];
+        let (v, out) = n.send(&udp(client, sport, S, 53, b"q"), snat);
+        assert_eq!(v.state.to_string(), "new|trk|snat");
+        let port = u16::from_be_bytes([out[34], out[35]]);
+        assert!(port >= 1024, "{port}: the class of {sport}");
+        kept += usize::from(port == sport);
+    }
+    // One port in 64,512 is the original by chance: four never all are.
+    assert!(kept < 4, "every original port kept");
+}
