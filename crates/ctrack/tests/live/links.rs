@@ -214,6 +214,24 @@ fn a_closed_standard_error_stops_nothing() {
     assert!(back, "no ping through ctrack");
 }
 
+/// A `ctrack run` started beside the test's, in the firewall's namespace,
+/// with the test's policy, its control socket `NAME.sock` and `args`,
+/// which must fail at its start: its standard error. (`timeout`: one that
+/// runs is the test's failure, not its hang.)
+fn refused_start(net: &Net, name: &str, args: &[&str]) -> String {
+    let p = net.dir.join("policy.toml").display().to_string();
+    let sock = net.dir.join(format!("{name}.sock")).display().to_string();
+    let mut argv = vec![
+        "timeout", "5", CTRACK, "run", "--policy", &p, "--ctl", &sock,
+    ];
+    argv.extend_from_slice(args);
+    let o = net.run(&net.f, &argv);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+    assert!(!err.contains("panicked"), "{name}: {err}");
+    err
+}
+
 /// A second `ctrack run` on interfaces one already serves is refused at
 /// its start, in words that name the first, whichever sockets either uses,
 /// and so is one run given an interface twice under two of its names; the
@@ -225,42 +243,14 @@ fn a_second_datapath_on_the_interfaces_is_refused() {
     let Some((net, _fw)) = setup_with("lk2nd", "af-packet", false, &policy(false, "")) else {
         return;
     };
-    let p = net.dir.join("policy.toml").display().to_string();
     let first = net.pid("ctrack");
     for io in ["af-packet", "af-xdp"] {
-        let sock = net
-            .dir
-            .join(format!("second-{io}.sock"))
-            .display()
-            .to_string();
-        // `timeout`: a second datapath that runs is this test's failure,
-        // not its hang.
-        let o = net.run(
-            &net.f,
-            &[
-                "timeout",
-                "5",
-                CTRACK,
-                "run",
-                "--policy",
-                &p,
-                "--port",
-                "server=s1",
-                "--port",
-                "client=c1",
-                "--io",
-                io,
-                "--workers",
-                "1",
-                "--ctl",
-                &sock,
-            ],
-        );
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{io}: {err}");
+        let ports = ["--port", "server=s1", "--port", "client=c1"];
+        let mut args = ports.to_vec();
+        args.extend(["--io", io, "--workers", "1"]);
+        let err = refused_start(&net, &format!("second-{io}"), &args);
         let want = format!("interface s1 is already served by process {first} (ctrack)");
         assert!(err.contains(&want), "{io}: {err}");
-        assert!(!err.contains("panicked"), "{io}: {err}");
     }
     // One interface under two names (an alternative name) for two ports
     // of one run is refused as such, not as another process's.
@@ -271,26 +261,8 @@ fn a_second_datapath_on_the_interfaces_is_refused() {
         ],
     );
     assert!(o.status.success(), "{o:?}");
-    let sock = net.dir.join("alt.sock").display().to_string();
-    let o = net.run(
-        &net.f,
-        &[
-            "timeout",
-            "5",
-            CTRACK,
-            "run",
-            "--policy",
-            &p,
-            "--port",
-            "client=c1",
-            "--port",
-            "server=c1alt",
-            "--ctl",
-            &sock,
-        ],
-    );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let args = ["--port", "client=c1", "--port", "server=c1alt"];
+    let err = refused_start(&net, "alt", &args);
     assert!(
         err.contains("--port server=c1alt: c1alt is interface c1 (index ")
             && err.contains("under another name, given for port client before"),
