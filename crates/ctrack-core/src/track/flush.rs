@@ -162,6 +162,36 @@ mod tests {
         assert_eq!(v, committed("new|trk", id_of(&v)));
     }
 
+    /// `remove` by id takes a connection live at that moment only: from
+    /// the millisecond it expires (as Open vSwitch's `conn_expired`, `now
+    /// >= expiration`) it is the sweep's, counted as expired, as it is
+    /// for `conn` and packets. (Mutation round 40: `>=` for `>` in the
+    /// liveness test let `remove` take it at that millisecond.)
+    #[test]
+    fn remove_by_id_takes_a_connection_until_it_expires() {
+        let mut sim = Sim::new();
+        let early = sim.open(&udp(1000, true), "commit");
+        let late = sim.open(&udp(2000, true), "commit");
+        let remove = |sim: &Sim, id| {
+            let mut stats = sim.stats.get();
+            let done = sim.t.remove(id, sim.now, &mut stats);
+            sim.stats.set(stats);
+            done
+        };
+        // UDP one way: 60 s.
+        sim.at(59_999);
+        assert!(remove(&sim, early));
+        assert_eq!(sim.stats.get().flushed, 1);
+        assert!(!remove(&sim, early), "gone");
+        sim.at(60_000);
+        assert!(!remove(&sim, late));
+        assert_eq!(sim.stats.get().flushed, 1);
+        assert_eq!(sim.t.table_len(), 1);
+        // The sweep's wheel frees it a tick later.
+        sim.at(61_000);
+        assert_eq!(sim.sweep(sim.now, usize::MAX).expired, 1);
+    }
+
     #[test]
     fn flush_key_is_per_zone() {
         let sim = Sim::new();
