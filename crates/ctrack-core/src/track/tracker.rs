@@ -349,3 +349,175 @@ impl Tracker {
         }
     }
 }
+
+/// The settings' entry points, as an embedder calls them. (Mutation round
+/// 40: each could be made to do nothing, or to answer a constant, with
+/// every test of the crate passing; the control commands of `ctrack run`
+/// test some of them through the daemon.)
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{Sim, act, tcp, udp};
+    use crate::key::KeyHasher;
+    use crate::verdict::{InvalidReason, Stats};
+    use crate::{CtState, LinkType, TimeoutPolicy};
+    use ctrack_wire::tcp::flags::ACK;
+
+    /// When the UDP connection `id` opened now in the zone of `action`
+    /// expires, in seconds from now.
+    fn udp_timeout(sim: &Sim, port: u16, action: &str) -> u64 {
+        let id = sim.open(&udp(port, true), action);
+        let info = sim.t.conn(id, sim.now).unwrap();
+        (info.expires.as_millis() - sim.now.as_millis()) / 1000
+    }
+
+    #[test]
+    fn a_zones_timeouts_its_own_then_the_default_again() {
+        let sim = Sim::new();
+        let short = TimeoutPolicy {
+            udp_first: 5,
+            ..TimeoutPolicy::default()
+        };
+        assert_eq!(sim.t.zone_timeouts(1), TimeoutPolicy::default());
+        sim.t.set_zone_timeouts(1, short);
+        assert_eq!(sim.t.zone_timeouts(1), short);
+        assert_eq!(udp_timeout(&sim, 1000, "commit,zone=1"), 5);
+        sim.t.clear_zone_timeouts(1);
+        assert_eq!(sim.t.zone_timeouts(1), TimeoutPolicy::default());
+        assert_eq!(
+            udp_timeout(&sim, 1001, "commit,zone=1"),
+            u64::from(TimeoutPolicy::default().udp_first)
+        );
+        // A new default reaches every zone without its own, not the others.
+        let long = TimeoutPolicy {
+            udp_first: 700,
+            ..TimeoutPolicy::default()
+        };
+        sim.t.set_zone_timeouts(2, short);
+        sim.t.set_default_timeouts(long);
+        assert_eq!(sim.t.zone_timeouts(0), long);
+        assert_eq!(sim.t.zone_timeouts(1), long);
+        assert_eq!(sim.t.zone_timeouts(2), short);
+        assert_eq!(udp_timeout(&sim, 1002, "commit"), 700);
+        assert_eq!(udp_timeout(&sim, 1003, "commit,zone=2"), 5);
+    }
+
+    #[test]
+    fn a_zones_limit_its_own_then_the_default_again() {
+        let sim = Sim::new();
+        assert_eq!(sim.t.zone_limit(5), (0, 0));
+        sim.t.set_default_zone_limit(2);
+        assert_eq!(sim.t.zone_limit(5), (2, 0));
+        sim.open(&udp(1000, true), "commit,zone=5");
+        sim.open(&udp(1001, true), "commit,zone=5");
+        let v = sim.send(&udp(1002, true), "commit,zone=5");
+        assert!(!v.committed && v.refused.is_some(), "{v:?}");
+        sim.t.set_zone_limit(5, 3);
+        assert_eq!(sim.t.zone_limit(5), (3, 2));
+        sim.open(&udp(1002, true), "commit,zone=5");
+        sim.t.clear_zone_limit(5);
+        assert_eq!(sim.t.zone_limit(5), (2, 3));
+        // The largest limit there is stays a limit of its own: u32::MAX
+        // names "the default" inside, so a limit is at most one less.
+        sim.t.set_zone_limit(6, u32::MAX);
+        assert_eq!(sim.t.zone_limit(6), (u32::MAX - 1, 0));
+        sim.t.set_default_zone_limit(u32::MAX);
+        assert_eq!(sim.t.zone_limit(7), (u32::MAX - 1, 0));
+        assert_eq!(sim.t.zone_limit(5), (u32::MAX - 1, 3));
+    }
+
+    #[test]
+    fn checksums_and_sequence_checks_turn_off() {
+        let mut sim = Sim::new();
+        let mut bad = udp(1000, true).build();
+        // The UDP checksum (Ethernet 14, IPv4 20, then its seventh byte).
+        bad[14 + 20 + 6] ^= 0xff;
+        let send = |sim: &Sim, f: &[u8]| {
+            let mut stats = Stats::default();
+            sim.t
+                .process(f, LinkType::Ethernet, &act("commit"), sim.now, &mut stats)
+        };
+        assert!(sim.t.checksums());
+        let v = send(&sim, &bad);
+        assert_eq!(v.invalid, Some(InvalidReason::BadL4Checksum), "{v:?}");
+        sim.t.set_checksums(false);
+        assert!(!sim.t.checksums());
+        assert!(send(&sim, &bad).committed);
+        sim.t.set_checksums(true);
+        assert!(sim.t.checksums());
+
+        // A segment a gigabyte past the window.
+        sim.handshake("commit");
+        sim.at(1);
+        let far = tcp(true, ACK, 101 + (1 << 30), 501, b"x").build();
+        let v = send(&sim, &far);
+        assert_eq!(v.invalid, Some(InvalidReason::TcpOutOfWindow), "{v:?}");
+        sim.t.set_tcp_seq_check(false);
+        let v = send(&sim, &far);
+        assert!(
+            v.state.contains(CtState::EST) && v.invalid.is_none(),
+            "{v:?}"
+        );
+    }
+
+    /// `hasher` is the tracker's own: the one given to `with_hasher`.
+    #[test]
+    fn the_hasher_is_the_one_given() {
+        let h = KeyHasher::with_seed(7);
+        let t = super::Tracker::with_hasher(crate::Config::default(), h.clone());
+        let other = KeyHasher::with_seed(8);
+        let key = super::super::testing::udp_key(1000, 0);
+        assert_eq!(t.hasher().hash(&key), h.hash(&key));
+        assert_ne!(t.hasher().hash(&key), other.hash(&key));
+    }
+
+    /// `populate_ahead` works for both tables: once the IPv4 table's
+    /// memory ahead is there, the IPv6 table's, made by its first packet,
+    /// has its own to fault in.
+    #[cfg(all(target_os = "linux", not(miri)))]
+    #[test]
+    fn populating_ahead_covers_the_ipv6_table() {
+        if Sim::new().t.v4.populate_ahead() == 0 {
+            eprintln!("skipped: this kernel cannot populate memory ahead (MADV_POPULATE_WRITE)");
+            return;
+        }
+        let sim = Sim::new();
+        let first = sim.t.populate_ahead();
+        assert!(first >= 1 << 20, "{first} bytes");
+        while sim.t.populate_ahead() != 0 {}
+        let c6: std::net::Ipv6Addr = "fd00::1".parse().unwrap();
+        let s6: std::net::Ipv6Addr = "fd00::2".parse().unwrap();
+        use ctrack_wire::build::{Frame, L4};
+        sim.open(&Frame::v6(c6, s6, L4::udp(1, 53, b"q")), "commit");
+        assert!(sim.t.populate_ahead() >= 1 << 20);
+    }
+
+    /// The IPv6 table's index is sized for a 64th of the limit, made so
+    /// and when the limit is raised: a tracker whose limit was raised has
+    /// the index of one made with that limit.
+    #[test]
+    fn the_ipv6_index_follows_the_limit() {
+        use crate::Config;
+        use ctrack_wire::build::{Frame, L4};
+        let c6: std::net::Ipv6Addr = "fd00::1".parse().unwrap();
+        let s6: std::net::Ipv6Addr = "fd00::2".parse().unwrap();
+        let f = Frame::v6(c6, s6, L4::udp(1, 53, b"q"));
+        let index = |sim: &Sim| sim.t.v6_table().memory().index_bytes;
+        let with = |max_conns| {
+            let sim = Sim::with(Config {
+                max_conns,
+                ..Config::default()
+            });
+            sim.open(&f, "commit");
+            sim
+        };
+        let (small, large) = (with(64 * 4096), with(64 * 65536));
+        assert!(
+            index(&large) > index(&small),
+            "{} {}",
+            index(&large),
+            index(&small)
+        );
+        small.t.set_max_conns(64 * 65536);
+        assert_eq!(index(&small), index(&large));
+    }
+}
