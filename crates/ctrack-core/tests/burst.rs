@@ -21,8 +21,8 @@
 use std::sync::{Arc, Mutex};
 
 use ctrack_core::{
-    AfterEach, ConnId, CtAction, CtState, Entry, EventKind, EventSink, LinkType, Millis, Stats,
-    Time, TimeoutPolicy, Tracker, Verdict,
+    AfterEach, Config, ConnId, CtAction, CtState, Entry, EventKind, EventSink, KeyHasher, LinkType,
+    Millis, Stats, Time, TimeoutPolicy, Tracker, Verdict,
 };
 use ctrack_wire::build::{self, Frame, L4};
 use ctrack_wire::tcp::flags::{ACK, PSH, SYN};
@@ -585,4 +585,83 @@ fn a_run_stops_at_a_packet_whose_follower_changes_the_table() {
     // segment opened another.
     assert_eq!(s1.flushed, 8, "{s1:?}");
     assert_eq!(s1.committed, 16, "{s1:?}");
+}
+
+/// The rewriting burst (`Tracker::process_burst_mut`) against the
+/// rewriting path frame by frame (`process_mut`), with and without
+/// translations: the same verdicts, the same bytes out, the same counters;
+/// and a frame whose layers the caller found (`process_layers`) is
+/// tracked as `process` tracks it. (Mutation round 41: either entry point
+/// made to do nothing passed the crate's tests.)
+#[test]
+fn rewriting_bursts_and_given_layers_track_as_frame_by_frame() {
+    let actions: Vec<CtAction> = [
+        "commit",
+        "commit,nat(src=198.51.100.1:20000-20100)",
+        "nat",
+        "commit,nat(dst=192.0.2.99)",
+        "commit,zone=3,label=0x300",
+    ]
+    .iter()
+    .map(|s| s.parse().unwrap())
+    .collect();
+    let plain = |v: &Verdict| {
+        let mut v = *v;
+        (v.conn.take().is_some(), v)
+    };
+    for seed in 1..=4u64 {
+        let mut rng = Rng(0x7f4a_7c15_9e37_79b9 ^ seed);
+        let frames = traffic(&mut rng, 2_000);
+        // One hash key for all: a translation's port or identifier is
+        // chosen from a keyed hash.
+        let t = || Tracker::with_hasher(Config::default(), KeyHasher::with_seed(seed));
+        let (one, burst, plain_t, layered) = (t(), t(), t(), t());
+        let (mut s1, mut s2) = (Stats::default(), Stats::default());
+        let (mut s3, mut s4) = (Stats::default(), Stats::default());
+        let mut now = Time::from_secs(1);
+        let mut at = 0;
+        let mut translated = 0;
+        while at < frames.len() {
+            let n = (1 + rng.below(48) as usize).min(frames.len() - at);
+            let action = &actions[rng.below(actions.len() as u64) as usize];
+            if rng.below(10) == 0 {
+                now = now + Millis(700);
+            }
+            let l = LinkType::Ethernet;
+            let mut want_bytes: Vec<Vec<u8>> = frames[at..at + n].to_vec();
+            let want: Vec<Verdict> = want_bytes
+                .iter_mut()
+                .map(|f| one.process_mut(f, l, action, now, &mut s1))
+                .collect();
+            let mut got_bytes: Vec<Vec<u8>> = frames[at..at + n].to_vec();
+            let mut got = vec![Verdict::default(); n];
+            burst.process_burst_mut(&mut got_bytes, l, action, now, &mut got, &mut s2);
+            for (j, (w, g)) in want.iter().zip(&got).enumerate() {
+                let p = at + j + 1;
+                assert_eq!(plain(g), plain(w), "seed {seed}, packet {p} ({action})");
+                assert_eq!(
+                    got_bytes[j], want_bytes[j],
+                    "seed {seed}, packet {p}: bytes"
+                );
+            }
+            translated += want_bytes
+                .iter()
+                .zip(&frames[at..at + n])
+                .filter(|(a, b)| a != b)
+                .count();
+            for f in &frames[at..at + n] {
+                let layers = ctrack_wire::frame::parse_frame(f, l);
+                let w = plain_t.process(f, l, action, now, &mut s3);
+                let v = layered.process_layers(f, &layers, action, now, &mut s4);
+                assert_eq!(plain(&v), plain(&w), "seed {seed} ({action})");
+            }
+            at += n;
+            assert_eq!(s1, s2, "seed {seed}: counters after packet {at}, burst");
+            assert_eq!(s3, s4, "seed {seed}: counters after packet {at}, layers");
+        }
+        assert!(
+            translated > 100,
+            "seed {seed}: {translated} frames rewritten"
+        );
+    }
 }
