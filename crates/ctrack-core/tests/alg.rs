@@ -847,3 +847,72 @@ fn an_expired_expectation_leaves_its_translated_port() {
         n.now = Time::from_secs(100 + 301);
     }
 }
+
+/// An FTP session tracked in bursts (`process_batch`, read-only, and
+/// `process_burst_mut`, rewriting) judges every packet as one packet at a
+/// time does: the control connection's packets, each inspected on its own
+/// in the middle of a burst, announce the data connection, which the same
+/// burst then finds related. (Mutation round 41: the burst's step past an
+/// inspected packet was not run by any of the crate's tests.)
+#[test]
+fn ftp_in_bursts_judges_as_frame_by_frame() {
+    use ctrack_core::{CtState, LinkType, Tracker, Verdict};
+    let first = vec![seg((C, 40000), (S, 21), SYN, 100, 0, b"").build()];
+    let rest: Vec<Vec<u8>> = [
+        seg((S, 21), (C, 40000), SYN | ACK, 500, 101, b""),
+        seg((C, 40000), (S, 21), ACK, 101, 501, b""),
+        seg((S, 21), (C, 40000), PSH | ACK, 501, 101, b"220 ready\r\n"),
+        seg(
+            (C, 40000),
+            (S, 21),
+            PSH | ACK,
+            101,
+            512,
+            b"PORT 10,0,0,1,156,65\r\n",
+        ),
+        seg((S, 21), (C, 40000), PSH | ACK, 512, 123, b"200 PORT ok\r\n"),
+        seg((S, 20), (C, 40001), SYN, 9000, 0, b""),
+        seg((C, 40001), (S, 20), SYN | ACK, 7000, 9001, b""),
+        seg((S, 20), (C, 40001), ACK, 9001, 7001, b""),
+        seg((C, 40000), (S, 21), ACK, 123, 525, b""),
+    ]
+    .iter()
+    .map(Frame::build)
+    .collect();
+    let (alg, commit) = ("commit,alg=ftp".parse().unwrap(), "commit".parse().unwrap());
+    let now = Time::from_secs(100);
+    let l = LinkType::Ethernet;
+    let one = Tracker::default();
+    let mut s1 = Stats::default();
+    let mut want: Vec<Verdict> = Vec::new();
+    for (frames, a) in [(&first, &alg), (&rest, &commit)] {
+        want.extend(frames.iter().map(|f| one.process(f, l, a, now, &mut s1)));
+    }
+    let plain = |v: &Verdict| {
+        let mut v = *v;
+        (v.conn.take().is_some(), v)
+    };
+    assert_eq!(s1.expectations_created, 1, "{s1:?}");
+    assert!(want[6].state.contains(CtState::REL), "{:?}", want[6]);
+    for rewrite in [false, true] {
+        let burst = Tracker::default();
+        let mut s2 = Stats::default();
+        let mut got: Vec<Verdict> = Vec::new();
+        for (frames, a) in [(&first, &alg), (&rest, &commit)] {
+            if rewrite {
+                let mut fs = frames.clone();
+                let mut out = vec![Verdict::default(); fs.len()];
+                burst.process_burst_mut(&mut fs, l, a, now, &mut out, &mut s2);
+                assert_eq!(&fs, frames, "nothing to rewrite");
+                got.extend(out);
+            } else {
+                let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+                burst.process_batch(&refs, l, a, now, &mut got, &mut s2);
+            }
+        }
+        for (j, (w, g)) in want.iter().zip(&got).enumerate() {
+            assert_eq!(plain(g), plain(w), "rewrite {rewrite}, packet {}", j + 1);
+        }
+        assert_eq!(s1, s2, "rewrite {rewrite}");
+    }
+}
