@@ -520,4 +520,55 @@ mod tests {
         small.t.set_max_conns(64 * 65536);
         assert_eq!(index(&small), index(&large));
     }
+
+    /// A raw IP packet is read as raw IP, never as an Ethernet frame,
+    /// even one whose bytes would pass for an Ethernet frame of IPv4: its
+    /// source 8.0.69.0 puts 0x0800 where an Ethernet type would be and
+    /// 0x45 after it, and its length, source port and destination port
+    /// give the rest a valid-looking header of a UDP datagram to
+    /// 1.2.0.0. (Mutation round 41: with the fast readers
+    /// handed frames of every link type but Ethernet, every test passed.)
+    #[test]
+    fn a_raw_ip_packet_is_never_read_as_an_ethernet_frame() {
+        use crate::key::{ConnKey, Endpoint, Family};
+        use ctrack_wire::build::{Frame, L4};
+        use std::net::Ipv4Addr;
+        let (src, dst) = ([8, 0, 0x45, 0], [0x0a, 0x00, 1, 2]);
+        // As Ethernet, the IPv4 total length is the destination's first
+        // two bytes: 0x0a00, so the packet is 0x0a00 + 14 bytes long.
+        let len = 0x0a00 + 14;
+        let mut payload = vec![0u8; len - 28];
+        // The end of the would-be header (its source's last two bytes, its
+        // destination 1.2.0.0), then a UDP header (ports 1111 and 2222,
+        // the length that fits).
+        payload[..14]
+            .copy_from_slice(&[0, 1, 1, 2, 0, 0, 0x04, 0x57, 0x08, 0xae, 0x09, 0xec, 0, 0]);
+        // Source port 0x4000 (the would-be "don't fragment"), destination
+        // port 0x1111 (the would-be protocol, 17).
+        let eth = Frame::v4(src, dst, L4::udp(0x4000, 0x1111, &payload)).build();
+        let raw = &eth[14..];
+        assert_eq!(raw.len(), len);
+        for checksums in [true, false] {
+            let sim = Sim::new();
+            sim.t.set_checksums(checksums);
+            let mut stats = Stats::default();
+            let v = sim
+                .t
+                .process(raw, LinkType::RawIp, &act("commit"), sim.now, &mut stats);
+            assert!(v.committed, "{v:?}");
+            let key = ConnKey {
+                src: Endpoint::v4(Ipv4Addr::from(src), 0x4000),
+                dst: Endpoint::v4(Ipv4Addr::from(dst), 0x1111),
+                zone: 0,
+                proto: 17,
+                family: Family::V4,
+            };
+            let (id, _, _) = sim
+                .t
+                .lookup(&key, sim.now)
+                .expect("the raw packet's connection");
+            assert_eq!(Some(id), v.conn);
+            assert_eq!(sim.t.table_len(), 1);
+        }
+    }
 }
