@@ -526,8 +526,9 @@ mod tests {
     /// source 8.0.69.0 puts 0x0800 where an Ethernet type would be and
     /// 0x45 after it, and its length, source port and destination port
     /// give the rest a valid-looking header of a UDP datagram to
-    /// 1.2.0.0. (Mutation round 41: with the fast readers
-    /// handed frames of every link type but Ethernet, every test passed.)
+    /// 1.2.0.0; and the same for IPv6. (Mutation round 41: with the fast
+    /// readers handed frames of every link type but Ethernet, every test
+    /// passed.)
     #[test]
     fn a_raw_ip_packet_is_never_read_as_an_ethernet_frame() {
         use crate::key::{ConnKey, Endpoint, Family};
@@ -546,29 +547,47 @@ mod tests {
         // Source port 0x4000 (the would-be "don't fragment"), destination
         // port 0x1111 (the would-be protocol, 17).
         let eth = Frame::v4(src, dst, L4::udp(0x4000, 0x1111, &payload)).build();
-        let raw = &eth[14..];
-        assert_eq!(raw.len(), len);
-        for checksums in [true, false] {
-            let sim = Sim::new();
-            sim.t.set_checksums(checksums);
-            let mut stats = Stats::default();
-            let v = sim
-                .t
-                .process(raw, LinkType::RawIp, &act("commit"), sim.now, &mut stats);
-            assert!(v.committed, "{v:?}");
-            let key = ConnKey {
-                src: Endpoint::v4(Ipv4Addr::from(src), 0x4000),
-                dst: Endpoint::v4(Ipv4Addr::from(dst), 0x1111),
-                zone: 0,
-                proto: 17,
-                family: Family::V4,
-            };
-            let (id, _, _) = sim
-                .t
-                .lookup(&key, sim.now)
-                .expect("the raw packet's connection");
-            assert_eq!(Some(id), v.conn);
-            assert_eq!(sim.t.table_len(), 1);
+        assert_eq!(eth.len() - 14, len);
+        // And one that would pass for an Ethernet frame of IPv6: source
+        // 134.221.96.0 (0x86dd, then 0x60), its destination's last two
+        // bytes the would-be payload length (100), its source port's
+        // first byte the would-be next header (17); the would-be
+        // addresses 2001:...:1 and 2001:db8::2, then a UDP header.
+        let (src6, dst6) = ([0x86, 0xdd, 0x60, 0], [10, 0, 0, 100]);
+        let mut payload6 = vec![0u8; 54 + 100 - 28];
+        payload6[9] = 1;
+        payload6[10..12].copy_from_slice(&[0x20, 0x01]);
+        payload6[12..14].copy_from_slice(&[0x0d, 0xb8]);
+        payload6[25] = 2;
+        payload6[26..34].copy_from_slice(&[0x04, 0x57, 0x08, 0xae, 0, 100, 0, 0]);
+        let eth6 = Frame::v4(src6, dst6, L4::udp(0x1140, 0x2001, &payload6)).build();
+        for (eth, (src, sport), (dst, dport)) in [
+            (&eth, (src, 0x4000), (dst, 0x1111)),
+            (&eth6, (src6, 0x1140), (dst6, 0x2001)),
+        ] {
+            let raw = &eth[14..];
+            for checksums in [true, false] {
+                let sim = Sim::new();
+                sim.t.set_checksums(checksums);
+                let mut stats = Stats::default();
+                let v = sim
+                    .t
+                    .process(raw, LinkType::RawIp, &act("commit"), sim.now, &mut stats);
+                assert!(v.committed, "{v:?}");
+                let key = ConnKey {
+                    src: Endpoint::v4(Ipv4Addr::from(src), sport),
+                    dst: Endpoint::v4(Ipv4Addr::from(dst), dport),
+                    zone: 0,
+                    proto: 17,
+                    family: Family::V4,
+                };
+                let (id, _, _) = sim
+                    .t
+                    .lookup(&key, sim.now)
+                    .expect("the raw packet's connection");
+                assert_eq!(Some(id), v.conn);
+                assert_eq!(sim.t.table_len(), 1);
+            }
         }
     }
 }
