@@ -35,6 +35,13 @@ const ZERO_ZONE: u16 = 7;
 /// their answer), then expire at once.
 const SECOND_ZONE: u16 = 8;
 
+/// A verdict without its connection id (ids differ from tracker to
+/// tracker), and whether it had one.
+fn plain(v: &Verdict) -> (bool, Verdict) {
+    let mut v = *v;
+    (v.conn.take().is_some(), v)
+}
+
 /// Every event, in the order reported.
 #[derive(Debug, Default)]
 struct Recorder(Mutex<Vec<(EventKind, String)>>);
@@ -291,10 +298,6 @@ fn bursts_with_runs_of_one_flow_judge_as_one_packet_at_a_time() {
                 .iter()
                 .map(|f| single.process(f, LinkType::Ethernet, action, now, &mut s3))
                 .collect();
-            let plain = |v: &Verdict| {
-                let mut v = *v;
-                (v.conn.take().is_some(), v)
-            };
             for (j, w) in want.iter().enumerate() {
                 let at = at + j + 1;
                 assert_eq!(
@@ -453,10 +456,6 @@ fn bursts_that_commit_after_each_lookup_judge_as_frame_by_frame() {
             // (past the first 32 too: the tracker works in bursts of 32).
             assert_eq!(then.seen, (0..n).collect::<Vec<_>>(), "seed {seed}");
             for (j, (w, g)) in want.iter().zip(&got).enumerate() {
-                let plain = |v: &Verdict| {
-                    let mut v = *v;
-                    (v.conn.take().is_some(), v)
-                };
                 assert_eq!(plain(g), plain(w), "seed {seed}, packet {}", at + j + 1);
             }
             assert_eq!(chunk, frames[at..at + n], "seed {seed}: bytes");
@@ -555,10 +554,6 @@ fn a_run_stops_at_a_packet_whose_follower_changes_the_table() {
             v
         })
         .collect();
-    let plain = |v: &Verdict| {
-        let mut v = *v;
-        (v.conn.take().is_some(), v)
-    };
     // The read-only burst and the rewriting one.
     for rewrite in [false, true] {
         let burst = Tracker::default();
@@ -605,10 +600,6 @@ fn rewriting_bursts_and_given_layers_track_as_frame_by_frame() {
     .iter()
     .map(|s| s.parse().unwrap())
     .collect();
-    let plain = |v: &Verdict| {
-        let mut v = *v;
-        (v.conn.take().is_some(), v)
-    };
     for seed in 1..=4u64 {
         let mut rng = Rng(0x7f4a_7c15_9e37_79b9 ^ seed);
         let frames = traffic(&mut rng, 2_000);

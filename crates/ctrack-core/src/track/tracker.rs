@@ -362,8 +362,8 @@ mod tests {
     use crate::{CtState, LinkType, TimeoutPolicy};
     use ctrack_wire::tcp::flags::ACK;
 
-    /// When the UDP connection `id` opened now in the zone of `action`
-    /// expires, in seconds from now.
+    /// Opens the UDP connection from client port `port` with `action`;
+    /// returns how many seconds from now it expires.
     fn udp_timeout(sim: &Sim, port: u16, action: &str) -> u64 {
         let id = sim.open(&udp(port, true), action);
         let info = sim.t.conn(id, sim.now).unwrap();
