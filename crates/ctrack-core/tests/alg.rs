@@ -916,3 +916,133 @@ fn ftp_in_bursts_judges_as_frame_by_frame() {
         assert_eq!(s1, s2, "rewrite {rewrite}");
     }
 }
+
+/// An FTP control session through a source NAT, one action for both
+/// directions: the handshake, then `command` (which the gateway rewrites
+/// `grow` bytes longer), the server's acknowledgment of the longer text,
+/// and `rounds` exchanges after it, all in the server's view of the
+/// client's numbering where they come back. `t(from_client, flags, seq,
+/// ack, data)` builds a segment of the session (`from_client` false: from
+/// the server to the translated address).
+fn ftp_after_a_rewrite(
+    t: impl Fn(bool, u16, u32, u32, &[u8]) -> Frame,
+    command: &[u8],
+    grow: u32,
+    rounds: u32,
+) -> Vec<Vec<u8>> {
+    let mut out = vec![
+        t(true, SYN, 100, 0, b""),
+        t(false, SYN | ACK, 500, 101, b""),
+        t(true, ACK, 101, 501, b""),
+        t(true, PSH | ACK, 101, 501, command),
+    ];
+    let (mut cs, mut ss) = (101 + command.len() as u32, 501);
+    out.push(t(false, ACK, ss, cs + grow, b""));
+    for i in 0..rounds {
+        let data = format!("NOOP {i}\r\n");
+        out.push(t(true, PSH | ACK, cs, ss, data.as_bytes()));
+        cs += data.len() as u32;
+        let answer = b"200 NOOP ok\r\n";
+        out.push(t(false, PSH | ACK, ss, cs + grow, answer));
+        ss += answer.len() as u32;
+    }
+    out.push(t(true, ACK, cs, ss, b""));
+    out.iter().map(Frame::build).collect()
+}
+
+/// `frames` through `fwd` frame by frame ([`Tracker::process_mut`]) and in
+/// one rewriting burst: the same verdicts, bytes and counts. Returns the
+/// frame-by-frame verdicts and frames.
+fn rewrite_in_one_burst(
+    frames: &[Vec<u8>],
+    fwd: &str,
+) -> (Vec<ctrack_core::Verdict>, Vec<Vec<u8>>) {
+    use ctrack_core::{LinkType, Tracker, Verdict};
+    let (a, now, l) = (common::act(fwd), Time::from_secs(100), LinkType::Ethernet);
+    let (one, burst) = (Tracker::default(), Tracker::default());
+    let (mut s1, mut s2) = (Stats::default(), Stats::default());
+    let mut want_bytes = frames.to_vec();
+    let want: Vec<Verdict> = want_bytes
+        .iter_mut()
+        .map(|f| one.process_mut(f, l, &a, now, &mut s1))
+        .collect();
+    let mut got_bytes = frames.to_vec();
+    let mut got = vec![Verdict::default(); frames.len()];
+    burst.process_burst_mut(&mut got_bytes, l, &a, now, &mut got, &mut s2);
+    let plain = |v: &Verdict| {
+        let mut v = *v;
+        (v.conn.take().is_some(), v)
+    };
+    for (j, (w, g)) in want.iter().zip(&got).enumerate() {
+        assert_eq!(plain(g), plain(w), "packet {}", j + 1);
+        assert_eq!(got_bytes[j], want_bytes[j], "packet {}: bytes", j + 1);
+    }
+    assert_eq!(s1, s2);
+    (want, want_bytes)
+}
+
+/// After a gateway has made a payload longer, the acknowledgments that
+/// come back are put back into the client's numbering before they are
+/// tracked: the burst path hands those packets to the per-packet path,
+/// which does, IPv4 and IPv6.
+#[test]
+fn acknowledgments_after_a_rewrite_in_bursts_judge_as_frame_by_frame() {
+    let port: &[u8] = b"PORT 10,0,0,1,156,65\r\n";
+    let grow = (b"PORT 198,51,100,1,156,65\r\n".len() - port.len()) as u32;
+    let t4 = |up: bool, fl, seq, ack, data: &[u8]| {
+        let (from, to) = if up {
+            ((C, 40000), (S, 21))
+        } else {
+            ((S, 21), (N, 40000))
+        };
+        seg(from, to, fl, seq, ack, data)
+    };
+    let c: Ipv6Addr = "fd00::1".parse().unwrap();
+    let s: Ipv6Addr = "2001:db8::2".parse().unwrap();
+    let x: Ipv6Addr = "2001:db8:ffff::1".parse().unwrap();
+    let eprt: &[u8] = b"EPRT |2|fd00::1|40001|\r\n";
+    let shown6 = b"EPRT |2|2001:0db8:ffff:0000:0000:0000:0000:0001|40001|\r\n";
+    let t6 = |up: bool, fl, seq, ack, data: &[u8]| {
+        let (a, sp, b, dp) = if up {
+            (c, 40000, s, 21)
+        } else {
+            (s, 21, x, 40000)
+        };
+        Frame::v6(a, b, L4::tcp_seg(sp, dp, fl, seq, ack, 65535, data))
+    };
+    let grow6 = (shown6.len() - eprt.len()) as u32;
+    // The server's acknowledgment of the longer command, as the client
+    // gets it: to its own address, in its own numbering.
+    let back4 = seg((S, 21), (C, 40000), ACK, 501, 101 + port.len() as u32, b"");
+    let back6 = Frame::v6(
+        s,
+        c,
+        L4::tcp_seg(21, 40000, ACK, 501, 101 + eprt.len() as u32, 65535, b""),
+    );
+    let cases = [
+        (
+            ftp_after_a_rewrite(t4, port, grow, 3),
+            "commit,nat(src=198.51.100.1),alg=ftp",
+            grow,
+            back4.build(),
+        ),
+        (
+            ftp_after_a_rewrite(t6, eprt, grow6, 3),
+            "commit,nat(src=2001:db8:ffff::1),alg=ftp",
+            grow6,
+            back6.build(),
+        ),
+    ];
+    for (frames, fwd, grow, back) in &cases {
+        let (verdicts, out) = rewrite_in_one_burst(frames, fwd);
+        // Frame by frame is right: every packet in window, the command
+        // rewritten longer, and the server's acknowledgment of it given
+        // back in the client's numbering.
+        for (j, v) in verdicts.iter().enumerate() {
+            let inv = v.state.contains(ctrack_core::CtState::INV);
+            assert!(!inv, "{fwd}: packet {}: {v:?}", j + 1);
+        }
+        assert_eq!(out[3].len(), frames[3].len() + *grow as usize, "{fwd}");
+        assert_eq!(&out[4], back, "{fwd}");
+    }
+}
