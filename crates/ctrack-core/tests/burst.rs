@@ -582,6 +582,69 @@ fn a_run_stops_at_a_packet_whose_follower_changes_the_table() {
     assert_eq!(s1.committed, 16, "{s1:?}");
 }
 
+/// A run of one flow's packets takes only packets of its protocol: a TCP
+/// segment between the same addresses and ports as a UDP flow (a tuple
+/// equal but for the protocol) that follows the flow's datagrams in a
+/// burst opens a connection of its own, as it does one packet at a time.
+/// (Mutation round 42: the run taking packets of another protocol and
+/// not its own passed the crate's tests.)
+#[test]
+fn a_run_of_one_flow_takes_no_packet_of_another_protocol() {
+    let dgram = |out: bool| {
+        if out {
+            Frame::v4(C, S, L4::udp(4000, 53, b"q")).build()
+        } else {
+            Frame::v4(S, C, L4::udp(53, 4000, b"a")).build()
+        }
+    };
+    let tcp = |out: bool, flags: u16| {
+        let l4 = |s, d| L4::tcp_seg(s, d, flags, 100, 0, 65535, b"");
+        if out {
+            Frame::v4(C, S, l4(4000, 53)).build()
+        } else {
+            Frame::v4(S, C, l4(53, 4000)).build()
+        }
+    };
+    let frames = [
+        dgram(true),
+        dgram(false),
+        dgram(false),
+        tcp(false, SYN),
+        tcp(false, SYN),
+        dgram(true),
+        dgram(true),
+        tcp(true, SYN),
+    ];
+    let commit: CtAction = "commit".parse().unwrap();
+    let (now, l) = (Time::from_secs(1), LinkType::Ethernet);
+    let one = Tracker::default();
+    one.set_fast_lane(false);
+    let mut s1 = Stats::default();
+    let want: Vec<Verdict> = frames
+        .iter()
+        .map(|f| one.process(f, l, &commit, now, &mut s1))
+        .collect();
+    let states: Vec<String> = want.iter().map(|v| v.state.to_string()).collect();
+    // The datagrams' flow answered and going on; the server's SYN (and
+    // its repeat) a TCP connection of its own, beside it.
+    let (new, est, rpl) = ("new|trk", "est|trk", "est|rpl|trk");
+    assert_eq!(states[..7], [new, rpl, rpl, new, new, est, est], "{s1:?}");
+    // With the fast lane and without: the general path keeps every
+    // packet's connection for the next, whatever its flow.
+    for fast in [true, false] {
+        let burst = Tracker::default();
+        burst.set_fast_lane(fast);
+        let mut s2 = Stats::default();
+        let mut got = Vec::new();
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        burst.process_batch(&refs, l, &commit, now, &mut got, &mut s2);
+        for (j, (w, g)) in want.iter().zip(&got).enumerate() {
+            assert_eq!(plain(g), plain(w), "fast lane {fast}, packet {}", j + 1);
+        }
+        assert_eq!(s1, s2, "fast lane {fast}");
+    }
+}
+
 /// The rewriting burst (`Tracker::process_burst_mut`) against the
 /// rewriting path frame by frame (`process_mut`), with and without
 /// translations: the same verdicts, the same bytes out, the same counters;
