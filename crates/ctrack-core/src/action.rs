@@ -663,6 +663,8 @@ mod tests {
             })
         );
         assert_eq!(p("ct(commit)"), CtAction::commit(0));
+        assert_eq!(p("commit,zone=7"), CtAction::commit(7));
+        assert_eq!(p("zone=7"), CtAction::lookup(7));
         assert_eq!(p(""), CtAction::default());
         let a = p("ct(commit,nat(dst=[fd00::8]:8080),alg=tftp)");
         let r = a.nat.unwrap().range.unwrap();

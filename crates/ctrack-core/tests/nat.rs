@@ -404,6 +404,58 @@ fn an_untranslated_commit_may_not_take_a_translated_connections_tuple() {
     assert_eq!((v.refused, v.committed), (None, true));
 }
 
+/// A translated connection's packets are translated only by an action
+/// with `nat`, in bursts as one at a time; and an action that looks
+/// packets up as they came (`untranslated_new`, the firewall's lookup
+/// before its ACLs) leaves a `+new` packet untranslated unless it
+/// commits, while the commit that follows translates it. (Mutation round
+/// 43: both tests of `CtAction::translates` turned passed the crate's
+/// tests, every translating burst test carrying `nat`.)
+#[test]
+fn only_nat_translates_and_a_lookup_as_packets_came_leaves_new_ones() {
+    let n = Net::new();
+    let out = udp(C, 5000, S, 53, b"q");
+    let snat = "commit,nat(src=198.51.100.1)";
+    let shown = udp(N, 5000, S, 53, b"q");
+    n.expect(&out, snat, &shown, "new|trk|snat");
+    // The burst: its frames through `process_burst_mut`, one action.
+    let burst = |action: &ctrack_core::CtAction, k: usize| {
+        let mut frames = vec![out.build(); k];
+        let mut vs = vec![ctrack_core::Verdict::default(); k];
+        let mut stats = n.stats.get();
+        let l = LinkType::Ethernet;
+        n.t.process_burst_mut(&mut frames, l, action, n.now, &mut vs, &mut stats);
+        n.stats.set(stats);
+        let states: Vec<String> = vs.iter().map(|v| v.state.to_string()).collect();
+        (states, frames)
+    };
+    for k in [1, 2, 5] {
+        // Without `nat`: tracked (the connection waits for its answer, so
+        // `+new`), left alone.
+        for a in ["", "commit"] {
+            let (states, frames) = burst(&act(a), k);
+            assert_eq!(states, vec!["new|trk"; k], "`{a}`, {k} frames");
+            assert_eq!(frames, vec![out.build(); k], "`{a}`, {k} frames");
+        }
+        let (states, frames) = burst(&act(snat), k);
+        assert_eq!(states, vec!["new|trk|snat"; k], "{k} frames");
+        assert_eq!(frames, vec![shown.build(); k], "{k} frames");
+        // Looked up as the packets came: left alone; committed so:
+        // translated.
+        for (a, want, state) in [("nat", &out, "new|trk"), (snat, &shown, "new|trk|snat")] {
+            let mut action = act(a);
+            action.untranslated_new = true;
+            let (states, frames) = burst(&action, k);
+            assert_eq!(states, vec![state; k], "`{a}` as they came, {k} frames");
+            assert_eq!(
+                frames,
+                vec![want.build(); k],
+                "`{a}` as they came, {k} frames"
+            );
+        }
+    }
+}
+
 /// A translated connection is in the index twice (its original tuple and
 /// its own reply tuple); a labelled one, with an extension but no
 /// translation, once. Removed (by expiry, or by flushing its zone), each
