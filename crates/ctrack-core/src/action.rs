@@ -757,4 +757,49 @@ mod tests {
             assert!(e.to_string().contains(tok));
         }
     }
+
+    /// Each kind of mistake gets its own reason (mutation round 43: the
+    /// reasons of several were not tested, and a token shorter than
+    /// `nat(` taken for one would have panicked).
+    #[test]
+    fn errors_say_what_is_wrong() {
+        let cases = [
+            ("commit=1", "commit=1", "takes no value"),
+            ("commit,nat=1", "nat=1", "takes no value"),
+            ("commit,zone", "zone", "needs a value"),
+            ("commit,alg", "alg", "needs a value"),
+            ("xy", "xy", "expected commit, force, zone="),
+            ("commit,nat(ab)", "ab", "expected src=, dst=, random"),
+            ("commit,nat()", "nat()", "empty argument"),
+            (
+                "commit,nat(src=[fd00::1]-fd00::9)",
+                "src=[fd00::1]-fd00::9",
+                "expected `:` before the ports",
+            ),
+            (
+                "commit,nat(src=10.0.0.1,random,hash)",
+                "hash",
+                "more than one of random, hash, persistent",
+            ),
+            (
+                "commit,nat(hash)",
+                "nat(hash)",
+                "a mode without src= or dst=",
+            ),
+        ];
+        for (s, tok, why) in cases {
+            let e = s.parse::<CtAction>().unwrap_err();
+            assert_eq!(e.token, tok, "{s}: {e}");
+            assert!(e.reason.starts_with(why), "{s}: {e}");
+        }
+        // Each mode by its name.
+        for (m, mode) in [
+            ("hash", NatMode::Hash),
+            ("random", NatMode::Random),
+            ("persistent", NatMode::Persistent),
+        ] {
+            let a = p(&format!("commit,nat(src=10.0.0.1,{m})"));
+            assert_eq!(a.nat.unwrap().mode, mode, "{m}");
+        }
+    }
 }
