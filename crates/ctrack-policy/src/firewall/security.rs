@@ -967,6 +967,35 @@ mod tests {
         assert!(n > 100, "{n}");
     }
 
+    /// An address listed without a prefix is held to every bit, its
+    /// first too (mutation round 44: the mask of a whole IPv6 address one
+    /// bit short, which only an address whose first bit is 0 shows,
+    /// passed the crate's tests: their whole addresses were `fd00::`'s).
+    #[test]
+    fn a_whole_address_is_held_to_every_bit() {
+        let s = secured(&[entry(M1, &["2001:db8::5", "10.0.0.5"])]);
+        for (src, ok) in [
+            ("2001:db8::5", true),
+            ("a001:db8::5", false),
+            ("2001:db8::4", false),
+        ] {
+            let f = v6(M1, M9, src, "2001:db8::9", 64, udp());
+            assert_eq!(from(&s, &f), ok, "from {src}");
+            let f = v6(M9, M1, "2001:db8::9", src, 64, udp());
+            assert_eq!(to(&s, &f), ok, "to {src}");
+        }
+        for (src, ok) in [
+            ("10.0.0.5", true),
+            ("138.0.0.5", false),
+            ("10.0.0.4", false),
+        ] {
+            let f = v4(M1, M9, src, "10.0.0.9", udp());
+            assert_eq!(from(&s, &f), ok, "from {src}");
+            let f = v4(M9, M1, "10.0.0.9", src, udp());
+            assert_eq!(to(&s, &f), ok, "to {src}");
+        }
+    }
+
     /// Cut frames never panic, and none passes a restricted port before
     /// the addresses it is checked by are whole.
     #[test]
