@@ -996,6 +996,39 @@ mod tests {
         }
     }
 
+    /// Only ICMPv6 is read as neighbour discovery, and its options only
+    /// within the IP packet (mutation round 44: a UDP datagram from `::`
+    /// whose source port reads as a solicitation's type and code, and an
+    /// option read from the Ethernet padding after the packet, passed the
+    /// crate's tests).
+    #[test]
+    fn neighbour_discovery_is_icmpv6_within_its_packet() {
+        let s = secured(&[entry(M1, &["fd00::1"])]);
+        let group = "ff02::1:ff00:1";
+        let udp_dad = L4::udp(u16::from(NS) << 8, 547, b"q");
+        assert!(!from(&s, &v6(M1, [0x33; 6], "::", group, 255, udp_dad)));
+        assert!(from(
+            &s,
+            &v6(M1, [0x33; 6], "::", group, 255, nd(NS, "fd00::1", None))
+        ));
+        // A solicitation with one stray byte after its target, a source
+        // link-layer option's type, and padding after the packet that
+        // would make it an option of another MAC.
+        let t: Ipv6Addr = "fd00::2".parse().unwrap();
+        let mut body = t.octets().to_vec();
+        body.push(1);
+        let l4 = L4::Icmp {
+            ty: NS,
+            code: 0,
+            rest: [0; 4],
+            body,
+        };
+        let mut f = v6(M1, [0x33; 6], "fd00::1", "ff02::1:ff00:2", 255, l4);
+        f.push(1);
+        f.extend_from_slice(&M9);
+        assert!(from(&s, &f));
+    }
+
     /// Cut frames never panic, and none passes a restricted port before
     /// the addresses it is checked by are whole.
     #[test]
