@@ -1027,6 +1027,25 @@ mod tests {
         f.push(1);
         f.extend_from_slice(&M9);
         assert!(from(&s, &f));
+        // A solicitation's options: only the source link-layer one (type
+        // 1) is its MAC, wherever it comes.
+        let ns_with = |opts: &[(u8, [u8; 6])]| {
+            let mut body = t.octets().to_vec();
+            for (ty, mac) in opts {
+                body.extend_from_slice(&[*ty, 1]);
+                body.extend_from_slice(mac);
+            }
+            let l4 = L4::Icmp {
+                ty: NS,
+                code: 0,
+                rest: [0; 4],
+                body,
+            };
+            v6(M1, [0x33; 6], "fd00::1", "ff02::1:ff00:2", 255, l4)
+        };
+        assert!(from(&s, &ns_with(&[(2, M9)])));
+        assert!(from(&s, &ns_with(&[(2, M9), (1, M1)])));
+        assert!(!from(&s, &ns_with(&[(2, M1), (1, M9)])));
     }
 
     /// Cut frames never panic, and none passes a restricted port before
