@@ -920,8 +920,8 @@ fn ftp_in_bursts_judges_as_frame_by_frame() {
 /// An FTP control session through a source NAT, one action for both
 /// directions: the handshake, then `command` (which the gateway rewrites
 /// `grow` bytes longer), the server's acknowledgment of the longer text,
-/// and `rounds` exchanges after it, all in the server's view of the
-/// client's numbering where they come back. `t(from_client, flags, seq,
+/// and `rounds` exchanges after it, the server acknowledging the
+/// client's bytes as it saw them (`grow` further on). `t(from_client, flags, seq,
 /// ack, data)` builds a segment of the session (`from_client` false: from
 /// the server to the translated address).
 fn ftp_after_a_rewrite(
