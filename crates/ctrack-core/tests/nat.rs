@@ -404,6 +404,34 @@ fn an_untranslated_commit_may_not_take_a_translated_connections_tuple() {
     assert_eq!((v.refused, v.committed), (None, true));
 }
 
+/// The same clash once the translated connection has expired (not yet
+/// swept): it holds its tuple no longer, so the untranslated commit
+/// removes it as expired and stores its own connection, the one the
+/// tuple's packets find from then on. (Mutation round 45: an expired
+/// clash refused as a live one, or taken for gone without being removed,
+/// passed.)
+#[test]
+fn an_expired_translated_connection_gives_its_tuple_to_an_untranslated_commit() {
+    let mut n = Net::new();
+    n.expect(
+        &tcp(C, 40000, S, 80, SYN, 100, 0),
+        "commit,nat(src=198.51.100.1)",
+        &tcp(N, 40000, S, 80, SYN, 100, 0),
+        "new|trk|snat",
+    );
+    // A SYN alone: well past its timeout.
+    n.now = Time::from_secs(100 + 3600);
+    let (v, _) = n.send(&tcp(S, 80, C, 40000, SYN, 500, 0), "commit");
+    assert_eq!((v.refused, v.committed), (None, true), "{v:?}");
+    let s = n.stats.get();
+    assert_eq!((s.refused_clash, s.expired), (0, 1));
+    assert_eq!(n.t.table_len(), 1);
+    // The client's packets are the new connection's replies.
+    let (v2, _) = n.send(&tcp(C, 40000, S, 80, SYN | ACK, 100, 501), "commit");
+    assert_eq!(v2.conn, v.conn);
+    assert_eq!(v2.state.to_string(), "est|rpl|trk");
+}
+
 /// A translated connection's packets are translated only by an action
 /// with `nat`, in bursts as one at a time; and an action that looks
 /// packets up as they came (`untranslated_new`, the firewall's lookup

@@ -1145,6 +1145,132 @@ mod tests {
         }
     }
 
+    /// Where the index buckets from a newcomer's home on are full (keys
+    /// chosen to share one home bucket, in an index far from half full,
+    /// which does not grow for them), its commit makes room by early drop
+    /// there, of an unestablished connection and never of an established
+    /// one, though the table is far from its limit; without it the insert
+    /// finds no entry and is refused. (Mutation round 45: no test reached
+    /// `make_index_room`; the commits of this test would all have been
+    /// refused without it, or evicted an established connection.)
+    ///
+    /// The keys are chosen by the index's home bucket as the table
+    /// computes it (`Index::home`: the hash's bits 8 to 39 scaled to the
+    /// buckets); the table's own `has_room` says when the run is full.
+    #[test]
+    fn a_full_run_of_index_buckets_makes_room_by_early_drop() {
+        use crate::key::{ConnKey, Endpoint, Family};
+        use ctrack_table::Hashes;
+        use ctrack_wire::build::{Frame, L4};
+        use std::net::Ipv4Addr;
+        let sim = Sim::one_shard(4096);
+        let key = |i: u32| ConnKey {
+            src: Endpoint::v4(Ipv4Addr::from(0x0a00_0000 | i), 1000),
+            dst: Endpoint::v4(Ipv4Addr::new(192, 0, 2, 2), 53),
+            zone: 0,
+            proto: ctrack_wire::ip_proto::UDP,
+            family: Family::V4,
+        };
+        let frame = |i: u32, out: bool| {
+            let (c, s) = (
+                [10, (i >> 16) as u8, (i >> 8) as u8, i as u8],
+                [192, 0, 2, 2],
+            );
+            match out {
+                true => Frame::v4(c, s, L4::udp(1000, 53, b"q")),
+                false => Frame::v4(s, c, L4::udp(53, 1000, b"a")),
+            }
+        };
+        let index_bytes = || sim.t.v4.memory().index_bytes;
+        let before = index_bytes();
+        let buckets = (before / 64) as u64;
+        let hash = |i: u32| sim.t.shared.hasher.hash(&key(i));
+        let home = |i: u32| (u64::from((hash(i) >> 8) as u32) * buckets) >> 32;
+        let has_room = |i: u32| {
+            let guard = ctrack_table::pin();
+            let h = hash(i);
+            let hashes = Hashes {
+                primary: h,
+                secondary: None,
+            };
+            sim.t.v4.write(&guard, &hashes).has_room(h)
+        };
+        let newcomer = 1;
+        let mut run = (2..).filter(|&i| home(i) == home(newcomer));
+        // The fifth of the run unestablished, the rest established: an
+        // early drop that took the first live connection it met would
+        // take an established one.
+        let mut held = Vec::new();
+        while has_room(newcomer) {
+            assert!(
+                held.len() < 2000,
+                "the run never filled: `home` is not the table's"
+            );
+            let i = run.next().unwrap();
+            let v = sim.send(&frame(i, true), "commit");
+            assert!(v.committed, "{v:?}");
+            if held.len() != 4 {
+                sim.send(&frame(i, false), "commit");
+            }
+            held.push(i);
+        }
+        assert!(held.len() * 4 < 4096, "far from the limit: {}", held.len());
+        let v = sim.send(&frame(newcomer, true), "commit");
+        assert!(v.committed, "{v:?}");
+        assert_eq!(sim.stats.get().evicted, 1);
+        assert_eq!(index_bytes(), before, "the index did not grow");
+        for (n, &i) in held.iter().enumerate() {
+            let found = sim.t.lookup(&key(i), sim.now).is_some();
+            assert_eq!(found, n != 4, "connection {n} of the run");
+        }
+    }
+
+    /// Whether a table is small, its limit a shard's under
+    /// [`SMALL_SHARD`], decides whether a full one's early drop looks next
+    /// door: two shards at their limit of `per_shard` each, the
+    /// newcomer's holding only established connections, the other only
+    /// unestablished ones. A small table evicts one of those; one whose
+    /// shards hold `SMALL_SHARD` each refuses. (Mutation round 45: the
+    /// limit's share of a shard turned into its remainder or its
+    /// multiple, or the bound taken in, passed the test above, whose
+    /// table is a handful.)
+    #[test]
+    fn only_a_small_full_table_evicts_next_door() {
+        use super::super::config::SMALL_SHARD;
+        for (per_shard, small) in [(300, true), (SMALL_SHARD - 1, true), (SMALL_SHARD, false)] {
+            let sim = Sim::with(Config {
+                max_conns: 2 * per_shard,
+                shards: 2,
+                ..Config::default()
+            });
+            let shard = |port: u16| sim.t.shard_of(&udp_key(port, 0));
+            let home = shard(1);
+            let (mut at_home, mut next_door) = (0, 0);
+            for port in 2..=u16::MAX {
+                if at_home == per_shard && next_door == per_shard {
+                    break;
+                }
+                if shard(port) == home && at_home < per_shard {
+                    sim.udp_both_ways(port, "commit");
+                    at_home += 1;
+                } else if shard(port) != home && next_door < per_shard {
+                    sim.open(&udp(port, true), "commit");
+                    next_door += 1;
+                }
+            }
+            assert_eq!(sim.t.table_len(), 2 * per_shard);
+            let v = sim.send(&udp(1, true), "commit");
+            let s = sim.stats.get();
+            if small {
+                assert!(v.committed, "{per_shard}: {v:?}");
+                assert_eq!((s.evicted, s.refused_table_full), (1, 0), "{per_shard}");
+            } else {
+                assert_eq!(v.refused, Some(Refusal::TableFull), "{per_shard}: {v:?}");
+                assert_eq!((s.evicted, s.refused_table_full), (0, 1), "{per_shard}");
+            }
+        }
+    }
+
     #[test]
     fn a_full_table_and_a_zone_at_its_limit_evict_from_that_zone() {
         // One eviction must make room on both counts: another zone's
@@ -1173,6 +1299,34 @@ mod tests {
         let v = sim.send(&udp(2000, true), "commit");
         assert_eq!(v, committed("new|trk", id_of(&v)));
         assert_eq!(sim.stats.get().evicted, 1);
+    }
+
+    /// A connection is over at the very millisecond its timeout runs out,
+    /// as a lookup has it (`expiry > now` is live): a packet of its tuple
+    /// then opens a new one, and the commit, finding the old one under
+    /// the shard lock, removes it as expired rather than leaving it
+    /// beside the new one. (Mutation round 45: the commit taking a
+    /// connection expiring at `now` for live lost the race on every try;
+    /// and with the removal's own check turned, two connections stood
+    /// under one tuple.)
+    #[test]
+    fn a_commit_at_the_expiry_replaces_the_expired_connection() {
+        let mut sim = Sim::new();
+        sim.udp_both_ways(1000, "commit");
+        // Both ways: 30 s. Not yet swept.
+        sim.at(30_000);
+        let v = sim.send(&udp(1000, true), "commit");
+        assert_eq!(v, committed("new|trk", id_of(&v)));
+        assert_eq!(sim.t.table_len(), 1);
+        assert_eq!(sim.ids(None), vec![id_of(&v)]);
+        assert_eq!(sim.stats.get().expired, 1);
+        // A millisecond before it, the connection was live.
+        let mut sim = Sim::new();
+        let old = sim.udp_both_ways(1000, "commit");
+        sim.at(29_999);
+        let v = sim.send(&udp(1000, true), "commit");
+        assert_eq!(v.conn, Some(old));
+        assert_eq!(v.state.to_string(), "est|trk");
     }
 
     /// A full table of `EARLY_DROP_SCAN + 1` connections, established but

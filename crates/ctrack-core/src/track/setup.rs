@@ -313,6 +313,13 @@ mod tests {
         let later = sim.send(&from([10, 0, 0, 4]), action);
         let e = sim.t.conn(id_of(&later), sim.now).unwrap().entry;
         assert_eq!(e.reply.dport, Some(1000), "free once the first expired");
+        // The first gave way under the shard lock: removed as expired,
+        // not left under the tuple the later one took (the second, as
+        // expired, waits for the sweep). (Mutation round 45: the check
+        // under the lock looking for the packet's own tuple, or taking
+        // an expired one for gone without removing it, passed.)
+        assert_eq!(sim.t.table_len(), 2);
+        assert_eq!(sim.stats.get().expired, 1);
     }
 
     /// A translation of the other family than the packet's is left out:
