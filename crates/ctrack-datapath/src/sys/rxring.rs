@@ -399,6 +399,331 @@ mod tests {
     /// The largest frame segmentation offload hands over (as in `packet`).
     const GSO_FRAME_MAX: usize = 65_535 + 14 + 8;
 
+    /// A ring of `version` in anonymous memory, as the kernel maps one,
+    /// all its slots or blocks the kernel's (zeroed).
+    fn ring(version: RxRing) -> Rx {
+        let g = geometry(version, 8, 1518, 4096).unwrap();
+        Rx::new(Mmap::new(None, g.bytes(), 0).unwrap(), g)
+    }
+
+    fn put32(rx: &Rx, off: usize, v: u32) {
+        assert!(rx.ring.copy_in(off, &v.to_ne_bytes()));
+    }
+
+    fn put16(rx: &Rx, off: usize, v: u16) {
+        assert!(rx.ring.copy_in(off, &v.to_ne_bytes()));
+    }
+
+    fn status(rx: &Rx, off: usize) -> u32 {
+        rx.ring.atomic_u32(off).unwrap().load(Ordering::Acquire)
+    }
+
+    fn hand_over(rx: &Rx, off: usize, status: u32) {
+        rx.ring
+            .atomic_u32(off)
+            .unwrap()
+            .store(status, Ordering::Release);
+    }
+
+    /// A frame's header as the kernel writes it: `snap` of its `len`
+    /// bytes at `mac` from the header.
+    #[derive(Clone, Copy)]
+    struct Hdr {
+        mac: u16,
+        snap: u32,
+        len: u32,
+        /// V3: the next frame's offset from this header (0: the last).
+        next: u32,
+    }
+
+    const TCI: u16 = 0x2064;
+    const TPID: u16 = 0x88a8;
+
+    /// V2 slot `i` written and handed over with `st`.
+    fn v2_slot(rx: &Rx, i: usize, h: Hdr, st: u32) -> usize {
+        let at = rx.geo.slot_at(i);
+        put32(rx, at + H2_LEN, h.len);
+        put32(rx, at + H2_SNAPLEN, h.snap);
+        put16(rx, at + H2_MAC, h.mac);
+        put16(rx, at + H2_VLAN_TCI, TCI);
+        put16(rx, at + H2_VLAN_TPID, TPID);
+        assert!(rx.ring.copy_in(at + H2_PKTTYPE, &[libc::PACKET_OTHERHOST]));
+        hand_over(rx, at + H2_STATUS, st);
+        at
+    }
+
+    /// V3 block `b` holding `frames` from `first` on, chained by their
+    /// `next` (one of 0 followed 256 bytes on), handed over; the headers'
+    /// offsets in the ring.
+    fn v3_block(rx: &Rx, b: usize, first: usize, frames: &[Hdr]) -> Vec<usize> {
+        let base = b * rx.geo.block_size;
+        put32(rx, base + B_NUM_PKTS, frames.len() as u32);
+        put32(rx, base + B_FIRST_PKT, first as u32);
+        let mut at = base + first;
+        let mut out = Vec::new();
+        for h in frames {
+            put32(rx, at + H_NEXT, h.next);
+            put32(rx, at + H_SNAPLEN, h.snap);
+            put32(rx, at + H_LEN, h.len);
+            put32(rx, at + H_STATUS, libc::TP_STATUS_VLAN_VALID);
+            put16(rx, at + H_MAC, h.mac);
+            put32(rx, at + H_VLAN_TCI, u32::from(TCI) | 0xdead_0000);
+            put16(rx, at + H_VLAN_TPID, TPID);
+            assert!(rx.ring.copy_in(at + H_PKTTYPE, &[libc::PACKET_OUTGOING]));
+            out.push(at);
+            // A last frame's successor (one a miscount promises) past it.
+            at += if h.next == 0 { 256 } else { h.next as usize };
+        }
+        hand_over(rx, base + B_STATUS, libc::TP_STATUS_USER);
+        out
+    }
+
+    fn frame(n: Next) -> Raw {
+        match n {
+            Next::Frame(r) => r,
+            Next::Empty => panic!("no frame"),
+            Next::Malformed { copied } => panic!("malformed (copied {copied})"),
+        }
+    }
+
+    fn malformed(n: Next) -> bool {
+        match n {
+            Next::Malformed { copied } => copied,
+            Next::Empty => panic!("nothing"),
+            Next::Frame(r) => panic!("a frame: {r:?}"),
+        }
+    }
+
+    /// V2: each slot read as its header says once the kernel hands it
+    /// over, given back on release, in ring order round to the first
+    /// again; nothing read before its status says so.
+    #[test]
+    fn v2_slots_are_read_in_turn_and_handed_back() {
+        let mut rx = ring(RxRing::V2);
+        assert!(matches!(rx.next(), Next::Empty));
+        let user = libc::TP_STATUS_USER | libc::TP_STATUS_VLAN_VALID;
+        let h = Hdr {
+            mac: 80,
+            snap: 60,
+            len: 1514,
+            next: 0,
+        };
+        let at = v2_slot(&rx, 0, h, user);
+        let r = frame(rx.next());
+        assert_eq!(
+            (r.hdr_end, r.data, r.snap, r.len, r.status),
+            (at + H2_LEN_ALL, at + 80, 60, 1514, user)
+        );
+        assert_eq!(
+            (r.pkttype, r.vlan_tci, r.vlan_tpid),
+            (libc::PACKET_OTHERHOST, TCI, TPID)
+        );
+        // Read again until released: the same frame.
+        assert_eq!(frame(rx.next()).data, at + 80);
+        rx.release();
+        assert_eq!(status(&rx, at + H2_STATUS), libc::TP_STATUS_KERNEL);
+        assert!(matches!(rx.next(), Next::Empty));
+        // Every slot in turn, the last's successor the first.
+        let n = rx.geo.frames();
+        for i in 1..=n {
+            let at = v2_slot(&rx, i % n, h, libc::TP_STATUS_USER);
+            assert_eq!(frame(rx.next()).data, at + 80, "slot {i}");
+            rx.release();
+            assert_eq!(status(&rx, at + H2_STATUS), libc::TP_STATUS_KERNEL);
+        }
+        assert!(matches!(rx.next(), Next::Empty));
+    }
+
+    /// V2: a header whose frame would start inside it or run past its
+    /// slot is malformed (its whole copy on the socket if the kernel says
+    /// `TP_STATUS_COPY`), and its slot goes back all the same; a frame
+    /// that ends where its slot does is read.
+    #[test]
+    fn v2_headers_that_do_not_add_up_are_malformed() {
+        let mut rx = ring(RxRing::V2);
+        let slot = rx.geo.slot;
+        let fits = Hdr {
+            mac: 80,
+            snap: (slot - 80) as u32,
+            len: 9000,
+            next: 0,
+        };
+        let cases = [
+            (fits, libc::TP_STATUS_USER, None),
+            (
+                Hdr {
+                    snap: fits.snap + 1,
+                    ..fits
+                },
+                libc::TP_STATUS_USER,
+                Some(false),
+            ),
+            (
+                Hdr {
+                    snap: fits.snap + 1,
+                    ..fits
+                },
+                libc::TP_STATUS_USER | libc::TP_STATUS_COPY,
+                Some(true),
+            ),
+            (
+                Hdr {
+                    mac: H2_LEN_ALL as u16 - 1,
+                    snap: 60,
+                    ..fits
+                },
+                libc::TP_STATUS_USER,
+                Some(false),
+            ),
+            (
+                Hdr {
+                    mac: H2_LEN_ALL as u16,
+                    snap: 60,
+                    ..fits
+                },
+                libc::TP_STATUS_USER,
+                None,
+            ),
+            (
+                Hdr {
+                    mac: u16::MAX,
+                    snap: 0,
+                    ..fits
+                },
+                libc::TP_STATUS_USER,
+                Some(false),
+            ),
+            (
+                Hdr {
+                    snap: u32::MAX,
+                    ..fits
+                },
+                libc::TP_STATUS_USER,
+                Some(false),
+            ),
+        ];
+        for (i, (h, st, want)) in cases.into_iter().enumerate() {
+            let at = v2_slot(&rx, i, h, st);
+            match want {
+                None => assert_eq!(frame(rx.next()).snap, h.snap as usize, "case {i}"),
+                Some(copied) => assert_eq!(malformed(rx.next()), copied, "case {i}"),
+            }
+            rx.release();
+            assert_eq!(
+                status(&rx, at + H2_STATUS),
+                libc::TP_STATUS_KERNEL,
+                "case {i}"
+            );
+        }
+    }
+
+    /// V3: a block handed over is read frame by frame along its `next`
+    /// offsets, held until its last frame is read and the receive call
+    /// ends, then given back; the blocks follow in ring order, round to
+    /// the first.
+    #[test]
+    fn v3_blocks_are_read_along_their_frames_and_handed_back() {
+        let mut rx = ring(RxRing::V3);
+        assert!(matches!(rx.next(), Next::Empty));
+        let h = |next| Hdr {
+            mac: 100,
+            snap: 64,
+            len: 64,
+            next,
+        };
+        let at = v3_block(&rx, 0, 48, &[h(256), h(512), h(0)]);
+        for (i, &a) in at.iter().enumerate() {
+            let r = frame(rx.next());
+            assert_eq!(
+                (r.hdr_end, r.data, r.snap, r.len),
+                (a + H_LEN_ALL, a + 100, 64, 64),
+                "{i}"
+            );
+            assert_eq!(
+                (r.status, r.pkttype, r.vlan_tci, r.vlan_tpid),
+                (libc::TP_STATUS_VLAN_VALID, libc::PACKET_OUTGOING, TCI, TPID)
+            );
+            if i == 0 {
+                // A call that ends with frames of the block left keeps it.
+                rx.finish();
+                assert_eq!(status(&rx, B_STATUS), libc::TP_STATUS_USER);
+            }
+        }
+        assert_eq!(status(&rx, B_STATUS), libc::TP_STATUS_USER);
+        rx.finish();
+        assert_eq!(status(&rx, B_STATUS), libc::TP_STATUS_KERNEL);
+        assert!(matches!(rx.next(), Next::Empty));
+        // Every block in turn, the last's successor the first; one left
+        // unfinished goes back when the next call finds it read.
+        let n = rx.geo.block_nr;
+        for b in 1..=n {
+            let base = (b % n) * rx.geo.block_size;
+            let at = v3_block(&rx, b % n, 64, &[h(0)]);
+            assert_eq!(frame(rx.next()).data, at[0] + 100, "block {b}");
+            if b % 2 == 1 {
+                rx.finish();
+                assert_eq!(status(&rx, base + B_STATUS), libc::TP_STATUS_KERNEL);
+            }
+        }
+        assert!(matches!(rx.next(), Next::Empty));
+        assert!(
+            (0..n).all(|b| status(&rx, b * rx.geo.block_size + B_STATUS) == libc::TP_STATUS_KERNEL)
+        );
+    }
+
+    /// V3: a block of no frames goes back at once; a frame whose `next`
+    /// is 0 is its block's last whatever the count says; a header that
+    /// runs past its block, or a frame that would, is malformed and the
+    /// rest of its block is abandoned (the block goes back); a frame
+    /// that ends where its block does is read.
+    #[test]
+    fn v3_blocks_that_do_not_add_up_are_cut_short() {
+        let mut rx = ring(RxRing::V3);
+        let bs = rx.geo.block_size;
+        let h = |next, snap| Hdr {
+            mac: 100,
+            snap,
+            len: 64,
+            next,
+        };
+        // No frames: given back, the next block looked at.
+        v3_block(&rx, 0, 48, &[]);
+        let at = v3_block(&rx, 1, 48, &[h(0, 64), h(256, 64)]);
+        assert_eq!(frame(rx.next()).data, at[0] + 100);
+        assert_eq!(status(&rx, B_STATUS), libc::TP_STATUS_KERNEL);
+        // `next` 0 ended the block though it counts two.
+        assert!(matches!(rx.next(), Next::Empty));
+        assert_eq!(status(&rx, bs + B_STATUS), libc::TP_STATUS_KERNEL);
+        // A frame running one byte past the block: malformed, the frame
+        // after it never read.
+        let first = bs - 100 - 64;
+        v3_block(&rx, 2, first, &[h(64, 65), h(0, 0)]);
+        assert!(!malformed(rx.next()));
+        assert!(matches!(rx.next(), Next::Empty));
+        assert_eq!(status(&rx, 2 * bs + B_STATUS), libc::TP_STATUS_KERNEL);
+        // One ending with the block: read.
+        let at = v3_block(&rx, 3, first, &[h(0, 64)]);
+        let r = frame(rx.next());
+        assert_eq!(r.data + r.snap, 4 * bs);
+        assert_eq!(r.data, at[0] + 100);
+        rx.finish();
+        // A header that does not fit in its block (its frame of none).
+        v3_block(
+            &rx,
+            0,
+            bs - H_LEN_ALL + 1,
+            &[Hdr {
+                mac: 0,
+                snap: 0,
+                len: 0,
+                next: 0,
+            }],
+        );
+        assert!(!malformed(rx.next()));
+        assert!(matches!(rx.next(), Next::Empty));
+        assert_eq!(status(&rx, B_STATUS), libc::TP_STATUS_KERNEL);
+    }
+
     #[test]
     fn layout_as_the_kernel_has_it() {
         assert_eq!(
