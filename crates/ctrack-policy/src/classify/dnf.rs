@@ -478,6 +478,171 @@ mod tests {
         }
     }
 
+    /// `covers` is exact: a conjunction covers another when its mask is
+    /// within the other's and their values agree under it; and tidying
+    /// keeps the general one of two where one covers the other. (Mutation
+    /// round 46: `covers` never true, or with either test turned, passed:
+    /// it only saves entries, and no test counted them.)
+    #[test]
+    fn a_conjunction_covers_exactly_those_it_is_more_general_than() {
+        let p80 = Conj::field(Field::L4Dst, 0xffff, 80);
+        let p81 = Conj::field(Field::L4Dst, 0xffff, 81);
+        let net = Conj::field(Field::IpSrc, 0xff00_0000, 0x0a00_0000);
+        let other_net = Conj::field(Field::IpSrc, 0xff00_0000, 0x0b00_0000);
+        let host = Conj::field(Field::IpSrc, 0xffff_ffff, 0x0a01_0203);
+        let p80_host = p80.and(&host).unwrap();
+        for (a, b, want) in [
+            (Conj::ANY, p80, true),
+            (p80, Conj::ANY, false),
+            (p80, p80, true),
+            (p80, p80_host, true),
+            (p80_host, p80, false),
+            (p80, p81, false),
+            (net, host, true),
+            (host, net, false),
+            (other_net, host, false),
+            (net, p80_host, true),
+            (net, p80, false),
+        ] {
+            assert_eq!(a.covers(&b), want, "{a:?} covers {b:?}");
+        }
+        let port = Expr::eq(Field::L4Dst, 80);
+        let e = Expr::Or(vec![
+            Expr::And(vec![port.clone(), Expr::eq(Field::IpSrc, 0x0a01_0203)]),
+            port,
+        ]);
+        assert_eq!(normalise(&e).unwrap(), vec![p80]);
+        let e = Expr::Or(vec![
+            Expr::eq(Field::IpSrc, 0x0a01_0203),
+            Expr::masked(Field::IpSrc, 0x0a00_0000, 0xff00_0000),
+        ]);
+        assert_eq!(normalise(&e).unwrap(), vec![net]);
+        // Three, one covering another; and four hundred hosts of a
+        // network beside it (400²/8 comparisons, well in the budget).
+        let p443 = Expr::eq(Field::L4Dst, 443);
+        let e = Expr::Or(vec![
+            Expr::eq(Field::L4Dst, 80),
+            Expr::And(vec![
+                Expr::eq(Field::L4Dst, 80),
+                Expr::eq(Field::IpSrc, 0x0a01_0203),
+            ]),
+            p443,
+        ]);
+        let p443 = Conj::field(Field::L4Dst, 0xffff, 443);
+        assert_eq!(normalise(&e).unwrap(), vec![p80, p443]);
+        let mut hosts: Vec<Expr> = (1..=400)
+            .map(|i| Expr::eq(Field::IpSrc, 0x0a00_0000 + i))
+            .collect();
+        hosts.push(Expr::masked(Field::IpSrc, 0x0a00_0000, 0xff00_0000));
+        assert_eq!(normalise(&Expr::Or(hosts)).unwrap(), vec![net]);
+    }
+
+    /// A match that takes everything is one conjunction, `ANY`, even
+    /// where its other operands are too many for tidying's pairwise
+    /// comparisons. (Mutation round 46: with `is_any` never true the
+    /// comparisons still found `ANY` covering the rest in every test.)
+    #[test]
+    fn anything_absorbs_the_rest_however_many() {
+        let set = |f, n: u128| Expr::Or((1..=n).map(|v| Expr::eq(f, v)).collect());
+        let product = Expr::And(vec![set(Field::IpSrc, 64), set(Field::L4Dst, 64)]);
+        assert_eq!(normalise(&product).unwrap().len(), 4096);
+        let e = Expr::Or(vec![product, Expr::True]);
+        assert_eq!(normalise(&e).unwrap(), vec![Conj::ANY]);
+    }
+
+    /// Nesting is bounded at [`MAX_DEPTH`] whichever operator nests: an
+    /// expression exactly that deep is expanded, one a level deeper is
+    /// refused. (Mutation round 46: the bound taken in by one, or depth
+    /// not counted under `||` or under a conjunction's operands, passed
+    /// the test of 10,000 negations alone.)
+    #[test]
+    fn nesting_is_bounded_at_its_depth_by_every_operator() {
+        type Wrap = fn(Expr, usize) -> Expr;
+        let shapes: [(&str, Wrap); 3] = [
+            ("!", |e, _| Expr::Not(Box::new(e))),
+            ("||", |e, _| Expr::Or(vec![e, Expr::eq(Field::L4Src, 1)])),
+            ("&& and ||", |e, i| match i % 2 {
+                0 => Expr::And(vec![e, Expr::eq(Field::L4Src, 1)]),
+                _ => Expr::Or(vec![e, Expr::eq(Field::IpSrc, 1)]),
+            }),
+        ];
+        for (name, wrap) in shapes {
+            let nest = |levels: usize| (0..levels).fold(Expr::eq(Field::L4Dst, 80), wrap);
+            assert!(normalise(&nest(MAX_DEPTH)).is_ok(), "{name}");
+            let e = normalise(&nest(MAX_DEPTH + 1)).unwrap_err();
+            assert!(e.message.contains("nested deeper"), "{name}: {e}");
+        }
+        // A conjunction's operands that are conjunctions join it: its own
+        // nesting counts its operators, the outermost at depth 0, so one
+        // level more goes in.
+        let ands = |levels: usize| {
+            (0..levels).fold(Expr::eq(Field::L4Dst, 80), |e, _| {
+                Expr::And(vec![e, Expr::eq(Field::L4Src, 1)])
+            })
+        };
+        assert!(normalise(&ands(MAX_DEPTH + 1)).is_ok());
+        let e = normalise(&ands(MAX_DEPTH + 2)).unwrap_err();
+        assert!(e.message.contains("nested deeper"), "{e}");
+    }
+
+    /// The work bound counts every pair a product combines and every pair
+    /// tidying compares: a product that brings it to [`MAX_WORK`] exactly
+    /// is made, one a combination further is refused as too costly, before
+    /// any of it is made (not for its size). 344 values of one field
+    /// against 1,793 of it: tidying the first, 344²/8 comparisons; its
+    /// product with `ANY`, 344 pairs; tidying that, 344²/8; tidying the
+    /// second, 1,793²/8 (floored); the product, 344 × 1,793: 2^20.
+    /// (Mutation round 46: the check with `==` let a costlier product be
+    /// made until its size was refused; with `>=`, the bound taken in.)
+    #[test]
+    fn the_work_bound_is_exact_and_comes_before_the_size() {
+        let set = |n: u128| Expr::Or((1..=n).map(|v| Expr::eq(Field::IpSrc, v)).collect());
+        let at = Expr::And(vec![set(344), set(1793)]);
+        assert_eq!(normalise(&at).unwrap().len(), 344);
+        let over = Expr::And(vec![set(344), set(1794)]);
+        let e = normalise(&over).unwrap_err();
+        assert!(e.message.contains("too costly"), "{e}");
+        let far = Expr::And(vec![
+            set(1100),
+            Expr::Or((1..=1000).map(|v| Expr::eq(Field::L4Dst, v)).collect()),
+        ]);
+        let e = normalise(&far).unwrap_err();
+        assert!(e.message.contains("too costly"), "{e}");
+        // Tidying that would go over the budget is skipped and spends
+        // none of it: 4,096 conjunctions (4,096²/8 comparisons, twice
+        // the budget) are combined with a third operand all the same.
+        let set = |f, n: u128| Expr::Or((1..=n).map(|v| Expr::eq(f, v)).collect());
+        let e = Expr::And(vec![
+            set(Field::IpSrc, 64),
+            set(Field::L4Dst, 64),
+            Expr::eq(Field::L4Src, 53),
+        ]);
+        assert_eq!(normalise(&e).unwrap().len(), 4096);
+        // The same of an operand's own tidying, where nothing was spent
+        // before it: 3,000 values (3,000²/8 comparisons, over the budget
+        // alone) combined with one more test.
+        let e = Expr::And(vec![set(Field::IpSrc, 3000), Expr::eq(Field::L4Dst, 1)]);
+        assert_eq!(normalise(&e).unwrap().len(), 3000);
+    }
+
+    /// An expansion may hold [`MAX_CONJ`] conjunctions and not one more,
+    /// however they come: a disjunction one at a time, or a product a
+    /// row of them at a time past the bound. (Mutation round 46: no test
+    /// met the bound before the work bound.)
+    #[test]
+    fn the_conjunction_bound_is_exact_however_they_come() {
+        let set = |f, n: u128| Expr::Or((1..=n).map(|v| Expr::eq(f, v)).collect());
+        let at = set(Field::IpSrc, MAX_CONJ as u128);
+        assert_eq!(normalise(&at).unwrap().len(), MAX_CONJ);
+        let over = set(Field::IpSrc, MAX_CONJ as u128 + 1);
+        let e = normalise(&over).unwrap_err();
+        assert!(e.message.contains("more than 65536 conjunctions"), "{e}");
+        // 300 × 300 = 90,000, in rows of 300 that pass 65,536 at 65,700.
+        let rows = Expr::And(vec![set(Field::IpSrc, 300), set(Field::L4Dst, 300)]);
+        let e = normalise(&rows).unwrap_err();
+        assert!(e.message.contains("conjunctions"), "{e}");
+    }
+
     #[test]
     fn a_set_of_values_kept_out_expands_to_its_complement() {
         // ip6.dst != {ff01::2, ff02::2, ff05::2}, written both ways.
@@ -487,13 +652,28 @@ mod tests {
             .collect();
         let eqs: Vec<Expr> = addrs.iter().map(|a| Expr::eq(Field::IpDst, *a)).collect();
         let nots = Expr::And(eqs.iter().map(|e| Expr::Not(Box::new(e.clone()))).collect());
-        let not_any = Expr::Not(Box::new(Expr::Or(eqs)));
+        let not_any = Expr::Not(Box::new(Expr::Or(eqs.clone())));
+        // Nested, as the module's `!(a == x || (a == y || a == z))`: the
+        // operands of the inner disjunction join the outer one's set.
+        let nested_or = Expr::Not(Box::new(Expr::Or(vec![
+            eqs[0].clone(),
+            Expr::Or(eqs[1..].to_vec()),
+        ])));
+        let not = |e: &Expr| Expr::Not(Box::new(e.clone()));
+        let nested_and = Expr::And(vec![
+            not(&eqs[0]),
+            Expr::And(vec![not(&eqs[1]), not(&eqs[2])]),
+        ]);
         let mut probes: Vec<u128> = addrs.clone();
         for a in &addrs {
             probes.extend((0..128).map(|b| a ^ (1u128 << b)));
         }
         probes.extend([0, u128::MAX, 0xff03 << 112 | 2, 0xff07 << 112 | 2]);
-        for e in [nots, not_any] {
+        let flat = normalise(&nots).unwrap();
+        for e in [&nested_or, &nested_and] {
+            assert_eq!(normalise(e).unwrap(), flat, "{e:?}");
+        }
+        for e in [nots, not_any, nested_or, nested_and] {
             let d = normalise(&e).unwrap();
             // One conjunction a bit the three share, and the two values
             // of the three bits where they differ that none takes.
