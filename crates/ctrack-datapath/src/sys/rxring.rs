@@ -672,7 +672,8 @@ mod tests {
     }
 
     /// V3: a block of no frames goes back at once; a frame whose `next`
-    /// is 0 is its block's last whatever the count says; a header that
+    /// is 0 is its block's last whatever the count says, and the count's
+    /// last is, whatever its `next` says; a header that
     /// runs past its block, or a frame that would, is malformed and the
     /// rest of its block is abandoned (the block goes back); a frame
     /// that ends where its block does is read.
@@ -722,6 +723,13 @@ mod tests {
         assert!(!malformed(rx.next()));
         assert!(matches!(rx.next(), Next::Empty));
         assert_eq!(status(&rx, B_STATUS), libc::TP_STATUS_KERNEL);
+        // The frames a block counts are all it holds, whatever the last
+        // one's `next` says (the zeroes after it would read as a frame).
+        let at = v3_block(&rx, 1, 48, &[h(256, 64), h(256, 64)]);
+        assert_eq!(frame(rx.next()).data, at[0] + 100);
+        assert_eq!(frame(rx.next()).data, at[1] + 100);
+        assert!(matches!(rx.next(), Next::Empty));
+        assert_eq!(status(&rx, bs + B_STATUS), libc::TP_STATUS_KERNEL);
     }
 
     #[test]
