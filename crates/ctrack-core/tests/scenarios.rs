@@ -288,6 +288,51 @@ fn tcp_data_beyond_the_window() {
     );
 }
 
+/// Window scaling agreed by both SYNs (each with the option, a shift of
+/// 7): after the handshake the server's window of 1,000 is 128,000 bytes,
+/// the shift kept in the connection's stored state through the
+/// handshake's general path: a segment of the client's 100,000 bytes
+/// ahead of what it sent is within it, one ending past 128,000 is not.
+/// Without the option neither side scales, and the first is out of the
+/// window too. (Mutation round 48: the shift lost where the state is
+/// stored back after the general path passed every test: none sent past
+/// an unscaled window.)
+#[test]
+fn tcp_data_within_a_scaled_window() {
+    let seg = |to_server, flags, seq, ack, payload: &[u8], scale| {
+        let mut f = tcp(to_server, flags, seq, ack, payload);
+        if let L4::Tcp {
+            window, options, ..
+        } = &mut f.l4
+        {
+            *window = 1000;
+            if scale {
+                // NOP, then the window scale option: kind 3, length 3.
+                *options = vec![1, 3, 3, 7];
+            }
+        }
+        f
+    };
+    for scale in [true, false] {
+        let mut sim = Sim::new();
+        assert_eq!(sim.state(&seg(true, SYN, 100, 0, b"", scale)), "new|trk");
+        let synack = seg(false, SYN | ACK, 500, 101, b"", scale);
+        assert_eq!(sim.state(&synack), "est|rpl|trk");
+        assert_eq!(sim.state(&seg(true, ACK, 101, 501, b"", false)), "est|trk");
+        let ack = seg(false, ACK, 501, 101, b"", false);
+        assert_eq!(sim.state(&ack), "est|rpl|trk");
+        let far = seg(true, ACK, 101 + 100_000, 501, &[b'x'; 100], false);
+        let v = sim.send(&far);
+        match scale {
+            true => assert_eq!(v.state.to_string(), "est|trk", "{v:?}"),
+            false => assert_eq!(v.invalid, Some(InvalidReason::TcpOutOfWindow)),
+        }
+        let past = seg(true, ACK, 101 + 128_000, 501, &[b'x'; 100], false);
+        let v = sim.send(&past);
+        assert_eq!(v.invalid, Some(InvalidReason::TcpOutOfWindow), "{scale}");
+    }
+}
+
 #[test]
 fn udp_and_other_protocols_three_states() {
     let mut sim = Sim::new();
