@@ -2,7 +2,7 @@
 
 use std::net::Ipv6Addr;
 
-use ctrack_core::proto::ProtoState;
+use ctrack_core::proto::{IcmpState, ProtoState};
 use ctrack_core::{
     Config, CtAction, Entry, InvalidReason, LinkType, Masked, Refusal, Stats, Time, TimeoutPolicy,
     Tracker, Verdict,
@@ -464,6 +464,15 @@ fn icmp_queries_pair_by_identifier() {
         assert_eq!(sim.state(&q(req, true, 7)), "est|trk", "type {req}");
     }
     assert_eq!(sim.entries().len(), 3);
+    // The connection's state as read back (a listing's): the first
+    // direction only, then both. (Mutation round 49: read back from the
+    // stored byte with `|` or `^` for `&`, a lone request's connection
+    // listed as answered, and no test looked.)
+    let req = sim.send(&q(v4::ECHO_REQUEST, true, 11)).conn.unwrap();
+    let state = |sim: &Sim| sim.t.conn(req, sim.now).map(|c| c.proto);
+    assert_eq!(state(&sim), Some(ProtoState::Icmp(IcmpState::First)));
+    sim.send(&q(v4::ECHO_REPLY, false, 11));
+    assert_eq!(state(&sim), Some(ProtoState::Icmp(IcmpState::Reply)));
     // Another identifier is another exchange; a reply alone opens nothing.
     let v = sim.send(&q(v4::ECHO_REPLY, false, 8));
     assert_eq!(
