@@ -1151,12 +1151,15 @@ mod tests {
     /// there, of an unestablished connection and never of an established
     /// one, though the table is far from its limit; without it the insert
     /// finds no entry and is refused. (Mutation round 45: no test reached
-    /// `make_index_room`; the commits of this test would all have been
-    /// refused without it, or evicted an established connection.)
+    /// `make_index_room`; without it the newcomer's commit here is
+    /// refused, and with its choice turned it is refused or evicts an
+    /// established connection.)
     ///
     /// The keys are chosen by the index's home bucket as the table
     /// computes it (`Index::home`: the hash's bits 8 to 39 scaled to the
-    /// buckets); the table's own `has_room` says when the run is full.
+    /// buckets, of 64 bytes each); the table's own `has_room` says when
+    /// the run is full, and a change to either shows as the run never
+    /// filling.
     #[test]
     fn a_full_run_of_index_buckets_makes_room_by_early_drop() {
         use crate::key::{ConnKey, Endpoint, Family};
