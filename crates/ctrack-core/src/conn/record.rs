@@ -574,6 +574,90 @@ mod tests {
         assert_eq!(c.counters(Dir::Reply).bytes, 40);
     }
 
+    /// A key belongs to a connection only in its zone, protocol and
+    /// generation all three, in the direction its tuple says. (Mutation
+    /// round 50: with either `||` of the first test made `&&`, a key that
+    /// differed in only one of them was taken for the connection's, and
+    /// only the hash, which covers all three, kept the tests from meeting
+    /// such a key in the same bucket.)
+    #[test]
+    fn a_key_belongs_in_its_zone_protocol_generation_and_tuple() {
+        let mut c: Conn<u32> = Conn::default();
+        let key = LookupKey {
+            tuple: Tuple {
+                src: 1,
+                dst: 2,
+                src_l4: 3 << 16,
+                dst_l4: 4 << 16,
+            },
+            zone: 5,
+            proto: ip_proto::UDP,
+            generation: 6,
+        };
+        let first = First {
+            proto: ProtoState::Other(OtherState::First),
+            counted: false,
+            now: 9,
+            bytes: 60,
+        };
+        c.init(&key, &first, &mut Setup::default());
+        let guard = ctrack_table::pin();
+        let reply = LookupKey {
+            tuple: key.tuple.reverse(),
+            ..key
+        };
+        assert_eq!(c.direction_of(&key, &guard), Some(Dir::Orig));
+        assert_eq!(c.direction_of(&reply, &guard), Some(Dir::Reply));
+        for (what, k) in [
+            ("zone", LookupKey { zone: 7, ..key }),
+            (
+                "protocol",
+                LookupKey {
+                    proto: ip_proto::TCP,
+                    ..key
+                },
+            ),
+            (
+                "generation",
+                LookupKey {
+                    generation: 7,
+                    ..key
+                },
+            ),
+            ("zone, reply", LookupKey { zone: 7, ..reply }),
+            (
+                "protocol, reply",
+                LookupKey {
+                    proto: ip_proto::TCP,
+                    ..reply
+                },
+            ),
+            (
+                "generation, reply",
+                LookupKey {
+                    generation: 7,
+                    ..reply
+                },
+            ),
+        ] {
+            assert_eq!(c.direction_of(&k, &guard), None, "another {what}");
+        }
+        let other = Tuple {
+            dst: 9,
+            ..key.tuple
+        };
+        assert_eq!(
+            c.direction_of(
+                &LookupKey {
+                    tuple: other,
+                    ..key
+                },
+                &guard
+            ),
+            None
+        );
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(20_000))]
 
