@@ -517,10 +517,9 @@ mod tests {
         assert!(V6::from_u128(1) < V6::from_u128(1 << 100));
     }
 
-    #[test]
-    fn proto_state_round_trips_through_the_atomics() {
-        let mut c: Conn<u32> = Conn::default();
-        let key = LookupKey {
+    /// The key 1:3 -> 2:4 of `proto` in zone 5, in `generation`.
+    fn key_of(proto: u8, generation: u32) -> LookupKey<u32> {
+        LookupKey {
             tuple: Tuple {
                 src: 1,
                 dst: 2,
@@ -528,9 +527,15 @@ mod tests {
                 dst_l4: 4 << 16,
             },
             zone: 5,
-            proto: ip_proto::TCP,
-            generation: 0,
-        };
+            proto,
+            generation,
+        }
+    }
+
+    #[test]
+    fn proto_state_round_trips_through_the_atomics() {
+        let mut c: Conn<u32> = Conn::default();
+        let key = key_of(ip_proto::TCP, 0);
         let t = tcp::TcpConn {
             peers: [
                 Peer {
@@ -583,17 +588,7 @@ mod tests {
     #[test]
     fn a_key_belongs_in_its_zone_protocol_generation_and_tuple() {
         let mut c: Conn<u32> = Conn::default();
-        let key = LookupKey {
-            tuple: Tuple {
-                src: 1,
-                dst: 2,
-                src_l4: 3 << 16,
-                dst_l4: 4 << 16,
-            },
-            zone: 5,
-            proto: ip_proto::UDP,
-            generation: 6,
-        };
+        let key = key_of(ip_proto::UDP, 6);
         let first = First {
             proto: ProtoState::Other(OtherState::First),
             counted: false,
