@@ -122,6 +122,91 @@ fn delta_basics() {
     assert_eq!((buf, d), ([1, 2, 3], Delta::new()));
 }
 
+/// An area of `len` bytes with a right checksum in its first two.
+fn checksummed(len: usize) -> Vec<u8> {
+    let mut area: Vec<u8> = (0..len).map(|i| (i * 29 + 3) as u8).collect();
+    area[..2].fill(0);
+    let c = checksum(&area);
+    area[..2].copy_from_slice(&c.to_be_bytes());
+    area
+}
+
+#[test]
+fn a_wrong_sum_is_not_valid() {
+    let mut area = checksummed(20);
+    assert!(is_valid(sum(0, &area)));
+    assert!(is_valid(sum_le(&area)));
+    area[7] ^= 0x10;
+    assert!(!is_valid(sum(0, &area)));
+    assert!(!is_valid(sum_le(&area)));
+    // All-zero words fold to zero, not to 0xffff.
+    assert!(!is_valid(0));
+    assert!(!is_valid(sum(0, &[0; 12])));
+}
+
+#[test]
+fn deltas_add_up_to_every_change() {
+    let mut area = checksummed(24);
+    let mut d = Delta::new();
+    assert!(d.set_be16(&mut area, 4, 0xbeef));
+    let mut e = Delta::new();
+    assert!(e.set_be32(&mut area, 8, 0x0a00_0001));
+    assert_eq!(area[8..12], [10, 0, 0, 1], "written");
+    let mut f = Delta::new();
+    assert!(f.set_bytes(&mut area, 12, &[1, 2, 3, 4, 5, 6]));
+    assert_eq!(area[12..18], [1, 2, 3, 4, 5, 6], "written");
+    assert!(!f.is_empty());
+    let mut same = Delta::new();
+    let before = area.clone();
+    assert!(same.set_bytes(&mut area, 12, &[1, 2, 3, 4, 5, 6]));
+    assert_eq!((area.as_slice(), same), (before.as_slice(), Delta::new()));
+    let all = d + e + f;
+    assert!(!all.is_empty());
+    let mut g = d;
+    g += e;
+    g += f;
+    assert_eq!(g, all);
+    all.apply_at(&mut area, 0);
+    assert_eq!(checksum(&area), 0, "every change is in the sum");
+}
+
+#[test]
+fn a_mangled_checksum_updates_zero_and_never_writes_it() {
+    // UDP-Lite's: a zero field is a checksum like any other. Words
+    // 0x1200 0x0000 with checksum 0xedff; the second becomes 0xedff.
+    let mut area = [0xed, 0xff, 0x12, 0x00, 0x00, 0x00];
+    let mut d = Delta::new();
+    assert!(d.set_be16(&mut area, 4, 0xedff));
+    assert_eq!(d.apply_mangled(0xedff), 0xffff, "zero is written 0xffff");
+    let mut e = Delta::new();
+    e.word(0x1111, 0x2222);
+    assert_eq!(e.apply_mangled(0), e.apply(0));
+    assert_ne!(e.apply_mangled(0), 0);
+    assert_eq!(e.apply_mangled(0x5555), e.apply(0x5555));
+    let own = d.apply_mangled_at(&mut area, 0);
+    assert_eq!(area[..2], [0xff, 0xff]);
+    assert_eq!(own, {
+        let mut o = Delta::new();
+        o.word(0xedff, 0xffff);
+        o
+    });
+    assert_eq!(checksum(&area), 0);
+}
+
+#[test]
+fn the_crc_of_a_bare_or_short_sctp_header() {
+    // Twelve bytes, the common header alone: its field does not count.
+    let mut hdr = [0x13, 0x88, 0x17, 0x70, 0, 0, 0, 9, 0, 0, 0, 0];
+    let zeroed = sctp_crc32c(&hdr);
+    assert_eq!(zeroed, crc32c::crc32c(&hdr));
+    hdr[8..12].copy_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+    assert_eq!(sctp_crc32c(&hdr), zeroed);
+    // Shorter than the field's end: all of it, and no panic.
+    for len in 0..12 {
+        assert_eq!(sctp_crc32c(&hdr[..len]), crc32c::crc32c(&hdr[..len]));
+    }
+}
+
 #[test]
 fn udp_zero_rule() {
     let mut d = Delta::new();
