@@ -518,4 +518,159 @@ mod tests {
             assert!(plain_ipv4(&other).is_none());
         }
     }
+
+    /// What [`parse_frame`] must find in an Ethernet frame whose datagram
+    /// claims `claimed` bytes of an IP area of `area` bytes, the header
+    /// being `hl` of them: too long is truncated, shorter than its header
+    /// or followed by more than 64 KiB of padding is malformed.
+    fn expected_end(claimed: usize, hl: usize, area: usize) -> Result<usize, Error> {
+        if claimed > area {
+            Err(Error::Truncated)
+        } else if claimed < hl || area - claimed > usize::from(u16::MAX) {
+            Err(Error::Malformed)
+        } else {
+            Ok(14 + claimed)
+        }
+    }
+
+    /// Every length at and beside each limit (the header's, the frame's,
+    /// 64 KiB of padding), with each fragment flag: the parser finds what
+    /// the limits say, and a frame is plain exactly when it finds a whole
+    /// untagged five-word datagram that is not a fragment.
+    #[test]
+    fn ipv4_lengths_at_every_edge() {
+        let flags = [(0, 0), (0x40, 0), (0x80, 0), (0x20, 0), (0, 1), (0x01, 0)];
+        for payload in [0usize, 8] {
+            for pad in [0usize, 1, 65_534, 65_535, 65_536] {
+                let area = 20 + payload + pad;
+                for claimed in [19, 20, 21, 19 + payload, 20 + payload, 21 + payload] {
+                    for (hi, lo) in flags {
+                        let mut f = v4_udp(claimed as u16, 0);
+                        f.resize(14 + area, 0xee);
+                        f[20] = hi;
+                        f[21] = lo;
+                        let ip = parse_frame(&f, LinkType::Ethernet).ip;
+                        let end = expected_end(claimed, 20, area);
+                        let case = format!("claimed {claimed} area {area} flags {hi:x} {lo:x}");
+                        assert_eq!(ip.map(|l| l.end), end.map_err(NotIp::BadIpv4), "{case}");
+                        let whole = end.is_ok() && hi & 0x3f == 0 && lo == 0;
+                        let plain = plain_ipv4(&f);
+                        assert_eq!(plain.is_some(), whole, "{case}");
+                        if let (Some((h, l4)), Ok(end)) = (plain, end) {
+                            assert_eq!((&h[..], l4), (&f[..34], &f[34..end]), "{case}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The same for IPv6's payload length, with each next header: plain
+    /// only for a whole datagram with TCP, UDP or SCTP next.
+    #[test]
+    fn ipv6_lengths_at_every_edge() {
+        let next = [
+            ip_proto::TCP,
+            ip_proto::UDP,
+            ip_proto::SCTP,
+            ip_proto::ICMPV6,
+            200,
+        ];
+        for payload in [0usize, 8] {
+            for pad in [0usize, 1, 65_534, 65_535, 65_536] {
+                let area = 40 + payload + pad;
+                for claimed in [payload.saturating_sub(1), payload, payload + 1] {
+                    for proto in next {
+                        let mut f = v6(proto, &[], &[]);
+                        f[18..20].copy_from_slice(&(claimed as u16).to_be_bytes());
+                        f.resize(14 + area, 0xee);
+                        let ip = parse_frame(&f, LinkType::Ethernet).ip;
+                        let end = expected_end(40 + claimed, 40, area);
+                        let case = format!("claimed {claimed} area {area} next {proto}");
+                        assert_eq!(ip.map(|l| l.end), end.map_err(NotIp::BadIpv6), "{case}");
+                        let transport =
+                            matches!(proto, ip_proto::TCP | ip_proto::UDP | ip_proto::SCTP);
+                        let plain = plain_ipv6(&f);
+                        assert_eq!(plain.is_some(), end.is_ok() && transport, "{case}");
+                        if let Some(h) = plain {
+                            assert_eq!(&h[..], &f[..54]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The lengths the layers report, and which EtherTypes say IP.
+    #[test]
+    fn a_layers_lengths_and_an_ip_ethertype() {
+        let f = v4_udp(28, 4);
+        let ip = parse_frame(&f, LinkType::Ethernet).ip.unwrap();
+        assert_eq!((ip.l3_len(), ip.l4_len()), (28, 8));
+        for (not_ip, says_ip) in [
+            (NotIp::LinkTruncated, false),
+            (NotIp::OtherProtocol(Some(ethertype::ARP)), false),
+            (NotIp::OtherProtocol(None), false),
+            (NotIp::BadIpv4(Error::Truncated), true),
+            (NotIp::BadIpv6(Error::Malformed), true),
+        ] {
+            assert_eq!(not_ip.is_ip_ethertype(), says_ip, "{not_ip:?}");
+        }
+        // Exactly the link header's length and exactly SLL's: a link, no IP.
+        let sll = [0u8; 16];
+        assert_eq!(parse_frame(&sll, LinkType::LinuxSll).l3, Some(16));
+        assert_eq!(parse_frame(&sll[..15], LinkType::LinuxSll).l3, None);
+        let sll2 = [0u8; 20];
+        assert_eq!(parse_frame(&sll2, LinkType::LinuxSll2).l3, Some(20));
+        assert_eq!(parse_frame(&sll2[..19], LinkType::LinuxSll2).l3, None);
+        assert_eq!(parse_frame(&f[..14], LinkType::Ethernet).l3, Some(14));
+        assert_eq!(LinkType::LinuxSll2.to_string(), "Linux cooked v2 (SLL2)");
+        assert_eq!(LinkType::RawIp.to_string(), "raw IP");
+    }
+
+    /// An EtherType one byte away from IP's, over what looks like an IP
+    /// header, is not plain; nor is the IP version alone.
+    #[test]
+    fn a_near_ip_ethertype_is_not_plain() {
+        let v4 = v4_udp(28, 0);
+        let v6 = v6(ip_proto::UDP, &[], &[0; 8]);
+        assert!(plain_ipv4(&v4).is_some() && plain_ipv6(&v6).is_some());
+        for (at, byte) in [(12, 0x09), (13, 0x06), (14, 0x46)] {
+            let mut f = v4.clone();
+            f[at] = byte;
+            assert!(plain_ipv4(&f).is_none(), "byte {at} = {byte:#x}");
+        }
+        for (at, byte) in [(12, 0x87), (13, 0xdc), (14, 0x40)] {
+            let mut f = v6.clone();
+            f[at] = byte;
+            assert!(plain_ipv6(&f).is_none(), "byte {at} = {byte:#x}");
+        }
+    }
+
+    /// A fragment header after another extension header is found where
+    /// it lies.
+    #[test]
+    fn a_fragment_header_after_hop_by_hop() {
+        let exts = [
+            ip_proto::FRAGMENT,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0, // hop-by-hop
+            ip_proto::UDP,
+            0,
+            0x00,
+            0x10,
+            0,
+            0,
+            0,
+            1, // a later fragment
+        ];
+        let f = v6(ip_proto::HOPOPTS, &exts, &[0; 8]);
+        let ip = parse_frame(&f, LinkType::Ethernet).ip.unwrap();
+        assert_eq!((ip.frag, ip.frag_header), (Fragment::Later, Some(62)));
+    }
 }
