@@ -618,4 +618,66 @@ mod tests {
         .ip_packet();
         assert_eq!(quote(&p6, 8).len(), 48);
     }
+
+    /// What the builder is told is what the parsers read: padded TCP
+    /// options, UDP-Lite's coverage, IPv4's fragment fields, IPv6's
+    /// extension headers byte for byte, and ICMP's protocol per family.
+    #[test]
+    fn built_fields_parse_back() {
+        let (a, b) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+        let mut syn = L4::tcp(1, 2, flags::SYN);
+        if let L4::Tcp { options, .. } = &mut syn {
+            *options = vec![3, 3, 7];
+        }
+        let f = Frame::v4(a, b, syn).build();
+        let t = crate::tcp::TcpPacket::new_checked(&f[34..]).unwrap();
+        assert_eq!((t.header_len(), t.options()), (24, &[3, 3, 7, 0][..]));
+        assert!(l4_checksum_ok(&f));
+        for coverage in [0, 8, 10] {
+            let lite = L4::UdpLite {
+                sport: 1,
+                dport: 2,
+                coverage,
+                payload: vec![1, 2, 3, 4],
+            };
+            let f = Frame::v4(a, b, lite).build();
+            let l4 = &f[34..];
+            let cov = if coverage == 0 {
+                l4.len()
+            } else {
+                usize::from(coverage)
+            };
+            let pseudo = checksum::pseudo_header_v4(a, b, ip_proto::UDPLITE, l4.len() as u32);
+            assert!(
+                checksum::is_valid(checksum::sum(pseudo, &l4[..cov])),
+                "{coverage}"
+            );
+        }
+        let mut frag = Frame::v4(a, b, L4::udp(1, 2, b""));
+        (frag.frag_offset, frag.dont_frag, frag.more_frags) = (1480, true, true);
+        let f = frag.build();
+        let ip = crate::ipv4::Ipv4Packet::new_checked(&f[14..]).unwrap();
+        assert_eq!(
+            (ip.frag_offset(), ip.dont_frag(), ip.more_frags()),
+            (1480, true, true)
+        );
+        let (a6, b6) = ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
+        let mut v6 = Frame::v6(a6, b6, L4::udp(1, 2, b""));
+        v6.ext = vec![
+            Ext::HopByHop(1),
+            Ext::Fragment {
+                offset: 1232,
+                more: true,
+                ident: 9,
+            },
+        ];
+        let f = v6.build();
+        let mut hbh = vec![ip_proto::FRAGMENT, 1, 1, 12];
+        hbh.resize(16, 0);
+        assert_eq!(f[54..70], hbh);
+        assert_eq!(f[70..78], [ip_proto::UDP, 0, 0x04, 0xd1, 0, 0, 0, 9]);
+        let ping4 = Frame::v4(a, b, L4::icmp_query(8, 1, 1)).build();
+        let ping6 = Frame::v6(a6, b6, L4::icmp_query(128, 1, 1)).build();
+        assert_eq!((ping4[23], ping6[20]), (ip_proto::ICMP, ip_proto::ICMPV6));
+    }
 }

@@ -196,4 +196,135 @@ mod tests {
         assert_eq!(tcp_flags(flags::ACK), ".");
         assert_eq!(tcp_flags(0), "none");
     }
+    use crate::build::{Frame as Build, L4};
+    use crate::{LinkType, parse_frame};
+
+    fn said(frame: &[u8]) -> String {
+        describe(frame, &parse_frame(frame, LinkType::Ethernet))
+    }
+
+    const A: [u8; 4] = [10, 0, 0, 1];
+    const B: [u8; 4] = [10, 0, 0, 2];
+
+    /// Each kind of frame in one line, checked by hand: ports and flags
+    /// for TCP, the protocol's name, an ICMP query's identifier and an
+    /// error's code, a later fragment as bare IP, and the IP length.
+    #[test]
+    fn frames_in_one_line() {
+        let mut frag = Build::v4(A, B, L4::udp(1, 2, &[0; 16]));
+        frag.frag_offset = 8;
+        let (a6, b6) = ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
+        let raw = |proto| L4::Raw {
+            proto,
+            payload: vec![0; 4],
+        };
+        // Four bytes where a TCP header should be.
+        let short_tcp = Build::v4(A, B, raw(ip_proto::TCP)).build();
+        for (f, want) in [
+            (
+                Build::v4(A, B, L4::tcp(1000, 80, flags::SYN | flags::ACK)).build(),
+                "10.0.0.1:1000 > 10.0.0.2:80 tcp [S.] seq=0 ack=0 win=65535 len=0",
+            ),
+            (
+                Build::v6(a6, b6, L4::udp(53, 5353, b"abcd")).build(),
+                "[fd00::1]:53 > [fd00::2]:5353 udp len=52",
+            ),
+            (
+                Build::v4(A, B, L4::icmp_query(8, 7, 9)).build(),
+                "10.0.0.1 > 10.0.0.2 icmp echo-request id=7 seq=9 len=39",
+            ),
+            (
+                Build::v4(A, B, L4::icmp_error(3, 3, &[0; 28])).build(),
+                "10.0.0.1 > 10.0.0.2 icmp unreachable code=3 len=56",
+            ),
+            (
+                Build::v4(A, B, L4::icmp_error(11, 0, &[0; 28])).build(),
+                "10.0.0.1 > 10.0.0.2 icmp time-exceeded len=56",
+            ),
+            (
+                Build::v6(a6, b6, L4::icmp_query(129, 7, 9)).build(),
+                "fd00::1 > fd00::2 icmpv6 echo-reply id=7 seq=9 len=59",
+            ),
+            (
+                Build::v6(a6, b6, L4::icmp_error(1, 4, &[0; 48])).build(),
+                "fd00::1 > fd00::2 icmpv6 unreachable code=4 len=96",
+            ),
+            (frag.build(), "10.0.0.1 > 10.0.0.2 ip fragment len=44"),
+            (
+                Build::v4(A, B, raw(47)).build(),
+                "10.0.0.1 > 10.0.0.2 gre len=24",
+            ),
+            (
+                Build::v4(A, B, raw(253)).build(),
+                "10.0.0.1 > 10.0.0.2 proto 253 len=24",
+            ),
+            (short_tcp, "10.0.0.1 > 10.0.0.2 tcp truncated"),
+        ] {
+            assert_eq!(said(&f), want);
+        }
+    }
+
+    /// Frames with no IP layer say why.
+    #[test]
+    fn frames_without_ip() {
+        let ip = Build::v4(A, B, L4::udp(1, 2, b"")).build();
+        let mut arp = ip.clone();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        let mut lldp = ip.clone();
+        lldp[12..14].copy_from_slice(&[0x88, 0xcc]);
+        let mut dot3 = ip.clone();
+        dot3[12..14].copy_from_slice(&[0x00, 0x40]);
+        let mut short = ip.clone();
+        short.truncate(30);
+        let mut v6 = ip.clone();
+        v6[12..14].copy_from_slice(&[0x86, 0xdd]);
+        v6.resize(14 + 40, 0); // long enough, but version 4
+        for (f, want) in [
+            (&ip[..10], "truncated frame (10 bytes)"),
+            (&arp[..], "arp"),
+            (&lldp[..], "ethertype 0x88cc"),
+            (&dot3[..], "802.3 frame"),
+            (&short[..], "ipv4 header truncated"),
+            (&v6[..], "ipv6 header malformed"),
+        ] {
+            assert_eq!(said(f), want);
+        }
+    }
+
+    /// Every ICMP type with a name, and a number for the rest.
+    #[test]
+    fn icmp_names() {
+        let v4 = [
+            (0, "echo-reply"),
+            (3, "unreachable"),
+            (4, "source-quench"),
+            (5, "redirect"),
+            (8, "echo-request"),
+            (11, "time-exceeded"),
+            (12, "parameter-problem"),
+            (13, "timestamp-request"),
+            (14, "timestamp-reply"),
+            (15, "info-request"),
+            (16, "info-reply"),
+            (9, "type=9"),
+        ];
+        let v6 = [
+            (1, "unreachable"),
+            (2, "packet-too-big"),
+            (3, "time-exceeded"),
+            (4, "parameter-problem"),
+            (128, "echo-request"),
+            (129, "echo-reply"),
+            (133, "router-solicitation"),
+            (134, "router-advertisement"),
+            (135, "neighbor-solicitation"),
+            (136, "neighbor-advertisement"),
+            (0, "type=0"),
+        ];
+        for (v6, names) in [(false, &v4[..]), (true, &v6[..])] {
+            for &(ty, name) in names {
+                assert_eq!(icmp_name(v6, ty), name, "v6 {v6} type {ty}");
+            }
+        }
+    }
 }

@@ -275,4 +275,26 @@ mod tests {
         let f = frame(&[0x00, 0x26, 0xaa, 0xaa]);
         assert_eq!(parse_l2_tail(&f, 12).1, None);
     }
+
+    /// A bare header is a frame; the addresses write in their places; a
+    /// tag's priority is its top three bits; SNAP with no EtherType after
+    /// it still ends the link header.
+    #[test]
+    fn fields_tags_and_snap_without_an_ethertype() {
+        let mut f = frame(&[0x08, 0x00]);
+        let mut e = EthernetFrame::new_checked(&mut f[..]).unwrap();
+        e.set_dst([1, 2, 3, 4, 5, 6]);
+        e.set_src([7, 8, 9, 10, 11, 12]);
+        assert_eq!(
+            (e.dst(), e.src()),
+            ([1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 11, 12])
+        );
+        assert_eq!(f[..12], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+        let f = frame(&[0x81, 0x00, 0xb0, 0x07, 0x08, 0x00]);
+        let (tags, _, _) = parse_l2_tail(&f, 12);
+        assert!(!tags.is_empty());
+        assert_eq!((tags.as_slice()[0].pcp(), tags.as_slice()[0].vid()), (5, 7));
+        let f = frame(&[0x00, 0x40, 0xaa, 0xaa, 0x03, 0, 0, 0, 0x00, 0x26, 0x45]);
+        assert_eq!(parse_l2_tail(&f, 12), (VlanTags::default(), None, 22));
+    }
 }

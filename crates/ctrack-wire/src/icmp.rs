@@ -201,4 +201,27 @@ mod tests {
         assert!(v6::is_error(v6::PACKET_TOO_BIG));
         assert!(!v6::is_error(v6::NEIGHBOR_SOLICIT));
     }
+
+    /// A bare eight-byte header is a message; each field reads and writes
+    /// in its place, the quoted packet too; ICMPv6's echo reply answers
+    /// its request.
+    #[test]
+    fn fields_written_are_read_back() {
+        let mut m = [3, 4, 0xab, 0xcd, 0, 0, 0x56, 0x78, 0x45, 0];
+        let mut p = IcmpPacket::new_checked(&mut m[..]).unwrap();
+        assert_eq!((p.code(), p.checksum(), p.seq()), (4, 0xabcd, 0x5678));
+        p.set_ident(0x0102);
+        p.set_checksum(0x0304);
+        p.quoted_mut()[1] = 0x10;
+        assert_eq!((p.ident(), p.checksum()), (0x0102, 0x0304));
+        assert_eq!(p.as_bytes(), [3, 4, 3, 4, 1, 2, 0x56, 0x78, 0x45, 0x10]);
+        assert!(
+            IcmpPacket::new_checked(&m[..8])
+                .unwrap()
+                .quoted()
+                .is_empty()
+        );
+        assert_eq!(v6::reverse_query(v6::ECHO_REPLY), Some(v6::ECHO_REQUEST));
+        assert_eq!(v6::reverse_query(v6::DST_UNREACH), None);
+    }
 }

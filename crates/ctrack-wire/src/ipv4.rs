@@ -274,4 +274,33 @@ mod tests {
         h[11] ^= 1;
         assert!(!Ipv4Packet::new_checked(&h[..]).unwrap().verify_checksum());
     }
+
+    /// Every field reads from its place; the flags apart from each other.
+    #[test]
+    fn every_field_and_flag() {
+        let mut h = [0u8; 28];
+        h[..20].copy_from_slice(&HDR);
+        h[1] = 0xb8; // DSCP EF
+        h[4..6].copy_from_slice(&[0x12, 0x34]);
+        h[6] = 0x40; // DF alone
+        h[8] = 63;
+        h[20..].copy_from_slice(b"payload!");
+        let p = Ipv4Packet::new_checked(&h[..]).unwrap();
+        assert_eq!(
+            (p.tos(), p.ident(), p.ttl(), p.checksum()),
+            (0xb8, 0x1234, 63, 0xa4cd)
+        );
+        assert!(p.dont_frag() && !p.more_frags() && !p.is_fragment());
+        assert_eq!(p.payload(), b"payload!");
+        h[6] = 0x20; // MF alone
+        let p = Ipv4Packet::new_checked(&h[..]).unwrap();
+        assert!(!p.dont_frag() && p.more_frags() && p.is_fragment());
+        h[6] = 0;
+        let mut p = Ipv4Packet::new_checked(&mut h[..]).unwrap();
+        assert!(!p.dont_frag() && !p.more_frags());
+        p.set_src([192, 0, 2, 1]);
+        p.set_dst([198, 51, 100, 2]);
+        assert_eq!((p.src(), p.dst()), ([192, 0, 2, 1], [198, 51, 100, 2]));
+        assert_eq!(h[12..20], [192, 0, 2, 1, 198, 51, 100, 2]);
+    }
 }

@@ -351,4 +351,20 @@ mod tests {
         let c = walk_extensions(&[ip_proto::NONE, 0, 0, 0, 0, 0, 0, 0], ip_proto::HOPOPTS).unwrap();
         assert_eq!((c.proto, c.l4_offset), (ip_proto::NONE, 8));
     }
+
+    /// The addresses write in their places; the payload ends at its
+    /// length, padding left out.
+    #[test]
+    fn addresses_and_payload() {
+        let mut h = [0u8; 48];
+        h[0] = 0x60;
+        h[5] = 4;
+        h[40..44].copy_from_slice(b"data");
+        let mut p = Ipv6Packet::new_checked(&mut h[..]).unwrap();
+        assert_eq!(p.payload(), b"data");
+        p.set_src([1; 16]);
+        p.set_dst([2; 16]);
+        assert_eq!((p.src(), p.dst()), ([1; 16], [2; 16]));
+        assert_eq!((&h[8..24], &h[24..40]), (&[1; 16][..], &[2; 16][..]));
+    }
 }

@@ -256,4 +256,27 @@ mod tests {
     fn be16_panics_out_of_bounds() {
         be16(&[1, 2, 3], 2);
     }
+
+    /// Protocols' names as conntrack tools print them; none for the rest.
+    #[test]
+    fn protocol_names_and_errors() {
+        for (proto, name) in [
+            (1, "icmp"),
+            (2, "igmp"),
+            (6, "tcp"),
+            (17, "udp"),
+            (33, "dccp"),
+            (47, "gre"),
+            (50, "esp"),
+            (51, "ah"),
+            (58, "icmpv6"),
+            (132, "sctp"),
+            (136, "udplite"),
+        ] {
+            assert_eq!(ip_proto::name(proto), Some(name), "{proto}");
+        }
+        assert_eq!(ip_proto::name(253), None);
+        assert_eq!(Error::Truncated.to_string(), "truncated");
+        assert_eq!(Error::Malformed.to_string(), "malformed");
+    }
 }

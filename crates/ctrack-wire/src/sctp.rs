@@ -184,4 +184,24 @@ mod tests {
                 .chunks_well_formed()
         );
     }
+
+    /// A chunk of its header alone (a COOKIE ACK, four bytes) is well
+    /// formed; the header's fields read and write in their places.
+    #[test]
+    fn a_bare_chunk_and_the_common_header() {
+        let mut p = vec![0x13, 0x88, 0x13, 0x89, 0x01, 0x02, 0x03, 0x04, 0, 0, 0, 0];
+        p.extend_from_slice(&[11, 0, 0, 4]);
+        let mut s = SctpPacket::new_checked(&mut p[..]).unwrap();
+        assert!(s.chunks_well_formed());
+        assert_eq!((s.vtag(), s.first_chunk_type()), (0x0102_0304, Some(11)));
+        s.set_src_port(0x0a0b);
+        s.set_dst_port(0x0c0d);
+        assert_eq!((s.src_port(), s.dst_port()), (0x0a0b, 0x0c0d));
+        assert_eq!(p[..4], [0x0a, 0x0b, 0x0c, 0x0d]);
+        p.truncate(12);
+        assert_eq!(
+            SctpPacket::new_checked(&p[..]).unwrap().first_chunk_type(),
+            None
+        );
+    }
 }

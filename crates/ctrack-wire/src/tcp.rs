@@ -421,4 +421,54 @@ mod tests {
         // The strict parser does not accept that.
         assert_eq!(SynOptions::parse(&[3, 2, 5, 0]).wscale, None);
     }
+
+    /// A segment's setters write what its getters then read, each field
+    /// in its own place, and its payload follows the header.
+    #[test]
+    fn fields_written_are_read_back() {
+        let mut seg = SYN.to_vec();
+        seg.extend_from_slice(b"data");
+        seg[18..20].copy_from_slice(&[0xab, 0xcd]); // urgent pointer
+        let mut t = TcpPacket::new_checked(&mut seg[..]).unwrap();
+        assert_eq!((t.urgent(), t.payload()), (0xabcd, &b"data"[..]));
+        t.set_src_port(0x0102);
+        t.set_dst_port(0x0304);
+        t.set_seq(0x0506_0708);
+        t.set_ack(0x090a_0b0c);
+        t.set_checksum(0x0d0e);
+        assert_eq!(
+            (t.src_port(), t.dst_port(), t.seq(), t.ack(), t.checksum()),
+            (0x0102, 0x0304, 0x0506_0708, 0x090a_0b0c, 0x0d0e)
+        );
+        let want: [u8; 20] = [
+            1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0xa0, 0x02, 0xfa, 0xf0, 0x0d, 0x0e, 0xab, 0xcd,
+        ];
+        assert_eq!(seg[..20], want);
+    }
+
+    /// End of options stops the walk; a SACK block list is a whole number
+    /// of eight-byte edges pairs, else the option is unknown.
+    #[test]
+    fn end_of_options_and_sack_blocks() {
+        let opts = [2, 4, 5, 0xb4, 0, 2, 4, 1, 0x90];
+        let all: Vec<_> = TcpOptions::new(&opts).collect();
+        assert_eq!(all, [Ok(TcpOption::Mss(1460))]);
+        let sack = [5, 10, 0, 0, 0, 1, 0, 0, 0, 2];
+        assert_eq!(
+            TcpOptions::new(&sack).next(),
+            Some(Ok(TcpOption::Sack(&sack[2..])))
+        );
+        for len in [6u8, 9, 12] {
+            let mut odd = vec![5, len];
+            odd.resize(usize::from(len), 7);
+            assert_eq!(
+                TcpOptions::new(&odd).next(),
+                Some(Ok(TcpOption::Unknown {
+                    kind: 5,
+                    data: &odd[2..]
+                })),
+                "{len}"
+            );
+        }
+    }
 }

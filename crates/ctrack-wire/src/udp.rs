@@ -107,4 +107,21 @@ mod tests {
         assert_eq!(udplite_coverage(31, 30), None);
         assert_eq!(udplite_coverage(7, 30), None);
     }
+
+    /// The setters write each field in its place; a bare header is a
+    /// datagram.
+    #[test]
+    fn fields_written_are_read_back() {
+        let mut d = [0u8; 8];
+        let mut u = UdpPacket::new_checked(&mut d[..]).unwrap();
+        u.set_src_port(0x0102);
+        u.set_dst_port(0x0304);
+        u.set_checksum(0x0708);
+        assert_eq!(
+            (u.src_port(), u.dst_port(), u.checksum()),
+            (0x0102, 0x0304, 0x0708)
+        );
+        assert_eq!(d, [1, 2, 3, 4, 0, 0, 7, 8]);
+        assert!(UdpPacket::new_checked(&d[..]).unwrap().payload().is_empty());
+    }
 }
