@@ -567,6 +567,46 @@ mod tests {
         }
         drop(g);
         // Freed after the guard, when the collector gets to it.
+        eventually(|| drops.load(Ordering::Relaxed) == 3);
+    }
+
+    /// A guard held on and moved on to the current epoch now and then
+    /// (as a per-thread handle does) no longer holds back what was retired
+    /// before: it is freed while the guard lives on. (Repinned once only,
+    /// it would hold the epoch back again: crossbeam frees a value two
+    /// epochs after it was retired, and a pinned guard lets the epoch move
+    /// one step beyond its own.)
+    #[test]
+    fn a_repinned_guard_lets_older_values_go() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut g = pin();
+        let b = EpochBox::new(Some(Box::new(Counted(Arc::clone(&drops)))));
+        b.replace(None, &g);
+        for _ in 0..100_000 {
+            if drops.load(Ordering::Relaxed) == 1 {
+                return;
+            }
+            g.repin();
+            g.flush();
+            std::thread::yield_now();
+        }
+        panic!("a guard repinned held its old epoch");
+    }
+
+    /// What a batch and a box say of themselves.
+    #[test]
+    fn batches_and_boxes_say_what_they_hold() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let b = EpochBox::new(Some(Box::new(Counted(Arc::clone(&drops)))));
+        assert_eq!(format!("{b:?}"), "EpochBox { set: true }");
+        let mut batch = Retired::new();
+        assert!(batch.is_empty());
+        b.retire_into(&mut batch);
+        assert!(!batch.is_empty());
+        assert_eq!(format!("{b:?}"), "EpochBox { set: false }");
+        assert_eq!(format!("{batch:?}"), "Retired { len: 1 }");
+        batch.defer(&pin());
+        eventually(|| drops.load(Ordering::Relaxed) == 1);
     }
 
     /// Runs the collector until `done`, as long as it takes it to get to

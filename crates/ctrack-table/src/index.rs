@@ -708,4 +708,88 @@ mod tests {
         }
         assert!(ix.insert(99, 99).is_err());
     }
+
+    /// Entries of the second metadata word (8 to 11) are counted and
+    /// offered as early-drop candidates by their own tags, however many
+    /// of them are taken.
+    #[test]
+    fn the_second_words_entries_are_counted_and_offered() {
+        let arena = Arc::new(Arena::default());
+        let ix = Index::new(1, &arena);
+        for n in 1..=BUCKET_ENTRIES as u32 {
+            ix.insert(u64::from(n) << 8, n).unwrap();
+            assert_eq!(ix.occupied(), n as usize);
+            let mut seen = Vec::new();
+            ix.neighbourhood(0, 0, 1, |r| {
+                seen.push(r);
+                false
+            });
+            assert_eq!(seen, (1..=n).collect::<Vec<_>>());
+        }
+    }
+
+    /// The home bucket comes from the hash's 32 bits above the tag's
+    /// byte: neither the tag (compared within the bucket) nor the shard's
+    /// bits above (equal in one shard) choose it, so they do not crowd
+    /// one bucket.
+    #[test]
+    fn the_home_bucket_is_the_hashs_middle_bits() {
+        let arena = Arc::new(Arena::default());
+        let ix = Index::new(2, &arena);
+        assert_eq!(ix.home(1 << 39), 1, "the top bit of the 32");
+        for other in [0xff, 1 << 23, 1 << 40, 0xffff_ff00_0000_00ff] {
+            assert_eq!(ix.home(other), 0, "{other:#x}");
+        }
+        let ix = Index::new(256, &arena);
+        assert_eq!(ix.home(0xab << 32), 0xab);
+    }
+
+    /// A lone entry, in a bucket other than the first, makes a probe of
+    /// one bucket; a run of full buckets that wraps past the end is
+    /// counted whole; the prefetch's guess skips an alias.
+    #[test]
+    fn a_lone_entry_a_wrapping_run_and_an_alias() {
+        let arena = Arc::new(Arena::default());
+        let ix = Index::new(8, &arena);
+        // Bits 37 to 39 choose one of eight buckets.
+        let home = |b: u64, low: u32| b << 37 | u64::from(low);
+        ix.insert(home(5, 1), 1).unwrap();
+        assert_eq!(ix.longest_probe(), 1);
+        // 61 keys homing in bucket 6 fill 6, 7, 0, 1 and 2 and one entry
+        // of 3: five buckets overflowed, across the end.
+        for r in 2..=62 {
+            ix.insert(home(6, r), r).unwrap();
+        }
+        assert_eq!(ix.longest_probe(), 6);
+        let ix = Index::new(8, &arena);
+        ix.insert(home(3, 9), ALIAS_BIT | 4).unwrap();
+        ix.insert(home(3, 9), 7).unwrap();
+        assert_eq!(Index::first_in(ix.bucket(home(3, 9)), home(3, 9)), 7);
+    }
+
+    /// A dropped index gives its whole pages back to the system (they
+    /// read as zeroes again where it can release them), all of them.
+    #[test]
+    fn a_dropped_index_gives_its_pages_back() {
+        let arena = Arc::new(Arena::default());
+        let n = 1024;
+        let ix = Index::new(n, &arena);
+        // Bits 30 to 39 choose one of 1,024 buckets: an entry in each.
+        for b in 0..n as u64 {
+            ix.insert(b << 30 | 1, 1).unwrap();
+        }
+        let len = n * core::mem::size_of::<Bucket>();
+        let p: *const u8 = ix.buckets.cast();
+        drop(ix);
+        // SAFETY: the arena, held here, keeps its regions mapped; nothing
+        // uses the dropped index's memory, read as plain bytes.
+        let bytes = unsafe { core::slice::from_raw_parts(p, len) };
+        let released = cfg!(all(target_os = "linux", not(miri)));
+        let from = p.addr().next_multiple_of(4096) - p.addr();
+        let pages = bytes[from..].chunks_exact(4096);
+        assert!(pages.len() >= 15);
+        for page in pages {
+            assert_eq!(page.iter().all(|&b| b == 0), released);
+        }
+    }
 }

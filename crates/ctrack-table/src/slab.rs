@@ -341,4 +341,55 @@ mod tests {
         assert!(!s.ensure(MAX_SLOTS));
         assert_eq!(s.allocated_chunks(), 2);
     }
+
+    /// Filling ahead stops at the slot asked for, not one past it (the
+    /// next chunk is left alone); a slot's address is where it lies; a
+    /// fixed chunk's bytes and the slab's description say its geometry.
+    #[test]
+    fn fills_ahead_to_the_slot_and_says_its_geometry() {
+        let arena = Arc::new(Arena::default());
+        let s: Slab<u64> = Slab::new(100, &arena);
+        let c = s.chunk_len(0);
+        assert_eq!(s.fixed_chunk_bytes(), c * 8);
+        assert_eq!(
+            format!("{s:?}"),
+            format!("Slab {{ chunk_slots: {c}, chunks: 0 }}")
+        );
+        assert!(s.ensure_up_to(c as u32));
+        assert_eq!(s.allocated_chunks(), 1);
+        assert!(s.addr(c as u32).is_null());
+        assert!(s.ensure_up_to(c as u32 + 1));
+        assert_eq!(s.allocated_chunks(), 2);
+        for slot in [1, c as u32 - 1, c as u32] {
+            assert_eq!(s.addr(slot), s.get(slot).unwrap() as *const u64);
+        }
+        assert_eq!(
+            format!("{s:?}"),
+            format!("Slab {{ chunk_slots: {c}, chunks: 2 }}")
+        );
+    }
+
+    /// Counts the values of its kind dropped, in this test binary.
+    static DROPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    #[derive(Default)]
+    struct Counted(#[allow(dead_code)] u8); // a byte: a value with a size
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            DROPPED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// A slab dropped drops every value of every chunk it made.
+    #[test]
+    fn a_dropped_slab_drops_its_values() {
+        let arena = Arc::new(Arena::default());
+        let s: Slab<Counted> = Slab::new(100, &arena);
+        let c = s.chunk_len(0);
+        assert!(s.ensure(1) && s.ensure(c as u32 * 2));
+        assert_eq!(DROPPED.load(std::sync::atomic::Ordering::Relaxed), 0);
+        drop(s);
+        assert_eq!(DROPPED.load(std::sync::atomic::Ordering::Relaxed), 2 * c);
+    }
 }
