@@ -948,4 +948,72 @@ mod tests {
         assert!(offset_of!(Inner, cur) < offset_of!(Inner, zones));
         assert!(offset_of!(Inner, wheel) < offset_of!(Inner, zones));
     }
+
+    /// The lists' bytes count each list's room at its element's size,
+    /// and the wheel's its heads; an alias handed back unseen is free
+    /// again and no longer live.
+    #[test]
+    fn the_lists_and_the_wheel_are_counted_at_their_room() {
+        let mut inner = Inner::new();
+        assert_eq!((inner.ready_bytes(), inner.wheel_bytes()), (0, 0));
+        inner.limbo = Vec::with_capacity(3);
+        inner.cur = Vec::with_capacity(5);
+        inner.alias_limbo = Vec::with_capacity(7);
+        inner.alias_free = Vec::with_capacity(11);
+        inner.spare = vec![Vec::with_capacity(13)];
+        inner.ready = vec![Vec::with_capacity(17), Vec::with_capacity(19)];
+        inner.drained = Vec::with_capacity(2);
+        let u32s: usize = [
+            &inner.limbo,
+            &inner.cur,
+            &inner.alias_limbo,
+            &inner.alias_free,
+        ]
+        .into_iter()
+        .chain(&inner.spare)
+        .chain(&inner.ready)
+        .map(Vec::capacity)
+        .sum();
+        let lists = inner.spare.capacity() + inner.ready.capacity();
+        let pairs = inner.drained.capacity();
+        assert!(u32s >= 75 && lists >= 3 && pairs >= 2);
+        assert_eq!(
+            inner.ready_bytes(),
+            u32s * 4
+                + lists * core::mem::size_of::<Vec<u32>>()
+                + pairs * core::mem::size_of::<(Vec<u32>, Vec<u32>)>()
+        );
+        inner.wheel = Some(vec![0; 96].into_boxed_slice());
+        assert_eq!(inner.wheel_bytes(), 96 * 4);
+        inner.alias_live = 3;
+        inner.alias_free_unseen(9);
+        assert_eq!((inner.alias_live, inner.alias_free.last()), (2, Some(&9)));
+    }
+
+    /// A shard with no vacant slot asks for the ones behind their grace
+    /// period once `GRACE_SLOTS_PER_SHARD` of them wait, not before.
+    #[test]
+    fn reclaim_behind_at_the_grace_limit() {
+        let arena = Arc::new(Arena::default());
+        let sh = Shard::<Rec>::new(16, 1024, &arena);
+        let mut inner = sh.hot.inner.lock();
+        let g = crate::epoch::pin();
+        for _ in 1..GRACE_SLOTS_PER_SHARD {
+            sh.alloc(&mut inner, &g).unwrap();
+        }
+        assert!(!sh.reclaim_behind(&inner));
+        sh.alloc(&mut inner, &g).unwrap();
+        assert!(sh.reclaim_behind(&inner));
+    }
+
+    /// A dropped shard frees its index at once, and with it the index's
+    /// hold on the arena, rather than after a grace period.
+    #[test]
+    fn a_dropped_shard_lets_its_arena_go_at_once() {
+        let arena = Arc::new(Arena::default());
+        let sh = Shard::<Rec>::new(16, 1024, &arena);
+        assert!(Arc::strong_count(&arena) > 1);
+        drop(sh);
+        assert_eq!(Arc::strong_count(&arena), 1);
+    }
 }
