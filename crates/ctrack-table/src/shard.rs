@@ -1016,4 +1016,126 @@ mod tests {
         drop(sh);
         assert_eq!(Arc::strong_count(&arena), 1);
     }
+
+    /// The wheel's clock starts at the first filing, and only then; a
+    /// far expiry waits in the last tick of the lap ahead, a near one in
+    /// its own, and the shard's time due is the end of the earliest.
+    #[test]
+    fn the_wheel_starts_at_the_first_filing_and_files_within_one_lap() {
+        use crate::Record;
+        let arena = Arc::new(Arena::default());
+        let sh = Shard::<Rec>::new(16, 1024, &arena);
+        let mut inner = sh.hot.inner.lock();
+        let g = crate::epoch::pin();
+        let due = AtomicU64::new(u64::MAX);
+        let now = 10_000 * TICK_MS + 5;
+        sh.start_clock(&mut inner, now);
+        assert_eq!(inner.cursor, 10_000);
+        let file = |inner: &mut Inner, expiry: u64| {
+            let slot = sh.alloc(inner, &g).unwrap();
+            let h = rec(&sh.slab, slot).header();
+            sh.file(inner, &due, slot, h, expiry, 10_000);
+            let lane = slot as usize & (sh.wheel_lanes - 1);
+            usize::from(h.wheel_slot.load(Ordering::Relaxed)) - lane
+        };
+        let last = 10_000 + WHEEL_TICKS as u64 - 1;
+        assert_eq!(file(&mut inner, now + 3_600_000), sh.tick_lists(last));
+        assert_eq!(due.load(Ordering::Relaxed), (last + 1) * TICK_MS);
+        assert_eq!(file(&mut inner, now + 2_500), sh.tick_lists(10_002));
+        assert_eq!(due.load(Ordering::Relaxed), 10_003 * TICK_MS);
+        // Filed once: a later start leaves the clock alone.
+        sh.start_clock(&mut inner, now + 50 * TICK_MS);
+        assert_eq!(inner.cursor, 10_000);
+    }
+
+    /// A slot handed back unseen is vacant until it is taken again: the
+    /// counts of slots in use say so both ways.
+    #[test]
+    fn a_slot_handed_back_unseen_is_vacant_until_taken_again() {
+        let arena = Arc::new(Arena::default());
+        let sh = Shard::<Rec>::new(16, 1024, &arena);
+        let mut inner = sh.hot.inner.lock();
+        let g = crate::epoch::pin();
+        let a = sh.alloc(&mut inner, &g).unwrap();
+        let b = sh.alloc(&mut inner, &g).unwrap();
+        assert_eq!(sh.slot_counts(&inner), (2, 2));
+        sh.free_unseen(&mut inner, a);
+        sh.free_unseen(&mut inner, b);
+        assert_eq!(sh.slot_counts(&inner), (0, 2));
+        assert_eq!(sh.alloc(&mut inner, &g), Some(b));
+        assert_eq!(sh.slot_counts(&inner), (1, 2));
+        assert_eq!(sh.alloc(&mut inner, &g), Some(a));
+        assert_eq!(sh.slot_counts(&inner), (2, 2));
+    }
+
+    /// Aliases retired wait in limbo until a whole batch is sealed, or
+    /// until an alias must be taken fresh; the live count follows.
+    #[test]
+    fn aliases_wait_in_limbo_for_a_batch_or_a_fresh_one() {
+        let arena = Arc::new(Arena::default());
+        let sh = Shard::<Rec>::new(16, 1024, &arena);
+        let mut inner = sh.hot.inner.lock();
+        let g = crate::epoch::pin();
+        let taken: Vec<u32> = (0..=LIMBO_BATCH)
+            .map(|_| sh.alloc_alias(&mut inner, &g).unwrap())
+            .collect();
+        assert_eq!(inner.alias_live, LIMBO_BATCH + 1);
+        sh.retire_alias(&mut inner, &g, taken[0]);
+        assert_eq!(
+            (inner.alias_live, inner.alias_limbo.len()),
+            (LIMBO_BATCH, 1)
+        );
+        // None free: a fresh one is taken, and the limbo list sealed.
+        sh.alloc_alias(&mut inner, &g).unwrap();
+        assert_eq!(
+            (inner.alias_live, inner.alias_limbo.len()),
+            (LIMBO_BATCH + 1, 0)
+        );
+        for &a in &taken[1..] {
+            sh.retire_alias(&mut inner, &g, a);
+        }
+        assert_eq!(inner.alias_limbo.len(), 0, "sealed as a batch");
+        assert_eq!(inner.alias_live, 1);
+    }
+
+    /// The grace period's peak is the slots neither live nor vacant when
+    /// a fresh one was taken.
+    #[test]
+    fn the_grace_peak_leaves_out_the_live_slots() {
+        let arena = Arc::new(Arena::default());
+        let sh = Shard::<Rec>::new(16, 1024, &arena);
+        let mut inner = sh.hot.inner.lock();
+        let g = crate::epoch::pin();
+        // Twenty slots taken by live records, then six removed ones.
+        for _ in 0..20 {
+            sh.alloc(&mut inner, &g).unwrap();
+            inner.live += 1;
+        }
+        assert_eq!(sh.grace_peak(&inner), 0);
+        for _ in 0..6 {
+            sh.alloc(&mut inner, &g).unwrap();
+        }
+        assert_eq!(sh.grace_peak(&inner), 5);
+    }
+
+    /// A wheel more than a lap behind meets a record at its tick in the
+    /// last lap, where everything filed lies, without walking the laps
+    /// before.
+    #[test]
+    fn a_wheel_laps_behind_looks_at_the_last_lap() {
+        use crate::Record;
+        let arena = Arc::new(Arena::default());
+        let sh = Shard::<Rec>::new(16, 1024, &arena);
+        let mut inner = sh.hot.inner.lock();
+        let g = crate::epoch::pin();
+        let due = AtomicU64::new(u64::MAX);
+        sh.start_clock(&mut inner, 10_000 * TICK_MS);
+        let slot = sh.alloc(&mut inner, &g).unwrap();
+        let h = rec(&sh.slab, slot).header();
+        sh.file(&mut inner, &due, slot, h, 10_002 * TICK_MS + 500, 10_000);
+        let laps = 10 * WHEEL_TICKS as u64;
+        let now_tick = 10_002 + laps + 3;
+        let found = sh.due(&mut inner, now_tick * TICK_MS, 0);
+        assert_eq!(found.map(|(s, t, _)| (s, t)), Some((slot, 10_002 + laps)));
+    }
 }
