@@ -407,8 +407,12 @@ mod tests {
         assert_eq!(sim.t.zone_limit(5), (0, 0));
         sim.t.set_default_zone_limit(2);
         assert_eq!(sim.t.zone_limit(5), (2, 0));
-        sim.open(&udp(1000, true), "commit,zone=5");
-        sim.open(&udp(1001, true), "commit,zone=5");
+        // Established both ways, so that the zone at its limit may not
+        // evict either for a newcomer (an early drop in its neighbourhood,
+        // which a one-way flow would be open to whenever the hashes' seed
+        // put them next to it).
+        sim.udp_both_ways(1000, "commit,zone=5");
+        sim.udp_both_ways(1001, "commit,zone=5");
         let v = sim.send(&udp(1002, true), "commit,zone=5");
         assert!(!v.committed && v.refused.is_some(), "{v:?}");
         sim.t.set_zone_limit(5, 3);
