@@ -170,7 +170,7 @@ unsafe impl Sync for Index {}
 
 /// Buckets a lookup visits before giving up, whatever the overflow counts
 /// say: a bound on the work of one lookup even if the index were full.
-const MAX_PROBE_BUCKETS: usize = 64;
+pub(crate) const MAX_PROBE_BUCKETS: usize = 64;
 
 impl Index {
     /// An index of `buckets` buckets (any number: positions are found by

@@ -702,3 +702,326 @@ impl<R: Record> Table<R> {
         Ok(())
     }
 }
+
+/// The writer's own bookkeeping, one table at a time: when an insert grows
+/// the index, where it files a record and whom it tells, what an early
+/// drop looks at, and the counts a writer hides or reports. The races are
+/// `tests/loom.rs`'s; the table's other single-threaded tests are in
+/// `tests.rs`.
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+    use crate::index::{BUCKET_ENTRIES, MAX_PROBE_BUCKETS};
+    use crate::testing::{Ctx, MIXED, Rec, mix};
+    use crate::{GRACE_SLOTS_PER_SHARD, TableConfig, pin};
+
+    /// Keys under 10,000 hash into the first bucket of a one-shard table's
+    /// index (tags differing); those under 20,000 three quarters of the way
+    /// in; the rest into the first bucket of 128, the second of 256.
+    fn bucketed(k: u64) -> u64 {
+        let tag = k & 0xff;
+        match k {
+            ..10_000 => tag,
+            10_000..20_000 => (0xc000_0000 << 8) | tag,
+            _ => (1 << 32) | tag,
+        }
+    }
+
+    const BUCKETED: Ctx = Ctx::<fn(u64) -> u64>::new(bucketed);
+
+    /// Keys in shard `k % 4` of four, all in the first bucket.
+    fn quartered(k: u64) -> u64 {
+        ((k % 4) << 56) | (k & 0xff)
+    }
+
+    const QUARTERED: Ctx = Ctx::<fn(u64) -> u64>::new(quartered);
+
+    fn one_shard(capacity: usize) -> Table<Rec> {
+        Table::new(TableConfig {
+            shards: 1,
+            capacity,
+        })
+    }
+
+    fn put<H: Fn(u64) -> u64>(
+        t: &Table<Rec>,
+        ctx: &Ctx<H>,
+        key: u64,
+        alt: u64,
+        inst: u64,
+        now: u64,
+    ) {
+        let g = pin();
+        let h = ctx.hashes_of(key, alt);
+        t.write(&g, &h)
+            .insert(ctx, &h, now, |r| r.fill(key, alt, inst, u64::MAX, key))
+            .expect("insert");
+    }
+
+    fn has<H: Fn(u64) -> u64>(t: &Table<Rec>, ctx: &Ctx<H>, key: u64) -> bool {
+        let g = pin();
+        t.find(&g, ctx.hash(key), |r| r.has_key(key)).is_some()
+    }
+
+    fn buckets(t: &Table<Rec>) -> usize {
+        t.memory().index_bytes / 64
+    }
+
+    /// A one-shard table of 128 buckets whose first `MAX_PROBE_BUCKETS`
+    /// (every bucket a lookup from the first may visit) are full: more
+    /// than half its entries, less than nine tenths.
+    fn a_full_run() -> Table<Rec> {
+        let t = one_shard(1300);
+        assert_eq!(buckets(&t), 128);
+        for k in 1..=(MAX_PROBE_BUCKETS * BUCKET_ENTRIES) as u64 {
+            put(&t, &BUCKETED, k, 0, 0, 0);
+        }
+        assert_eq!(buckets(&t), 128, "the run filled without growing");
+        t
+    }
+
+    /// A writer tells a full run from room, and an insert into the full
+    /// run doubles the index rather than fail, whether or not the writer
+    /// looked for room first (what it found for another hash does not
+    /// count for this one).
+    #[test]
+    #[cfg_attr(miri, ignore = "hundreds of inserts: 30 s to 2 min under Miri")]
+    fn an_insert_into_a_full_run_grows_the_index() {
+        let t = a_full_run();
+        let g = pin();
+        let key = 20_001;
+        let h = BUCKETED.hashes_of(key, 0);
+        let mut w = t.write(&g, &h);
+        assert_eq!(format!("{w:?}"), "Writer { shards: [0] }");
+        assert!(
+            !w.has_room(h.primary),
+            "the run from the first bucket is full"
+        );
+        assert!(w.has_room(bucketed(10_001)), "there is room further on");
+        w.insert(&BUCKETED, &h, 0, |r| r.fill(key, 0, 0, u64::MAX, 0))
+            .expect("the index grew");
+        drop(w);
+        assert_eq!(buckets(&t), 256);
+        let run = (MAX_PROBE_BUCKETS * BUCKET_ENTRIES) as u64;
+        assert!((1..=run).chain([key]).all(|k| has(&t, &BUCKETED, k)));
+        // Without a look for room first.
+        let t = a_full_run();
+        put(&t, &BUCKETED, key, 0, 0, 0);
+        assert_eq!(buckets(&t), 256);
+    }
+
+    /// A record whose reply key falls in the full run of its own shard
+    /// grows the index for its alias, though its own entry has room.
+    #[test]
+    #[cfg_attr(miri, ignore = "hundreds of inserts: 30 s to 2 min under Miri")]
+    fn an_alias_into_a_full_run_of_its_shard_grows_the_index() {
+        let t = a_full_run();
+        let alt = 20_001;
+        put(&t, &BUCKETED, 10_001, alt, 0, 0);
+        assert_eq!(buckets(&t), 256);
+        assert!(has(&t, &BUCKETED, 10_001) && has(&t, &BUCKETED, alt));
+    }
+
+    /// A record inserted already expired is due at the end of the tick it
+    /// was inserted in, though the wheel's clock (started by the first
+    /// insert, never swept since) is behind it: not earlier, and not a lap
+    /// later.
+    #[test]
+    fn an_expired_insert_is_due_at_the_end_of_its_tick() {
+        let t = one_shard(64);
+        let g = pin();
+        put(&t, &MIXED, 1, 0, 0, 0);
+        let h = MIXED.hashes_of(2, 0);
+        t.write(&g, &h)
+            .insert(&MIXED, &h, 5_500, |r| r.fill(2, 0, 0, 1_000, 0))
+            .expect("insert");
+        assert_eq!(t.next_due(), Some(6_000));
+        let s = t.sweep(&MIXED, &g, 6_000, usize::MAX);
+        assert_eq!(s.removed, 1);
+        assert!(!has(&t, &MIXED, 2) && has(&t, &MIXED, 1));
+    }
+
+    /// [`MIXED`], telling each occupancy change.
+    struct Occupancy(RefCell<Vec<(u64, usize, bool)>>);
+
+    impl Context<Rec> for Occupancy {
+        fn hashes(&self, r: &Rec, g: &Guard) -> Hashes {
+            MIXED.hashes(r, g)
+        }
+        fn instance(&self, r: &Rec) -> u64 {
+            r.inst
+        }
+        fn expiry(&self, r: &Rec, g: &Guard) -> u64 {
+            MIXED.expiry(r, g)
+        }
+        fn occupancy(&self, instance: u64, shard: usize, occupied: bool) {
+            self.0.borrow_mut().push((instance, shard, occupied));
+        }
+    }
+
+    /// A shard says when it gets its first record of a zone instance and
+    /// when it loses its last, once each.
+    #[test]
+    fn a_shard_tells_its_first_and_last_record_of_a_zone() {
+        let t = one_shard(64);
+        let ctx = Occupancy(RefCell::default());
+        let g = pin();
+        for (key, inst) in [(1, 7), (2, 7), (3, 8)] {
+            let h = MIXED.hashes_of(key, 0);
+            t.write(&g, &h)
+                .insert(&ctx, &h, 0, |r| r.fill(key, 0, inst, u64::MAX, 0))
+                .expect("insert");
+        }
+        assert_eq!(*ctx.0.borrow(), [(7, 0, true), (8, 0, true)]);
+        for key in [1, 2] {
+            let e = t.find(&g, mix(key), |r| r.key == key).unwrap();
+            let h = MIXED.hashes_of(key, 0);
+            assert!(t.write(&g, &h).remove(&ctx, e, Removal::Deleted));
+        }
+        assert_eq!(*ctx.0.borrow(), [(7, 0, true), (8, 0, true), (7, 0, false)]);
+    }
+
+    /// An eviction by age looks at exactly `scan` of the zone's oldest and
+    /// `scan` of its newest, and at no more than 32 of each however many
+    /// it is asked to (its candidates fit one array).
+    #[test]
+    fn an_eviction_by_age_looks_at_scan_records_at_each_end() {
+        let t = one_shard(256);
+        for k in 1..=100 {
+            put(&t, &MIXED, k, 0, 4, 0);
+        }
+        let g = pin();
+        let h = MIXED.hashes_of(1_000, 0);
+        let mut w = t.write(&g, &h);
+        let evict = |w: &mut Writer<'_, Rec>, scan, key| {
+            w.evict(&MIXED, h.primary, 4, scan, |r: &Rec| r.key == key)
+        };
+        // Oldest 1, 2, 3; newest 100, 99, 98.
+        assert!(!evict(&mut w, 3, 4));
+        assert!(!evict(&mut w, 3, 97));
+        assert!(evict(&mut w, 3, 3));
+        assert!(evict(&mut w, 3, 98));
+        // Asked for 1,000: 32 at each end (1..=33 less 3; 100 down to 68
+        // less 98).
+        assert!(!evict(&mut w, 1_000, 50));
+        assert!(!evict(&mut w, 1_000, 34));
+        assert!(evict(&mut w, 1_000, 33));
+        assert!(!evict(&mut w, 1_000, 67));
+        assert!(evict(&mut w, 1_000, 68));
+        drop(w);
+        assert_eq!(t.len(), 96);
+    }
+
+    /// Removals under a hidden count leave the table's sum as it was until
+    /// the writer inserts there (the insert makes up for them) or ends.
+    #[test]
+    fn a_hidden_count_shows_again_at_an_insert_or_the_writers_end() {
+        let t = one_shard(64);
+        for k in 1..=4 {
+            put(&t, &MIXED, k, 0, 4, 0);
+        }
+        let g = pin();
+        let h = MIXED.hashes_of(10, 0);
+        let mut w = t.write(&g, &h);
+        w.hide_count(h.primary);
+        assert!(w.evict(&MIXED, h.primary, 4, 8, |r| r.key == 1));
+        assert_eq!(t.len(), 4, "an eviction under a hidden count");
+        w.insert(&MIXED, &h, 0, |r| r.fill(10, 0, 4, u64::MAX, 0))
+            .expect("insert");
+        assert_eq!(t.len(), 4, "the insert that took its room");
+        assert!(w.evict(&MIXED, h.primary, 4, 8, |r| r.key == 2));
+        assert_eq!(t.len(), 3, "a removal after the insert");
+        w.hide_count(h.primary);
+        assert!(w.evict(&MIXED, h.primary, 4, 8, |r| r.key == 3));
+        assert_eq!(t.len(), 3);
+        drop(w);
+        assert_eq!(t.len(), 2, "the writer's end");
+    }
+
+    /// A writer tells when its shard has no vacant slot and
+    /// `GRACE_SLOTS_PER_SHARD` removed ones wait for a reader pinned
+    /// before their removal.
+    #[test]
+    #[cfg_attr(miri, ignore = "hundreds of inserts: 30 s to 2 min under Miri")]
+    fn a_writer_tells_when_reclamation_is_behind() {
+        let n = GRACE_SLOTS_PER_SHARD as u64;
+        let t = one_shard(2 * n as usize);
+        for k in 1..=n {
+            put(&t, &MIXED, k, 0, 0, 0);
+        }
+        let g = pin();
+        let h = MIXED.hashes_of(n + 1, 0);
+        assert!(!t.write(&g, &h).reclaim_behind(h.primary));
+        for k in 1..n {
+            assert!(MIXED.remove(&t, k));
+        }
+        assert!(!t.write(&g, &h).reclaim_behind(h.primary), "one short");
+        assert!(MIXED.remove(&t, n));
+        assert!(t.write(&g, &h).reclaim_behind(h.primary));
+    }
+
+    /// An early drop looks through `buckets` buckets from the key's home
+    /// and no further, then at the first window of each of the next
+    /// `shards - 1` shards (wrapping around), and tells of a victim outside
+    /// its home shard, only of one it removes.
+    #[test]
+    fn an_early_drop_looks_near_then_next_door() {
+        let t = Table::<Rec>::new(TableConfig {
+            shards: 4,
+            capacity: 4096,
+        });
+        let g = pin();
+        // Shard 3 holds 3 and 7 at home; shard 0 holds 4, shard 1 holds 5.
+        for k in [3, 7, 4, 5] {
+            put(&t, &QUARTERED, k, 0, 1, 0);
+        }
+        let h = QUARTERED.hashes_of(11, 0);
+        let mut w = t.write(&g, &h);
+        let mut foreign = 0;
+        let mut near = |w: &mut Writer<'_, Rec>, buckets, shards, key: u64| {
+            w.evict_near(
+                &QUARTERED,
+                h.primary,
+                buckets,
+                shards,
+                |r| r.key == key,
+                || foreign += 1,
+            )
+        };
+        assert!(!near(&mut w, 12, 1, 4), "home shard only");
+        assert!(!near(&mut w, 12, 2, 5), "shard 0 only");
+        assert!(near(&mut w, 12, 2, 4), "shard 0, next after 3");
+        assert!(near(&mut w, 12, 3, 5), "shard 1");
+        assert!(near(&mut w, 12, 1, 7), "at home");
+        assert_eq!(foreign, 2);
+        drop(w);
+        assert!(!has(&t, &QUARTERED, 4) && !has(&t, &QUARTERED, 5) && !has(&t, &QUARTERED, 7));
+        assert!(has(&t, &QUARTERED, 3));
+    }
+
+    /// An early drop's windows end at `buckets`, the last one short when
+    /// `buckets` is no multiple of [`NEAR_WINDOW`], and a search that finds
+    /// nothing ends.
+    #[test]
+    fn an_early_drop_stops_at_its_last_bucket() {
+        // Key b homes in bucket b of a one-shard table of 128 buckets.
+        let ctx = Ctx::new(|b: u64| (b << 33) | 1);
+        let t = one_shard(1300);
+        assert_eq!(buckets(&t), 128);
+        for b in [5, 6] {
+            put(&t, &ctx, b, 0, 0, 0);
+        }
+        let g = pin();
+        let h = ctx.hashes_of(0, 0);
+        let mut w = t.write(&g, &h);
+        let mut near =
+            |buckets, key: u64| w.evict_near(&ctx, h.primary, buckets, 1, |r| r.key == key, || {});
+        assert!(!near(5, 5), "buckets 0 to 4");
+        assert!(!near(6, 6), "buckets 0 to 5");
+        assert!(near(6, 5));
+        assert!(!near(usize::MAX, 99), "nothing qualifies");
+        assert!(near(usize::MAX, 6));
+    }
+}
