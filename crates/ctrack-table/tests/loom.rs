@@ -209,8 +209,13 @@ fn expiry_against_refresh() {
     });
 }
 
+/// Runs of `budgeted_expiry_against_insert_into_its_shard` that found its
+/// shard busy (counted outside the model: some run must).
+static BUSY_RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 #[test]
 fn budgeted_expiry_against_insert_into_its_shard() {
+    BUSY_RUNS.store(0, Ordering::Relaxed);
     model(|| {
         let t = table();
         assert!(insert(&t, 3, 0, 0, 10));
@@ -225,12 +230,34 @@ fn budgeted_expiry_against_insert_into_its_shard() {
         assert_eq!(find(&t, 3).is_some(), s.busy == 1);
         if s.busy == 1 {
             assert!(s.next_due.is_some_and(|d| d <= 20_000), "{s:?}");
+            BUSY_RUNS.fetch_add(1, Ordering::Relaxed);
         }
         // Nothing is lost: a later sweep takes what was left.
         let s = t.sweep(&CTX, &g, 20_000, 8);
         assert_eq!(s.busy, 0);
         assert_eq!(find(&t, 3), None);
         assert!(find(&t, 5).is_some());
+    });
+    assert!(
+        BUSY_RUNS.load(Ordering::Relaxed) > 0,
+        "no run found the shard busy"
+    );
+}
+
+#[test]
+fn unbudgeted_expiry_waits_for_its_busy_shard() {
+    // A sweep of everything due leaves nothing due behind, a shard an
+    // insert holds included.
+    model(|| {
+        let t = table();
+        assert!(insert(&t, 3, 0, 0, 10));
+        let t2 = Arc::clone(&t);
+        let h = thread::spawn(move || insert(&t2, 5, 0, 0, u64::MAX));
+        let g = pin();
+        let s = t.sweep(&CTX, &g, 20_000, usize::MAX);
+        assert!(h.join().unwrap());
+        assert_eq!((s.removed, s.busy), (1, 0), "{s:?}");
+        assert_eq!(find(&t, 3), None);
     });
 }
 
@@ -673,5 +700,40 @@ fn zone_reclaim_finishes_a_record_whose_alias_shard_is_busy() {
         h.join().unwrap();
         assert!(t.is_empty());
         assert!(gone(&t, 1) && gone(&t, 2));
+    });
+}
+
+#[test]
+fn expiry_refiles_a_record_refreshed_while_its_alias_shard_was_busy() {
+    // The other thread holds shard 0 and refreshes the record meanwhile:
+    // a sweep that deferred the record, or found it refreshed, files it
+    // again, so that a later sweep takes it; one that removed it first
+    // leaves nothing filed.
+    model(|| {
+        let t = alias_in_the_shard_below();
+        let t2 = Arc::clone(&t);
+        let h = thread::spawn(move || {
+            let g = pin();
+            let w = t2.write(&g, &CTX2.hashes_of(4, 0));
+            let refreshed = t2
+                .find(&g, CTX2.hash(1), |r| r.key == 1)
+                .and_then(|e| e.lock())
+                .map(|l| l.exp.store(100_000, Ordering::Relaxed))
+                .is_some();
+            thread::yield_now();
+            drop(w);
+            refreshed
+        });
+        let g = pin();
+        let s = t.sweep(&CTX2, &g, 20_000, usize::MAX);
+        let refreshed = h.join().unwrap();
+        assert_eq!(s.removed, usize::from(!refreshed));
+        assert_eq!(gone(&t, 1), !refreshed);
+        if refreshed {
+            assert_eq!(t.next_due(), Some(101_000));
+            assert_eq!(t.sweep(&CTX2, &g, 101_000, usize::MAX).removed, 1);
+        }
+        assert_eq!(t.next_due(), None);
+        assert!(t.is_empty());
     });
 }

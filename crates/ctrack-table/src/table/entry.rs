@@ -195,7 +195,40 @@ impl<R: Record> Drop for EntryLock<'_, R> {
 
 #[cfg(test)]
 mod tests {
-    use super::{MAX_SHARDS, RecordId, SLOT_MASK};
+    use super::{Hint, MAX_SHARDS, RecordId, SLOT_MASK};
+    use crate::testing::{MIXED, Rec, mix};
+    use crate::{Table, TableConfig, pin};
+
+    /// What a probe, a found record and its lock show when printed (in a
+    /// test's failure, or a user's log): the record's id, never its
+    /// contents; a copied hint guesses what the original did.
+    #[test]
+    fn names_print_the_record_they_name() {
+        let t = Table::<Rec>::new(TableConfig {
+            shards: 1,
+            capacity: 16,
+        });
+        assert!(MIXED.insert_new(&t, 5, 0, 0, u64::MAX, 50).unwrap());
+        let g = pin();
+        let home = t.prefetch_home(&g, mix(5));
+        assert!(format!("{home:?}").starts_with("Home { shard: 0, bucket: Some(0x"));
+        let hint = t.probe(home, mix(5));
+        #[allow(clippy::clone_on_copy)]
+        let copy = hint.clone();
+        assert!(copy.is_guess());
+        let e = t.find(&g, mix(5), |r| r.key == 5).unwrap();
+        let id = e.id().as_u32();
+        assert_eq!(
+            format!("{e:?}"),
+            format!("EntryRef {{ id: RecordId({id}) }}")
+        );
+        assert_eq!(
+            format!("{copy:?}"),
+            format!("Hint(Some(EntryRef {{ id: RecordId({id}) }}))")
+        );
+        assert_eq!(format!("{:?}", Hint::<Rec>::default()), "Hint(None)");
+        assert_eq!(format!("{:?}", e.lock().unwrap()), "EntryLock { .. }");
+    }
 
     /// Every shard and slot round-trips, and an id leaves bit 31 free (a
     /// connection id keeps its address family there).

@@ -287,3 +287,70 @@ impl<R: Record> Table<R> {
             .filter(|&t| t != u64::MAX)
     }
 }
+
+/// A sweep's own figures, one thread: what it examined and removed, when
+/// it says the table is next due, and where a record's expiry falls
+/// against the sweep's moment. The races (a busy shard, a record whose
+/// alias shard is busy, a refresh) are `tests/loom.rs`'s.
+#[cfg(test)]
+mod tests {
+    use crate::testing::{MIXED, Rec, mix};
+    use crate::{Table, TableConfig, pin};
+    use std::sync::atomic::Ordering;
+
+    fn put(t: &Table<Rec>, key: u64, exp: u64) {
+        assert!(MIXED.insert_new(t, key, 0, 0, exp, key).unwrap());
+    }
+
+    fn has(t: &Table<Rec>, key: u64) -> bool {
+        let g = pin();
+        t.find(&g, mix(key), |r| r.key == key).is_some()
+    }
+
+    /// A budgeted sweep examines its budget and says there is more; the
+    /// next takes the rest; each says when the table is next due, as
+    /// [`Table::next_due`] does.
+    #[test]
+    fn a_sweep_counts_what_it_examined_and_says_when_next_due() {
+        let t = Table::<Rec>::new(TableConfig {
+            shards: 1,
+            capacity: 64,
+        });
+        for k in 1..=10 {
+            put(&t, k, 5_000);
+        }
+        put(&t, 11, 50_000);
+        let g = pin();
+        let s = t.sweep(&MIXED, &g, 6_000, 4);
+        assert_eq!((s.examined, s.removed, s.more), (4, 4, true));
+        let s = t.sweep(&MIXED, &g, 6_000, usize::MAX);
+        assert_eq!((s.examined, s.removed, s.more, s.busy), (6, 6, false, 0));
+        assert_eq!(s.next_due, Some(51_000));
+        assert_eq!(t.next_due(), s.next_due);
+        let s = t.sweep(&MIXED, &g, 51_000, usize::MAX);
+        assert_eq!((s.examined, s.removed, s.next_due), (1, 1, None));
+        assert!(t.is_empty());
+    }
+
+    /// A record refreshed to expire at the sweep's very moment has
+    /// expired: a record lives up to its expiry, not through it (as the
+    /// removal under the entry lock decides too).
+    #[test]
+    fn a_record_expiring_at_the_sweeps_moment_goes() {
+        let t = Table::<Rec>::new(TableConfig {
+            shards: 1,
+            capacity: 64,
+        });
+        put(&t, 1, 5_500);
+        put(&t, 2, 5_500);
+        let g = pin();
+        for (key, exp) in [(1, 6_000), (2, 6_001)] {
+            let e = t.find(&g, mix(key), |r| r.key == key).unwrap();
+            e.lock().unwrap().exp.store(exp, Ordering::Relaxed);
+        }
+        let s = t.sweep(&MIXED, &g, 6_000, usize::MAX);
+        assert_eq!((s.examined, s.removed), (2, 1));
+        assert!(!has(&t, 1) && has(&t, 2));
+        assert_eq!(t.next_due(), Some(7_000));
+    }
+}

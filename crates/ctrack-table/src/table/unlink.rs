@@ -103,3 +103,33 @@ impl<R: Record> Table<R> {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::{MIXED, Rec};
+    use crate::{APPROX_STEP, Table, TableConfig};
+
+    /// The approximate count goes down with removals as it went up with
+    /// inserts: within a step of the count, one shard.
+    #[test]
+    fn the_approximate_count_follows_removals() {
+        let t = Table::<Rec>::new(TableConfig {
+            shards: 1,
+            capacity: 256,
+        });
+        let n = 4 * APPROX_STEP as u64;
+        for key in 1..=n {
+            assert!(MIXED.insert_new(&t, key, 0, 0, u64::MAX, key).unwrap());
+        }
+        assert!(t.approx_len().abs_diff(t.len()) < APPROX_STEP as usize);
+        for key in 1..=n - 10 {
+            assert!(MIXED.remove(&t, key));
+        }
+        assert_eq!(t.len(), 10);
+        assert!(
+            t.approx_len() < 10 + APPROX_STEP as usize,
+            "{}",
+            t.approx_len()
+        );
+    }
+}

@@ -824,6 +824,62 @@ mod tests {
         assert!(has(&t, &BUCKETED, 10_001) && has(&t, &BUCKETED, alt));
     }
 
+    /// A full run is grown for only in an index more than half full
+    /// (counting the insert): in one emptier, a run is keys chosen to
+    /// collide, and the insert is refused rather than let them double the
+    /// index at will. 129 buckets hold 1,548 entries; the run 768 of them.
+    #[test]
+    #[cfg_attr(miri, ignore = "hundreds of inserts: 30 s to 2 min under Miri")]
+    fn a_full_run_grows_the_index_only_past_half_full() {
+        let t = one_shard(1310);
+        assert_eq!(buckets(&t), 129);
+        for k in (1..=(MAX_PROBE_BUCKETS * BUCKET_ENTRIES) as u64).chain(10_001..=10_005) {
+            put(&t, &BUCKETED, k, 0, 0, 0);
+        }
+        // 774 entries with it: half, not more.
+        let g = pin();
+        let h = BUCKETED.hashes_of(20_001, 0);
+        let refused = t
+            .write(&g, &h)
+            .insert(&BUCKETED, &h, 0, |r| r.fill(20_001, 0, 0, u64::MAX, 0))
+            .map(|e| e.id());
+        assert_eq!(refused, Err(InsertError::IndexFull));
+        assert_eq!(buckets(&t), 129);
+        put(&t, &BUCKETED, 10_006, 0, 0, 0);
+        put(&t, &BUCKETED, 20_001, 0, 0, 0);
+        assert_eq!(buckets(&t), 258);
+    }
+
+    /// An index grows when an insert would take it past nine tenths
+    /// full, not at nine tenths: 10 buckets hold 120 entries, 108 of them
+    /// without growing.
+    #[test]
+    fn an_index_grows_past_nine_tenths_full() {
+        let t = one_shard(100);
+        assert_eq!(buckets(&t), 10);
+        for k in 1..=108 {
+            put(&t, &MIXED, k, 0, 0, 0);
+        }
+        assert_eq!(buckets(&t), 10);
+        put(&t, &MIXED, 109, 0, 0, 0);
+        assert_eq!(buckets(&t), 20);
+    }
+
+    /// Reserving room an index already has leaves it as it is: readers
+    /// keep it, nothing is rebuilt.
+    #[test]
+    #[cfg(not(miri))]
+    fn reserving_room_the_index_has_rebuilds_nothing() {
+        let t = one_shard(100);
+        let g = pin();
+        let before: *const crate::index::Index = t.index_of(0, &g);
+        t.reserve(&MIXED, &g, 100);
+        assert!(core::ptr::eq(before, t.index_of(0, &g)));
+        t.reserve(&MIXED, &g, 200);
+        assert!(!core::ptr::eq(before, t.index_of(0, &g)));
+        assert_eq!(buckets(&t), 20);
+    }
+
     /// A record inserted already expired is due at the end of the tick it
     /// was inserted in, though the wheel's clock (started by the first
     /// insert, never swept since) is behind it: not earlier, and not a lap

@@ -178,3 +178,68 @@ impl<R: Record> Table<R> {
         inner.zones.get(instance).map_or(0, |l| l.len as usize)
     }
 }
+
+/// The zone lists as the table reports and clears them, one thread (a
+/// flush that meets a busy alias shard is `tests/loom.rs`'s).
+#[cfg(test)]
+mod tests {
+    use crate::testing::{MIXED, Rec};
+    use crate::{Table, TableConfig, pin};
+
+    fn one_shard(capacity: usize) -> Table<Rec> {
+        Table::new(TableConfig {
+            shards: 1,
+            capacity,
+        })
+    }
+
+    /// A shard lists its zone instances with their counts, and counts one.
+    #[test]
+    fn a_shard_lists_and_counts_its_zones() {
+        let t = one_shard(64);
+        for (key, inst) in [(1, 7), (2, 7), (3, 7), (4, 9)] {
+            assert!(MIXED.insert_new(&t, key, 0, inst, u64::MAX, key).unwrap());
+        }
+        let mut zones = t.shard_instances(0);
+        zones.sort_unstable();
+        assert_eq!(zones, [(7, 3), (9, 1)]);
+        assert_eq!(
+            (
+                t.instance_len(0, 7),
+                t.instance_len(0, 9),
+                t.instance_len(0, 8)
+            ),
+            (3, 1, 0)
+        );
+        assert!(MIXED.remove(&t, 4));
+        assert_eq!(t.shard_instances(0), [(7, 3)]);
+    }
+
+    /// Clearing removes every record of every zone in every shard, in as
+    /// many rounds of a zone's reclaim as it takes (4,096 records a round),
+    /// and says how many.
+    #[test]
+    #[cfg_attr(miri, ignore = "5,000 inserts: minutes under Miri")]
+    fn clearing_takes_every_zone_whole() {
+        let t = Table::<Rec>::new(TableConfig {
+            shards: 2,
+            capacity: 8192,
+        });
+        for key in 1..=5_000 {
+            assert!(MIXED.insert_new(&t, key, 0, 1, u64::MAX, key).unwrap());
+        }
+        for key in 5_001..=5_010 {
+            assert!(
+                MIXED
+                    .insert_new(&t, key, key + 10_000, 2, u64::MAX, key)
+                    .unwrap()
+            );
+        }
+        assert!(t.instance_len(0, 1).max(t.instance_len(1, 1)) > 2_500);
+        let g = pin();
+        assert_eq!(t.clear(&MIXED, &g), 5_010);
+        assert!(t.is_empty());
+        assert!(t.shard_instances(0).is_empty() && t.shard_instances(1).is_empty());
+        assert_eq!(t.clear(&MIXED, &g), 0);
+    }
+}
