@@ -214,6 +214,7 @@ mod tests {
             },
             "the last try's"
         );
+        assert_eq!(c.bound(), 9, "the sum, the others and the moves");
         assert_eq!(g.held(), 7);
         // Give-backs move it too.
         let c = a.count(1, || {

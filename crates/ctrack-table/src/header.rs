@@ -111,3 +111,37 @@ impl Header {
         self.state.store(LIVE, Ordering::Release);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Header;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    /// A held entry lock keeps the record live and shuts out a second
+    /// taker, which waits (spinning, then yielding) until it is released;
+    /// a removed record's lock is refused.
+    #[test]
+    fn an_entry_lock_has_one_holder_at_a_time() {
+        let h = Arc::new(Header::default());
+        h.set_live();
+        assert!(h.lock().is_some());
+        assert!(h.is_live(), "live while locked");
+        let took = Arc::new(AtomicBool::new(false));
+        let (h2, took2) = (Arc::clone(&h), Arc::clone(&took));
+        let waiter = std::thread::spawn(move || {
+            assert!(h2.lock().is_some());
+            took2.store(true, Ordering::SeqCst);
+            h2.unlock();
+        });
+        // Long enough for the waiter to spin past its first 64 rounds.
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!took.load(Ordering::SeqCst), "taken while held");
+        h.unlock();
+        waiter.join().unwrap();
+        assert!(took.load(Ordering::SeqCst));
+        assert!(h.kill());
+        assert!(!h.is_live() && h.lock().is_none() && !h.kill());
+    }
+}

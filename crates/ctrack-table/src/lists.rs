@@ -130,3 +130,59 @@ impl ZoneLists {
         self.rest.capacity()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{List, ZoneLists};
+
+    fn with(len: u32) -> List {
+        List {
+            head: 1,
+            tail: 1,
+            len,
+        }
+    }
+
+    fn listed(z: &ZoneLists) -> Vec<(u64, u32)> {
+        let mut v: Vec<_> = z.iter().map(|(k, l)| (k, l.len)).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// A promoted zone's list becomes the inline one, and the one held
+    /// there goes to the map, whole; an empty inline list goes nowhere.
+    #[test]
+    fn promotion_swaps_the_inline_list_and_loses_none() {
+        let mut z = ZoneLists::default();
+        *z.get_or_default(1) = with(3);
+        *z.get_or_default(2) = with(5);
+        *z.get_or_default(3) = with(7);
+        assert_eq!(z.first_key, 1);
+        z.promote(2);
+        assert_eq!((z.first_key, z.first.len), (2, 5));
+        assert_eq!(listed(&z), [(1, 3), (2, 5), (3, 7)]);
+        // Promoting the inline one, or one with no list, changes nothing.
+        z.promote(2);
+        z.promote(9);
+        assert_eq!((z.first_key, listed(&z)), (2, vec![(1, 3), (2, 5), (3, 7)]));
+        // An emptied inline list is not kept when another is promoted.
+        z.get_mut(2).unwrap().len = 0;
+        z.remove(2);
+        z.promote(3);
+        assert_eq!((z.first_key, listed(&z)), (3, vec![(1, 3), (3, 7)]));
+        assert!(z.get(2).is_none());
+        assert!(z.capacity() >= 1, "the map's room is counted");
+    }
+
+    /// The map's room, as the table's memory figures count it, grows with
+    /// the zones past the inline one.
+    #[test]
+    fn the_maps_room_is_told() {
+        let mut z = ZoneLists::default();
+        assert_eq!(z.capacity(), 0);
+        for k in 1..=20 {
+            *z.get_or_default(k) = with(1);
+        }
+        assert!(z.capacity() >= 19, "{}", z.capacity());
+    }
+}

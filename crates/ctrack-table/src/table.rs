@@ -547,3 +547,175 @@ impl<R: Record> Table<R> {
         m
     }
 }
+
+/// The table's own counts and figures, one thread: what it says of its
+/// size, its records and its memory.
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::testing::{Ctx, MIXED, Rec};
+    use crate::{APPROX_STEP, TableConfig, pin};
+
+    /// Its counts, per table and per shard, its index entries, and how it
+    /// prints.
+    #[test]
+    fn a_table_counts_its_records_and_entries() {
+        let t = Table::<Rec>::new(TableConfig {
+            shards: 4,
+            capacity: 4096,
+        });
+        assert_eq!(t.most_records(), 4 << 23);
+        assert_eq!(format!("{t:?}"), "Table { shards: 4, len: 0 }");
+        assert!(t.is_empty());
+        for key in 1..=100 {
+            let alt = if key <= 10 { key + 1_000 } else { 0 };
+            assert!(MIXED.insert_new(&t, key, alt, 0, u64::MAX, key).unwrap());
+        }
+        assert!(!t.is_empty());
+        assert_eq!(t.len(), 100);
+        let per_shard: Vec<usize> = (0..4).map(|s| t.shard_len(s)).collect();
+        assert_eq!(per_shard.iter().sum::<usize>(), 100, "{per_shard:?}");
+        let g = pin();
+        assert_eq!(
+            t.index_entries(&g),
+            110,
+            "a record's entry, and an alias each"
+        );
+        assert_eq!(format!("{t:?}"), "Table { shards: 4, len: 100 }");
+    }
+
+    /// The approximate count moves a step at a time: the shared word is
+    /// written once per `APPROX_STEP` changes of a shard, not on each.
+    #[test]
+    fn the_approximate_count_moves_a_step_at_a_time() {
+        let t = Table::<Rec>::new(TableConfig {
+            shards: 1,
+            capacity: 256,
+        });
+        let step = APPROX_STEP as u64;
+        for key in 1..step {
+            assert!(MIXED.insert_new(&t, key, 0, 0, u64::MAX, key).unwrap());
+        }
+        assert_eq!(t.approx_len(), 0);
+        assert!(MIXED.insert_new(&t, step, 0, 0, u64::MAX, step).unwrap());
+        assert_eq!(t.approx_len(), APPROX_STEP as usize);
+    }
+
+    /// The longest probe is the run of buckets a lookup may walk: 30 keys
+    /// of one home bucket fill it and the next and half the third.
+    #[test]
+    fn the_longest_probe_is_the_run_a_lookup_walks() {
+        let ctx = Ctx::new(|k: u64| k & 0xff);
+        let t = Table::<Rec>::new(TableConfig {
+            shards: 1,
+            capacity: 1024,
+        });
+        let g = pin();
+        assert_eq!(t.longest_probe(&g), 0);
+        for key in 1..=30 {
+            assert!(ctx.insert_new(&t, key, 0, 0, u64::MAX, key).unwrap());
+        }
+        assert_eq!(t.longest_probe(&g), 3);
+    }
+
+    /// The memory figures add up: `total` is the four kinds, "other" the
+    /// shards' own structures, zone maps, wheels and retire lists, the
+    /// slots in use those live or in their grace period.
+    #[test]
+    fn the_memory_figures_add_up() {
+        let t = Table::<Rec>::new(TableConfig {
+            shards: 2,
+            capacity: 1024,
+        });
+        // Pinned before the removals: their slots wait.
+        let g = pin();
+        for key in 1..=300 {
+            let alt = if key % 3 == 0 { key + 10_000 } else { 0 };
+            assert!(
+                MIXED
+                    .insert_new(&t, key, alt, key % 7, u64::MAX, key)
+                    .unwrap()
+            );
+        }
+        for key in 1..=50 {
+            assert!(MIXED.remove(&t, key));
+        }
+        let m = t.memory();
+        assert!(m.index_bytes > 0 && m.record_bytes > 0 && m.alias_bytes > 0);
+        assert_eq!(
+            m.total(),
+            m.index_bytes + m.record_bytes + m.alias_bytes + m.other_bytes
+        );
+        assert!(m.arena_bytes >= m.index_bytes + m.record_bytes);
+        assert_eq!(m.slot_bytes, core::mem::size_of::<Rec>());
+        let mut other = 0;
+        let mut slots = 0;
+        for s in t.shards.iter() {
+            let inner = s.hot.inner.lock();
+            assert!(inner.zones.capacity() > 0 && inner.ready_bytes() > 0);
+            other += core::mem::size_of::<Shard<Rec>>()
+                + inner.zones.capacity() * (core::mem::size_of::<(u64, List)>() + 1)
+                + inner.wheel_bytes()
+                + inner.ready_bytes();
+            slots += s.slot_counts(&inner).0;
+        }
+        assert_eq!(m.other_bytes, other);
+        assert_eq!(m.slots_in_use, slots);
+        assert!(
+            slots >= 300,
+            "250 live and 50 in their grace period: {slots}"
+        );
+        assert_eq!(
+            m.grace_peak_slots, 0,
+            "no fresh slot taken since the removals"
+        );
+        // Fresh slots taken while the removed ones wait: a grace peak.
+        for key in 301..=320 {
+            assert!(MIXED.insert_new(&t, key, 0, 0, u64::MAX, key).unwrap());
+        }
+        let m = t.memory();
+        assert!(m.grace_peak_shard > 0 && m.grace_peak_slots >= m.grace_peak_shard);
+        drop(g);
+    }
+
+    /// A fresh table's memory ahead is faulted in by calls to
+    /// `populate_ahead` until one says there is nothing more to do, on a
+    /// kernel that can (Linux 5.14 on; each call then does some).
+    #[test]
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn populating_ahead_ends_having_done_something() {
+        let t = Table::<Rec>::new(TableConfig {
+            shards: 1,
+            capacity: 4096,
+        });
+        let mut total = 0;
+        let mut calls = 0;
+        loop {
+            let n = t.populate_ahead();
+            calls += 1;
+            if n == 0 || calls == 10_000 {
+                break;
+            }
+            total += n;
+        }
+        assert!(calls < 10_000, "populate_ahead never said it was done");
+        if total == 0 {
+            assert!(
+                !kernel_at_least(5, 14),
+                "nothing populated on Linux 5.14 or later"
+            );
+        }
+    }
+
+    /// Whether the running kernel's release is `major.minor` or later.
+    #[cfg(all(target_os = "linux", not(miri)))]
+    pub(crate) fn kernel_at_least(major: u32, minor: u32) -> bool {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let mut parts = release
+            .trim()
+            .split(['.', '-'])
+            .map(|p| p.parse::<u32>().unwrap_or(0));
+        let (a, b) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        (a, b) >= (major, minor)
+    }
+}

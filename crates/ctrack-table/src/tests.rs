@@ -660,6 +660,10 @@ fn populating_ahead_takes_the_page_faults_off_the_inserting_thread() {
     });
     if probe.populate_ahead() == 0 {
         // Linux before 5.14 has no MADV_POPULATE_WRITE: nothing to test.
+        assert!(
+            !crate::table::tests::kernel_at_least(5, 14),
+            "nothing populated on Linux 5.14 or later"
+        );
         eprintln!("skipped: this kernel cannot populate memory ahead (MADV_POPULATE_WRITE)");
         return;
     }

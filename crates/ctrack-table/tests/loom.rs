@@ -737,3 +737,28 @@ fn expiry_refiles_a_record_refreshed_while_its_alias_shard_was_busy() {
         assert!(t.is_empty());
     });
 }
+
+#[test]
+fn entry_locks_exclude_each_other() {
+    // Two packets of one connection update it under its entry lock, each
+    // reading the value and writing it back one more: neither update is
+    // lost (the lock has one holder at a time, and a holder sees the
+    // last holder's writes).
+    model(|| {
+        let t = table();
+        assert!(insert(&t, 3, 0, 0, u64::MAX));
+        let bump = |t: &Table<Rec>| {
+            let g = pin();
+            let e = t.find(&g, CTX.hash(3), |r| r.key == 3).expect("live");
+            let l = e.lock().expect("live");
+            let v = l.val.load(Ordering::Relaxed);
+            thread::yield_now();
+            l.val.store(v + 1, Ordering::Relaxed);
+        };
+        let t2 = Arc::clone(&t);
+        let h = thread::spawn(move || bump(&t2));
+        bump(&t);
+        h.join().unwrap();
+        assert_eq!(find(&t, 3), Some((3, 32)));
+    });
+}
