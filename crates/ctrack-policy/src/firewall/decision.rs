@@ -397,3 +397,212 @@ impl std::fmt::Debug for Verdicts {
         f.write_str("Verdicts")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names are what `ctrack replay` and the counters report (the
+    /// issue's `verdict`, `stage` fields): a contract, each one distinct,
+    /// and the `ALL` arrays in the order the counters index them by.
+    #[test]
+    fn names_are_the_reported_ones() {
+        let actions = [Action::Allow, Action::Drop, Action::Reject];
+        let names: Vec<_> = actions.iter().map(|a| a.name()).collect();
+        assert_eq!(names, ["allow", "drop", "reject"]);
+        for (i, a) in actions.iter().enumerate() {
+            assert_eq!(*a as usize, i);
+        }
+        let names: Vec<_> = Stage::ALL.iter().map(|s| s.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "from-lport",
+                "to-lport",
+                "session",
+                "default",
+                "nd",
+                "port-security"
+            ]
+        );
+        for (i, s) in Stage::ALL.iter().enumerate() {
+            assert_eq!(*s as usize, i);
+        }
+        let names: Vec<_> = DropReason::ALL.iter().map(|r| r.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "acl",
+                "default",
+                "invalid",
+                "blocked",
+                "table_full",
+                "zone_limit",
+                "nat_exhausted",
+                "clash",
+                "runt",
+                "fragment",
+                "port_security"
+            ]
+        );
+        for (i, r) in DropReason::ALL.iter().enumerate() {
+            assert_eq!(*r as usize, i);
+        }
+    }
+
+    #[test]
+    fn decisions_as_made() {
+        let d = Decision::default();
+        assert_eq!(
+            (d.action, d.stage, d.acl),
+            (Action::Drop, Stage::Default, AclRef::Default)
+        );
+        assert_eq!((d.reason, d.ct, d.log), (None, None, false));
+        let a = Decision::allow(Stage::ToLport, AclRef::Acl(3));
+        assert_eq!(
+            (a.action, a.stage, a.acl),
+            (Action::Allow, Stage::ToLport, AclRef::Acl(3))
+        );
+        assert_eq!((a.reason, a.ct, a.log), (None, None, false));
+        let x = Decision::drop(Stage::Session, AclRef::Invalid, DropReason::Invalid);
+        assert_eq!(
+            (x.action, x.stage, x.acl),
+            (Action::Drop, Stage::Session, AclRef::Invalid)
+        );
+        assert_eq!(
+            (x.reason, x.ct, x.log),
+            (Some(DropReason::Invalid), None, false)
+        );
+    }
+
+    /// A worker's counts: each decision lands in its verdict's, its
+    /// stage's and its drop reason's counter, and nowhere else.
+    #[test]
+    fn counts_by_verdict_stage_and_reason() {
+        let mut s = FwStats::default();
+        s.count(&Decision::allow(Stage::FromLport, AclRef::Acl(0)));
+        s.count_many(
+            &Decision::drop(Stage::Default, AclRef::Default, DropReason::Default),
+            5,
+        );
+        let mut reject = Decision::drop(Stage::ToLport, AclRef::Acl(1), DropReason::Acl);
+        reject.action = Action::Reject;
+        s.count_many(&reject, 2);
+        assert_eq!(s.verdicts, [1, 5, 2]);
+        assert_eq!(s.stages, [1, 2, 0, 5, 0, 0]);
+        let mut drops = [0; DropReason::ALL.len()];
+        drops[DropReason::Default as usize] = 5;
+        drops[DropReason::Acl as usize] = 2;
+        assert_eq!(s.drops, drops);
+    }
+
+    /// The per-ACL counters belong to one policy generation: a new one
+    /// starts them (and the defaults') at zero, the same one keeps them,
+    /// and they grow to the policy's ACLs, never shrink.
+    #[test]
+    fn acl_counters_follow_the_generation() {
+        let mut s = FwStats::default();
+        s.sync(4, 3);
+        assert_eq!((s.generation, s.acls.len()), (4, 3));
+        s.acls[2].packets = 9;
+        s.defaults[1].bytes = 60;
+        s.sync(4, 2);
+        assert_eq!(
+            (s.acls.len(), s.acls[2].packets, s.defaults[1].bytes),
+            (3, 9, 60)
+        );
+        s.sync(4, 5);
+        assert_eq!((s.acls.len(), s.acls[2].packets), (5, 9));
+        s.sync(5, 2);
+        assert_eq!(s.generation, 5);
+        assert_eq!(s.acls, vec![AclCounters::default(); 2]);
+        assert_eq!(s.defaults, [AclCounters::default(); 2]);
+    }
+
+    fn numbered(seed: u64, generation: u32, acls: usize) -> FwStats {
+        let mut n = seed;
+        let mut next = || {
+            n += 1;
+            n
+        };
+        let mut s = FwStats {
+            generation,
+            ..FwStats::default()
+        };
+        s.verdicts.iter_mut().for_each(|v| *v = next());
+        s.stages.iter_mut().for_each(|v| *v = next());
+        s.drops.iter_mut().for_each(|v| *v = next());
+        s.rejects_sent = next();
+        s.rejects_suppressed = next();
+        s.rejudged = next();
+        s.new_by_word = next();
+        s.cross_pair = next();
+        s.acls = (0..acls)
+            .map(|_| AclCounters {
+                packets: next(),
+                bytes: next(),
+                conns: next(),
+            })
+            .collect();
+        s.defaults = [0; 2].map(|_| AclCounters {
+            packets: next(),
+            bytes: next(),
+            conns: next(),
+        });
+        s.tracker.packets = next();
+        s
+    }
+
+    /// Merging sums every counter; the per-ACL ones (and the defaults')
+    /// only between workers of the same generation, where a worker with
+    /// fewer ACLs' counters takes the other's in.
+    #[test]
+    fn merge_sums_every_counter() {
+        let a = numbered(0, 3, 2);
+        let b = numbered(100, 3, 4);
+        let mut m = a.clone();
+        m.merge(&b);
+        let sum =
+            |x: &[u64], y: &[u64]| -> Vec<u64> { x.iter().zip(y).map(|(p, q)| p + q).collect() };
+        assert_eq!(m.verdicts.to_vec(), sum(&a.verdicts, &b.verdicts));
+        assert_eq!(m.stages.to_vec(), sum(&a.stages, &b.stages));
+        assert_eq!(m.drops.to_vec(), sum(&a.drops, &b.drops));
+        assert_eq!(m.rejects_sent, a.rejects_sent + b.rejects_sent);
+        assert_eq!(
+            m.rejects_suppressed,
+            a.rejects_suppressed + b.rejects_suppressed
+        );
+        assert_eq!(m.rejudged, a.rejudged + b.rejudged);
+        assert_eq!(m.new_by_word, a.new_by_word + b.new_by_word);
+        assert_eq!(m.cross_pair, a.cross_pair + b.cross_pair);
+        assert_eq!(m.tracker.packets, a.tracker.packets + b.tracker.packets);
+        let plus = |x: &AclCounters, y: &AclCounters| AclCounters {
+            packets: x.packets + y.packets,
+            bytes: x.bytes + y.bytes,
+            conns: x.conns + y.conns,
+        };
+        let zero = AclCounters::default();
+        let acls: Vec<_> = (0..4)
+            .map(|i| plus(a.acls.get(i).unwrap_or(&zero), &b.acls[i]))
+            .collect();
+        assert_eq!(m.acls, acls);
+        assert_eq!(
+            m.defaults,
+            [0, 1].map(|i| plus(&a.defaults[i], &b.defaults[i]))
+        );
+        // Another generation's per-ACL counts are not these ACLs'.
+        let mut m = a.clone();
+        m.merge(&numbered(100, 4, 4));
+        assert_eq!((m.acls.clone(), m.defaults), (a.acls.clone(), a.defaults));
+        assert_eq!(m.rejudged, a.rejudged + b.rejudged);
+    }
+
+    /// A copy of the counters carries no verdict buffer; the buffer
+    /// prints as its name, not its 32 verdicts.
+    #[test]
+    fn the_verdict_buffer_is_not_copied() {
+        let v = Verdicts(Some(Box::new([ctrack_core::Verdict::default(); BURST])));
+        assert!(v.clone().0.is_none());
+        assert_eq!(format!("{v:?}"), "Verdicts");
+    }
+}

@@ -585,3 +585,118 @@ fn a_tcp_header_under_twenty_bytes_is_refused() {
     assert_eq!(hand_over(&mut g, rx_hdr(false, Gso::Tcp(1000))), None);
     assert_eq!(g, f);
 }
+
+/// `frame` left alone by every path here: not completed, not cut, not
+/// handed over.
+fn left_alone(frame: &[u8], gso: Gso) {
+    let mut g = frame.to_vec();
+    assert_eq!(complete(&mut g), None, "{frame:02x?}");
+    assert_eq!(g, frame);
+    assert_eq!(cut(frame, gso), None);
+    let v6 = frame[12..14] == [0x86, 0xdd];
+    assert_eq!(hand_over(&mut g, rx_hdr(v6, gso)), None);
+    assert_eq!(g, frame);
+}
+
+/// A routing header behind other extension headers is found by walking
+/// each by its own length: hop-by-hop and destination options in 8-byte
+/// units plus one, an authentication header in 4-byte words plus two, a
+/// fragment header (an atomic one, a whole packet) 8 bytes whatever its
+/// reserved byte holds.
+#[test]
+fn a_routing_header_is_found_behind_a_chain_of_headers() {
+    let udp = || L4::udp(1, 2, &payload(1000));
+    // Hop-by-hop of 16 bytes, destination options of 8.
+    let mut f = Frame::v6(c6(), s6(), udp());
+    f.ext = vec![Ext::HopByHop(1), Ext::DestOpts(0), Ext::Routing];
+    left_alone(&f.build(), Gso::Udp(100));
+    // An AH of 24 bytes (a destination options header made one: length
+    // field 4, where 2 would read the same multiplied as added), then
+    // destination options of 8.
+    let mut f = Frame::v6(c6(), s6(), udp());
+    f.ext = vec![Ext::DestOpts(2), Ext::DestOpts(0), Ext::Routing];
+    let mut b = f.build();
+    assert_eq!((b[14 + 6], b[14 + 41]), (ip_proto::DSTOPTS, 2));
+    b[14 + 6] = ip_proto::AH;
+    b[14 + 41] = 4;
+    // Its body (as an AH's, opaque) of bytes that name no extension
+    // header, so that a walk that lands in it stops there.
+    b[14 + 42..14 + 64].fill(ip_proto::UDP);
+    left_alone(&b, Gso::Udp(100));
+    // An atomic fragment header whose reserved byte is set, then
+    // destination options.
+    let mut f = Frame::v6(c6(), s6(), udp());
+    f.ext = vec![
+        Ext::Fragment {
+            offset: 0,
+            more: false,
+            ident: 7,
+        },
+        Ext::DestOpts(0),
+        Ext::Routing,
+    ];
+    let mut b = f.build();
+    assert_eq!(b[14 + 6], ip_proto::FRAGMENT);
+    b[14 + 41] = 0x55;
+    assert!(
+        !parse_frame(&b, LinkType::Ethernet)
+            .ip
+            .unwrap()
+            .frag
+            .is_fragment()
+    );
+    left_alone(&b, Gso::Udp(100));
+    // The same chains without the routing header are completed and cut.
+    let mut f = Frame::v6(c6(), s6(), udp());
+    f.ext = vec![Ext::HopByHop(1), Ext::DestOpts(0)];
+    let built = f.build();
+    let mut g = unfinished(&built);
+    assert_eq!(complete(&mut g), Some(Completed::Udp));
+    assert_eq!(g, built);
+    assert_eq!(cut(&built, Gso::Udp(100)).map(|p| p.len()), Some(10));
+}
+
+/// A TCP segment of headers alone (its header ends where the packet
+/// does) is cut into one piece and handed over; one whose header would
+/// run past the packet's end is neither (its checksum, which covers the
+/// segment whatever its header says, is still finished).
+#[test]
+fn a_tcp_header_reaching_the_packets_end_is_whole() {
+    let f = piece(false, 0, L4::tcp_seg(1, 2, 0x010, 5, 6, 100, &[]));
+    let pieces = cut(&f, Gso::Tcp(1000)).expect("cut");
+    assert_eq!(pieces, std::slice::from_ref(&f));
+    let mut g = f.clone();
+    let h = hand_over(&mut g, rx_hdr(false, Gso::Tcp(1000))).expect("handed over");
+    assert_eq!(h.segment_ip_len, 40);
+    // Data offset 15 (60 bytes) in a segment of 20.
+    let mut bad = f.clone();
+    bad[14 + 20 + 12] = 15 << 4;
+    assert_eq!(cut(&bad, Gso::Tcp(1000)), None);
+    let mut g = bad.clone();
+    assert_eq!(hand_over(&mut g, rx_hdr(false, Gso::Tcp(1000))), None);
+    assert_eq!(g, bad);
+}
+
+/// An SCTP packet shorter than its common header gets no CRC (nor a
+/// panic).
+#[test]
+fn an_sctp_packet_under_twelve_bytes_is_left_alone() {
+    let built = Frame::v4(C4, S4, sctp()).build();
+    let mut f = built[..14 + 20 + 8].to_vec();
+    f[16..18].copy_from_slice(&28u16.to_be_bytes());
+    let g = f.clone();
+    assert_eq!(complete(&mut f), None);
+    assert_eq!(f, g);
+}
+
+/// Only the `NEEDS_CSUM` flag (1) says a checksum is left to finish;
+/// `DATA_VALID` (2) does not.
+#[test]
+fn only_needs_csum_asks_for_a_checksum() {
+    let h = |flags| VnetHdr {
+        flags,
+        ..VnetHdr::default()
+    };
+    assert!(h(1).needs_csum() && h(3).needs_csum());
+    assert!(!h(0).needs_csum() && !h(2).needs_csum());
+}
