@@ -467,3 +467,87 @@ impl fmt::Display for PolicyError {
 }
 
 impl std::error::Error for PolicyError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names the policy file takes and the reports print.
+    #[test]
+    fn names_are_the_files_and_the_reports() {
+        use AclAction::*;
+        let actions = [Allow, AllowRelated, AllowStateless, Drop, Reject, Pass];
+        let names: Vec<_> = actions.iter().map(|a| a.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "allow",
+                "allow-related",
+                "allow-stateless",
+                "drop",
+                "reject",
+                "pass"
+            ]
+        );
+        let stateful: Vec<_> = actions.iter().map(|a| a.is_stateful()).collect();
+        assert_eq!(stateful, [false, true, false, false, false, false]);
+        assert_eq!(
+            [Direction::FromLport.name(), Direction::ToLport.name()],
+            ["from-lport", "to-lport"]
+        );
+        assert_eq!(
+            [MeterUnit::Pktps.name(), MeterUnit::Kbps.name()],
+            ["pktps", "kbps"]
+        );
+        let levels: Vec<_> = Severity::ALL.iter().map(|s| s.name()).collect();
+        assert_eq!(levels, ["alert", "warning", "notice", "info", "debug"]);
+    }
+
+    /// `policy show`'s lines for the meters: each meter's rate, unit,
+    /// burst and sharing, how many ACLs name it, and which limits the
+    /// reject answers.
+    #[test]
+    fn meters_are_described_with_their_users() {
+        let p = Policy::from_str(
+            r#"
+[[acl]]
+direction = "from-lport"
+priority = 10
+match = "ip4"
+action = "reject"
+log = true
+meter = "m1"
+
+[[acl]]
+direction = "to-lport"
+priority = 10
+match = "ip4"
+action = "allow"
+log = true
+meter = "m1"
+
+[meters.m1]
+rate = 20
+burst = 40
+
+[meters.m2]
+unit = "kbps"
+rate = 100
+fair = true
+
+[copp]
+reject = "m2"
+"#,
+            "t.toml",
+        )
+        .expect("a policy");
+        assert_eq!(
+            p.meter_lines(),
+            [
+                "meter m1: 20 pktps, burst 40, shared by its ACLs, 2 ACL(s)",
+                "meter m2: 100 kbps, burst 100, fair (each ACL on its own), 0 ACL(s), \
+                 the reject answers ([copp])",
+            ]
+        );
+    }
+}

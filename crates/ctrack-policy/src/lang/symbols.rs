@@ -389,3 +389,72 @@ impl Pred {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fields an address set may be compared with, and the family of
+    /// its members each takes: the IP addresses (and ARP's, which are
+    /// IPv4 ones), not ARP's hardware addresses beside them in the same
+    /// key fields.
+    #[test]
+    fn address_sets_go_with_the_ip_address_fields() {
+        let family = |name| lookup(name).expect(name).ip_family();
+        for name in ["ip4.src", "ip4.dst", "arp.spa", "arp.tpa"] {
+            assert_eq!(family(name), Some(false), "{name}");
+        }
+        for name in ["ip6.src", "ip6.dst"] {
+            assert_eq!(family(name), Some(true), "{name}");
+        }
+        for name in ["arp.sha", "arp.tha", "eth.src", "tcp.dst", "ip4", "inport"] {
+            assert_eq!(family(name), None, "{name}");
+        }
+    }
+
+    /// The list an unknown field's message offers: every symbol, once,
+    /// in the table's order.
+    #[test]
+    fn names_lists_every_symbol() {
+        let listed: Vec<_> = names().split(' ').map(str::to_owned).collect();
+        let all: Vec<_> = SYMBOLS.iter().map(|s| s.name.to_owned()).collect();
+        assert_eq!(listed, all);
+        assert!(listed.iter().any(|n| n == "tcp.dst") && listed.len() > 60);
+    }
+
+    /// Whether the predicate `name` holds for an IPv6 packet to `dst`
+    /// sent to the destination MAC `mac`.
+    fn holds(name: &str, mac: u64, dst: &str) -> bool {
+        let Kind::Pred(p) = lookup(name).expect(name).kind else {
+            panic!("{name} is not a predicate");
+        };
+        let mut k = crate::key::Key::default();
+        k.set(Field::Flags, u128::from(flag::IP | flag::IP6 | flag::UDP));
+        k.set(Field::EthDst, u128::from(mac));
+        let dst: std::net::Ipv6Addr = dst.parse().unwrap();
+        k.set(Field::IpDst, u128::from(dst));
+        p.expr().eval(&k)
+    }
+
+    /// OVN's IPv6 multicast predicates (ovn-sb(5)): `ip6.mcast` and
+    /// `ip6.mcast_flood` need the multicast MAC (`eth.mcastv6`) too, the
+    /// others only the address; `ip6.mcast_rsvd` is ff00:: to ff0f::,
+    /// any scope.
+    #[test]
+    fn ipv6_multicast_predicates_are_ovns() {
+        let (group, unicast) = (0x3333_0000_0001, 0x0200_0000_0001);
+        assert!(holds("ip6.mcast", group, "ff02::1"));
+        assert!(!holds("ip6.mcast", unicast, "ff02::1"));
+        assert!(!holds("ip6.mcast", group, "fe80::1"));
+        assert!(holds("ip6.mcast_flood", group, "ff02::2"));
+        assert!(!holds("ip6.mcast_flood", unicast, "ff02::2"));
+        assert!(holds("ip6.mcast_all_nodes", unicast, "ff02::1"));
+        for scope in ["ff00::", "ff02::", "ff0f::"] {
+            assert!(holds("ip6.mcast_rsvd", unicast, scope), "{scope}");
+        }
+        assert!(!holds("ip6.mcast_rsvd", unicast, "ff02::1"));
+        assert!(!holds("ip6.mcast_rsvd", unicast, "ff12::"));
+        assert!(holds("ip6.mcast_sol_node", unicast, "ff02::1:ff00:1234"));
+        assert!(!holds("ip6.mcast_sol_node", unicast, "ff02::1:fe00:1234"));
+    }
+}
