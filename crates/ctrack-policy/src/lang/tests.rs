@@ -539,3 +539,63 @@ fn bounds_hold() {
     assert!(cx.parse_bounded(&many, 100).is_err());
     assert!(cx.parse_bounded(&many, 1000).is_ok());
 }
+
+/// The lexer's comments, punctuation and constants, as OVN's lib/lex.c
+/// reads them (mutation round 62).
+#[test]
+fn comments_punctuation_and_constants_lex_as_ovn() {
+    let tcp80 = ok("tcp.dst == 80");
+    // A `//` comment runs to the line's end; the match may go on after it.
+    assert_eq!(ok("tcp.dst == 80 // web"), tcp80);
+    assert_eq!(ok("tcp.dst == // the port\n80"), tcp80);
+    // A `/* */` comment, anywhere on its line, may hold `*` and `/`; the
+    // opening's `*` does not close it.
+    assert_eq!(ok("tcp.dst == 80 /**/"), tcp80);
+    assert_eq!(ok("tcp.dst == 80 /* a*b */"), tcp80);
+    assert_eq!(ok("tcp.dst == 80 /* a/b */"), tcp80);
+    assert_eq!(ok("/*/ tcp */ tcp.dst == 80"), tcp80);
+    // An IPv6 address may open with `::`.
+    assert_eq!(ok("ip6.src == ::1"), ok("ip6.src == 0:0:0:0:0:0:0:1"));
+    assert_eq!(ok("ip6.src == ::/64"), ok("ip6.src == 0:0:0:0::/64"));
+    // A string's `\"` is a quote inside it, not its end.
+    let e = bad("inport == \"vm\\\"1\"");
+    assert_eq!(
+        (e.offset, e.message.as_str()),
+        (10, "unknown port \"vm\\\"1\"")
+    );
+    assert_eq!(ok("inport == \"v\\u006d1\""), ok("inport == \"vm1\""));
+    check_errors(&[
+        // An error at the end of a match that ends in a comment is at its
+        // last byte's end, not past it.
+        ("(tcp // none", 12, "expected `)` or an operator"),
+        // Punctuation OVN lexes but a match never uses.
+        ("tcp <-> udp", 4, "`<->`"),
+        ("tcp.dst <-1", 9, "`-`"),
+        ("tcp.dst == 80 -- x", 14, "`--`"),
+        ("tcp.dst == -1", 11, "`-`"),
+        ("tcp.dst == : 1", 11, "`:`"),
+        ("tcp / udp", 4, "`/` is only valid as part of"),
+        // A hexadecimal mask goes with a decimal value of 0 only.
+        ("tcp.dst == 5/0xff", 13, "incompatible forms"),
+    ]);
+    assert_eq!(ok("tcp.dst == 0/0xff"), ok("tcp.dst == 0x0/0xff"));
+    // A hexadecimal constant holds 128 bits at most, leading zeros aside.
+    let f32 = format!("0x{}", "f".repeat(32));
+    assert_eq!(
+        ok(&format!("ip6.src == {f32}")),
+        ok("ip6.src == ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff")
+    );
+    assert_eq!(ok(&format!("tcp.dst == 0x{}50", "0".repeat(40))), tcp80);
+    let f33 = format!("ip6.src == 0x1{}", "0".repeat(32));
+    check_errors(&[(&f33, 11, "wider than 128 bits")]);
+    // A MAC address is six pairs of hex digits: 17 bytes of other
+    // groupings are no MAC (nor anything else).
+    check_errors(&[
+        ("eth.src == 0:00:00:00:00:000", 11, "invalid constant"),
+        ("eth.src == 000:00:00:00:00:0", 11, "invalid constant"),
+    ]);
+    assert_eq!(
+        ok("eth.src == 0a:0B:00:00:00:01"),
+        ok("eth.src == 0x0a0b00000001")
+    );
+}
