@@ -289,5 +289,27 @@ mod tests {
         assert_eq!(z.get(301).unwrap().limit_setting(), LIMIT_DEFAULT);
         assert!(z.get(0).is_none());
         assert_eq!(z.used().count(), PAGE);
+        // The last zone has a page too, the last one.
+        z.get_or_create(Zone::MAX).set_limit_setting(7);
+        assert_eq!(z.get(Zone::MAX).map(ZoneMeta::limit_setting), Some(7));
+        let used: Vec<Zone> = z.used().map(|(zone, _)| zone).collect();
+        assert_eq!(used.len(), 2 * PAGE);
+        assert_eq!(used.last(), Some(&Zone::MAX));
+        assert_eq!(used[..2], [256, 257]);
+        assert_eq!(used[PAGE], Zone::MAX - (PAGE as Zone - 1));
+    }
+
+    #[test]
+    fn bytes_are_the_page_table_and_the_allocated_pages() {
+        let z = Zones::default();
+        let table = PAGES * core::mem::size_of::<OnceLock<Box<[ZoneMeta; PAGE]>>>();
+        let page = PAGE * core::mem::size_of::<ZoneMeta>();
+        assert_eq!(z.bytes(), table);
+        z.get_or_create(1);
+        z.get_or_create(255);
+        assert_eq!(z.bytes(), table + page);
+        z.get_or_create(256);
+        z.get_or_create(Zone::MAX);
+        assert_eq!(z.bytes(), table + 3 * page);
     }
 }
