@@ -100,3 +100,72 @@ pub(crate) fn string_offset(raw: &str, value: &str, offset: usize) -> usize {
     }
     pos.min(raw.len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{line_col, string_offset};
+    use crate::model::Span;
+
+    fn span(line: u32, col: u32) -> Span {
+        Span { line, col }
+    }
+
+    #[test]
+    fn lines_and_columns_count_characters() {
+        let text = "aé\nbcd";
+        assert_eq!(line_col(text, 0), span(1, 1));
+        assert_eq!(line_col(text, 1), span(1, 2));
+        // Inside `é`: the column of the character it is part of.
+        assert_eq!(line_col(text, 2), span(1, 2));
+        assert_eq!(line_col(text, 3), span(1, 3));
+        assert_eq!(line_col(text, 4), span(2, 1));
+        assert_eq!(line_col(text, 6), span(2, 3));
+        // Past the end: the end.
+        assert_eq!(line_col(text, 99), span(2, 4));
+    }
+
+    /// `raw` as the file has it, `value` as decoded, and where each
+    /// decoded byte offset lies in `raw`.
+    fn check(raw: &str, value: &str, want: &[(usize, usize)]) {
+        for &(offset, at) in want {
+            assert_eq!(string_offset(raw, value, offset), at, "{raw} at {offset}");
+        }
+    }
+
+    #[test]
+    fn escapes_map_back_to_where_the_file_wrote_them() {
+        // `\u00e9` is `é`, two bytes decoded, six written.
+        check(r#""\u00e9x""#, "éx", &[(0, 1), (2, 7), (3, 8)]);
+        // `\U0001F600` is four bytes decoded, ten written.
+        check(
+            r#""\U0001F600x""#,
+            "\u{1F600}x",
+            &[(0, 1), (4, 11), (5, 12)],
+        );
+        // TOML 1.1's `\xe9`: two bytes decoded, four written.
+        check(r#""\xe9x""#, "éx", &[(2, 5), (3, 6)]);
+        // A short escape is one byte decoded, two written.
+        check(r#""\"x""#, "\"x", &[(1, 3)]);
+        // A literal string has no escapes.
+        check(r"'\u00e9x'", r"\u00e9x", &[(6, 7)]);
+        // An offset past the value maps to the string's end, the closing
+        // quote, never beyond it.
+        check(r#""ab""#, "ab", &[(2, 3), (5, 3)]);
+        check(r#""""ab""""#, "ab", &[(2, 5), (9, 5)]);
+    }
+
+    #[test]
+    fn a_multi_line_strings_line_ends_and_continuations() {
+        // The line end right after the opening quotes is not part of the
+        // value.
+        check("\"\"\"\nab\"\"\"", "ab", &[(0, 4), (1, 5)]);
+        check("\"\"\"\r\nab\"\"\"", "ab", &[(1, 6)]);
+        // A line-ending backslash and the white space after it decode to
+        // nothing.
+        let raw = "\"\"\"a \\\n   b c\"\"\"";
+        check(raw, "a b c", &[(1, 4), (2, 10), (4, 12)]);
+        // A `\r\n` read as `\n` is one byte decoded, two written.
+        check("\"\"\"a\r\nb\"\"\"", "a\nb", &[(2, 6)]);
+        check("\"\"\"a\r\nb\"\"\"", "a\r\nb", &[(2, 5), (3, 6)]);
+    }
+}

@@ -212,6 +212,17 @@ fn match_errors_point_into_the_file() {
     assert_eq!(at(&e), (25, 3), "{e}");
     let e = error(&with_line(23, "match = \"\"\"tcp && \\\n     bad\"\"\""));
     assert_eq!(at(&e), (24, 6), "{e}");
+    // Past a line-ending backslash, on the line after it.
+    let e = error(&with_line(
+        23,
+        "match = \"\"\"tcp && \\\n     udp && bad\"\"\"",
+    ));
+    assert_eq!(at(&e), (24, 13), "{e}");
+    // A literal string has no line-ending backslash: the one it holds is
+    // itself the error.
+    let e = error(&with_line(23, "match = '''tcp && \\\n  udp'''"));
+    assert!(e.message.contains("unexpected character"), "{e}");
+    assert_eq!(at(&e), (23, 19), "{e}");
 }
 
 #[test]
@@ -439,7 +450,37 @@ fn files_that_are_not_regular_are_refused_at_once() {
         )),
         "{e}"
     );
+    // A file over the limit is refused by its length, before a byte of
+    // it is read (a sparse file: no gigabyte written).
+    let big = dir.join("big.toml");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len(super::MAX_FILE_LEN + 1).unwrap();
+    drop(f);
+    let e = Policy::load(&big).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: the policy file is {} bytes (at most {})",
+            big.display(),
+            super::MAX_FILE_LEN + 1,
+            super::MAX_FILE_LEN
+        )
+    );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn sets_and_groups_must_be_tables_of_names() {
+    let e = error("address_sets = \"x\"\n");
+    assert!(e.message.contains("expected a table of names"), "{e}");
+    assert_eq!(at(&e), (1, 16), "{e}");
+    let e = match Policy::from_str(r#"{"port_groups": 5}"#, "p.json") {
+        Ok(p) => panic!("loaded: {p:?}"),
+        Err(e) => e,
+    };
+    assert!(e.message.contains("expected a table of names"), "{e}");
+    let e = error("[address_sets]\na = [\"10.0.0.1\"]\na = [\"10.0.0.2\"]\n");
+    assert!(e.message.contains("duplicate"), "{e}");
 }
 
 #[test]
