@@ -92,3 +92,21 @@ impl Expr {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Expr;
+    use crate::key::Field;
+
+    #[test]
+    fn size_counts_every_node() {
+        let t = || Expr::masked(Field::IpProto, 6, 0xff);
+        assert_eq!(Expr::True.size(), 1);
+        assert_eq!(t().size(), 1);
+        assert_eq!(Expr::Not(Box::new(t())).size(), 2);
+        let and = Expr::And(vec![t(), Expr::Not(Box::new(t())), Expr::False]);
+        assert_eq!(and.size(), 5);
+        assert_eq!(Expr::Or(vec![and, t()]).size(), 7);
+        assert_eq!(Expr::Not(Box::new(Expr::Or(vec![]))).size(), 2);
+    }
+}
