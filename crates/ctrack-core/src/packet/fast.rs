@@ -206,6 +206,13 @@ fn transport(
 pub fn agrees_with_general(frame: &[u8], checksums: bool) -> bool {
     let v4 = fast_ipv4(frame, checksums);
     let v6 = fast_ipv6(frame, checksums);
+    agree(frame, checksums, v4, v6)
+}
+
+/// [`agrees_with_general`] on the fast paths' answers `v4` and `v6`
+/// about `frame`: apart, so that a test can hand it answers that are
+/// wrong and see it say so.
+fn agree(frame: &[u8], checksums: bool, v4: Option<Fast>, v6: Option<Fast<V6>>) -> bool {
     if v4.is_none() && v6.is_none() {
         return true;
     }
@@ -375,6 +382,135 @@ mod tests {
         assert!(fast_ipv4(&zero, false).is_none());
         let icmp = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::icmp_query(8, 1, 1)).build();
         assert!(fast_ipv4(&icmp, true).is_none());
+    }
+
+    /// The IPv4 header's checksum is over all five words: an
+    /// identification and the don't-fragment flag (zero in the frames
+    /// above) count as much as the addresses. (Mutation round 66: the
+    /// second word subtracted went unseen.)
+    #[test]
+    fn checks_every_word_of_the_ipv4_header() {
+        let mut b = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::udp(1000, 53, b"hello"));
+        b.ident = 0x1234;
+        b.dont_frag = true;
+        let f = b.build();
+        assert_eq!(&f[18..21], &[0x12, 0x34, 0x40]);
+        assert!(fast_ipv4(&f, true).is_some());
+        assert!(agrees_with_general(&f, true));
+        for at in [18, 19, 22] {
+            // The identification's bytes and the TTL, changed under the
+            // same checksum.
+            let mut bad = f.clone();
+            bad[at] ^= 0x10;
+            assert!(fast_ipv4(&bad, true).is_none(), "byte {at}");
+            assert!(fast_ipv4(&bad, false).is_some(), "byte {at}");
+            assert!(agrees_with_general(&bad, true), "byte {at}");
+        }
+    }
+
+    /// A UDP header's length and checksum: eight bytes (no payload) is a
+    /// datagram the fast path takes, fewer the general path's to refuse; a
+    /// checksum is "none" over IPv4 when it is zero, not when its two
+    /// bytes are alike. (Mutation round 66.)
+    #[test]
+    fn reads_the_udp_length_and_checksum() {
+        let empty = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::udp(1000, 53, b"")).build();
+        let f = fast_ipv4(&empty, true).unwrap();
+        assert_eq!(f.ip_len, 28);
+        assert!(agrees_with_general(&empty, true));
+        let mut short = udp();
+        short[38..40].copy_from_slice(&7u16.to_be_bytes());
+        assert!(fast_ipv4(&short, false).is_none());
+        assert!(agrees_with_general(&short, false));
+        let mut alike = udp();
+        assert_ne!(alike[40..42], [0x55, 0x55]);
+        alike[40..42].copy_from_slice(&[0x55, 0x55]);
+        assert!(fast_ipv4(&alike, true).is_none());
+        assert!(fast_ipv4(&alike, false).is_some());
+        assert!(agrees_with_general(&alike, true));
+        let mut zero = udp();
+        zero[40..42].copy_from_slice(&[0, 0]);
+        assert!(fast_ipv4(&zero, true).is_some());
+        assert!(agrees_with_general(&zero, true));
+    }
+
+    /// The differential oracle the tests and fuzz bodies rely on finds
+    /// out an answer wrong in any one part: the ports, the transport
+    /// details, the length, the family, both families at once, or a key
+    /// for an ICMP error (which the general path looks up as related).
+    /// (Mutation round 66: an oracle that always agreed went unseen.)
+    #[test]
+    fn the_oracle_finds_out_wrong_answers() {
+        let (f4, f6) = (udp(), udp6());
+        let right = fast_ipv4(&f4, true).unwrap();
+        let right6 = fast_ipv6(&f6, true).unwrap();
+        assert!(agree(&f4, true, Some(right), None));
+        assert!(agree(&f6, true, None, Some(right6)));
+        let tcp_l4 = fast_ipv4(&tcp(), true).unwrap().l4;
+        let port = |t: Tuple<u32>| Tuple {
+            dst_l4: 54 << 16,
+            ..t
+        };
+        let wrong = [
+            Fast {
+                tuple: port(right.tuple),
+                ..right
+            },
+            Fast {
+                l4: tcp_l4,
+                ..right
+            },
+            Fast {
+                ip_len: right.ip_len + 1,
+                ..right
+            },
+        ];
+        for w in wrong {
+            assert!(!agree(&f4, true, Some(w), None), "{w:?}");
+        }
+        let wrong6 = [
+            Fast {
+                tuple: Tuple {
+                    dst_l4: 54 << 16,
+                    ..right6.tuple
+                },
+                ..right6
+            },
+            Fast {
+                l4: tcp_l4,
+                ..right6
+            },
+            Fast {
+                ip_len: right6.ip_len + 1,
+                ..right6
+            },
+        ];
+        for w in wrong6 {
+            assert!(!agree(&f6, true, None, Some(w)), "{w:?}");
+        }
+        assert!(!agree(&f4, true, Some(right), Some(right6)));
+        assert!(!agree(&f6, true, Some(right), None));
+        assert!(!agree(&f4, true, None, Some(right6)));
+        // An ICMP error quoting the UDP datagram, answered with the very
+        // key the general path finds in it.
+        let ip = Frame::v4([10, 0, 0, 1], [10, 0, 0, 2], L4::udp(1000, 53, b"hello")).ip_packet();
+        let err = Frame::v4(
+            [10, 0, 0, 2],
+            [10, 0, 0, 1],
+            L4::icmp_error(3, 3, &ctrack_wire::build::quote(&ip, 8)),
+        )
+        .build();
+        let layers = ctrack_wire::parse_frame(&err, ctrack_wire::LinkType::Ethernet);
+        let opts = crate::packet::extract::ExtractOptions { checksums: true };
+        let ex = crate::packet::extract::extract(&err, &layers, 0, opts).unwrap();
+        assert!(ex.related);
+        let as_found = Fast {
+            tuple: Tuple::<u32>::of(&ex.key),
+            proto: ex.key.proto,
+            l4: ex.l4,
+            ip_len: ex.ip_len,
+        };
+        assert!(!agree(&err, true, Some(as_found), None));
     }
 
     proptest! {
