@@ -386,6 +386,35 @@ mod shard_tests {
         assert!(moved >= 15, "{moved} of 20 moved");
     }
 
+    /// Each family keeps its own occupancy: in one shard, the last IPv4
+    /// connection of a zone leaving must not hide the zone's IPv6 one
+    /// from its dump. (Mutation round 67: both families' bits kept as
+    /// one's went unseen.)
+    #[test]
+    fn a_zone_dump_keeps_each_familys_shards_apart() {
+        let sim = Sim::one_shard(1000);
+        let v4 = sim.udp_both_ways(1000, "commit,zone=7");
+        let (c, s): (Ipv6Addr, Ipv6Addr) = ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
+        let v = sim.send(&Frame::v6(c, s, L4::udp(2000, 53, b"q")), "commit,zone=7");
+        let v6 = v.conn.expect("committed");
+        assert_eq!(v6.family(), Family::V6);
+        assert_eq!((v4.record().shard(), v6.record().shard()), (0, 0));
+        assert_eq!(sim.ids(Some(7)).len(), 2);
+        assert!(sim.flush_key(&udp_key(1000, 7)));
+        assert_eq!(sim.ids(Some(7)), vec![v6]);
+        // And the other way round: the IPv6 one gone, the IPv4 one seen.
+        let v4 = sim.udp_both_ways(1001, "commit,zone=7");
+        let key6 = ConnKey {
+            src: Endpoint::v6(c, 2000),
+            dst: Endpoint::v6(s, 53),
+            zone: 7,
+            proto: ip_proto::UDP,
+            family: Family::V6,
+        };
+        assert!(sim.flush_key(&key6));
+        assert_eq!(sim.ids(Some(7)), vec![v4]);
+    }
+
     /// A zone's dump skips shards that hold none of its connections; with
     /// more than 64 shards, a shard emptying must not hide another's (the
     /// occupancy has a bit for each of the 256).

@@ -2,7 +2,7 @@
 
 use core::sync::atomic::Ordering::Relaxed;
 
-use ctrack_table::{Context, EntryRef, Guard, Hint, Removal, Seen};
+use ctrack_table::{EntryRef, Guard, Hint, Removal, Seen};
 
 use super::packet::{Call, Found, Hit, Judged, Pkt, Pre};
 use super::shared::{Counted, Shared, expiry};

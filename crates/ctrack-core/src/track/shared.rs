@@ -182,9 +182,15 @@ pub(super) fn family_index(f: Family) -> usize {
     }
 }
 
-impl<A: Addr> Context<Conn<A>> for Shared {
+// `Shared` is not itself a table `Context`: every call into the table
+// goes through a `Counted`, which adds what the call removed to the
+// caller's counters. These are the parts of its context that need no
+// caller.
+impl Shared {
+    /// The index hashes of `c`: its original tuple's, and its own reply
+    /// tuple's if it has one.
     #[inline(always)]
-    fn hashes(&self, c: &Conn<A>, guard: &Guard) -> Hashes {
+    pub(super) fn hashes<A: Addr>(&self, c: &Conn<A>, guard: &Guard) -> Hashes {
         let primary = self
             .hasher
             .hash_tuple(c.zone(), c.generation(), c.proto(), c.orig());
@@ -203,21 +209,9 @@ impl<A: Addr> Context<Conn<A>> for Shared {
         Hashes { primary, secondary }
     }
 
-    #[inline]
-    fn instance(&self, c: &Conn<A>) -> u64 {
-        c.instance()
-    }
-
-    #[inline]
-    fn expiry(&self, c: &Conn<A>, guard: &Guard) -> u64 {
-        Shared::expiry(self, c, guard)
-    }
-
-    fn removed(&self, c: &Conn<A>, why: Removal) {
-        self.removed_at(c, why, None);
-    }
-
-    fn occupancy(&self, inst: u64, shard: usize, occupied: bool) {
+    /// Records that a shard of family `A` gained its first or lost its
+    /// last connection of zone instance `inst`.
+    fn occupancy<A: Addr>(&self, inst: u64, shard: usize, occupied: bool) {
         if let Some(m) = self.zones.get((inst >> 32) as Zone) {
             m.set_occupied(family_index(A::FAMILY), inst as u32, shard, occupied);
         }
@@ -301,6 +295,6 @@ impl<A: Addr> Context<Conn<A>> for Counted<'_> {
     }
 
     fn occupancy(&self, inst: u64, shard: usize, occupied: bool) {
-        Context::<Conn<A>>::occupancy(self.shared, inst, shard, occupied);
+        self.shared.occupancy::<A>(inst, shard, occupied);
     }
 }

@@ -8,7 +8,7 @@ use std::sync::{Mutex, OnceLock};
 use ctrack_table::{Table, TableConfig, pin};
 
 use super::config::Config;
-use super::shared::{Dead, NOT_FULL, Shared};
+use super::shared::{Counted, Dead, NOT_FULL, Shared};
 use crate::alg::expect::Expectations;
 use crate::conn::{Conn, Events};
 use crate::key::{Addr, ConnKey, KeyHasher, V6, Zone, instance};
@@ -246,9 +246,11 @@ impl Tracker {
         self.max_conns.store(max, Relaxed);
         self.shared.remember(NOT_FULL, 0);
         let guard = pin();
-        self.v4.reserve(&self.shared, &guard, max);
+        // A rebuilt index only hashes: nothing is removed to count.
+        let cx = Counted::new(&self.shared);
+        self.v4.reserve(&cx, &guard, max);
         if let Some(t) = self.v6.get() {
-            t.reserve(&self.shared, &guard, (max / 64).max(4096));
+            t.reserve(&cx, &guard, (max / 64).max(4096));
         }
     }
 
