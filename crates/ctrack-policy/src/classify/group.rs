@@ -280,21 +280,114 @@ mod tests {
         assert_eq!(coarse(&c.mask, 8), c.mask);
     }
 
+    /// Each field's rule in `coarse` (mutation round 68: any one of them
+    /// dropped went unseen, the classifier being right with any subset of
+    /// a mask): the protocol flags kept even where partly masked, an
+    /// address cut to a multiple of the step, TCP flags never hashed, the
+    /// ICMP type only where the ICMP flag is tested. (The TCP flags' own
+    /// rule changes nothing that a test could see: the ICMP type and code
+    /// lie on its bits, and their rules, after it, decide them.)
+    #[test]
+    fn coarse_keeps_each_field_as_its_rule_says() {
+        let mask = |fields: &[(Field, u128)]| {
+            let mut k = Key::default();
+            for &(f, m) in fields {
+                k.set(f, m);
+            }
+            k
+        };
+        let tcp = u128::from(crate::key::flag::TCP);
+        let icmp = u128::from(crate::key::flag::ICMP);
+        let m = mask(&[
+            (Field::Flags, tcp),
+            (Field::IpSrc, u128::MAX << 100),
+            (Field::TcpFlags, Field::TcpFlags.all_ones()),
+            (Field::IcmpType, Field::IcmpType.all_ones()),
+        ]);
+        assert_eq!(
+            coarse(&m, 8),
+            mask(&[(Field::Flags, tcp), (Field::IpSrc, u128::MAX << 104)])
+        );
+        let m = mask(&[
+            (Field::Flags, icmp),
+            (Field::IcmpType, Field::IcmpType.all_ones()),
+        ]);
+        assert_eq!(coarse(&m, 8), m);
+    }
+
+    /// What a group says of itself: its buckets, its best score as its
+    /// rules come and go (the bound a search skips it by), and its heap
+    /// bytes, which count every candidate and every rule's score and
+    /// which `compact` brings down to what the candidates need.
+    /// (Mutation round 68: none of it was checked.)
+    #[test]
+    fn a_group_reports_its_buckets_scores_and_memory() {
+        let seed = [1u64; 16];
+        let to = |port: u128| crate::classify::Conj::field(Field::L4Dst, 0xffff, port);
+        let mut g = Group::new(Tuple {
+            mask: to(0).mask,
+            w0: 0,
+        });
+        let entry = |port: u128| Entry {
+            mask: to(port).mask.w,
+            value: to(port).value.w,
+            ports: [0, u16::MAX, 0, u16::MAX],
+        };
+        // 100 rules of one entry each, two a port: 50 buckets.
+        for r in 0..100u128 {
+            g.insert(&entry(1000 + r / 2), (r + 1) * 10, &seed);
+        }
+        assert_eq!((g.buckets(), g.entries(), g.max_score()), (50, 100, 1000));
+        let candidates = 100 * size_of::<Cand>();
+        let scores = 100 * size_of::<(u128, u32)>();
+        let before = g.memory();
+        g.compact();
+        let after = g.memory();
+        assert!(after < before, "{after} {before}");
+        assert!(
+            after >= candidates + scores && after <= 4 * (candidates + scores) + 16 * 1024,
+            "{after}"
+        );
+        let own = after - g.table.memory();
+        assert!(own >= scores && own <= 2 * scores, "{own}");
+        // The best rule goes: the next is the bound; then all.
+        assert_eq!(g.remove_rule(&[&entry(1049)], 1000, &seed), 1);
+        assert_eq!((g.buckets(), g.entries(), g.max_score()), (50, 99, 990));
+        assert_eq!(g.remove_rule(&[&entry(1049)], 1000, &seed), 0);
+        assert_eq!(g.max_score(), 990);
+        for r in 0..99u128 {
+            assert_eq!(
+                g.remove_rule(&[&entry(1000 + r / 2)], (r + 1) * 10, &seed),
+                1
+            );
+        }
+        assert_eq!((g.buckets(), g.entries(), g.max_score()), (0, 0, 0));
+    }
+
     /// `has_room` counts a bucket's rules, not its entries, and finds a
-    /// rule's own run, whatever the runs' lengths and order.
+    /// rule's own run, whatever the runs' lengths and order; the bucket
+    /// it counts is the entry's own, which a full bucket beside it does
+    /// not fill. (Mutation round 68: the bucket's key made a constant went
+    /// unseen while the tuple hashed nothing.)
     #[test]
     fn room_is_counted_in_rules() {
         let seed = [1u64; 16];
+        let to = |port: u128| crate::classify::Conj::field(Field::L4Dst, 0xffff, port);
         let g0 = Group::new(Tuple {
-            mask: Key::default(),
+            mask: to(80).mask,
             w0: 0,
         });
-        // Entries of one bucket (the tuple hashes nothing) that differ in
-        // a port, so that they are distinct.
+        // Entries of one bucket (the tuple hashes the destination port,
+        // 80 for all) that differ in the source port, so that they are
+        // distinct.
         let entry = |port: u16| Entry {
-            mask: [0; 8],
-            value: [0; 8],
+            mask: to(80).mask.w,
+            value: to(80).value.w,
             ports: [port, 0, 0, u16::MAX],
+        };
+        let other = Entry {
+            value: to(81).value.w,
+            ..entry(9)
         };
         for limit in [1usize, 3, 8] {
             for big in [false, true] {
@@ -326,6 +419,7 @@ mod tests {
                     "{limit} {big}"
                 );
                 assert!(room(&g, 15), "{limit} {big}");
+                assert!(g.has_room(&other, 5, limit, &seed), "{limit} {big}");
                 for r in 1..limit as u128 {
                     assert!(room(&g, r * 10), "{limit} {big} {r}");
                 }
