@@ -97,7 +97,7 @@ pub(crate) fn complement(
 /// The bits of `mask` the values all share first, then those where they
 /// differ, each highest first: a value that differs on a shared bit is out
 /// in one pair a bit, and the trie branches only below them (`{ff01::2,
-/// ff02::2, ff05::2}` keeps out 130 pairs this way, 353 with the bits in
+/// ff02::2, ff05::2}` keeps out 129 pairs this way, 353 with the bits in
 /// plain order). Sorted values sort by the bits where they differ,
 /// highest first, as the walk needs.
 fn trie_order(mask: u128, values: &[u128]) -> Vec<u128> {
@@ -261,6 +261,68 @@ mod tests {
         assert_eq!(
             complement(&mut masks, u128::MAX, 1 << 30, 1 << 20),
             Err(TooBig::Work)
+        );
+    }
+
+    /// A test with a bit of its value outside its mask (but inside the
+    /// field) never passes, and keeps nothing out, whether the other
+    /// tests share its mask or not. (Mutation round 69.)
+    #[test]
+    fn a_test_that_never_passes_keeps_nothing_out() {
+        exact(&[(0x10, 0x0f), (0x1, 0x3f)]);
+        exact(&[(0x10, 0x0f), (0x1, 0x0f)]);
+        exact(&[(0x10, 0x0f), (0x21, 0x2f), (0x3, 0x33)]);
+    }
+
+    /// The pairs the walks find: the three multicast groups of the trie's
+    /// comment in 129 (125 shared bits and four gaps below where they
+    /// differ; 353 with the bits in plain order), three tests of three
+    /// masks in four (the least: 36 values, none a cube of more than 12).
+    /// (Mutation round 69: the shared bits and the bit a cube splits on
+    /// chosen otherwise went unseen, the complement being exact with more
+    /// pairs.)
+    #[test]
+    fn the_walks_find_few_pairs() {
+        let group = |x: u128| 0xff00u128 << 112 | x << 112 | 2;
+        let three: Vec<(u128, u128)> = [1, 2, 5].map(|x| (group(x), u128::MAX)).to_vec();
+        let got = complement(&mut three.clone(), u128::MAX, 1 << 16, 1 << 20).unwrap();
+        assert_eq!(got.len(), 129);
+        for (v, m) in &got {
+            assert!(three.iter().all(|&(t, _)| t & m != *v), "{v:x}/{m:x}");
+        }
+        let mix = [(0x5, 0x3f), (0x0, 0x30), (0x8, 0x0c)];
+        let got = complement(&mut mix.to_vec(), 0x3f, 64, 1 << 20).unwrap();
+        assert_eq!(got.len(), 4, "{got:x?}");
+        exact(&mix);
+    }
+
+    /// The bounds are exact: a complement of exactly `limit` pairs is
+    /// built, and refused with one fewer allowed; so is a walk of exactly
+    /// `budget` steps, a step being a node and a test at it (`x & 1 == 1`
+    /// and `x & 2 == 2` over two bits: five nodes, eleven steps, one
+    /// pair). (Mutation round 69.)
+    #[test]
+    fn the_bounds_are_exact() {
+        // One mask: the trie, which takes no steps.
+        let same = [(0x1, 0x3), (0x2, 0x3)];
+        assert_eq!(
+            complement(&mut same.to_vec(), 0x3, 2, 0),
+            Ok(vec![(0x0, 0x3), (0x3, 0x3)])
+        );
+        assert_eq!(
+            complement(&mut same.to_vec(), 0x3, 1, 0),
+            Err(TooBig::Pairs)
+        );
+        // Two masks: the cube walk.
+        let two = [(0x1, 0x1), (0x2, 0x2)];
+        assert_eq!(
+            complement(&mut two.to_vec(), 0x3, 1, 11),
+            Ok(vec![(0x0, 0x3)])
+        );
+        assert_eq!(complement(&mut two.to_vec(), 0x3, 1, 10), Err(TooBig::Work));
+        assert_eq!(
+            complement(&mut two.to_vec(), 0x3, 0, 11),
+            Err(TooBig::Pairs)
         );
     }
 }
