@@ -506,6 +506,18 @@ mod tests {
         assert!(live.iter().any(|&(_, x)| x == b));
     }
 
+    /// A candidate of `score` that matches every key.
+    fn blank(score: u128) -> Cand {
+        Cand {
+            score,
+            e: Entry {
+                mask: [0; 8],
+                value: [0; 8],
+                ports: [0, u16::MAX, 0, u16::MAX],
+            },
+        }
+    }
+
     /// A well-mixed hash of a test key (splitmix64's finaliser).
     fn mixed(k: &[u64; 8]) -> u64 {
         let mut z = k[1].wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -642,25 +654,17 @@ mod tests {
     fn growth_and_compaction_copy_linearly() {
         let mut t = Table::default();
         let key = |i: u64| [0, i, 0, 0, 0, 0, 0, 0];
-        let cand = |score: u128| Cand {
-            score,
-            e: Entry {
-                mask: [0; 8],
-                value: [0; 8],
-                ports: [0, u16::MAX, 0, u16::MAX],
-            },
-        };
         let n = 20_000u32;
         let big = t.find_or_insert(&key(0), bad(&key(0)), bad);
         for i in 0..n {
             // In order of falling score: each goes in at the end.
-            t.insert(big, bad(&key(0)), cand(u128::from(n - i) + 10));
+            t.insert(big, bad(&key(0)), blank(u128::from(n - i) + 10));
             let b = t.find_or_insert(
                 &key(1 + u64::from(i % 50)),
                 bad(&key(1 + u64::from(i % 50))),
                 bad,
             );
-            t.insert(b, bad(&key(1 + u64::from(i % 50))), cand(5));
+            t.insert(b, bad(&key(1 + u64::from(i % 50))), blank(5));
         }
         assert_eq!(t.bucket(big).len(), n as usize);
         assert!(
@@ -726,17 +730,9 @@ mod tests {
     fn a_run_gives_its_room_back_below_a_quarter() {
         let mut t = Table::default();
         let key = [0, 7, 0, 0, 0, 0, 0, 0];
-        let cand = |score: u128| Cand {
-            score,
-            e: Entry {
-                mask: [0; 8],
-                value: [0; 8],
-                ports: [0, u16::MAX, 0, u16::MAX],
-            },
-        };
         let b = t.find_or_insert(&key, bad(&key), bad);
         for s in (1..=32u128).rev() {
-            t.insert(b, bad(&key), cand(s));
+            t.insert(b, bad(&key), blank(s));
         }
         let room = t.runs[b].2;
         assert!(room >= 32, "{room}");
