@@ -412,10 +412,11 @@ impl Classifier {
         self.rules.contains_key(&id)
     }
 
-    /// Heap bytes used, estimated from the capacities of every table and
-    /// vector.
+    /// Heap bytes used: the capacities of every vector and the
+    /// allocations of every hash table, exact but for the groups' ordered
+    /// maps of scores, which are estimated (`tests/memory.rs` holds the
+    /// sum to what the allocator gave).
     pub fn memory(&self) -> usize {
-        let map = |n: usize, each: usize| n * (each + 1);
         let rules: usize = self
             .rules
             .values()
@@ -424,8 +425,12 @@ impl Classifier {
         let groups: usize = self.slots.iter().flatten().map(Group::memory).sum();
         rules
             + groups
-            + map(self.rules.capacity(), size_of::<(RuleId, Rule)>())
-            + map(self.by_tuple.capacity(), size_of::<(Tuple, u32)>())
+            + self.rules.allocation_size()
+            + self.by_tuple.allocation_size()
+            + self
+                .few
+                .as_ref()
+                .map_or(0, |f| f.capacity() * size_of::<(u128, u64, u64, u32)>())
             + self.slots.capacity() * size_of::<Option<Group>>()
             + self.free.capacity() * 4
             + self.probes.capacity() * size_of::<Probe>()

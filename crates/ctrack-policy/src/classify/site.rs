@@ -304,10 +304,9 @@ impl Cells {
         self.sites = 0;
     }
 
-    /// Heap bytes, estimated.
+    /// Heap bytes.
     fn memory(&self) -> usize {
-        self.cells.capacity() * size_of::<Bits>()
-            + self.counts.capacity() * (size_of::<((u32, u32), u32)>() + 1)
+        self.cells.capacity() * size_of::<Bits>() + self.counts.allocation_size()
     }
 }
 
@@ -465,10 +464,11 @@ impl Sites {
         and(and(dir(0), dir(1)), port)
     }
 
-    /// Heap bytes, estimated.
+    /// Heap bytes.
     pub(crate) fn memory(&self) -> usize {
-        (self.tops.capacity() + self.subs.capacity()) * (size_of::<(u64, Bits)>() + 1)
-            + self.counts.capacity() * (size_of::<(CountKey, u32)>() + 1)
+        self.tops.allocation_size()
+            + self.subs.allocation_size()
+            + self.counts.allocation_size()
             + self.top_cells.memory()
             + self.sub_cells.memory()
     }
@@ -542,7 +542,9 @@ impl WordFilter {
 
     /// Heap bytes.
     pub(crate) fn memory(&self) -> usize {
-        self.tables.len() * (size_of::<[Bits; 256]>() + 16) + self.tests.capacity() * 16
+        self.tables.len() * size_of::<[Bits; 256]>()
+            + self.tables.capacity() * size_of::<(u32, Box<[Bits; 256]>)>()
+            + self.tests.capacity() * size_of::<(u64, u64)>()
     }
 }
 
