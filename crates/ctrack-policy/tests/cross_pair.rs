@@ -368,7 +368,10 @@ fn ftp_policy() -> Policy {
 /// connection from port 20. The same SYN from C's MAC finds the
 /// expectation in the shared zone, but C's zone holds none in OVN: C's
 /// from-lport ACLs meet it and drop it, and the expectation stays for
-/// the server's.
+/// the server's. Once the data connection is established, its segment
+/// from C's MAC (`+est+rel`, which goes as any established packet, not
+/// as an ICMP error) meets C's ACLs the same way. (Mutation round 72:
+/// taken as related, it was dropped as invalid, and no test saw it.)
 #[test]
 fn an_expected_connection_from_a_third_port_meets_its_acls() {
     use ctrack_wire::tcp::flags::{ACK, PSH, SYN};
@@ -393,6 +396,8 @@ fn an_expected_connection_from_a_third_port_meets_its_acls() {
             b"",
             out,
         ),
+        seg(data, (ACK, 9001, 7001), b"", back),
+        seg(data, (PSH | ACK, 9001, 7001), b"x", (C_MAC, A_MAC)),
     ];
     let (ds, cross) = decide(ftp_policy(), &frames);
     let d: Vec<_> = ds.iter().map(what).collect();
@@ -403,9 +408,12 @@ fn an_expected_connection_from_a_third_port_meets_its_acls() {
             (Action::Drop, Stage::FromLport, AclRef::Acl(2)),
             (Action::Allow, Stage::Session, AclRef::Acl(0)),
             (Action::Allow, Stage::Session, AclRef::Acl(0)),
+            (Action::Allow, Stage::Session, AclRef::Acl(0)),
+            (Action::Drop, Stage::FromLport, AclRef::Acl(2)),
         ]
     );
-    assert_eq!(cross, 1);
+    assert_eq!(ds[8].reason, Some(DropReason::Acl));
+    assert_eq!(cross, 2);
 }
 
 /// A packet of the A–B flow's reply tuple sent from A's MAC to B's (the
@@ -437,4 +445,99 @@ fn a_connection_is_judged_again_between_the_ports_that_opened_it() {
         what(&after[0]),
         (Action::Allow, Stage::Session, AclRef::Acl(0))
     );
+}
+
+/// A connection judged again on a reply is judged by its opening packet
+/// rebuilt, the reply's MAC addresses swapped back: an ACL that lets B
+/// take UDP from A's MAC alone (`eth.src`) keeps allowing it, whichever
+/// way the packet that meets the change goes; and an ACL above it that
+/// drops VLAN-tagged frames does not meet the untagged opening packet.
+/// (Mutation round 72: the MACs swapped for every packet, or for none,
+/// or the rebuilt packet's flags all kept from the packet at hand, or
+/// its VLAN flag always set, went unseen, as no ACL of the tests read
+/// them.)
+#[test]
+fn a_connection_judged_again_on_a_reply_reads_its_opening_macs() {
+    let mac = |m: [u8; 6]| u128::from(ctrack_policy::key::mac_u64(&m));
+    let tagged = Acl::new(
+        0,
+        Direction::ToLport,
+        2000,
+        AclAction::Drop,
+        Expr::flags(flag::VLAN),
+    );
+    let mut p = policy(vec![tagged]);
+    p.acls[0].expr = Expr::And(vec![
+        Expr::eq(Field::Outport, B),
+        Expr::flags(flag::IP | flag::UDP),
+        Expr::eq(Field::EthSrc, mac(A_MAC)),
+    ]);
+    let fw = fw(p.clone());
+    let mut st = FwOutputs::default();
+    let opened = each(
+        &fw,
+        &[udp(false, A_MAC, B_MAC), udp(true, B_MAC, A_MAC)],
+        &mut st,
+    );
+    assert_eq!(
+        what(&opened[1]),
+        (Action::Allow, Stage::Session, AclRef::Acl(0))
+    );
+    for (n, back) in [(1, true), (2, false), (3, true)] {
+        fw.set_policy(p.clone()).unwrap();
+        let (from, to) = if back { (B_MAC, A_MAC) } else { (A_MAC, B_MAC) };
+        let d = each(&fw, &[udp(back, from, to)], &mut st);
+        assert_eq!(st.stats.rejudged, n);
+        assert_eq!(
+            what(&d[0]),
+            (Action::Allow, Stage::Session, AclRef::Acl(0)),
+            "judged again on {}",
+            if back { "a reply" } else { "a datagram" }
+        );
+    }
+}
+
+/// A connection judged again on its reply is judged by an opening packet
+/// of its own protocol: an ICMP echo under an ACL for `icmp4` and an
+/// ICMPv6 echo under one for `icmp6` stay allowed. (Mutation round 72:
+/// the rebuilt packet's ICMP flags dropped for either version went
+/// unseen.)
+#[test]
+fn a_connection_judged_again_keeps_its_protocol() {
+    use std::net::Ipv6Addr;
+    let (a6, b6): (Ipv6Addr, Ipv6Addr) = ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
+    let cases: [(u16, Frame, Frame); 2] = [
+        (
+            flag::ICMP4,
+            Frame::v4(A_IP, B_IP, L4::icmp_query(8, 7, 1)),
+            Frame::v4(B_IP, A_IP, L4::icmp_query(0, 7, 1)),
+        ),
+        (
+            flag::ICMP6,
+            Frame::v6(a6, b6, L4::icmp_query(128, 7, 1)),
+            Frame::v6(b6, a6, L4::icmp_query(129, 7, 1)),
+        ),
+    ];
+    for (proto, mut ask, mut answer) in cases {
+        (ask.eth_src, ask.eth_dst) = (A_MAC, B_MAC);
+        (answer.eth_src, answer.eth_dst) = (B_MAC, A_MAC);
+        let mut p = policy(vec![]);
+        p.acls[0].expr = Expr::And(vec![Expr::eq(Field::Outport, B), Expr::flags(proto)]);
+        let fw = fw(p.clone());
+        let mut st = FwOutputs::default();
+        let opened = each(&fw, &[ask.build()], &mut st);
+        assert_eq!(
+            what(&opened[0]),
+            (Action::Allow, Stage::ToLport, AclRef::Acl(0)),
+            "{proto:x}"
+        );
+        fw.set_policy(p).unwrap();
+        let d = each(&fw, &[answer.build()], &mut st);
+        assert_eq!(st.stats.rejudged, 1, "{proto:x}");
+        assert_eq!(
+            what(&d[0]),
+            (Action::Allow, Stage::Session, AclRef::Acl(0)),
+            "{proto:x}"
+        );
+    }
 }

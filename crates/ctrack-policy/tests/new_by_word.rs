@@ -383,15 +383,19 @@ fn a_connection_judged_again_takes_its_word_only_where_a_commit_would_change_not
         )
     };
     let (syn, ack) = (|| client(0x02, 100), || client(0x10, 101));
-    for (label, persist, by_word) in [
-        (None, false, 1),
+    for (first, label, persist, by_word) in [
+        (None, None, false, 1),
         // The judging gave it the label already.
-        (Some(7), false, 1),
-        (None, true, 0),
-        (Some(9), true, 0),
+        (None, Some(7), false, 1),
+        // The same, over the label of the first policy's ACL. (Mutation
+        // round 72: the label after the judging worked out wrongly, the
+        // old one's bits kept under the new, went unseen.)
+        (Some(8), Some(7), false, 1),
+        (None, None, true, 0),
+        (None, Some(9), true, 0),
     ] {
-        let words = fw(tcp_policy(None, false, None));
-        let acls = fw(tcp_policy(None, false, ttl_never()));
+        let words = fw(tcp_policy(first, false, None));
+        let acls = fw(tcp_policy(first, false, ttl_never()));
         let (mut sw, mut sa) = (FwOutputs::default(), FwOutputs::default());
         let mut got = each(&words, &[syn(), ack()], &mut sw);
         let mut want = each(&acls, &[syn(), ack()], &mut sa);
@@ -401,7 +405,7 @@ fn a_connection_judged_again_takes_its_word_only_where_a_commit_would_change_not
         let frames = [ack(), syn(), syn(), ack()];
         got.extend(each(&words, &frames, &mut sw));
         want.extend(each(&acls, &frames, &mut sa));
-        let case = format!("label {label:?}, persist {persist}");
+        let case = format!("label {first:?} then {label:?}, persist {persist}");
         assert_eq!(
             got.iter()
                 .map(|d| d.ct.map(|v| v.state.to_string()))
