@@ -416,6 +416,16 @@ fn an_expected_connection_from_a_third_port_meets_its_acls() {
     assert_eq!(cross, 2);
 }
 
+/// A–B's flow opened on `fw` and answered: the answer is the session's,
+/// under B's ACL.
+fn open_a_to_b(fw: &Firewall<u64>, st: &mut FwOutputs<u64>) {
+    let opened = each(fw, &[udp(false, A_MAC, B_MAC), udp(true, B_MAC, A_MAC)], st);
+    assert_eq!(
+        what(&opened[1]),
+        (Action::Allow, Stage::Session, AclRef::Acl(0))
+    );
+}
+
 /// A packet of the A–B flow's reply tuple sent from A's MAC to B's (the
 /// zones the flow's own, the way round of its opening) after the same
 /// policy is given again: the connection is judged again by the ports its
@@ -426,15 +436,7 @@ fn an_expected_connection_from_a_third_port_meets_its_acls() {
 fn a_connection_is_judged_again_between_the_ports_that_opened_it() {
     let fw = fw(policy(vec![]));
     let mut st = FwOutputs::default();
-    let opened = each(
-        &fw,
-        &[udp(false, A_MAC, B_MAC), udp(true, B_MAC, A_MAC)],
-        &mut st,
-    );
-    assert_eq!(
-        what(&opened[1]),
-        (Action::Allow, Stage::Session, AclRef::Acl(0))
-    );
+    open_a_to_b(&fw, &mut st);
     let odd = udp(true, A_MAC, B_MAC);
     let before = each(&fw, std::slice::from_ref(&odd), &mut st);
     fw.set_policy(policy(vec![])).unwrap();
@@ -474,15 +476,7 @@ fn a_connection_judged_again_on_a_reply_reads_its_opening_macs() {
     ]);
     let fw = fw(p.clone());
     let mut st = FwOutputs::default();
-    let opened = each(
-        &fw,
-        &[udp(false, A_MAC, B_MAC), udp(true, B_MAC, A_MAC)],
-        &mut st,
-    );
-    assert_eq!(
-        what(&opened[1]),
-        (Action::Allow, Stage::Session, AclRef::Acl(0))
-    );
+    open_a_to_b(&fw, &mut st);
     for (n, back) in [(1, true), (2, false), (3, true)] {
         fw.set_policy(p.clone()).unwrap();
         let (from, to) = if back { (B_MAC, A_MAC) } else { (A_MAC, B_MAC) };
