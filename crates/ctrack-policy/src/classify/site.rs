@@ -49,6 +49,7 @@ use foldhash::fast::RandomState;
 use hashbrown::HashMap;
 
 use super::entry::Entry;
+use super::table::fold;
 use crate::key::{Field, flag};
 
 /// Slots below this are pruned by address; the rest are always probed.
@@ -253,10 +254,6 @@ impl Cells {
     /// classify` can see: BENCHMARKS.md.)
     #[inline(always)]
     fn cell(&self, key: u64) -> usize {
-        let fold = |a: u64, b: u64| {
-            let r = u128::from(a) * u128::from(b);
-            (r >> 64) as u64 ^ r as u64
-        };
         (fold(fold(key ^ self.seed[0], self.seed[1]), self.seed[2]) as usize)
             & (self.cells.len() - 1)
     }

@@ -49,8 +49,9 @@ pub(crate) fn scan(run: &[Cand], key: &Key, best: u128) -> u128 {
 /// The per-classifier secret of the hash: two words per key word.
 pub(crate) type Seed = [u64; 16];
 
+/// A folded multiply: the 128-bit product's halves XORed.
 #[inline]
-fn fold(a: u64, b: u64) -> u64 {
+pub(crate) fn fold(a: u64, b: u64) -> u64 {
     let r = u128::from(a) * u128::from(b);
     (r as u64) ^ ((r >> 64) as u64)
 }
